@@ -1,0 +1,63 @@
+"""The normalised records that engine parsers produce and everything downstream consumes.
+
+Keeping one small, engine-neutral shape here is what lets the tailer, the daemon state, the
+report and the simulator's round-trip tests agree without knowing any log format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class StatsRecord:
+    """One scheduler stats line (decode or prefill window), spec section 5.
+
+    A field the line does not carry stays ``None``: absence is information (an old SGLang
+    without ``accept rate``, a non-speculative server) and must not be faked as zero.
+    """
+
+    kind: str  # "decode" | "prefill"
+    time: str | None = None
+    engine: str = "sglang"
+    dp_rank: int | None = None
+    tp_rank: int | None = None
+    running_requests: int | None = None
+    queued_requests: int | None = None
+    token_usage: float | None = None
+    accept_length: float | None = None
+    accept_rate: float | None = None
+    cuda_graph: bool | None = None
+    gen_throughput: float | None = None
+    new_tokens: int | None = None
+    cached_tokens: int | None = None
+    input_throughput: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """Spec section 5 keys first; extras are flattened after them and never override."""
+        data = asdict(self)
+        extra = data.pop("extra")
+        if self.kind == "decode":
+            for key in ("new_tokens", "cached_tokens", "input_throughput"):
+                data.pop(key)
+        for key, value in extra.items():
+            data.setdefault(key, value)
+        return data
+
+
+class Unrecognized:
+    """Marker for a line that looks like a stats line but yields no usable record.
+
+    Counted as format drift (``specwatch_log_unrecognized_stats_lines_total``) instead of
+    vanishing silently.
+    """
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"Unrecognized({self.reason!r})"

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Install the Debian tools the tests run for real (promtool, prometheus, alertmanager, amtool).
+# Does nothing when they are present; needs root (or sudo) when they are not.
+set -euo pipefail
+
+missing=()
+for tool in prometheus promtool; do
+  command -v "$tool" >/dev/null 2>&1 || missing+=(prometheus)
+done
+for tool in prometheus-alertmanager amtool; do
+  command -v "$tool" >/dev/null 2>&1 || missing+=(prometheus-alertmanager)
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+packages=$(printf '%s\n' "${missing[@]}" | sort -u | tr '\n' ' ')
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
+    echo "install-system-deps: need root to install: $packages" >&2
+    exit 1
+  fi
+fi
+echo "install-system-deps: installing $packages"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $packages >/dev/null
+# The Debian packages start services we do not want holding ports during tests.
+for svc in prometheus prometheus-alertmanager prometheus-node-exporter; do
+  $sudo systemctl stop "$svc" >/dev/null 2>&1 || true
+done
