@@ -1,0 +1,50 @@
+"""The ``specwatch`` command line: one subcommand per module in ``exporter.commands``.
+
+Each command module exposes ``register(subparsers)`` that adds its parser and sets
+``func(args) -> int``. Keeping the table here, and the commands apart, lets each command own
+its flags without this file growing with every feature.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from exporter import __version__
+
+# Order is the order `specwatch --help` lists them in.
+COMMANDS: tuple[str, ...] = ("run", "parse")
+
+
+class UsageError(Exception):
+    """A bad flag or config value: reported on one line, exit status 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="specwatch",
+        description="Prometheus exporter and alerting sidecar for speculative decoding.",
+    )
+    parser.add_argument("--version", action="version", version=f"specwatch {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        importlib.import_module(f"exporter.commands.{name}").register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except UsageError as exc:
+        print(f"specwatch {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
