@@ -1,0 +1,200 @@
+"""The one Collector: renders every target's snapshot into spec section 6 metrics per scrape.
+
+Nothing is stored in prometheus_client metric objects: each scrape builds fresh families from
+snapshots, so a value that went stale simply is not rendered (instead of lingering as if
+current), and a scrape never waits on a tailer or an upstream.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from exporter import __version__
+from exporter.state import ACCEPT_LENGTH_BUCKETS, TargetSnapshot, Window
+from exporter.target import Target
+
+P = "specwatch_"
+
+# name -> (type, help). Declared once so every family has one help text and one type.
+FAMILIES: dict[str, tuple[str, str]] = {
+    "build_info": ("gauge", "specwatch version, always 1."),
+    "accept_length": ("gauge", "Mean accepted tokens per verify round in the newest window."),
+    "accept_rate": (
+        "gauge",
+        "Accepted drafts per proposed draft, derived by specwatch as "
+        "(accept_length-1)/(num_draft_tokens-1); SGLang's own rate changed meaning in 2026.",
+    ),
+    "cuda_graph": ("gauge", "1 if the newest decode window ran with a CUDA (or CPU/NPU) graph."),
+    "running_requests": ("gauge", "Running requests in the newest decode window."),
+    "queued_requests": ("gauge", "Queued requests in the newest decode window."),
+    "token_usage_ratio": ("gauge", "KV cache token usage (0-1) in the newest decode window."),
+    "gen_throughput_tokens_per_second": ("gauge", "Generation throughput of the newest window."),
+    "speedup_ratio": (
+        "gauge",
+        "Generation throughput divided by the baseline at the current running requests.",
+    ),
+    "last_decode_timestamp_seconds": ("gauge", "When specwatch last saw a decode stats line."),
+    "decode_windows": ("counter", "Decode stats windows seen, by CUDA-graph state."),
+    "accept_length_windows": ("histogram", "Per-window accept length."),
+    "baseline_gen_throughput_tokens_per_second": (
+        "gauge",
+        "Throughput without speculation at the current running requests (configured).",
+    ),
+    "expected_accept_length": ("gauge", "Accept length this drafter should reach (configured)."),
+    "log_lines": ("counter", "Log lines read."),
+    "log_stats_lines": ("counter", "Scheduler stats lines parsed, by kind."),
+    "log_unrecognized_stats_lines": (
+        "counter",
+        "Lines that look like stats lines but could not be parsed (format drift).",
+    ),
+    "log_rotations": ("counter", "Log file rotations (rename+create, delete+recreate)."),
+    "log_truncations": ("counter", "Log file truncations (copytruncate)."),
+    "log_skipped_lines": ("counter", "Log lines skipped, by reason."),
+    "log_read_errors": ("counter", "Errors reading the log (retried on the next poll)."),
+}
+
+# Per-window gauges and the record attribute each renders.
+WINDOW_GAUGES: tuple[tuple[str, Callable[[Window], float | None]], ...] = (
+    ("accept_length", lambda w: w.record.accept_length),
+    ("cuda_graph", lambda w: None if w.record.cuda_graph is None else float(w.record.cuda_graph)),
+    ("running_requests", lambda w: w.record.running_requests),
+    ("queued_requests", lambda w: w.record.queued_requests),
+    ("token_usage_ratio", lambda w: w.record.token_usage),
+    ("gen_throughput_tokens_per_second", lambda w: w.record.gen_throughput),
+)
+
+
+class Families:
+    """Lazily created metric families keyed by short name, yielded in declaration order."""
+
+    def __init__(self) -> None:
+        self._metrics: dict[str, Metric] = {}
+
+    def add(self, short: str, labels: dict[str, str], value: float, suffix: str = "") -> None:
+        metric = self._metrics.get(short)
+        if metric is None:
+            kind, doc = FAMILIES[short]
+            metric = self._metrics[short] = Metric(P + short, doc, kind)
+        metric.add_sample(P + short + suffix, labels, value)
+
+    def __iter__(self) -> Iterator[Metric]:
+        return (self._metrics[k] for k in FAMILIES if k in self._metrics)
+
+
+class SpecwatchCollector(Collector):
+    """Renders all targets; safe to call from concurrent scrape threads."""
+
+    def __init__(
+        self,
+        targets: Sequence[Target],
+        stale_after: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._targets = targets
+        self._stale_after = stale_after
+        self._clock = clock
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # collect() is cheap but has no fixed shape; skip registration-time checks
+
+    def collect(self) -> Iterator[Metric]:
+        now = self._clock()
+        families = Families()
+        families.add("build_info", {"version": __version__}, 1)
+        for target in self._targets:
+            render_target(families, target, target.state.snapshot(), now, self._stale_after)
+        yield from families
+
+
+def render_target(
+    out: Families, target: Target, snap: TargetSnapshot, now: float, stale_after: float
+) -> None:
+    base = {"target": target.name}
+    fresh = snap.fresh_windows(now, stale_after)
+    _render_windows(out, base, fresh)
+    _render_speed(out, target, base, fresh, snap)
+    _render_counters(out, base, snap)
+    _render_log_health(out, base, snap)
+
+
+def _window_labels(base: dict[str, str], dp_rank: int | None) -> dict[str, str]:
+    return base if dp_rank is None else {**base, "dp_rank": str(dp_rank)}
+
+
+def _render_windows(out: Families, base: dict[str, str], fresh: dict[int | None, Window]) -> None:
+    for dp_rank, window in sorted(fresh.items(), key=lambda kv: (kv[0] is not None, kv[0])):
+        labels = _window_labels(base, dp_rank)
+        for short, getter in WINDOW_GAUGES:
+            value = getter(window)
+            if value is not None:
+                out.add(short, labels, value)
+
+
+def _totals(fresh: dict[int | None, Window]) -> tuple[float | None, float | None]:
+    """Throughput and running requests summed over DP ranks (each rank logs its own share)."""
+    tput = [w.record.gen_throughput for w in fresh.values()]
+    running = [w.record.running_requests for w in fresh.values()]
+    if not fresh or None in tput or None in running:
+        return None, None
+    return sum(tput), sum(running)  # type: ignore[arg-type]
+
+
+def _render_speed(
+    out: Families,
+    target: Target,
+    base: dict[str, str],
+    fresh: dict[int | None, Window],
+    snap: TargetSnapshot,
+) -> None:
+    if target.config.expected_accept_length is not None:
+        out.add("expected_accept_length", base, target.config.expected_accept_length)
+    if target.baseline is None:
+        return
+    tput, running = _totals(fresh)
+    if running is None:
+        running = _last_running(snap)
+    baseline = target.baseline.at(running if running is not None else 1)
+    out.add("baseline_gen_throughput_tokens_per_second", base, baseline)
+    if tput is not None and baseline > 0:
+        out.add("speedup_ratio", base, tput / baseline)
+
+
+def _last_running(snap: TargetSnapshot) -> float | None:
+    """Running requests of the newest (possibly stale) windows, to place the baseline."""
+    values = [w.record.running_requests for w in snap.windows.values()]
+    return None if not values or None in values else sum(values)  # type: ignore[arg-type]
+
+
+def _render_counters(out: Families, base: dict[str, str], snap: TargetSnapshot) -> None:
+    if snap.last_decode_at is not None:
+        out.add("last_decode_timestamp_seconds", base, snap.last_decode_at)
+    for graph in (True, False):
+        labels = {**base, "cuda_graph": "true" if graph else "false"}
+        out.add("decode_windows", labels, snap.decode_windows[graph], "_total")
+    for bound, count in zip(ACCEPT_LENGTH_BUCKETS, snap.accept_length_buckets, strict=True):
+        out.add("accept_length_windows", {**base, "le": _le(bound)}, count, "_bucket")
+    inf = {**base, "le": "+Inf"}
+    out.add("accept_length_windows", inf, snap.accept_length_count, "_bucket")
+    out.add("accept_length_windows", base, snap.accept_length_count, "_count")
+    out.add("accept_length_windows", base, snap.accept_length_sum, "_sum")
+
+
+def _le(bound: float) -> str:
+    return repr(float(bound))
+
+
+def _render_log_health(out: Families, base: dict[str, str], snap: TargetSnapshot) -> None:
+    out.add("log_lines", base, snap.log_lines, "_total")
+    for kind, count in sorted(snap.stats_lines.items()):
+        out.add("log_stats_lines", {**base, "kind": kind}, count, "_total")
+    out.add("log_unrecognized_stats_lines", base, snap.unrecognized, "_total")
+    out.add("log_rotations", base, snap.rotations, "_total")
+    out.add("log_truncations", base, snap.truncations, "_total")
+    for reason in sorted({"too_long", "invalid_utf8", "partial_discarded", *snap.skipped}):
+        labels = {**base, "reason": reason}
+        out.add("log_skipped_lines", labels, snap.skipped.get(reason, 0), "_total")
+    out.add("log_read_errors", base, snap.read_errors, "_total")

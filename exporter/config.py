@@ -1,0 +1,240 @@
+"""Configuration: one pydantic model fed by a YAML file, ``SPECWATCH_*`` variables and flags.
+
+Precedence is file < environment < flags, so a packaged config can be adjusted per pod with an
+environment variable and per run with a flag. Every error names the key (and where it came
+from) because a sidecar that silently ignores a typo is worse than one that refuses to start.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+DEFAULT_LISTEN = "0.0.0.0:9477"
+DEFAULT_TARGET = "default"
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+
+
+class ConfigError(Exception):
+    """Invalid configuration; the message names the offending key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BaselineConfig(_Strict):
+    """Throughput of the same server without speculation: one of three forms."""
+
+    tok_s: float | None = Field(default=None, gt=0)
+    curve: str | None = None
+    bench_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> BaselineConfig:
+        given = [k for k in ("tok_s", "curve", "bench_file") if getattr(self, k) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give only one of tok_s, curve, bench_file (got {', '.join(given)})")
+        if not given:
+            raise ValueError("give one of tok_s, curve, bench_file")
+        return self
+
+
+class TargetConfig(_Strict):
+    """One watched server. Several per process are allowed (daemonset mode)."""
+
+    name: str = DEFAULT_TARGET
+    engine: Literal["sglang"] = "sglang"
+    log_files: list[str] = Field(default_factory=list)
+    metrics_url: str | None = None
+    server_info_url: str | None = None
+    bearer_token_file: Path | None = None
+    bearer_token_env: str | None = None
+    draft_config: Path | None = None
+    scrape_interval: float = Field(default=15.0, gt=0)
+    baseline: BaselineConfig | None = None
+    expected_accept_length: float | None = Field(default=None, ge=1)
+
+    @field_validator("name")
+    @classmethod
+    def _bounded_name(cls, value: str) -> str:
+        # The name becomes the `target` label: keep it short and free of odd characters.
+        if not _NAME_RE.match(value):
+            raise ValueError("must be 1-64 characters of letters, digits, '_', '.', ':' or '-'")
+        return value
+
+    @field_validator("metrics_url", "server_info_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+
+class Config(_Strict):
+    """The whole daemon configuration (spec section 11)."""
+
+    listen: str = DEFAULT_LISTEN
+    stale_after: float = Field(default=60.0, gt=0)
+    max_line_bytes: int = Field(default=1 << 20, ge=1024)
+    from_beginning: bool = False
+    web_config: Path | None = None
+    targets: list[TargetConfig] = Field(default_factory=list)
+    custom_rules: list[dict[str, Any]] = Field(default_factory=list)
+
+    @field_validator("listen")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        parse_listen(value)
+        return value
+
+    @field_validator("targets")
+    @classmethod
+    def _unique_names(cls, targets: list[TargetConfig]) -> list[TargetConfig]:
+        names = [t.name for t in targets]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"target names must be unique (repeated: {', '.join(dupes)})")
+        return targets
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (IPv6 as ``[::1]:9477``) -> (host, port)."""
+    match = re.match(r"^(\[[0-9a-fA-F:.]+\]|[^:\s]*):(\d{1,5})$", value)
+    if not match or not 0 <= int(match.group(2)) <= 65535:
+        raise ValueError("must be HOST:PORT, e.g. 0.0.0.0:9477")
+    return match.group(1).strip("[]") or "0.0.0.0", int(match.group(2))
+
+
+# Top-level keys and target keys that may come from SPECWATCH_* variables or flags.
+_TOP_KEYS = ("listen", "stale_after", "max_line_bytes", "from_beginning", "web_config")
+_TARGET_KEYS = (
+    "name",
+    "log_files",
+    "metrics_url",
+    "server_info_url",
+    "bearer_token_file",
+    "bearer_token_env",
+    "draft_config",
+    "expected_accept_length",
+)
+_BASELINE_KEYS = {
+    "baseline_tok_s": "tok_s",
+    "baseline_curve": "curve",
+    "baseline_bench": "bench_file",
+}
+# Environment names that differ from the key they set.
+_ENV_ALIASES = {"TARGET": "name", "LOG_FILE": "log_files"}
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    """Collect ``SPECWATCH_*`` variables as overrides; an unknown one is an error (typos)."""
+    known = set(_TOP_KEYS) | set(_TARGET_KEYS) | set(_BASELINE_KEYS) | {"config"}
+    out: dict[str, Any] = {}
+    for var, raw in environ.items():
+        if not var.startswith("SPECWATCH_"):
+            continue
+        suffix = var.removeprefix("SPECWATCH_")
+        key = _ENV_ALIASES.get(suffix, suffix.lower())
+        if key not in known:
+            raise ConfigError(f"{var}: unknown setting (known: {_env_names(known)})")
+        out[key] = raw.split(os.pathsep) if key == "log_files" else raw
+    return out
+
+
+def _env_names(keys: set[str]) -> str:
+    reverse = {v: k for k, v in _ENV_ALIASES.items()}
+    return ", ".join(sorted("SPECWATCH_" + reverse.get(k, k.upper()) for k in keys))
+
+
+def load_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path}: not valid YAML: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path}: top level must be a mapping of keys")
+    return data
+
+
+def build_config(
+    file_data: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    origin: str = "flags",
+) -> Config:
+    """Merge file data with flat overrides (env or flags) and validate.
+
+    Overrides for target keys shape a single flag-defined target: it updates the file's target
+    of the same name (or the only one), otherwise it is added.
+    """
+    data = dict(file_data or {})
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    for key in _TOP_KEYS:
+        if key in overrides:
+            data[key] = overrides[key]
+    target_over = {k: overrides[k] for k in _TARGET_KEYS if k in overrides}
+    baseline = {_BASELINE_KEYS[k]: overrides[k] for k in _BASELINE_KEYS if k in overrides}
+    if baseline:
+        target_over["baseline"] = baseline
+    if target_over:
+        data["targets"] = _merge_target(data.get("targets"), target_over)
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, origin if overrides else "config")) from None
+
+
+def _merge_target(targets: Any, over: dict[str, Any]) -> list[Any]:
+    if targets is None:
+        targets = []
+    if not isinstance(targets, list):
+        return targets  # let validation report the type error under its key
+    targets = [dict(t) if isinstance(t, dict) else t for t in targets]
+    dicts = [t for t in targets if isinstance(t, dict)]
+    wanted = over.get("name")
+    match = next((t for t in dicts if t.get("name", DEFAULT_TARGET) == wanted), None)
+    if match is None and wanted is None and len(dicts) == 1:
+        match = dicts[0]
+    if match is None:
+        targets.append(dict(over))
+    else:
+        match.update(over)
+    return targets
+
+
+def _describe(exc: ValidationError, origin: str) -> str:
+    err = exc.errors()[0]
+    key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown key"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{key}: {msg}{more} [{origin}]"
+
+
+def load_config(
+    path: Path | None = None,
+    flags: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Config:
+    """The effective configuration: file, then ``SPECWATCH_*``, then flags."""
+    env = env_overrides(os.environ if environ is None else environ)
+    config_path = path or (Path(env.pop("config")) if "config" in env else None)
+    env.pop("config", None)
+    file_data = load_yaml(config_path) if config_path else {}
+    merged = {**env, **{k: v for k, v in (flags or {}).items() if v is not None}}
+    origin = "flags" if flags and any(v is not None for v in flags.values()) else "environment"
+    config = build_config(file_data, merged, origin=origin)
+    if not config.targets:
+        raise ConfigError("targets: nothing to watch: give --log-file, --metrics-url or a config")
+    return config

@@ -1,0 +1,95 @@
+"""``specwatch run``: wires sources, per-target state, the collector and the HTTP server.
+
+Data flows one way: source -> LineProcessor -> TargetState -> snapshot -> Collector. The
+daemon only starts and stops these parts; it holds no metric logic of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Iterator
+from typing import Protocol
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+
+from exporter.collector import SpecwatchCollector
+from exporter.config import Config, parse_listen
+from exporter.feed import LogFeed
+from exporter.tail import FileTailer, StdinSource, WakeupObserver
+from exporter.target import Target
+from exporter.web import WebServer, make_app
+from exporter.webconfig import load_web_config
+
+log = logging.getLogger("specwatch")
+
+
+class Source(Protocol):
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+
+
+class Daemon:
+    """Everything ``specwatch run`` keeps alive between start() and stop()."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.targets = [Target.from_config(t) for t in config.targets]
+        self.registry = CollectorRegistry(auto_describe=False)
+        for extra in (ProcessCollector, PlatformCollector, GCCollector):
+            extra(registry=self.registry)
+        self.registry.register(SpecwatchCollector(self.targets, config.stale_after))
+        self._observer = WakeupObserver()
+        self._sources: list[Source] = list(self._build_sources())
+        host, port = parse_listen(config.listen)
+        web = load_web_config(config.web_config) if config.web_config else None
+        app = make_app(self.registry, [t.name for t in self.targets], web.guard if web else None)
+        self.web = WebServer(host, port, app, web.wrap_socket if web else None)
+
+    def _build_sources(self) -> Iterator[Source]:
+        for target in self.targets:
+            for pattern in target.config.log_files:
+                feed = LogFeed(target.state)
+                if pattern == "-":
+                    yield StdinSource(feed, max_line_bytes=self.config.max_line_bytes)
+                    continue
+                yield FileTailer(
+                    pattern,
+                    feed,
+                    from_beginning=self.config.from_beginning,
+                    max_line_bytes=self.config.max_line_bytes,
+                    observer=self._observer,
+                )
+
+    def start(self) -> None:
+        self._observer.start()
+        for source in self._sources:
+            source.start()
+        self.web.start()
+        names = ", ".join(t.name for t in self.targets)
+        log.info("listening on %s (port %d), targets: %s", self.config.listen, self.web.port, names)
+
+    def stop(self) -> None:
+        self.web.stop()
+        for source in self._sources:
+            source.stop()
+        self._observer.stop()
+        log.info("stopped")
+
+
+def serve(daemon: Daemon) -> int:
+    """Run until SIGTERM or SIGINT, then stop every thread cleanly."""
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    daemon.start()
+    try:
+        while not stop.wait(3600):
+            pass
+    finally:
+        daemon.stop()
+    return 0

@@ -1,0 +1,88 @@
+"""Glue between one log source and its target's state.
+
+A source (file tailer or stdin) reports raw lines and file events; the line processor turns
+lines into records; the sinks here route both into ``TargetState``. One feed per log source, so
+each source keeps its own envelope detection and partial CRI joins.
+"""
+
+from __future__ import annotations
+
+from exporter.engines.sglang import Prefix
+from exporter.pipeline import LineProcessor
+from exporter.record import StatsRecord
+from exporter.state import TargetState
+
+
+class StateSink:
+    """``RecordSink`` for live lines: everything is counted and becomes current."""
+
+    def __init__(self, state: TargetState) -> None:
+        self.state = state
+
+    def on_lines(self, count: int) -> None:
+        self.state.add_lines(count)
+
+    def on_record(self, record: StatsRecord) -> None:
+        self.state.add_record(record)
+
+    def on_unrecognized(self, reason: str) -> None:
+        self.state.add_unrecognized()
+
+    def on_skipped(self, reason: str) -> None:
+        self.state.add_skipped(reason)
+
+    def on_event(self, prefix: Prefix) -> None:
+        """Startup and configuration lines; the findings engine consumes them."""
+
+
+class BootstrapSink(StateSink):
+    """Sink for the head and tail of a file present at start: adopt its state, count nothing.
+
+    Windows take the file's mtime as their time, so a log that stopped long ago stays stale.
+    """
+
+    def __init__(self, state: TargetState, mtime: float) -> None:
+        super().__init__(state)
+        self._mtime = mtime
+
+    def on_lines(self, count: int) -> None:
+        pass
+
+    def on_record(self, record: StatsRecord) -> None:
+        self.state.restore_window(record, self._mtime)
+
+    def on_unrecognized(self, reason: str) -> None:
+        pass
+
+    def on_skipped(self, reason: str) -> None:
+        pass
+
+
+class LogFeed:
+    """The tailer's ``TailEvents`` for one source of one target."""
+
+    def __init__(self, state: TargetState) -> None:
+        self._state = state
+        self._sink = StateSink(state)
+        self._processor = LineProcessor(self._sink)
+
+    def on_lines(self, lines: list[bytes]) -> None:
+        self._processor.process(lines)
+
+    def on_bootstrap(self, lines: list[bytes], mtime: float) -> None:
+        LineProcessor(BootstrapSink(self._state, mtime)).process(lines)
+
+    def on_new_file(self) -> None:
+        self._processor.reset()
+
+    def on_rotation(self) -> None:
+        self._state.add_rotation()
+
+    def on_truncation(self) -> None:
+        self._state.add_truncation()
+
+    def on_skipped(self, reason: str) -> None:
+        self._state.add_skipped(reason)
+
+    def on_read_error(self, reason: str) -> None:
+        self._state.add_read_error()

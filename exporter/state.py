@@ -1,0 +1,166 @@
+"""Per-target state: what the log has told us so far, and an immutable snapshot of it.
+
+Parsers and tailers write here from their own threads; the collector only ever reads a
+snapshot. Doing the work on write and copying on read keeps every scrape cheap and lets
+concurrent scrapes run without blocking the tailer for long.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+from exporter.record import StatsRecord
+
+# Spec section 6: upper bounds of `specwatch_accept_length_windows`.
+ACCEPT_LENGTH_BUCKETS: tuple[float, ...] = (1.0, 1.05, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8)
+# More DP ranks than this would be a misparse or hostile input, not a real server.
+MAX_DP_RANKS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The newest decode stats of one DP rank and when specwatch saw them (wall clock)."""
+
+    record: StatsRecord
+    observed_at: float
+
+
+@dataclass(frozen=True)
+class TargetSnapshot:
+    """Everything the collector renders for one target, copied under the lock."""
+
+    name: str
+    windows: dict[int | None, Window]
+    last_decode_at: float | None
+    decode_windows: dict[bool, int]
+    accept_length_buckets: tuple[int, ...]
+    accept_length_sum: float
+    accept_length_count: int
+    log_lines: int
+    stats_lines: dict[str, int]
+    unrecognized: int
+    rotations: int
+    truncations: int
+    skipped: dict[str, int]
+    read_errors: int
+
+    def fresh_windows(self, now: float, stale_after: float) -> dict[int | None, Window]:
+        """Windows young enough to be shown as current (spec section 6)."""
+        return {k: w for k, w in self.windows.items() if now - w.observed_at < stale_after}
+
+
+class TargetState:
+    """Mutable state of one watched server; every method is thread-safe."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._lock = threading.Lock()
+        self._windows: dict[int | None, Window] = {}
+        self._last_decode_at: float | None = None
+        self._decode_windows = {True: 0, False: 0}
+        self._buckets = [0] * len(ACCEPT_LENGTH_BUCKETS)
+        self._accept_sum = 0.0
+        self._accept_count = 0
+        self._log_lines = 0
+        self._stats_lines: Counter[str] = Counter({"decode": 0, "prefill": 0})
+        self._unrecognized = 0
+        self._rotations = 0
+        self._truncations = 0
+        self._skipped: Counter[str] = Counter()
+        self._read_errors = 0
+
+    # --- log events -------------------------------------------------------------------------
+    def add_lines(self, count: int) -> None:
+        with self._lock:
+            self._log_lines += count
+
+    def add_record(self, record: StatsRecord, observed_at: float | None = None) -> None:
+        """Count a stats line and, for decode lines, make it the current window."""
+        now = time.time() if observed_at is None else observed_at
+        with self._lock:
+            self._stats_lines[record.kind] += 1
+            if record.kind == "decode":
+                self._count_window(record)
+                self._set_window(record, now)
+
+    def restore_window(self, record: StatsRecord, observed_at: float) -> None:
+        """Adopt a window read back from an existing file at start, without counting it.
+
+        ``observed_at`` is the file's mtime, so a log that stopped long ago stays stale.
+        """
+        if record.kind != "decode":
+            return
+        with self._lock:
+            self._set_window(record, observed_at)
+
+    def _set_window(self, record: StatsRecord, observed_at: float) -> None:
+        key = record.dp_rank
+        if key is None and record.tp_rank not in (None, 0):
+            return  # every rank printing (all-schedulers mode): TP0 speaks for the group
+        if key not in self._windows and len(self._windows) >= MAX_DP_RANKS:
+            return
+        current = self._windows.get(key)
+        if current is None or observed_at >= current.observed_at:
+            self._windows[key] = Window(record, observed_at)
+        if self._last_decode_at is None or observed_at > self._last_decode_at:
+            self._last_decode_at = observed_at
+
+    def _count_window(self, record: StatsRecord) -> None:
+        if record.cuda_graph is not None:
+            self._decode_windows[record.cuda_graph] += 1
+        value = record.accept_length
+        if value is None:
+            return
+        self._accept_sum += value
+        self._accept_count += 1
+        for i, bound in enumerate(ACCEPT_LENGTH_BUCKETS):
+            if value <= bound:
+                self._buckets[i] += 1
+                break
+
+    def add_unrecognized(self) -> None:
+        with self._lock:
+            self._unrecognized += 1
+
+    def add_skipped(self, reason: str) -> None:
+        with self._lock:
+            self._skipped[reason] += 1
+
+    def add_rotation(self) -> None:
+        with self._lock:
+            self._rotations += 1
+
+    def add_truncation(self) -> None:
+        with self._lock:
+            self._truncations += 1
+
+    def add_read_error(self) -> None:
+        with self._lock:
+            self._read_errors += 1
+
+    # --- reading ----------------------------------------------------------------------------
+    def snapshot(self) -> TargetSnapshot:
+        with self._lock:
+            cumulative, running = [], 0
+            for count in self._buckets:
+                running += count
+                cumulative.append(running)
+            return TargetSnapshot(
+                name=self.name,
+                windows=dict(self._windows),
+                last_decode_at=self._last_decode_at,
+                decode_windows=dict(self._decode_windows),
+                accept_length_buckets=tuple(cumulative),
+                accept_length_sum=self._accept_sum,
+                accept_length_count=self._accept_count,
+                log_lines=self._log_lines,
+                stats_lines=dict(self._stats_lines),
+                unrecognized=self._unrecognized,
+                rotations=self._rotations,
+                truncations=self._truncations,
+                skipped=dict(self._skipped),
+                read_errors=self._read_errors,
+            )

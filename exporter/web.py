@@ -1,0 +1,97 @@
+"""The HTTP side: ``/metrics``, a cheap unauthenticated ``/healthz`` and a landing page.
+
+A threading WSGI server, as prometheus_client uses, so a slow scraper never holds up another;
+the collector underneath only copies in-memory snapshots.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import CollectorRegistry, make_wsgi_app
+
+from exporter import __version__
+
+StartResponse = Callable[..., Any]
+WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+
+
+class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """No access log: scrapers hit us every few seconds and stderr is for problems."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def landing_page(target_names: Sequence[str]) -> bytes:
+    items = "".join(f"<li>{html.escape(name)}</li>" for name in target_names)
+    return (
+        "<!doctype html><html><head><title>specwatch</title></head><body>"
+        f"<h1>specwatch {html.escape(__version__)}</h1>"
+        "<p>Prometheus exporter for speculative decoding.</p>"
+        '<ul><li><a href="metrics">/metrics</a></li><li><a href="healthz">/healthz</a></li></ul>'
+        f"<h2>Targets</h2><ul>{items}</ul></body></html>"
+    ).encode()
+
+
+def make_app(
+    registry: CollectorRegistry,
+    target_names: Sequence[str],
+    guard: Callable[[WSGIApp], WSGIApp] | None = None,
+) -> WSGIApp:
+    """Route the three paths; ``guard`` (basic auth) wraps all but ``/healthz``."""
+    metrics = make_wsgi_app(registry)
+    page = landing_page(target_names)
+
+    def pages(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO") or "/"
+        if path == "/metrics":
+            return metrics(environ, start_response)
+        if path == "/":
+            start_response("200 OK", [("Content-Type", "text/html; charset=utf-8")])
+            return [page]
+        start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+        return [b"not found: try /metrics\n"]
+
+    protected = guard(pages) if guard else pages
+
+    def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == "/healthz":
+            start_response("200 OK", [("Content-Type", "text/plain; charset=utf-8")])
+            return [b"ok\n"]
+        return protected(environ, start_response)
+
+    return app
+
+
+class WebServer:
+    """Owns the listening socket and its serving thread."""
+
+    def __init__(self, host: str, port: int, app: WSGIApp, wrap_socket: Any = None) -> None:
+        self._server = make_server(host, port, app, _ThreadingServer, _QuietHandler)
+        if wrap_socket is not None:
+            self._server.socket = wrap_socket(self._server.socket)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="http")
+        self._thread.daemon = True
+
+    @property
+    def port(self) -> int:
+        return self._server.server_port
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)

@@ -1,0 +1,135 @@
+"""``--web-config FILE``: TLS and basic auth in the Prometheus exporter-toolkit format.
+
+Operators already write this file for node_exporter; accepting the same keys means one
+secret-management recipe for every exporter on the node. ``/healthz`` stays open so probes
+work without credentials.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import ssl
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+import bcrypt
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from exporter.config import ConfigError, load_yaml
+from exporter.web import StartResponse, WSGIApp
+
+_CLIENT_AUTH = {
+    "NoClientCert": ssl.CERT_NONE,
+    "RequestClientCert": ssl.CERT_OPTIONAL,
+    "RequireAnyClientCert": ssl.CERT_REQUIRED,
+    "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
+    "RequireAndVerifyClientCert": ssl.CERT_REQUIRED,
+}
+_TLS_VERSIONS = {
+    "TLS12": ssl.TLSVersion.TLSv1_2,
+    "TLS13": ssl.TLSVersion.TLSv1_3,
+}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TLSConfig(_Strict):
+    cert_file: Path
+    key_file: Path
+    client_auth_type: Literal[tuple(_CLIENT_AUTH)] = "NoClientCert"  # type: ignore[valid-type]
+    client_ca_file: Path | None = None
+    min_version: Literal["TLS12", "TLS13"] = "TLS12"
+
+
+class HTTPServerConfig(_Strict):
+    headers: dict[str, str] = {}
+
+
+class WebConfig(_Strict):
+    tls_server_config: TLSConfig | None = None
+    basic_auth_users: dict[str, str] = {}
+    http_server_config: HTTPServerConfig = HTTPServerConfig()
+
+    def wrap_socket(self, sock: Any) -> Any:
+        """Server-side TLS for the listening socket (identity when TLS is not configured)."""
+        tls = self.tls_server_config
+        if tls is None:
+            return sock
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = _TLS_VERSIONS[tls.min_version]
+        context.load_cert_chain(tls.cert_file, tls.key_file)
+        context.verify_mode = _CLIENT_AUTH[tls.client_auth_type]
+        if tls.client_ca_file:
+            context.load_verify_locations(tls.client_ca_file)
+        return context.wrap_socket(sock, server_side=True)
+
+    def guard(self, app: WSGIApp) -> WSGIApp:
+        """Basic auth and extra headers around every page but ``/healthz``."""
+        headers = list(self.http_server_config.headers.items())
+        users = {u: h.encode() for u, h in self.basic_auth_users.items()}
+
+        def guarded(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+            def start(status: str, hdrs: list[tuple[str, str]], *exc: Any) -> Any:
+                return start_response(status, hdrs + headers, *exc)
+
+            if users and not _authorised(environ.get("HTTP_AUTHORIZATION", ""), users):
+                start(
+                    "401 Unauthorized",
+                    [
+                        ("WWW-Authenticate", 'Basic realm="specwatch"'),
+                        ("Content-Type", "text/plain"),
+                    ],
+                )
+                return [b"unauthorised\n"]
+            return app(environ, start)
+
+        return guarded
+
+
+def _authorised(header: str, users: dict[str, bytes]) -> bool:
+    scheme, _, encoded = header.partition(" ")
+    if scheme.lower() != "basic":
+        return False
+    try:
+        user, _, password = base64.b64decode(encoded, validate=True).decode().partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        return False
+    hashed = users.get(user)
+    return hashed is not None and _check(password, hashed)
+
+
+_verified: dict[bytes, bool] = {}
+
+
+def _check(password: str, hashed: bytes) -> bool:
+    """bcrypt is slow on purpose; remember verdicts (keyed by a digest, never the password)
+    so a scrape every few seconds does not cost 100 ms of CPU each time."""
+    key = hashlib.sha256(password.encode() + b"\0" + hashed).digest()
+    if key not in _verified:
+        if len(_verified) >= 256:
+            _verified.clear()  # wrong guesses must not grow memory without bound
+        try:
+            _verified[key] = bcrypt.checkpw(password.encode(), hashed)
+        except ValueError:
+            _verified[key] = False  # malformed hash in the file: never authorise
+    return _verified[key]
+
+
+def load_web_config(path: Path) -> WebConfig:
+    try:
+        config = WebConfig.model_validate(load_yaml(path))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(p) for p in err["loc"])
+        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        raise ConfigError(f"web config {path}: {key}: {msg}") from None
+    tls = config.tls_server_config
+    for file in (tls.cert_file, tls.key_file, tls.client_ca_file) if tls else ():
+        if file is not None and not file.is_file():
+            raise ConfigError(f"web config {path}: tls_server_config: no such file: {file}")
+    return config
