@@ -1,0 +1,165 @@
+"""Would more or fewer draft tokens help? A break-even estimate from three observed numbers.
+
+Every verify round checks ``N = num_draft_tokens`` positions and yields ``accept_length``
+tokens (the bonus token included, so 1 <= AL <= N). Compared with one plain decode step, which
+yields one token, a round costs ``C`` steps, and the measured speedup is ``S = AL / C``. So the
+measured speedup tells us what a round really costs: ``C = AL / S``.
+
+Two simple models turn that into advice:
+
+* cost: ``C = 1 + k * (N - 1)``, i.e. each drafted token costs ``k`` decode steps (drafting it
+  plus verifying it). Putting all overhead on the per-token cost makes ``k`` an upper bound, so
+  "fewer" is the optimistic and "more" the cautious direction.
+* acceptance: drafts are accepted as a prefix, position ``i`` with probability ``a ** i``
+  (``a`` = per-position acceptance), so ``AL = 1 + a + a**2 + ... + a**(N-1)``.
+
+Position ``N-1`` therefore earns ``a ** (N-1)`` tokens for ``k`` steps; the expected speedup at
+``n`` tokens is ``(1 + a + ... + a**(n-1)) / (1 + k * (n - 1))`` and the best ``n`` is the
+suggestion. Without a baseline ``k`` is not measurable and ``DEFAULT_COST_PER_DRAFT_TOKEN`` is
+assumed instead (a small EAGLE head while verification is memory-bound).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Verdict = Literal["more", "fewer", "ok"]
+
+# Cost of one drafted token in decode steps when no measured speedup is available; the
+# draft/target step-cost ratio of the worked examples in Leviathan et al. (2023).
+DEFAULT_COST_PER_DRAFT_TOKEN = 0.05
+# A different draft-token count is only recommended when it is expected to gain this much.
+MIN_GAIN = 1.05
+# The acceptance model is fitted at N; it is trusted up to twice that and no further.
+MAX_EXTRAPOLATION = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Assessment:
+    """The verdict plus the numbers behind it, so callers can show or alert on either."""
+
+    verdict: Verdict
+    explanation: str
+    per_position_acceptance: float
+    cost_per_draft_token: float
+    suggested_num_draft_tokens: int
+    expected_speedup: float
+    cost_measured: bool
+
+
+def assess(accept_length: float, num_draft_tokens: int, speedup: float | None = None) -> Assessment:
+    """Break-even verdict for ``num_draft_tokens`` given the observed accept length and speedup.
+
+    ``speedup`` is measured throughput over the non-speculative baseline at the same load
+    (``None`` when no baseline is configured). Raises ``ValueError`` for inputs that describe
+    no speculation at all (fewer than 2 draft tokens) or a non-positive speedup.
+    """
+    if num_draft_tokens < 2:
+        raise ValueError(f"num_draft_tokens must be at least 2, got {num_draft_tokens}")
+    if speedup is not None and speedup <= 0:
+        raise ValueError(f"speedup must be positive, got {speedup}")
+    n = num_draft_tokens
+    length = min(max(accept_length, 1.0), float(n))
+    alpha = per_position_acceptance(length, n)
+    cost = _cost_per_draft_token(length, n, speedup)
+    candidates = range(1, MAX_EXTRAPOLATION * n + 1)
+    best = max(candidates, key=lambda m: expected_speedup(alpha, cost, m))
+    current = expected_speedup(alpha, cost, n)
+    if expected_speedup(alpha, cost, best) < current * MIN_GAIN:
+        best = n
+    verdict: Verdict = "ok" if best == n else ("fewer" if best < n else "more")
+    return Assessment(
+        verdict=verdict,
+        explanation=_explain(length, n, speedup, alpha, cost, best, verdict),
+        per_position_acceptance=alpha,
+        cost_per_draft_token=cost,
+        suggested_num_draft_tokens=best,
+        expected_speedup=expected_speedup(alpha, cost, best),
+        cost_measured=speedup is not None,
+    )
+
+
+def per_position_acceptance(accept_length: float, num_draft_tokens: int) -> float:
+    """Solve ``1 + a + a**2 + ... + a**(N-1) = AL`` for ``a`` in [0, 1] by bisection."""
+    target = accept_length - 1.0
+    if target <= 0:
+        return 0.0
+    if target >= num_draft_tokens - 1:
+        return 1.0
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        mid = (low + high) / 2
+        if _accepted_drafts(mid, num_draft_tokens) < target:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2
+
+
+def expected_speedup(alpha: float, cost_per_draft_token: float, num_draft_tokens: int) -> float:
+    """Tokens per round over round cost; 1 token per 1 step (no speculation) at ``n == 1``."""
+    tokens = 1.0 + _accepted_drafts(alpha, num_draft_tokens)
+    return tokens / (1.0 + cost_per_draft_token * (num_draft_tokens - 1))
+
+
+def _accepted_drafts(alpha: float, num_draft_tokens: int) -> float:
+    return sum(alpha**i for i in range(1, num_draft_tokens))
+
+
+def _cost_per_draft_token(accept_length: float, n: int, speedup: float | None) -> float:
+    if speedup is None:
+        return DEFAULT_COST_PER_DRAFT_TOKEN
+    round_cost = accept_length / speedup
+    return max(round_cost - 1.0, 0.0) / (n - 1)
+
+
+def _explain(
+    length: float,
+    n: int,
+    speedup: float | None,
+    alpha: float,
+    cost: float,
+    best: int,
+    verdict: Verdict,
+) -> str:
+    drafts = n - 1
+    parts = [
+        f"Each verify round yields {length:.2f} tokens from {n} draft tokens: "
+        f"{length - 1:.2f} of {drafts} proposed drafts accepted ({(length - 1) / drafts:.0%})."
+    ]
+    if speedup is None:
+        parts.append(
+            f"No baseline, so a drafted token is assumed to cost {cost:.2f} of a decode step."
+        )
+    else:
+        parts.append(
+            f"At {speedup:.2f}x the baseline a round costs {length / speedup:.2f} decode steps, "
+            f"about {cost:.2f} step per drafted token."
+        )
+    parts.append(
+        f"A draft position pays only if accepted more than {cost:.0%} of the time; position "
+        f"{drafts} is accepted about {_percent(alpha**drafts)} of the time "
+        f"(per-position acceptance {alpha:.0%})."
+    )
+    parts.append(_advice(n, alpha, cost, best, verdict))
+    return " ".join(parts)
+
+
+def _advice(n: int, alpha: float, cost: float, best: int, verdict: Verdict) -> str:
+    estimate = expected_speedup(alpha, cost, best)
+    if verdict == "ok":
+        return f"{n} draft tokens is about right (estimated {estimate:.2f}x)."
+    if best == 1:
+        return (
+            "No draft-token count is expected to beat the baseline with this drafter: "
+            "the drafter itself needs fixing (or speculation turned off)."
+        )
+    if verdict == "fewer":
+        return f"Fewer draft tokens would help: about {best} (estimated {estimate:.2f}x)."
+    return f"More draft tokens would help: try up to {best} (estimated {estimate:.2f}x)."
+
+
+def _percent(fraction: float) -> str:
+    """Two significant digits: a last position accepted 0.05% of the time must not read 0.0%."""
+    return f"{100 * fraction:.2g}%"
