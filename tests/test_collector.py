@@ -1,0 +1,172 @@
+"""What a scrape shows for a given state: fresh windows, staleness, counters, baseline."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from exporter.baseline import Baseline
+from exporter.collector import SpecwatchCollector
+from exporter.config import TargetConfig
+from exporter.record import StatsRecord
+from exporter.state import TargetState
+from exporter.target import Target
+from tests.metrics import Scrape
+
+T0 = 1_800_000_000.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def decode(**fields: object) -> StatsRecord:
+    values = dict(
+        running_requests=48,
+        queued_requests=32,
+        token_usage=0.06,
+        accept_length=1.0,
+        accept_rate=0.25,
+        cuda_graph=True,
+        gen_throughput=600.0,
+    )
+    values.update(fields)
+    return StatsRecord(kind="decode", **values)  # type: ignore[arg-type]
+
+
+def render(targets: list[Target], clock: Clock, stale_after: float = 60) -> Scrape:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SpecwatchCollector(targets, stale_after, clock))
+    return Scrape(generate_latest(registry).decode())
+
+
+def make_target(name: str = "node-a", baseline: Baseline | None = None) -> Target:
+    return Target(TargetConfig(name=name), TargetState(name), baseline)
+
+
+def test_fresh_window_is_exported_with_target_label() -> None:
+    clock, target = Clock(), make_target()
+    target.state.add_record(decode(), observed_at=T0)
+    s = render([target], clock)
+    assert s.value("specwatch_accept_length", target="node-a") == 1.0
+    assert s.value("specwatch_running_requests", target="node-a") == 48
+    assert s.value("specwatch_queued_requests", target="node-a") == 32
+    assert s.value("specwatch_token_usage_ratio", target="node-a") == 0.06
+    assert s.value("specwatch_cuda_graph", target="node-a") == 1
+    assert s.value("specwatch_gen_throughput_tokens_per_second", target="node-a") == 600
+    assert s.value("specwatch_last_decode_timestamp_seconds", target="node-a") == T0
+
+
+def test_window_vanishes_after_stale_after_but_counters_stay() -> None:
+    clock, target = Clock(), make_target()
+    target.state.add_record(decode(), observed_at=T0)
+    clock.now = T0 + 59.9
+    assert render([target], clock).value("specwatch_accept_length") == 1.0
+    clock.now = T0 + 60
+    s = render([target], clock)
+    assert s.value("specwatch_accept_length") is None
+    assert s.value("specwatch_gen_throughput_tokens_per_second") is None
+    assert s.value("specwatch_decode_windows_total", cuda_graph="true") == 1
+    assert s.value("specwatch_last_decode_timestamp_seconds") == T0
+
+
+def test_missing_fields_are_absent_not_zero() -> None:
+    clock, target = Clock(), make_target()
+    target.state.add_record(decode(accept_length=None, cuda_graph=None), observed_at=T0)
+    s = render([target], clock)
+    assert s.value("specwatch_accept_length") is None
+    assert s.value("specwatch_cuda_graph") is None
+    assert s.value("specwatch_running_requests") == 48
+
+
+def test_histogram_buckets_follow_the_spec_bounds() -> None:
+    clock, target = Clock(), make_target()
+    for value in (1.0, 1.0, 1.04, 2.6, 9.0):
+        target.state.add_record(decode(accept_length=value), observed_at=T0)
+    s = render([target], clock)
+    bucket = "specwatch_accept_length_windows_bucket"
+    assert s.value(bucket, le="1.0") == 2
+    assert s.value(bucket, le="1.05") == 3
+    assert s.value(bucket, le="2.5") == 3
+    assert s.value(bucket, le="3.0") == 4
+    assert s.value(bucket, le="8.0") == 4
+    assert s.value(bucket, le="+Inf") == 5
+    assert s.value("specwatch_accept_length_windows_count") == 5
+    assert abs(s.value("specwatch_accept_length_windows_sum") - 14.64) < 1e-9
+
+
+def test_decode_windows_counted_by_cuda_graph_state() -> None:
+    clock, target = Clock(), make_target()
+    for graph in (True, False, False):
+        target.state.add_record(decode(cuda_graph=graph), observed_at=T0)
+    target.state.add_record(StatsRecord(kind="prefill", running_requests=1), observed_at=T0)
+    s = render([target], clock)
+    assert s.value("specwatch_decode_windows_total", cuda_graph="true") == 1
+    assert s.value("specwatch_decode_windows_total", cuda_graph="false") == 2
+    assert s.value("specwatch_log_stats_lines_total", kind="decode") == 3
+    assert s.value("specwatch_log_stats_lines_total", kind="prefill") == 1
+
+
+def test_speedup_against_curve_at_current_running_requests() -> None:
+    clock = Clock()
+    target = make_target(baseline=Baseline.from_curve("1:82,48:1500,128:2370"))
+    target.state.add_record(decode(running_requests=48, gen_throughput=600.0), observed_at=T0)
+    s = render([target], clock)
+    assert s.value("specwatch_baseline_gen_throughput_tokens_per_second") == 1500
+    assert abs(s.value("specwatch_speedup_ratio") - 0.4) < 1e-9
+
+
+def test_baseline_stays_but_speedup_goes_when_stale() -> None:
+    clock, target = Clock(), make_target(baseline=Baseline.from_tok_s(90))
+    target.state.add_record(decode(running_requests=1, gen_throughput=57.0), observed_at=T0)
+    clock.now = T0 + 120
+    s = render([target], clock)
+    assert s.value("specwatch_baseline_gen_throughput_tokens_per_second") == 90
+    assert s.value("specwatch_speedup_ratio") is None
+
+
+def test_dp_ranks_get_their_own_series_and_sum_for_speedup() -> None:
+    clock, target = Clock(), make_target(baseline=Baseline.from_tok_s(1000))
+    for rank in (0, 1):
+        rec = decode(gen_throughput=600.0, running_requests=30)
+        rec.dp_rank, rec.tp_rank = rank, rank
+        target.state.add_record(rec, observed_at=T0)
+    s = render([target], clock)
+    assert s.value("specwatch_gen_throughput_tokens_per_second", dp_rank="0") == 600
+    assert s.value("specwatch_gen_throughput_tokens_per_second", dp_rank="1") == 600
+    assert abs(s.value("specwatch_speedup_ratio") - 1.2) < 1e-9
+
+
+def test_non_zero_tp_rank_without_dp_does_not_replace_tp0() -> None:
+    clock, target = Clock(), make_target()
+    rec0, rec1 = decode(accept_length=3.0), decode(accept_length=1.0)
+    rec0.tp_rank, rec1.tp_rank = 0, 1
+    target.state.add_record(rec0, observed_at=T0)
+    target.state.add_record(rec1, observed_at=T0 + 1)
+    assert render([target], clock).value("specwatch_accept_length") == 3.0
+
+
+def test_restored_window_uses_file_time_and_is_not_counted() -> None:
+    clock, target = Clock(), make_target()
+    target.state.restore_window(decode(), observed_at=T0 - 3600)
+    s = render([target], clock)
+    assert s.value("specwatch_accept_length") is None
+    assert s.value("specwatch_decode_windows_total", cuda_graph="true") == 0
+    target.state.restore_window(decode(accept_length=2.5), observed_at=T0 - 5)
+    assert render([target], clock).value("specwatch_accept_length") == 2.5
+
+
+def test_targets_are_kept_apart_and_self_metrics_preinitialised() -> None:
+    clock, a, b = Clock(), make_target("a"), make_target("b")
+    a.state.add_record(decode(), observed_at=T0)
+    b.state.add_skipped("too_long")
+    s = render([a, b], clock)
+    assert s.value("specwatch_accept_length", target="a") == 1.0
+    assert s.value("specwatch_accept_length", target="b") is None
+    assert s.value("specwatch_log_skipped_lines_total", target="b", reason="too_long") == 1
+    assert s.value("specwatch_log_skipped_lines_total", target="a", reason="too_long") == 0
+    assert s.value("specwatch_log_unrecognized_stats_lines_total", target="a") == 0
+    assert len(s.values("specwatch_build_info")) == 1

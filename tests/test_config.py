@@ -1,0 +1,101 @@
+"""Configuration: file < environment < flags, and every error names its key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from exporter.config import ConfigError, load_config
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "specwatch.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_flags_alone_define_one_target_with_defaults() -> None:
+    config = load_config(None, {"log_files": ["/var/log/sglang.log"]}, environ={})
+    assert config.listen == "0.0.0.0:9477"
+    assert config.stale_after == 60
+    assert config.max_line_bytes == 1 << 20
+    [target] = config.targets
+    assert target.name == "default"
+    assert target.log_files == ["/var/log/sglang.log"]
+
+
+def test_flags_win_over_environment_which_wins_over_file(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "listen: 127.0.0.1:1000\nstale_after: 10\nmax_line_bytes: 4096\n"
+        "targets: [{name: a, log_files: [x.log]}]\n",
+    )
+    env = {"SPECWATCH_STALE_AFTER": "20", "SPECWATCH_LISTEN": "127.0.0.1:2000"}
+    config = load_config(path, {"listen": "127.0.0.1:3000"}, environ=env)
+    assert config.listen == "127.0.0.1:3000"
+    assert config.stale_after == 20
+    assert config.max_line_bytes == 4096
+
+
+def test_target_flags_update_the_only_file_target(tmp_path: Path) -> None:
+    path = write(tmp_path, "targets: [{name: node-a, log_files: [a.log]}]\n")
+    config = load_config(path, {"baseline_tok_s": 90.0, "expected_accept_length": 3.0}, {})
+    [target] = config.targets
+    assert target.name == "node-a"
+    assert target.baseline is not None and target.baseline.tok_s == 90.0
+    assert target.expected_accept_length == 3.0
+
+
+def test_named_flag_target_is_added_beside_file_targets(tmp_path: Path) -> None:
+    path = write(tmp_path, "targets: [{name: a, log_files: [a.log]}, {name: b, log_files: []}]\n")
+    config = load_config(path, {"name": "c", "log_files": ["c.log"]}, environ={})
+    assert [t.name for t in config.targets] == ["a", "b", "c"]
+
+
+def test_environment_log_file_is_a_path_list() -> None:
+    config = load_config(None, None, environ={"SPECWATCH_LOG_FILE": "a.log:b.log"})
+    assert config.targets[0].log_files == ["a.log", "b.log"]
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("listen: nowhere\ntargets: [{log_files: [a]}]\n", "listen"),
+        ("stale_after: -1\ntargets: [{log_files: [a]}]\n", "stale_after"),
+        ("targets: [{log_files: [a], colour: blue}]\n", "targets.0.colour"),
+        ("bogus: 1\ntargets: [{log_files: [a]}]\n", "bogus"),
+        ("targets: [{name: 'a b', log_files: [a]}]\n", "targets.0.name"),
+        ("targets: [{log_files: [a], metrics_url: 'ftp://x'}]\n", "targets.0.metrics_url"),
+        ("targets: [{log_files: [a], baseline: {tok_s: 1, curve: '1:2'}}]\n", "targets.0.baseline"),
+        ("targets: [{name: a, log_files: [a]}, {name: a, log_files: [b]}]\n", "targets"),
+        ("targets: [{log_files: [a], expected_accept_length: 0.5}]\n", "expected_accept_length"),
+    ],
+)
+def test_bad_file_values_name_the_key(tmp_path: Path, text: str, key: str) -> None:
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        load_config(write(tmp_path, text), None, environ={})
+
+
+def test_unknown_environment_variable_is_named() -> None:
+    with pytest.raises(ConfigError, match="SPECWATCH_STALE_AFTR"):
+        load_config(None, {"log_files": ["a"]}, environ={"SPECWATCH_STALE_AFTR": "5"})
+
+
+def test_bad_environment_value_names_key_and_source() -> None:
+    with pytest.raises(ConfigError, match=r"stale_after.*environment"):
+        load_config(
+            None, None, environ={"SPECWATCH_STALE_AFTER": "soon", "SPECWATCH_LOG_FILE": "a"}
+        )
+
+
+def test_invalid_yaml_and_missing_file_are_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(write(tmp_path, "targets: [\n"), None, environ={})
+    with pytest.raises(ConfigError, match=r"missing\.yaml"):
+        load_config(tmp_path / "missing.yaml", None, environ={})
+
+
+def test_nothing_to_watch_is_an_error() -> None:
+    with pytest.raises(ConfigError, match="targets"):
+        load_config(None, None, environ={})
