@@ -1,0 +1,153 @@
+"""Container log envelopes (CRI, Docker json-file) and terminal debris around log text.
+
+A sidecar reads SGLang's output wherever the platform put it: a plain file, a kubelet CRI log
+(``<RFC3339Nano> stdout|stderr P|F <text>``, long lines split into P records ended by an F
+record) or Docker's json-file driver (one JSON object per chunk, the last chunk of a line
+ending in ``\\n``). The engine parser must only ever see the payload, one logical line at a
+time, so unwrapping happens here, once, per file stream.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+# CSI sequences: ESC [ parameters intermediates final-byte (colours, cursor moves, erase-line).
+_CSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+# <time> <stream> <tag> <text>; the tag is P or F, optionally followed by ':'-joined extra tags.
+_CRI = re.compile(rb"\d{4}-\d\d-\d\dT\S+ (?:stdout|stderr) ([PF])(?::\S*)?(?: |$)")
+_DOCKER_START = b'{"log":'
+
+# A joined CRI/Docker line is capped like a physical line: a writer that never ends its line
+# must not grow memory without bound.
+DEFAULT_MAX_JOINED_BYTES = 1 << 20
+
+
+def clean(text: str) -> str:
+    """Return the text a terminal would finally show for one log line.
+
+    tqdm progress bars rewrite the line with ``\\r``; uvicorn colours ``INFO:`` when attached to
+    a TTY; crashed writers leave NULs. None of that is log content, and all of it would break
+    exact matching of SGLang's prefix and field names.
+    """
+    if "\r" in text:
+        text = text.rstrip("\r")
+        text = text[text.rfind("\r") + 1 :]
+    if "\x1b" in text:
+        text = _CSI.sub("", text)
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    return text
+
+
+def detect(line: bytes) -> str:
+    """Envelope kind of a file from its first non-empty line: "cri", "docker" or "plain"."""
+    if _CRI.match(line):
+        return "cri"
+    if line.startswith(_DOCKER_START) and _docker_log(line) is not None:
+        return "docker"
+    return "plain"
+
+
+def _docker_log(line: bytes) -> str | None:
+    """The ``log`` text of one json-file record, or None when the line is not such a record."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    if isinstance(record, dict) and isinstance(record.get("log"), str):
+        return record["log"]
+    return None
+
+
+class EnvelopeDecoder:
+    """Turn one file stream's raw lines into payload lines, joining split records.
+
+    One instance per followed file: the detected kind and a half-joined line belong to that
+    stream. ``oversized`` counts joined lines dropped for exceeding ``max_joined_bytes`` so the
+    caller can report them as skipped; nothing is dropped silently.
+    """
+
+    def __init__(self, max_joined_bytes: int = DEFAULT_MAX_JOINED_BYTES) -> None:
+        self.oversized = 0
+        self._max = max_joined_bytes
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the kind and any half-joined line: a rotated file may be written differently."""
+        self.kind: str | None = None
+        self._drop_partial()
+
+    def _drop_partial(self) -> None:
+        self._partial: list[bytes] = []
+        self._partial_size = 0
+        self._discarding = False
+
+    def decode(self, lines: list[bytes]) -> list[bytes]:
+        """Raw lines (without ``\\n``) in, payload lines out, in order."""
+        if self.kind == "plain":
+            return lines
+        if self.kind is None:
+            first = next((i for i, line in enumerate(lines) if line.strip()), None)
+            if first is None:
+                return lines
+            self.kind = detect(lines[first])
+            if self.kind == "plain":
+                return lines
+            return lines[:first] + self._unwrap(lines[first:])
+        return self._unwrap(lines)
+
+    def _unwrap(self, lines: list[bytes]) -> list[bytes]:
+        split = _split_cri if self.kind == "cri" else _split_docker
+        out: list[bytes] = []
+        for line in lines:
+            piece = split(line)
+            if piece is None:
+                # Not an envelope record (e.g. a hand-appended note): keep it, never lose it.
+                self._flush(out)
+                out.append(line)
+            else:
+                self._join(out, *piece)
+        return out
+
+    def _join(self, out: list[bytes], piece: bytes, complete: bool) -> None:
+        """Collect partial pieces; emit the whole line when its last piece arrives."""
+        if complete and not self._partial and not self._discarding:
+            out.append(piece)
+            return
+        if not self._discarding:
+            self._partial.append(piece)
+            self._partial_size += len(piece)
+            if self._partial_size > self._max:
+                self.oversized += 1
+                self._drop_partial()
+                self._discarding = True
+        if complete:
+            if not self._discarding:
+                out.append(b"".join(self._partial))
+            self._drop_partial()
+
+    def _flush(self, out: list[bytes]) -> None:
+        """An interrupted partial record is still text someone wrote: emit what was collected."""
+        if self._partial:
+            out.append(b"".join(self._partial))
+        self._drop_partial()
+
+
+def _split_cri(line: bytes) -> tuple[bytes, bool] | None:
+    """(text, ends the line) of a CRI record, or None for a line that is not one."""
+    match = _CRI.match(line)
+    if match is None:
+        return None
+    return line[match.end() :], match.group(1) == b"F"
+
+
+def _split_docker(line: bytes) -> tuple[bytes, bool] | None:
+    """(text, ends the line) of a json-file record; its ``\\n`` marks the last chunk."""
+    text = _docker_log(line) if line.startswith(_DOCKER_START) else None
+    if text is None:
+        return None
+    payload = text.encode("utf-8", "replace")
+    if text.endswith("\n"):
+        return payload[:-1], True
+    return payload, False

@@ -1,0 +1,119 @@
+"""From raw log bytes to records: envelope, cheap marker filter, then the engine parser.
+
+Most lines of a busy server (access lines, prefill chunks of other kinds, warnings) are of no
+interest, and a sidecar must not cost the node much CPU. So a line is decoded, cleaned and
+parsed only when its raw bytes contain a marker; everything else is only counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import BinaryIO, Protocol
+
+from exporter.engines.sglang import (
+    EVENT_MARKERS,
+    STATS_MARKERS,
+    Prefix,
+    split_prefix,
+    stats_from_prefix,
+)
+from exporter.envelopes import EnvelopeDecoder, clean
+from exporter.record import StatsRecord, Unrecognized
+
+# A startup/config message names its subject within its first words ("Load weight end. ...",
+# "The server is fired up ..."). Request logs and access lines, which may echo user text,
+# only reach a marker much later ("Receive: obj=GenerateReqInput(text='..."), so they are
+# never mistaken for events.
+EVENT_MARKER_WINDOW = 20
+
+READ_CHUNK_BYTES = 1 << 20
+
+
+class RecordSink(Protocol):
+    """Where a LineProcessor delivers what it found; the daemon state and `parse` implement it."""
+
+    def on_lines(self, count: int) -> None: ...
+
+    def on_record(self, record: StatsRecord) -> None: ...
+
+    def on_unrecognized(self, reason: str) -> None: ...
+
+    def on_skipped(self, reason: str) -> None: ...
+
+    def on_event(self, prefix: Prefix) -> None: ...
+
+
+class LineProcessor:
+    """Feed one file stream's raw lines through envelope decoding and the SGLang parser."""
+
+    def __init__(self, sink: RecordSink) -> None:
+        self._sink = sink
+        self._decoder = EnvelopeDecoder()
+
+    def reset(self) -> None:
+        """A new file (rotation, truncation): its envelope is detected afresh."""
+        self._decoder.reset()
+
+    def process(self, raw_lines: list[bytes]) -> None:
+        """Deliver counts, records, drift and events for ``raw_lines`` (no ``\\n``), in order."""
+        sink = self._sink
+        decoder = self._decoder
+        lines = decoder.decode(raw_lines)
+        if decoder.oversized:
+            for _ in range(decoder.oversized):
+                sink.on_skipped("too_long")
+            decoder.oversized = 0
+        sink.on_lines(len(lines))
+        blob = b"\n".join(lines)
+        stats = [marker for marker in STATS_MARKERS if marker in blob]
+        events = [marker for marker in EVENT_MARKERS if marker in blob]
+        if not stats and not events:
+            return
+        markers = tuple(stats + events)
+        for line in lines:
+            for marker in markers:
+                if marker in line:
+                    self._handle(line)
+                    break
+
+    def _handle(self, line: bytes) -> None:
+        """Decode, clean and dispatch one line that carries a marker."""
+        sink = self._sink
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError:
+            sink.on_skipped("invalid_utf8")
+            return
+        prefix = split_prefix(clean(text))
+        if prefix is None:
+            return
+        result = stats_from_prefix(prefix)
+        if isinstance(result, StatsRecord):
+            sink.on_record(result)
+        elif isinstance(result, Unrecognized):
+            sink.on_unrecognized(result.reason)
+        elif _is_event(prefix.message):
+            sink.on_event(prefix)
+
+
+def _is_event(message: str) -> bool:
+    head = message[: EVENT_MARKER_WINDOW + max(map(len, EVENT_MARKERS))]
+    return any(0 <= head.find(marker.decode()) <= EVENT_MARKER_WINDOW for marker in EVENT_MARKERS)
+
+
+def iter_line_batches(
+    stream: BinaryIO, chunk_bytes: int = READ_CHUNK_BYTES
+) -> Iterator[list[bytes]]:
+    """Read a whole binary stream in big chunks and yield its lines (without ``\\n``) in batches.
+
+    For one-shot readers (``specwatch parse``/``report``): big reads and one ``split`` per
+    chunk keep per-line Python work out of I/O. A last line without ``\\n`` is still a line.
+    """
+    tail = b""
+    while chunk := stream.read(chunk_bytes):
+        lines = (tail + chunk).split(b"\n")
+        tail = lines.pop()
+        if lines:
+            yield lines
+    if tail:
+        yield [tail]
