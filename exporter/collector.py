@@ -22,6 +22,7 @@ P = "specwatch_"
 # name -> (type, help). Declared once so every family has one help text and one type.
 FAMILIES: dict[str, tuple[str, str]] = {
     "build_info": ("gauge", "specwatch version, always 1."),
+    "target_info": ("gauge", "One series per configured target, always 1."),
     "accept_length": ("gauge", "Mean accepted tokens per verify round in the newest window."),
     "accept_rate": (
         "gauge",
@@ -114,6 +115,7 @@ def render_target(
     out: Families, target: Target, snap: TargetSnapshot, now: float, stale_after: float
 ) -> None:
     base = {"target": target.name}
+    out.add("target_info", {**base, "engine": target.config.engine}, 1)
     fresh = snap.fresh_windows(now, stale_after)
     _render_windows(out, base, fresh)
     _render_speed(out, target, base, fresh, snap)

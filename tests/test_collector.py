@@ -170,3 +170,8 @@ def test_targets_are_kept_apart_and_self_metrics_preinitialised() -> None:
     assert s.value("specwatch_log_skipped_lines_total", target="a", reason="too_long") == 0
     assert s.value("specwatch_log_unrecognized_stats_lines_total", target="a") == 0
     assert len(s.values("specwatch_build_info")) == 1
+
+
+def test_every_configured_target_has_an_info_series_even_when_silent() -> None:
+    s = render([make_target("quiet")], Clock())
+    assert s.value("specwatch_target_info", target="quiet", engine="sglang") == 1

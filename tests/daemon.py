@@ -1,0 +1,119 @@
+"""Running the real ``specwatch run`` as a subprocess, the way users and CI run it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+from tests.metrics import Scrape, scrape
+
+T = TypeVar("T")
+
+
+def wait_for(check: Callable[[], T], timeout: float = 10.0, interval: float = 0.05) -> T:
+    """Poll until ``check`` returns something truthy; fail with its last value."""
+    deadline = time.monotonic() + timeout
+    last: T = check()
+    while not last:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s (last: {last!r})")
+        time.sleep(interval)
+        last = check()
+    return last
+
+
+def healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return False
+
+
+class RunningDaemon:
+    def __init__(self, proc: subprocess.Popen[str], port: int) -> None:
+        self.proc = proc
+        self.port = port
+
+    def scrape(self) -> Scrape:
+        return scrape(self.port)
+
+    def wait_metric(
+        self,
+        name: str,
+        predicate: Callable[[float | None], bool],
+        timeout: float = 10,
+        **labels: str,
+    ) -> Scrape:
+        """Scrape until ``predicate(value)`` holds for the named series."""
+
+        def check() -> Scrape | None:
+            s = self.scrape()
+            return s if predicate(s.value(name, **labels)) else None
+
+        return wait_for(check, timeout)
+
+
+def specwatch_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "exporter", *args]
+
+
+@contextmanager
+def run_daemon(
+    args: Sequence[str], port: int, env: dict[str, str] | None = None
+) -> Iterator[RunningDaemon]:
+    """Start ``specwatch run`` on ``port``; on exit, SIGTERM it and insist on a clean stop."""
+    cmd = specwatch_cmd("run", "--listen", f"127.0.0.1:{port}", *args)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    wait_for(lambda: healthy(port) or proc.poll() is not None, timeout=15)
+    if proc.poll() is not None:
+        raise AssertionError(f"daemon exited {proc.returncode}: {proc.stderr.read()}")
+    try:
+        yield RunningDaemon(proc, port)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise AssertionError("daemon did not stop within 10 s of SIGTERM") from None
+        assert code == 0, f"daemon exited {code}: {proc.stderr.read()}"
+
+
+def decode_line(
+    accept_len: float = 1.0,
+    *,
+    running: int = 48,
+    queue: int = 32,
+    tput: float = 600.0,
+    graph: bool = True,
+    time_text: str = "2026-02-23 00:14:33",
+    ranks: str = " TP0",
+) -> str:
+    """A Feb-2026 SGLang decode line (format per SGLang's scheduler metrics code)."""
+    rate = accept_len / 4
+    return (
+        f"[{time_text}{ranks}] Decode batch, #running-req: {running}, #token: 6460, "
+        f"token usage: 0.06, accept len: {accept_len:.2f}, accept rate: {rate:.2f}, "
+        f"cuda graph: {graph}, gen throughput (token/s): {tput:.2f}, #queue-req: {queue}"
+    )
+
+
+def append(path: Path, *lines: str, raw: bytes = b"") -> None:
+    with path.open("ab") as f:
+        f.write("".join(line + "\n" for line in lines).encode() + raw)

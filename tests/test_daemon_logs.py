@@ -1,0 +1,214 @@
+"""The daemon on real log files: every robustness item of spec section 12, asserted by /metrics.
+
+Each test runs the real ``specwatch run`` process, changes the file the way log rotation tools
+and servers do, and checks over HTTP that nothing is lost or counted twice.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from tests.daemon import append, decode_line, run_daemon, specwatch_cmd, wait_for
+from tests.metrics import scrape
+
+DECODES = "specwatch_log_stats_lines_total"
+
+
+def count_is(n: float):
+    return lambda v: v == n
+
+
+def test_file_present_at_start_is_read_from_end_but_tail_sets_current_state(
+    tmp_path: Path, port: int
+) -> None:
+    log = tmp_path / "server.log"
+    append(log, decode_line(1.0), decode_line(2.75))
+    with run_daemon(["--log-file", str(log)], port) as d:
+        s = d.wait_metric("specwatch_accept_length", lambda v: v is not None)
+        assert s.value("specwatch_accept_length") == 2.75
+        assert s.value(DECODES, kind="decode") == 0
+        append(log, decode_line(3.5))
+        s = d.wait_metric(DECODES, count_is(1), kind="decode")
+        assert s.value("specwatch_accept_length") == 3.5
+        assert s.value("specwatch_log_lines_total") == 1
+
+
+def test_old_tail_at_start_is_not_presented_as_current(tmp_path: Path, port: int) -> None:
+    log = tmp_path / "server.log"
+    append(log, decode_line(1.0))
+    an_hour_ago = time.time() - 3600
+    os.utime(log, (an_hour_ago, an_hour_ago))
+    with run_daemon(["--log-file", str(log)], port) as d:
+        time.sleep(0.5)
+        assert d.scrape().value("specwatch_accept_length") is None
+
+
+def test_from_beginning_replays_and_counts_everything(tmp_path: Path, port: int) -> None:
+    log = tmp_path / "server.log"
+    append(log, *(decode_line(1.0) for _ in range(5)), "[2026-02-23 00:14:35] other line")
+    with run_daemon(["--log-file", str(log), "--from-beginning"], port) as d:
+        s = d.wait_metric(DECODES, count_is(5), kind="decode")
+        assert s.value("specwatch_log_lines_total") == 6
+        assert s.value("specwatch_decode_windows_total", cuda_graph="true") == 5
+
+
+def test_rotation_by_rename_and_create_loses_nothing(tmp_path: Path, port: int) -> None:
+    log = tmp_path / "server.log"
+    log.touch()
+    with run_daemon(["--log-file", str(log)], port) as d:
+        append(log, *(decode_line(1.0) for _ in range(3)))
+        d.wait_metric(DECODES, count_is(3), kind="decode")
+        old = log.open("a")  # the server keeps writing to its open descriptor for a moment
+        log.rename(tmp_path / "server.log.1")
+        old.write(decode_line(1.5) + "\n")
+        old.flush()
+        append(log, *(decode_line(2.0) for _ in range(4)))
+        old.write(decode_line(1.5) + "\n")
+        old.close()
+        s = d.wait_metric(DECODES, count_is(9), kind="decode")
+        assert s.value("specwatch_log_rotations_total") == 1
+        time.sleep(0.6)
+        assert d.scrape().value(DECODES, kind="decode") == 9
+
+
+def test_copytruncate_is_detected_and_new_lines_read(tmp_path: Path, port: int) -> None:
+    log = tmp_path / "server.log"
+    log.touch()
+    with run_daemon(["--log-file", str(log)], port) as d:
+        append(log, *(decode_line(1.0) for _ in range(4)))
+        d.wait_metric(DECODES, count_is(4), kind="decode")
+        os.truncate(log, 0)
+        d.wait_metric("specwatch_log_truncations_total", count_is(1))
+        append(log, decode_line(3.0))
+        s = d.wait_metric(DECODES, count_is(5), kind="decode")
+        assert s.value("specwatch_accept_length") == 3.0
+
+
+def test_delete_and_recreate_reads_new_file_from_first_byte(tmp_path: Path, port: int) -> None:
+    log = tmp_path / "server.log"
+    append(log, "[2026-02-23 00:10:00] starting")
+    with run_daemon(["--log-file", str(log)], port) as d:
+        append(log, decode_line(1.0))
+        d.wait_metric(DECODES, count_is(1), kind="decode")
+        log.unlink()
+        time.sleep(0.5)
+        append(log, decode_line(2.0), decode_line(2.5))
+        s = d.wait_metric(DECODES, count_is(3), kind="decode")
+        assert s.value("specwatch_accept_length") == 2.5
+
+
+def test_file_absent_at_start_is_read_from_first_byte(tmp_path: Path, port: int) -> None:
+    log = tmp_path / "later" / "server.log"
+    with run_daemon(["--log-file", str(log)], port) as d:
+        time.sleep(0.5)
+        assert d.scrape().value(DECODES, kind="decode") == 0
+        log.parent.mkdir()
+        append(log, decode_line(1.0), decode_line(1.0))
+        d.wait_metric(DECODES, count_is(2), kind="decode")
+
+
+def test_partial_line_is_held_until_its_newline(tmp_path: Path, port: int) -> None:
+    log = tmp_path / "server.log"
+    log.touch()
+    line = decode_line(2.0)
+    with run_daemon(["--log-file", str(log)], port) as d:
+        append(log, raw=line[:60].encode())
+        time.sleep(0.7)
+        assert d.scrape().value(DECODES, kind="decode") == 0
+        append(log, raw=line[60:].encode() + b"\n")
+        s = d.wait_metric(DECODES, count_is(1), kind="decode")
+        assert s.value("specwatch_log_unrecognized_stats_lines_total") == 0
+
+
+def test_overlong_line_is_skipped_and_counted(tmp_path: Path, port: int) -> None:
+    log, config = tmp_path / "server.log", tmp_path / "specwatch.yaml"
+    config.write_text(f"max_line_bytes: 2048\ntargets: [{{log_files: ['{log}']}}]\n")
+    log.touch()
+    with run_daemon(["--config", str(config)], port) as d:
+        huge = decode_line(9.0) + ", " + "x" * 10_000
+        append(log, huge, decode_line(1.25))
+        s = d.wait_metric(DECODES, count_is(1), kind="decode")
+        assert s.value("specwatch_log_skipped_lines_total", reason="too_long") == 1
+        assert s.value("specwatch_accept_length") == 1.25
+
+
+def test_hostile_bytes_are_survived(tmp_path: Path, port: int) -> None:
+    log = tmp_path / "server.log"
+    log.touch()
+    with run_daemon(["--log-file", str(log)], port) as d:
+        raw = (
+            b"\xff\xfe not utf-8 \x80 Decode batch, accept len: 7.00\n"
+            b"\x00\x00\x00" + decode_line(1.5).encode() + b"\r\n"
+            b'\x1b[32mINFO\x1b[0m:     127.0.0.1:1 - "GET /metrics HTTP/1.1" 200 OK\n'
+            b"Capturing batches (bs=4 avail_mem=20.1 GB):  10%\rCapturing batches:  100%\n"
+            + decode_line(2.0).encode()
+            + b"\n"
+        )
+        append(log, raw=raw)
+        s = d.wait_metric(DECODES, count_is(2), kind="decode")
+        assert s.value("specwatch_accept_length") == 2.0
+        assert s.value("specwatch_log_lines_total") == 5
+
+
+def test_prompt_text_echoed_in_request_log_is_never_a_record(tmp_path: Path, port: int) -> None:
+    log = tmp_path / "server.log"
+    log.touch()
+    echoed = (
+        "[2026-02-23 00:14:40] Finish: obj=GenerateReqInput(text='Decode batch, "
+        "#running-req: 1, accept len: 9.99, cuda graph: True, gen throughput (token/s): 1.0'), "
+        "out={'meta_info': {}}"
+    )
+    with run_daemon(["--log-file", str(log)], port) as d:
+        append(log, echoed, "Decode batch, accept len: 9.99, #running-req: 1", decode_line(1.0))
+        s = d.wait_metric(DECODES, count_is(1), kind="decode")
+        assert s.value("specwatch_accept_length") == 1.0
+        assert s.value("specwatch_accept_length_windows_bucket", le="8.0") == 1
+
+
+def test_unparseable_stats_line_counts_as_unrecognized(tmp_path: Path, port: int) -> None:
+    log = tmp_path / "server.log"
+    log.touch()
+    with run_daemon(["--log-file", str(log)], port) as d:
+        append(log, "[2026-09-01 10:00:00 TP0] Decode batch, something entirely new happened")
+        d.wait_metric("specwatch_log_unrecognized_stats_lines_total", count_is(1))
+
+
+def test_several_targets_from_a_config_file(tmp_path: Path, port: int) -> None:
+    a, b, config = tmp_path / "a.log", tmp_path / "b.log", tmp_path / "specwatch.yaml"
+    a.touch()
+    b.touch()
+    config.write_text(
+        f"targets:\n  - {{name: node-a, log_files: ['{a}']}}\n"
+        f"  - {{name: node-b, log_files: ['{b}'], baseline: {{tok_s: 1000}}}}\n"
+    )
+    with run_daemon(["--config", str(config)], port) as d:
+        append(a, decode_line(1.0))
+        append(b, decode_line(3.0, tput=1800.0))
+        s = d.wait_metric("specwatch_speedup_ratio", lambda v: v is not None, target="node-b")
+        assert s.value("specwatch_accept_length", target="node-a") == 1.0
+        assert s.value("specwatch_accept_length", target="node-b") == 3.0
+        assert s.value("specwatch_speedup_ratio", target="node-b") == 1.8
+        assert s.value("specwatch_speedup_ratio", target="node-a") is None
+
+
+def test_stdin_source(port: int) -> None:
+    cmd = specwatch_cmd("run", "--log-file", "-", "--listen", f"127.0.0.1:{port}")
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write((decode_line(2.25) + "\n").encode())
+        proc.stdin.flush()
+
+        def seen() -> bool:
+            try:
+                return scrape(port).value("specwatch_accept_length") == 2.25
+            except OSError:
+                return False
+
+        wait_for(seen, timeout=10)
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=10) == 0

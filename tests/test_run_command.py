@@ -1,0 +1,88 @@
+"""``specwatch run`` as a user meets it: HTTP endpoints, shutdown, and refusing bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.daemon import run_daemon, specwatch_cmd
+
+
+def get(port: int, path: str) -> tuple[int, str, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return resp.status, resp.headers["Content-Type"], resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.headers["Content-Type"], err.read().decode()
+
+
+def test_endpoints(tmp_path: Path, port: int) -> None:
+    log = tmp_path / "server.log"
+    log.touch()
+    with run_daemon(["--log-file", str(log), "--target", "gpu-node-7"], port):
+        status, ctype, body = get(port, "/")
+        assert status == 200 and ctype.startswith("text/html")
+        assert "/metrics" in body and "gpu-node-7" in body
+        assert get(port, "/healthz")[:1] == (200,)
+        status, ctype, body = get(port, "/metrics")
+        assert status == 200 and ctype.startswith("text/plain")
+        assert 'specwatch_build_info{version="' in body
+        assert 'specwatch_log_lines_total{target="gpu-node-7"} 0.0' in body
+        assert "process_resident_memory_bytes" in body
+        assert get(port, "/nope")[0] == 404
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(specwatch_cmd(*args), capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["run", "--log-file", "x.log", "--listen", "nowhere"], "listen"),
+        (["run", "--log-file", "x.log", "--stale-after", "-5"], "stale_after"),
+        (["run", "--log-file", "x.log", "--stale-after", "soon"], "--stale-after"),
+        (["run", "--log-file", "x.log", "--baseline-curve", "fast"], "--baseline-curve"),
+        (
+            ["run", "--log-file", "x.log", "--baseline-bench", "/nonexistent.jsonl"],
+            "--baseline-bench",
+        ),
+        (
+            ["run", "--log-file", "x.log", "--expected-accept-length", "0.2"],
+            "expected_accept_length",
+        ),
+        (["run", "--config", "/nonexistent/specwatch.yaml"], "specwatch.yaml"),
+        (["run"], "targets"),
+        (["run", "--log-file", "x.log", "--bogus"], "--bogus"),
+        (
+            ["run", "--log-file", "x.log", "--baseline-tok-s", "5", "--baseline-curve", "1:2"],
+            "not allowed",
+        ),
+        (["run", "--log-file", "x.log", "--web-config", "/nonexistent/web.yml"], "web.yml"),
+    ],
+)
+def test_bad_flags_exit_2_with_one_line_naming_the_problem(args: list[str], named: str) -> None:
+    result = run_cli(*args)
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "error" in line]
+    assert len(lines) == 1 and named in lines[0], result.stderr
+
+
+def test_bad_config_key_exits_2_naming_it(tmp_path: Path) -> None:
+    config = tmp_path / "specwatch.yaml"
+    config.write_text("targets:\n  - log_files: [a.log]\n    stale_after: 5\n")
+    result = run_cli("run", "--config", str(config))
+    assert result.returncode == 2
+    assert "targets.0.stale_after: unknown key" in result.stderr
+
+
+def test_port_in_use_exits_2(tmp_path: Path, port: int) -> None:
+    log = tmp_path / "server.log"
+    log.touch()
+    with run_daemon(["--log-file", str(log)], port):
+        result = run_cli("run", "--log-file", str(log), "--listen", f"127.0.0.1:{port}")
+    assert result.returncode == 2 and "--listen" in result.stderr
