@@ -1,0 +1,218 @@
+"""Typed events from SGLang's startup and scheduler event lines.
+
+The stats lines tell how speculation performs; these lines tell how it was *configured*, which
+is what names a cause (spec section 7). They arrive once, early, before any request: reading
+them is the only way to diagnose a wrong flag before the first window is logged.
+
+Input is the message part of a line, after SGLang's ``[time RANKS]`` prefix was split off.
+Nothing here evaluates log text: ``server_args=ServerArgs(...)`` is split by a small scanner
+and only single values are handed to ``ast.literal_eval``, so a hostile or truncated line can
+at worst yield a raw string.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+SERVER_ARGS_OPEN = "server_args=ServerArgs("
+
+# Name parts that mark a credential. Matching whole ``_``-separated parts (not substrings)
+# keeps ``speculative_num_draft_tokens`` while dropping ``api_key`` or ``hf_token``.
+_SECRET_PARTS = frozenset(
+    {"key", "keys", "token", "secret", "secrets", "password", "passwd", "credential", "apikey"}
+)
+_SECRET_SUBSTRINGS = ("secret", "password", "passwd", "apikey", "api_key", "credential")
+
+
+def is_secret_name(name: str) -> bool:
+    """True for a field that may hold a credential (``api_key``, ``admin_api_key``, ``hf_token``).
+
+    ``/server_info`` returns the API key unredacted; dropping such fields where they are parsed
+    means no later code path (metrics, logs, doctor output) can leak them.
+    """
+    lowered = name.lower()
+    if any(part in lowered for part in _SECRET_SUBSTRINGS):
+        return True
+    return any(part in _SECRET_PARTS for part in re.split(r"[^a-z0-9]+", lowered))
+
+
+def drop_secrets(value: Any) -> Any:
+    """A copy of ``value`` with every secret-named mapping key removed, at any depth.
+
+    ``/server_info`` repeats all server args inside ``internal_states``; recursion covers that.
+    """
+    if isinstance(value, Mapping):
+        return {
+            key: drop_secrets(item)
+            for key, item in value.items()
+            if not (isinstance(key, str) and is_secret_name(key))
+        }
+    if isinstance(value, list | tuple):
+        return [drop_secrets(item) for item in value]
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class ServerArgsEvent:
+    """``server_args=ServerArgs(...)``: the resolved configuration, secrets already removed."""
+
+    args: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class WeightsLoaded:
+    """``Load weight end. ... type=<Class>``: one per model loaded (target, then draft)."""
+
+    model_class: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPlan:
+    """``max_total_num_tokens=..., max_running_requests=N, ...`` from TP rank 0."""
+
+    max_total_num_tokens: int | None
+    max_running_requests: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class GraphCapture:
+    """``Capture [draft [extend ]]cuda graph begin|end|failed``."""
+
+    draft: bool
+    phase: str  # "begin" | "end" | "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class MaxRunningReset:
+    """``Max running requests is reset to N for speculative decoding``: SGLang lowered the cap."""
+
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class ServerReady:
+    """``The server is fired up and ready to roll!``."""
+
+
+@dataclass(frozen=True, slots=True)
+class KvPoolFull:
+    """``KV cache pool is full. Retract requests. #retracted_reqs: N``."""
+
+    retracted: int | None
+
+
+StartupEvent = (
+    ServerArgsEvent | WeightsLoaded | MemoryPlan | GraphCapture | MaxRunningReset | ServerReady
+)
+Event = StartupEvent | KvPoolFull
+
+_WEIGHTS = re.compile(r"Load weight end\..*?\btype=([A-Za-z_][A-Za-z0-9_]*)")
+_CAPTURE = re.compile(r"Capture (draft )?(?:extend )?cuda graph (begin|end|failed)")
+_INT_FIELD = r"\b{}=(\d+)"
+_RESET = re.compile(r"Max running requests is reset to (\d+)")
+_RETRACTED = re.compile(r"#retracted_reqs: (\d+)")
+
+
+def parse_event(message: str) -> Event | None:
+    """The typed event a message carries, or ``None`` for any other line."""
+    if SERVER_ARGS_OPEN in message:
+        return ServerArgsEvent(parse_server_args(message))
+    if "Load weight end." in message:
+        match = _WEIGHTS.search(message)
+        return WeightsLoaded(match.group(1)) if match else None
+    if "max_total_num_tokens=" in message:
+        return MemoryPlan(
+            _int_field(message, "max_total_num_tokens"), _int_field(message, "max_running_requests")
+        )
+    if "cuda graph" in message and "Capture" in message:
+        match = _CAPTURE.search(message)
+        return GraphCapture(bool(match.group(1)), match.group(2)) if match else None
+    if "fired up and ready" in message:
+        return ServerReady()
+    if "Max running requests is reset" in message:
+        match = _RESET.search(message)
+        return MaxRunningReset(int(match.group(1))) if match else None
+    if "KV cache pool is full" in message:
+        match = _RETRACTED.search(message)
+        return KvPoolFull(int(match.group(1)) if match else None)
+    return None
+
+
+def _int_field(message: str, name: str) -> int | None:
+    match = re.search(_INT_FIELD.format(re.escape(name)), message)
+    return int(match.group(1)) if match else None
+
+
+def parse_server_args(message: str) -> dict[str, Any]:
+    """Fields of a ``ServerArgs(...)`` repr as Python values, secrets dropped.
+
+    A value that is not a plain literal (an enum repr, an object address, a cut-off tail) is
+    kept as its raw text rather than guessed at; a segment without ``=`` (a truncated line,
+    an elided ``...``) is skipped.
+    """
+    start = message.find(SERVER_ARGS_OPEN)
+    if start < 0:
+        return {}
+    body = message[start + len(SERVER_ARGS_OPEN) :]
+    fields: dict[str, Any] = {}
+    for segment in _split_top_level(body):
+        name, sep, raw = segment.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier() or is_secret_name(name):
+            continue
+        fields[name] = _literal(raw.strip())
+    return fields
+
+
+def _literal(raw: str) -> Any:
+    try:
+        return ast.literal_eval(raw)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return raw
+
+
+_CLOSERS = {"(": ")", "[": "]", "{": "}"}
+
+
+def _split_top_level(body: str) -> list[str]:
+    """Split ``a=1, b='x, y', c=[1, 2])`` at depth-0 commas, up to the closing paren.
+
+    Tracks quotes (with backslash escapes) and bracket nesting so commas inside strings, lists
+    and dicts stay inside their value.
+    """
+    segments: list[str] = []
+    stack: list[str] = []
+    quote: str | None = None
+    current: list[str] = []
+    index = 0
+    while index < len(body):
+        char = body[index]
+        if quote:
+            current.append(char)
+            if char == "\\" and index + 1 < len(body):
+                current.append(body[index + 1])
+                index += 1
+            elif char == quote:
+                quote = None
+        elif char in "'\"":
+            quote = char
+            current.append(char)
+        elif char in _CLOSERS:
+            stack.append(_CLOSERS[char])
+            current.append(char)
+        elif stack and char == stack[-1]:
+            stack.pop()
+            current.append(char)
+        elif char == ")" and not stack:
+            return [*segments, "".join(current)]
+        elif char == "," and not stack:
+            segments.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+        index += 1
+    return segments  # no closing paren: the line was cut, its last value is incomplete

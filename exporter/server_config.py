@@ -1,0 +1,215 @@
+"""What the watched server was configured to do, from whichever source tells it.
+
+Three sources describe the same server: the ``server_args=ServerArgs(...)`` startup line and
+``Load weight end`` lines in the log, SGLang's ``/server_info`` JSON, and the draft model's own
+``config.json``. Findings need one merged view, and must work when any one of them is missing
+(incident 5: no metrics endpoint; a sidecar started after the server: no startup lines).
+
+Only non-secret, whitelisted fields are kept: the server's API key never enters this object.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from exporter.engines.sglang_startup import (
+    Event,
+    MaxRunningReset,
+    MemoryPlan,
+    ServerArgsEvent,
+    ServerReady,
+    WeightsLoaded,
+    drop_secrets,
+)
+
+
+class DraftConfigError(ValueError):
+    """``--draft-config`` names no readable draft ``config.json``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """The speculative-decoding relevant configuration; ``None`` means "not known yet"."""
+
+    algorithm: str | None = None
+    draft_model_path: str | None = None
+    num_steps: int | None = None
+    eagle_topk: int | None = None
+    num_draft_tokens: int | None = None
+    disable_cuda_graph: bool | None = None
+    cuda_graph_max_bs: int | None = None
+    log_level: str | None = None
+    decode_log_interval: int | None = None
+    max_running_requests: int | None = None
+    enable_metrics: bool | None = None
+    target_architecture: str | None = None
+    draft_architecture: str | None = None
+    draft_has_eagle_config: bool | None = None
+    draft_vocab_size: int | None = None
+
+    def merged(self, newer: ServerConfig) -> ServerConfig:
+        """This config with every field ``newer`` knows taking precedence."""
+        known = {f.name: getattr(newer, f.name) for f in fields(newer)}
+        return replace(self, **{k: v for k, v in known.items() if v is not None})
+
+    def is_eagle3_draft(self) -> bool:
+        """The draft is an EAGLE-3 model: its class ends in ``Eagle3`` or it has ``eagle_config``.
+
+        ``eagle_config`` alone is enough because some EAGLE-3 drafts ship with a plain
+        ``LlamaForCausalLM`` architecture that SGLang rewrites at load time.
+        """
+        arch = self.draft_architecture or ""
+        return arch.endswith("Eagle3") or bool(self.draft_has_eagle_config)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+# ServerArgs / /server_info field -> ServerConfig field, with the type to coerce to.
+_ARG_FIELDS: dict[str, tuple[str, type]] = {
+    "speculative_algorithm": ("algorithm", str),
+    "speculative_draft_model_path": ("draft_model_path", str),
+    "speculative_num_steps": ("num_steps", int),
+    "speculative_eagle_topk": ("eagle_topk", int),
+    "speculative_num_draft_tokens": ("num_draft_tokens", int),
+    "disable_cuda_graph": ("disable_cuda_graph", bool),
+    "cuda_graph_max_bs": ("cuda_graph_max_bs", int),
+    "log_level": ("log_level", str),
+    "decode_log_interval": ("decode_log_interval", int),
+    "max_running_requests": ("max_running_requests", int),
+    "enable_metrics": ("enable_metrics", bool),
+}
+
+
+def _coerce(value: Any, kind: type) -> Any:
+    """``value`` as ``kind``, or ``None`` when it is missing or of another shape.
+
+    A raw string from an unparsable repr value must not turn into a wrong number.
+    """
+    if value is None:
+        return None
+    if kind is bool:
+        return value if isinstance(value, bool) else None
+    if kind is int:
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return value if isinstance(value, str) else None
+
+
+def from_server_args(args: Mapping[str, Any]) -> ServerConfig:
+    """A config from ServerArgs fields (the startup line or the flat ``/server_info`` JSON)."""
+    values = {
+        target: _coerce(args.get(source), kind) for source, (target, kind) in _ARG_FIELDS.items()
+    }
+    if isinstance(values["algorithm"], str):
+        values["algorithm"] = values["algorithm"].upper()
+    return ServerConfig(**values)
+
+
+def from_server_info(info: Mapping[str, Any]) -> ServerConfig:
+    """A config from ``/server_info``: server args plus the effective per-DP running cap.
+
+    ``max_running_requests`` is ``None`` in the args when SGLang chose it itself (48 for EAGLE);
+    the scheduler's ``effective_max_running_requests_per_dp`` tells the value in force.
+    """
+    config = from_server_args(drop_secrets(info))
+    states = info.get("internal_states")
+    if config.max_running_requests is None and isinstance(states, list) and states:
+        first = states[0] if isinstance(states[0], Mapping) else {}
+        cap = _coerce(first.get("effective_max_running_requests_per_dp"), int)
+        config = replace(config, max_running_requests=cap)
+    return config
+
+
+def from_draft_config(path: str | Path) -> ServerConfig:
+    """A config from a draft model's ``config.json`` (or the folder holding it)."""
+    file = Path(path)
+    if file.is_dir():
+        file = file / "config.json"
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise DraftConfigError(f"--draft-config: cannot read {file}: {exc.strerror}") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DraftConfigError(f"--draft-config: {file} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise DraftConfigError(f"--draft-config: {file} is not a JSON object")
+    architectures = data.get("architectures")
+    arch = architectures[0] if isinstance(architectures, list) and architectures else None
+    return ServerConfig(
+        draft_architecture=arch if isinstance(arch, str) else None,
+        draft_has_eagle_config=isinstance(data.get("eagle_config"), dict),
+        draft_vocab_size=_coerce(data.get("draft_vocab_size"), int),
+    )
+
+
+# Class-name fragments of draft models (SGLang's EntryClass names for EAGLE/MTP drafts).
+_DRAFT_CLASS_MARKERS = ("Eagle", "NextN", "MTP")
+
+
+class ConfigTracker:
+    """Folds startup events from one log into a :class:`ServerConfig`, thread-safe.
+
+    ``Load weight end`` is logged by every scheduler rank, first for the target then for the
+    draft (scheduler init order), so the order is counted per rank. A new ``server_args`` line
+    means the server restarted: everything learnt before is dropped, because the new run may
+    use other flags or another draft.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._config = ServerConfig()
+        self._loads: dict[Hashable, int] = {}
+        self._ready = False
+
+    @property
+    def config(self) -> ServerConfig:
+        return self._config
+
+    @property
+    def ready(self) -> bool:
+        return self._ready
+
+    def observe(self, event: Event, rank: Hashable = None) -> None:
+        """Apply one event; ``rank`` identifies the logging scheduler (e.g. ``(dp, tp)``)."""
+        with self._lock:
+            if isinstance(event, ServerArgsEvent):
+                self._config, self._loads, self._ready = from_server_args(event.args), {}, False
+            elif isinstance(event, WeightsLoaded):
+                self._config = self._with_weights(event.model_class, rank)
+            elif isinstance(event, MemoryPlan) and event.max_running_requests is not None:
+                self._config = replace(
+                    self._config, max_running_requests=event.max_running_requests
+                )
+            elif isinstance(event, MaxRunningReset):
+                self._config = replace(self._config, max_running_requests=event.value)
+            elif isinstance(event, ServerReady):
+                self._ready = True
+
+    def _with_weights(self, model_class: str, rank: Hashable) -> ServerConfig:
+        seen = self._loads.get(rank, 0)
+        self._loads[rank] = seen + 1
+        is_draft = seen >= 1 or any(m in model_class for m in _DRAFT_CLASS_MARKERS)
+        if is_draft:
+            return replace(self._config, draft_architecture=model_class)
+        return replace(self._config, target_architecture=model_class)
+
+
+def with_local_draft(config: ServerConfig) -> ServerConfig:
+    """``config`` plus the draft's own ``config.json`` when its path exists on this machine.
+
+    A sidecar usually mounts the same model volume as the server, and ``/server_info`` names
+    the draft only by path: reading the file turns a guess into proof. Unreadable or remote
+    paths (hub ids) leave the config as it was.
+    """
+    path = config.draft_model_path
+    if not path or config.draft_architecture is not None or not Path(path).exists():
+        return config
+    try:
+        return config.merged(from_draft_config(path))
+    except DraftConfigError:
+        return config

@@ -1,0 +1,318 @@
+"""Startup lines and /server_info become a ServerConfig; secrets never survive parsing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from exporter.engines.sglang import split_prefix
+from exporter.engines.sglang_startup import (
+    GraphCapture,
+    KvPoolFull,
+    MaxRunningReset,
+    MemoryPlan,
+    ServerArgsEvent,
+    ServerReady,
+    WeightsLoaded,
+    is_secret_name,
+    parse_event,
+    parse_server_args,
+)
+from exporter.server_config import (
+    ConfigTracker,
+    DraftConfigError,
+    ServerConfig,
+    from_draft_config,
+    from_server_info,
+    with_local_draft,
+)
+
+# Shaped like SGLang's dataclass repr (Feb 2026 field names), with the awkward cases a real
+# line has: commas inside strings, JSON inside a string, lists, dicts, None, an object repr.
+SERVER_ARGS = (
+    "server_args=ServerArgs(model_path='moonshotai/Kimi-K2.5', tokenizer_mode='auto', "
+    "api_key='sk-live-0123456789', admin_api_key='adm-secret-42', hf_token='hf_abcdef', "
+    'json_model_override_args=\'{"rope_scaling": {"factor": 2.0}, "x": "a, b"}\', '
+    "tp_size=8, lora_paths=['a,b', 'c'], served_model_name='kimi, k2.5', "
+    "log_level='info', decode_log_interval=40, max_running_requests=None, "
+    "speculative_algorithm='EAGLE', speculative_draft_model_path='/models/kimi-k25-eagle3', "
+    "speculative_draft_model_revision='main', speculative_num_steps=3, "
+    "speculative_eagle_topk=1, speculative_num_draft_tokens=4, "
+    "speculative_token_map=None, disable_cuda_graph=False, cuda_graph_max_bs=48, "
+    "cuda_graph_bs=[1, 2, 4, 8], enable_metrics=True, tokenizer_path='moonshotai/Kimi-K2.5', "
+    "custom_weight_loader=[], kv_events_config=<object object at 0x7f3a2c1d5e40>, "
+    "extra={'a': (1, 2)})"
+)
+SECRETS = ("sk-live-0123456789", "adm-secret-42", "hf_abcdef")
+
+
+def test_server_args_values_are_python_values() -> None:
+    args = parse_server_args(SERVER_ARGS)
+    assert args["tp_size"] == 8
+    assert args["lora_paths"] == ["a,b", "c"]
+    assert args["served_model_name"] == "kimi, k2.5"
+    assert json.loads(args["json_model_override_args"])["x"] == "a, b"
+    assert args["disable_cuda_graph"] is False
+    assert args["max_running_requests"] is None
+    assert args["extra"] == {"a": (1, 2)}
+    assert args["speculative_num_draft_tokens"] == 4
+    assert args["tokenizer_path"] == "moonshotai/Kimi-K2.5"
+
+
+def test_server_args_non_literal_value_kept_as_text_not_evaluated() -> None:
+    args = parse_server_args(SERVER_ARGS)
+    assert args["kv_events_config"] == "<object object at 0x7f3a2c1d5e40>"
+    hostile = parse_server_args("server_args=ServerArgs(a=__import__('os').getcwd(), b=1)")
+    assert hostile == {"a": "__import__('os').getcwd()", "b": 1}
+
+
+def test_server_args_drops_every_secret_field() -> None:
+    args = parse_server_args(SERVER_ARGS)
+    for name in ("api_key", "admin_api_key", "hf_token"):
+        assert name not in args
+    assert not any(secret in repr(args) for secret in SECRETS)
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [
+        ("api_key", True),
+        ("admin_api_key", True),
+        ("hf_token", True),
+        ("client_secret", True),
+        ("db_password", True),
+        ("speculative_num_draft_tokens", False),
+        ("max_total_num_tokens", False),
+        ("tokenizer_path", False),
+    ],
+)
+def test_secret_names_match_parts_not_substrings(name: str, secret: bool) -> None:
+    assert is_secret_name(name) is secret
+
+
+def test_truncated_server_args_line_keeps_complete_fields() -> None:
+    cut = SERVER_ARGS.index("speculative_draft_model_path") + 40  # inside the path string
+    args = parse_server_args(SERVER_ARGS[:cut])
+    assert args["tp_size"] == 8
+    assert args["speculative_algorithm"] == "EAGLE"
+    assert "speculative_draft_model_path" not in args
+
+
+def test_elided_reference_style_line_parses() -> None:
+    line = (
+        "server_args=ServerArgs(model_path='m', ..., tp_size=2, ..., "
+        "speculative_algorithm='EAGLE3', speculative_num_draft_tokens=4, ...)"
+    )
+    assert parse_server_args(line) == {
+        "model_path": "m",
+        "tp_size": 2,
+        "speculative_algorithm": "EAGLE3",
+        "speculative_num_draft_tokens": 4,
+    }
+
+
+@pytest.mark.parametrize(
+    ("message", "event"),
+    [
+        (
+            "Load weight end. elapsed=1.02 s, type=LlamaForCausalLMEagle3, "
+            "dtype=torch.bfloat16, avail mem=17.43 GB, mem usage=0.79 GB.",
+            WeightsLoaded("LlamaForCausalLMEagle3"),
+        ),
+        (
+            "max_total_num_tokens=1183744, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+            "max_running_requests=48, context_len=131072, available_gpu_mem=16.61 GB",
+            MemoryPlan(1183744, 48),
+        ),
+        (
+            "Capture cuda graph begin. This can take up to several minutes. avail mem=19.02 GB",
+            GraphCapture(False, "begin"),
+        ),
+        (
+            "Capture draft cuda graph end. Time elapsed: 6.12 s. mem usage=0.41 GB.",
+            GraphCapture(True, "end"),
+        ),
+        (
+            "Capture draft extend cuda graph end. Time elapsed: 1.20 s.",
+            GraphCapture(True, "end"),
+        ),
+        ("The server is fired up and ready to roll!", ServerReady()),
+        (
+            "Max running requests is reset to 48 for speculative decoding. You can override "
+            "this by explicitly setting --max-running-requests.",
+            MaxRunningReset(48),
+        ),
+        (
+            "KV cache pool is full. Retract requests. #retracted_reqs: 3, "
+            "#new_tokens_gained: 4096, #new_token_ratio: 0.4000 -> 0.6500",
+            KvPoolFull(3),
+        ),
+        ("Init torch distributed begin.", None),
+    ],
+)
+def test_event_lines_become_typed_events(message: str, event: object) -> None:
+    assert parse_event(message) == event
+
+
+def _feed(tracker: ConfigTracker, line: str) -> None:
+    prefix = split_prefix(line)
+    assert prefix is not None
+    event = parse_event(prefix.message)
+    assert event is not None
+    tracker.observe(event, (prefix.dp_rank, prefix.tp_rank))
+
+
+def test_tracker_tells_target_from_draft_per_rank_with_interleaved_ranks() -> None:
+    tracker = ConfigTracker()
+    lines = [
+        f"[2026-02-23 00:10:02] {SERVER_ARGS}",
+        "[2026-02-23 00:10:21 TP0] Load weight end. elapsed=9.41 s, type=DeepseekV3ForCausalLM, "
+        "dtype=torch.bfloat16, avail mem=123.10 GB, mem usage=7.66 GB.",
+        "[2026-02-23 00:10:22 TP1] Load weight end. elapsed=9.50 s, type=DeepseekV3ForCausalLM, "
+        "dtype=torch.bfloat16, avail mem=123.10 GB, mem usage=7.66 GB.",
+        "[2026-02-23 00:10:34 TP1] Load weight end. elapsed=1.02 s, type=LlamaForCausalLMEagle3, "
+        "dtype=torch.bfloat16, avail mem=17.43 GB, mem usage=0.79 GB.",
+        "[2026-02-23 00:10:44 TP0] max_total_num_tokens=1183744, chunked_prefill_size=8192, "
+        "max_prefill_tokens=16384, max_running_requests=48, context_len=131072, "
+        "available_gpu_mem=16.61 GB",
+        "[2026-02-23 00:10:52] The server is fired up and ready to roll!",
+    ]
+    for line in lines:
+        _feed(tracker, line)
+    config = tracker.config
+    assert config.algorithm == "EAGLE"
+    assert config.target_architecture == "DeepseekV3ForCausalLM"
+    assert config.draft_architecture == "LlamaForCausalLMEagle3"
+    assert config.max_running_requests == 48
+    assert config.num_draft_tokens == 4
+    assert tracker.ready
+
+
+def test_new_server_args_line_forgets_the_previous_run() -> None:
+    tracker = ConfigTracker()
+    _feed(tracker, f"[2026-02-23 00:10:02] {SERVER_ARGS}")
+    _feed(tracker, "[2026-02-23 00:10:21] Load weight end. elapsed=9 s, type=LlamaForCausalLM, x")
+    _feed(
+        tracker, "[2026-02-23 00:10:34] Load weight end. elapsed=1 s, type=LlamaForCausalLMEagle3"
+    )
+    restart = SERVER_ARGS.replace("speculative_algorithm='EAGLE'", "speculative_algorithm='EAGLE3'")
+    _feed(tracker, f"[2026-02-23 01:00:00] {restart}")
+    assert tracker.config.algorithm == "EAGLE3"
+    assert tracker.config.draft_architecture is None
+    _feed(tracker, "[2026-02-23 01:00:21] Load weight end. elapsed=9 s, type=LlamaForCausalLM, x")
+    assert tracker.config.target_architecture == "LlamaForCausalLM"
+    assert tracker.config.draft_architecture is None
+
+
+def _server_info() -> dict[str, object]:
+    args = {
+        "model_path": "moonshotai/Kimi-K2.5",
+        "api_key": "sk-live-0123456789",
+        "admin_api_key": "adm-secret-42",
+        "speculative_algorithm": "eagle",
+        "speculative_draft_model_path": "AQ-MedAI/Kimi-K2-Instruct-eagle3",
+        "speculative_num_steps": 3,
+        "speculative_eagle_topk": 1,
+        "speculative_num_draft_tokens": 4,
+        "disable_cuda_graph": False,
+        "cuda_graph_max_bs": 160,
+        "log_level": "warning",
+        "decode_log_interval": 40,
+        "max_running_requests": None,
+        "enable_metrics": True,
+    }
+    state = {**args, "effective_max_running_requests_per_dp": 48, "avg_spec_accept_length": 1.0}
+    return {**args, "status": "ready", "internal_states": [state], "version": "0.5.9"}
+
+
+def test_server_info_gives_config_with_effective_running_cap() -> None:
+    config = from_server_info(_server_info())
+    assert config == ServerConfig(
+        algorithm="EAGLE",
+        draft_model_path="AQ-MedAI/Kimi-K2-Instruct-eagle3",
+        num_steps=3,
+        eagle_topk=1,
+        num_draft_tokens=4,
+        disable_cuda_graph=False,
+        cuda_graph_max_bs=160,
+        log_level="warning",
+        decode_log_interval=40,
+        max_running_requests=48,
+        enable_metrics=True,
+    )
+
+
+def test_server_info_with_wrong_types_yields_unknown_not_wrong_values() -> None:
+    info = {"speculative_num_draft_tokens": "4", "disable_cuda_graph": "no", "log_level": 3}
+    config = from_server_info(info)
+    assert config.num_draft_tokens is None
+    assert config.disable_cuda_graph is None
+    assert config.log_level is None
+
+
+def _write_draft(folder: Path, **extra: object) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    data = {"architectures": ["LlamaForCausalLMEagle3"], "num_hidden_layers": 1, **extra}
+    (folder / "config.json").write_text(json.dumps(data))
+    return folder
+
+
+def test_draft_config_folder_or_file(tmp_path: Path) -> None:
+    folder = _write_draft(
+        tmp_path / "draft",
+        draft_vocab_size=32000,
+        eagle_config={"eagle_aux_hidden_state_layer_ids": [2, 30, 58]},
+    )
+    for path in (folder, folder / "config.json"):
+        config = from_draft_config(path)
+        assert config.draft_architecture == "LlamaForCausalLMEagle3"
+        assert config.draft_has_eagle_config is True
+        assert config.draft_vocab_size == 32000
+        assert config.is_eagle3_draft()
+
+
+def test_plain_architecture_with_eagle_config_is_an_eagle3_draft(tmp_path: Path) -> None:
+    folder = tmp_path / "d"
+    folder.mkdir()
+    (folder / "config.json").write_text(
+        json.dumps({"architectures": ["LlamaForCausalLM"], "eagle_config": {}})
+    )
+    assert from_draft_config(folder).is_eagle3_draft()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [(None, "cannot read"), ("{not json", "not valid JSON"), ("[1, 2]", "not a JSON object")],
+)
+def test_bad_draft_config_is_a_clear_error(
+    tmp_path: Path, content: str | None, message: str
+) -> None:
+    path = tmp_path / "config.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(DraftConfigError, match=f"--draft-config: .*{message}"):
+        from_draft_config(path)
+
+
+def test_local_draft_path_is_read_when_it_exists(tmp_path: Path) -> None:
+    folder = _write_draft(tmp_path / "kimi-k25-draft")
+    config = with_local_draft(ServerConfig(algorithm="EAGLE", draft_model_path=str(folder)))
+    assert config.draft_architecture == "LlamaForCausalLMEagle3"
+    remote = ServerConfig(draft_model_path="org/does-not-exist-here")
+    assert with_local_draft(remote) == remote
+
+
+def test_merged_prefers_known_newer_fields() -> None:
+    older = ServerConfig(algorithm="EAGLE", num_draft_tokens=4, log_level="info")
+    newer = ServerConfig(num_draft_tokens=16)
+    assert older.merged(newer) == ServerConfig(
+        algorithm="EAGLE", num_draft_tokens=16, log_level="info"
+    )
+
+
+def test_server_args_event_from_full_line() -> None:
+    event = parse_event(SERVER_ARGS)
+    assert isinstance(event, ServerArgsEvent)
+    assert event.args["speculative_algorithm"] == "EAGLE"
