@@ -1,0 +1,228 @@
+"""Pieces both dashboards share: variables, selectors, thresholds, links and finding texts.
+
+One place builds every label selector, so the lint tests can trust that each query carries the
+``job`` and ``instance`` matchers the dashboard-linter rules ask for, and a metric rename is a
+one-line change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from grafana_foundation_sdk.builders import dashboard as db
+from grafana_foundation_sdk.builders import prometheus as pb
+from grafana_foundation_sdk.models import common as cm
+from grafana_foundation_sdk.models import dashboard as dm
+from grafana_foundation_sdk.models import prometheus as pm
+
+NODE_UID = "specwatch-node"
+FLEET_UID = "specwatch-fleet"
+TAG = "specwatch"
+# Where the alert runbook lives; alerts link to sections of the same file.
+RUNBOOK_URL = "https://github.com/specwatch/specwatch/blob/main/alerts/runbook.md"
+RATE = "$__rate_interval"
+# The exporter's default `stale_after`: per-window gauges vanish after this many seconds.
+STALE_AFTER_S = 60
+
+# Grafana substitutes the datasource variable; nothing names a concrete datasource uid.
+DS = cm.DataSourceRef(type_val="prometheus", uid="${datasource}")
+
+JOB = 'job=~"$job"'
+INSTANCE = 'instance=~"$instance"'
+TARGET = 'target=~"$target"'
+DP_RANK = 'dp_rank=~"$dp_rank"'
+FLEET_SCOPE: tuple[str, ...] = (JOB, INSTANCE)
+NODE_SCOPE: tuple[str, ...] = (JOB, INSTANCE, TARGET)
+# Per-window gauges are the only series the engine may split per data-parallel rank.
+WINDOW_SCOPE: tuple[str, ...] = (*NODE_SCOPE, DP_RANK)
+
+# Spec section 7: what each finding means and what to do, shown next to the code.
+FINDING_TEXT: dict[str, str] = {
+    "eagle3_draft_with_eagle_algorithm": (
+        "EAGLE-3 draft served with --speculative-algorithm EAGLE: the draft's layer fusion is "
+        "skipped and accept length sits near 1. Restart with EAGLE3."
+    ),
+    "cuda_graph_disabled": (
+        "Decode runs without CUDA graphs (disable_cuda_graph or eager windows). "
+        "Remove --disable-cuda-graph or fix the capture error in the log."
+    ),
+    "draft_tokens_excessive": (
+        "Many draft tokens per step while few are accepted: verification work is wasted. "
+        "Lower --speculative-num-draft-tokens / num-steps."
+    ),
+    "decode_stats_not_logged": (
+        "No decode stats lines while requests flow: the log level hides them or the "
+        "stats interval is off. Log at info with a decode log interval."
+    ),
+    "metrics_endpoint_disabled": (
+        "The server's /metrics endpoint is missing: start it with --enable-metrics."
+    ),
+    "log_format_unrecognized": (
+        "Stats lines the parser cannot read: the log format drifted after an upgrade."
+    ),
+    "running_requests_capped": (
+        "Running requests pinned at max_running_requests while requests queue "
+        "(SGLang caps EAGLE at 48 when unset). Raise --max-running-requests."
+    ),
+}
+UP_DOWN = {"0": ("down", "red"), "1": ("up", "green")}
+SEVERITY_COLOR: dict[str, str] = {"critical": "red", "warning": "orange", "info": "blue"}
+
+
+def sel(metric: str, scope: Sequence[str], *extra: str) -> str:
+    """A selector for ``metric`` limited to the dashboard's variables plus ``extra`` matchers."""
+    matchers = ", ".join((*scope, *extra))
+    return f"{metric}{{{matchers}}}" if matchers else metric
+
+
+def rate(metric: str, scope: Sequence[str], *extra: str) -> str:
+    """Per-second rate over Grafana's ``$__rate_interval`` (never a fixed window)."""
+    return f"rate({sel(metric, scope, *extra)}[{RATE}])"
+
+
+def query(expr: str, legend: str = "", ref: str = "A") -> pb.Dataquery:
+    """A range query on the templated datasource."""
+    return pb.Dataquery().expr(expr).legend_format(legend or "__auto").ref_id(ref).datasource(DS)
+
+
+def table_query(expr: str, ref: str = "A") -> pb.Dataquery:
+    """An instant query shaped as a table: one row per series, labels as columns."""
+    return query(expr, ref=ref).instant().format(pm.PromQueryFormat.TABLE)
+
+
+def steps(*pairs: tuple[float | None, str]) -> db.ThresholdsConfig:
+    """Absolute thresholds from (value, colour) pairs; the first value is the base (None)."""
+    return (
+        db.ThresholdsConfig()
+        .mode(dm.ThresholdsMode.ABSOLUTE)
+        .steps([dm.Threshold(value=v, color=c) for v, c in pairs])
+    )
+
+
+def value_text(mapping: dict[str, tuple[str, str]]) -> list[dm.ValueMap]:
+    """Value mappings {value: (text, colour)}, e.g. 0/1 flags shown as words."""
+    return [
+        dm.ValueMap(
+            options={
+                value: dm.ValueMappingResult(text=text, color=color, index=i)
+                for i, (value, (text, color)) in enumerate(mapping.items())
+            }
+        )
+    ]
+
+
+def finding_explanations() -> list[dm.ValueMap]:
+    """Finding codes mapped to their explanation, coloured by nothing (text only)."""
+    return [
+        dm.ValueMap(
+            options={
+                code: dm.ValueMappingResult(text=f"{code}: {text}", index=i)
+                for i, (code, text) in enumerate(FINDING_TEXT.items())
+            }
+        )
+    ]
+
+
+def severity_colors() -> list[dm.ValueMap]:
+    """Severity words keep their text and get the alerting colour."""
+    return value_text({sev: (sev, color) for sev, color in SEVERITY_COLOR.items()})
+
+
+def explained(expr: str) -> str:
+    """Copy the ``code`` label into an ``explanation`` label that a value mapping rewrites."""
+    return f'label_replace({expr}, "explanation", "$1", "code", "(.+)")'
+
+
+def label_variable(name: str, label: str, metric: str, scope: Sequence[str]) -> db.QueryVariable:
+    """A multi-select label variable on the templated datasource (dashboard-linter style)."""
+    return (
+        db.QueryVariable(name)
+        .label(label)
+        .datasource(DS)
+        .query(f"label_values({sel(metric, scope)}, {name})")
+        .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
+        .sort(dm.VariableSort.ALPHABETICAL_ASC)
+        .multi(True)
+        .include_all(True)
+        .all_value(".+")
+    )
+
+
+def datasource_variable() -> db.DatasourceVariable:
+    return db.DatasourceVariable("datasource").label("Data source").type("prometheus")
+
+
+def base_variables() -> list[db.DatasourceVariable | db.QueryVariable]:
+    """Data source, job and instance: the variables every specwatch dashboard starts with."""
+    return [
+        datasource_variable(),
+        label_variable("job", "Job", "specwatch_build_info", ()),
+        label_variable("instance", "Instance", "specwatch_build_info", (JOB,)),
+    ]
+
+
+def dashboard_url(uid: str) -> str:
+    return f"/d/{uid}/{uid}"
+
+
+def dashboard(title: str, uid: str, description: str) -> db.Dashboard:
+    """A read-only dashboard with the shared links, refresh and built-in annotations."""
+    return (
+        db.Dashboard(title)
+        .uid(uid)
+        .description(description)
+        .tags([TAG])
+        .readonly()
+        .refresh("30s")
+        .time("now-1h", "now")
+        .timezone("browser")
+        .tooltip(dm.DashboardCursorSync.CROSSHAIR)
+        .annotation(
+            db.AnnotationQuery()
+            .name("Annotations & Alerts")
+            .built_in(1)
+            .datasource(cm.DataSourceRef(type_val="grafana", uid="-- Grafana --"))
+            .enable(True)
+            .hide(True)
+            .icon_color("rgba(0, 211, 255, 1)")
+            .type("dashboard")
+        )
+        .link(
+            db.DashboardLink("specwatch dashboards")
+            .type(dm.DashboardLinkType.DASHBOARDS)
+            .tags([TAG])
+            .as_dropdown(True)
+            .include_vars(True)
+            .keep_time(True)
+        )
+        .link(
+            db.DashboardLink("Runbook")
+            .type(dm.DashboardLinkType.LINK)
+            .url(RUNBOOK_URL)
+            .icon("doc")
+            .tooltip("What each alert and finding means, and what to do")
+            .target_blank(True)
+        )
+    )
+
+
+def assemble(
+    board: db.Dashboard,
+    variables: Sequence[db.DatasourceVariable | db.QueryVariable],
+    rows: Sequence[Sequence[object]],
+) -> db.Dashboard:
+    """Add variables, then each row's items in order; the SDK lays out the 24-column grid.
+
+    Panel ids are numbered here because the SDK leaves them all 0, and Grafana keys
+    "view panel" links and panel state on a unique id.
+    """
+    for variable in variables:
+        board = board.with_variable(variable)
+    items = [item for row in rows for item in row]
+    for panel_id, item in enumerate(items, start=1):
+        board = (
+            board.with_row(item.id(panel_id))
+            if isinstance(item, db.Row)
+            else board.with_panel(item.id(panel_id))
+        )
+    return board

@@ -1,0 +1,249 @@
+"""The fleet dashboard: every watched server at a glance, worst first.
+
+It answers "which nodes should I look at?": the lowest accept lengths and speedups, how many
+nodes run slower than without speculation, which findings are active where, the distribution
+of per-window accept length over time, and whether every exporter is scraped. Rows of the
+tables link to the node dashboard with that target selected.
+"""
+
+from __future__ import annotations
+
+from grafana_foundation_sdk.builders import dashboard as db
+from grafana_foundation_sdk.models import dashboard as dm
+from grafana_foundation_sdk.models import prometheus as pm
+
+from dashboards.common import (
+    FLEET_SCOPE,
+    FLEET_UID,
+    NODE_UID,
+    RATE,
+    STALE_AFTER_S,
+    UP_DOWN,
+    assemble,
+    base_variables,
+    dashboard,
+    dashboard_url,
+    explained,
+    finding_explanations,
+    query,
+    sel,
+    severity_colors,
+    steps,
+    table_query,
+    value_text,
+)
+from dashboards.node import ACCEPT_LENGTH_STEPS, SPEEDUP_STEPS
+from dashboards.panels import graph, grid, heat, single, timeline
+
+WORST = 10
+PER_TARGET = "job, instance, target"
+NODE_LINK = (
+    f"{dashboard_url(NODE_UID)}?var-datasource=${{datasource}}"
+    "&var-job=${__data.fields.job}&var-instance=${__data.fields.instance}"
+    "&var-target=${__data.fields.target}&${__url_time_range}"
+)
+
+
+def per_target(metric: str) -> str:
+    """One value per target: DP ranks averaged, since the fleet ranks nodes, not ranks."""
+    return f"avg by ({PER_TARGET}) ({sel(metric, FLEET_SCOPE)})"
+
+
+def _node_link() -> dm.DynamicConfigValue:
+    """A data link on the target column that opens the node dashboard for that row."""
+    return dm.DynamicConfigValue(
+        id_val="links", value=[{"title": "Open node dashboard", "url": NODE_LINK}]
+    )
+
+
+def _value_column(unit: str, thresholds: tuple[tuple[float | None, str], ...]) -> list:
+    """The value column of a worst-first table: unit, thresholds and a coloured background."""
+    return [
+        dm.DynamicConfigValue(id_val="unit", value=unit),
+        dm.DynamicConfigValue(id_val="decimals", value=2),
+        dm.DynamicConfigValue(id_val="thresholds", value=steps(*thresholds).build()),
+        dm.DynamicConfigValue(
+            id_val="custom.cellOptions", value={"type": "color-background", "mode": "basic"}
+        ),
+    ]
+
+
+def glance_row() -> list[object]:
+    """Four counts that say whether anything in the fleet needs attention."""
+    return [
+        db.Row("Fleet at a glance"),
+        single(
+            "Exporters down",
+            "specwatch sidecars Prometheus cannot scrape (up == 0). A sidecar that vanished "
+            "from discovery entirely is caught by the SpecwatchAbsent alert.",
+            "none",
+            query(f"sum(1 - {sel('up', FLEET_SCOPE)})"),
+            steps((None, "green"), (1, "red")),
+            width=6,
+        ),
+        single(
+            "Targets watched",
+            "Serving processes watched by the selected exporters (one per configured target).",
+            "none",
+            query(f"count({sel('specwatch_last_decode_timestamp_seconds', FLEET_SCOPE)})"),
+            steps((None, "blue")),
+            width=6,
+        ),
+        single(
+            "Targets without fresh decode stats",
+            f"Targets whose newest decode stats line is older than {STALE_AFTER_S} s: idle, "
+            "stalled, or their log level hides decode stats.",
+            "none",
+            query(
+                f"sum(time() - {sel('specwatch_last_decode_timestamp_seconds', FLEET_SCOPE)}"
+                f" > bool {STALE_AFTER_S})"
+            ),
+            steps((None, "green"), (1, "orange")),
+            width=6,
+        ),
+        single(
+            "Nodes slower than baseline",
+            "Targets whose throughput is below the non-speculative baseline at the same load "
+            "(speedup < 1): speculation costs them speed.",
+            "none",
+            query(f"sum({per_target('specwatch_speedup_ratio')} < bool 1)"),
+            steps((None, "green"), (1, "red")),
+            width=6,
+        ),
+    ]
+
+
+def worst_row() -> list[object]:
+    """Worst accept lengths and speedups, and the findings by code."""
+    hidden = ["Time"]
+    accept = grid(
+        f"Lowest accept lengths (bottom {WORST})",
+        "Targets with the lowest current accept length (averaged over DP ranks). 1.0 is a "
+        "collapsed drafter. Click a target to open its node dashboard.",
+        "short",
+        [table_query(f"bottomk({WORST}, {per_target('specwatch_accept_length')})")],
+        hidden,
+        width=8,
+    )
+    speedup = grid(
+        f"Lowest speedups (bottom {WORST})",
+        "Targets with the lowest throughput relative to their non-speculative baseline. "
+        "Below 1.0 speculation makes the node slower. Click a target to open it.",
+        "short",
+        [table_query(f"bottomk({WORST}, {per_target('specwatch_speedup_ratio')})")],
+        hidden,
+        width=8,
+    )
+    findings = grid(
+        "Active findings by code",
+        "How many targets have each finding active, with what the finding means. The node "
+        "dashboard lists them per target.",
+        "none",
+        [
+            table_query(
+                explained(f"count by (code, severity) ({sel('specwatch_finding', FLEET_SCOPE)})")
+            )
+        ],
+        hidden,
+        width=8,
+    )
+    return [
+        db.Row("Worst first"),
+        accept.override_by_name(
+            "Value", _value_column("short", ACCEPT_LENGTH_STEPS)
+        ).override_by_name("target", [_node_link()]),
+        speedup.override_by_name("Value", _value_column("short", SPEEDUP_STEPS)).override_by_name(
+            "target", [_node_link()]
+        ),
+        findings.override_by_name(
+            "explanation", [dm.DynamicConfigValue(id_val="mappings", value=finding_explanations())]
+        ).override_by_name(
+            "severity",
+            [
+                dm.DynamicConfigValue(id_val="mappings", value=severity_colors()),
+                dm.DynamicConfigValue(id_val="custom.cellOptions", value={"type": "color-text"}),
+            ],
+        ),
+    ]
+
+
+def distribution_row() -> list[object]:
+    """How accept length is distributed over time, fleet-wide, and per target."""
+    buckets = (
+        f"sum by (le) (rate({sel('specwatch_accept_length_windows_bucket', FLEET_SCOPE)}[{RATE}]))"
+    )
+    return [
+        db.Row("Accept length over time"),
+        heat(
+            "Per-window accept length distribution",
+            "Decode windows per second in each accept-length bucket (1.0 to 8), over all "
+            "selected targets. A band at the 1.0 bucket is a fleet of dead drafters.",
+            query(buckets, "{{le}}").format(pm.PromQueryFormat.HEATMAP),
+            width=12,
+        ),
+        graph(
+            "Accept length per target",
+            "Current accept length of every target (averaged over DP ranks) against the "
+            "collapse line at 1.0.",
+            "short",
+            [query(per_target("specwatch_accept_length"), "{{instance}} {{target}}")],
+            steps((None, "transparent"), (1.0, "red")),
+            height=9,
+        ).min(0),
+    ]
+
+
+def coverage_row() -> list[object]:
+    """Which exporters Prometheus scrapes, their version, and how many targets each watches."""
+    coverage = grid(
+        "Exporter coverage",
+        "Every specwatch instance Prometheus knows: scraped or not, its version, and how "
+        "many targets it watches. A node missing here is not monitored at all.",
+        "none",
+        [
+            table_query(sel("up", FLEET_SCOPE), "A"),
+            table_query(
+                f"count by (job, instance, version) ({sel('specwatch_build_info', FLEET_SCOPE)})",
+                "B",
+            ),
+            table_query(
+                f"count by (job, instance) "
+                f"({sel('specwatch_last_decode_timestamp_seconds', FLEET_SCOPE)})",
+                "C",
+            ),
+        ],
+        ["Time", "__name__", "Value #B"],
+        width=12,
+    ).with_transformation(dm.DataTransformerConfig(id_val="merge", options={}))
+    return [
+        db.Row("Coverage"),
+        coverage.override_by_name(
+            "Value #A",
+            [
+                dm.DynamicConfigValue(id_val="displayName", value="scraped"),
+                dm.DynamicConfigValue(id_val="mappings", value=value_text(UP_DOWN)),
+                dm.DynamicConfigValue(id_val="custom.cellOptions", value={"type": "color-text"}),
+            ],
+        ).override_by_name(
+            "Value #C", [dm.DynamicConfigValue(id_val="displayName", value="targets")]
+        ),
+        timeline(
+            "Exporters scraped over time",
+            "Prometheus' up metric per specwatch instance. Gaps mean the instance was not "
+            "discovered at the time; red means it was discovered but did not answer.",
+            query(sel("up", FLEET_SCOPE), "{{instance}}"),
+            value_text(UP_DOWN),
+        ),
+    ]
+
+
+def build() -> db.Dashboard:
+    """The fleet dashboard builder (uid ``specwatch-fleet``)."""
+    board = dashboard(
+        "specwatch / Fleet",
+        FLEET_UID,
+        "Speculative decoding across every watched node: worst accept lengths and speedups, "
+        f"findings, accept-length distribution and exporter coverage. Per node: /d/{NODE_UID}.",
+    )
+    rows = (glance_row(), worst_row(), distribution_row(), coverage_row())
+    return assemble(board, base_variables(), rows)

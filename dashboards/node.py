@@ -1,0 +1,403 @@
+"""The node dashboard: one watched server, answering "is speculation helping here, and why?".
+
+Top row: the verdict (accept length, speedup, derived accept rate, throughput, CUDA graphs,
+freshness). Then the evidence over time, the findings with their explanation, and the health of
+the exporter itself, so a blank panel can be told apart from a dead sidecar.
+"""
+
+from __future__ import annotations
+
+from grafana_foundation_sdk.builders import common as cb
+from grafana_foundation_sdk.builders import dashboard as db
+from grafana_foundation_sdk.builders import prometheus as pb
+from grafana_foundation_sdk.models import common as cm
+from grafana_foundation_sdk.models import dashboard as dm
+
+from dashboards.common import (
+    DS,
+    FLEET_UID,
+    INSTANCE,
+    JOB,
+    NODE_SCOPE,
+    NODE_UID,
+    STALE_AFTER_S,
+    UP_DOWN,
+    WINDOW_SCOPE,
+    assemble,
+    base_variables,
+    dashboard,
+    explained,
+    finding_explanations,
+    label_variable,
+    query,
+    rate,
+    sel,
+    severity_colors,
+    steps,
+    table_query,
+    value_text,
+)
+from dashboards.panels import graph, grid, single, timeline
+
+PER_RANK = "{{instance}} {{dp_rank}}"
+ON_OFF = {"0": ("off", "red"), "1": ("on", "green")}
+ACCEPT_LENGTH_STEPS = ((None, "red"), (1.05, "orange"), (1.5, "green"))
+SPEEDUP_STEPS = ((None, "red"), (1.0, "orange"), (1.1, "green"))
+
+
+def _dashed(name_regex: str) -> tuple[str, list[dm.DynamicConfigValue]]:
+    """Override for reference series (baseline, expected): dashed, so they read as targets."""
+    return name_regex, [
+        dm.DynamicConfigValue(id_val="custom.lineStyle", value={"fill": "dash", "dash": [10, 10]}),
+        dm.DynamicConfigValue(id_val="custom.fillOpacity", value=0),
+    ]
+
+
+def variables() -> list[db.DatasourceVariable | db.QueryVariable]:
+    """Data source, job, instance, then the one target, then its DP ranks (if it logs any)."""
+    target = (
+        label_variable(
+            "target", "Target", "specwatch_last_decode_timestamp_seconds", (JOB, INSTANCE)
+        )
+        .multi(False)
+        .include_all(False)
+    )
+    dp_rank = label_variable("dp_rank", "DP rank", "specwatch_accept_length", NODE_SCOPE).all_value(
+        ".*"
+    )  # ".*" also matches series without a dp_rank label
+    return [*base_variables(), target, dp_rank]
+
+
+def verdict_row() -> list[object]:
+    """The six numbers an on-call engineer reads first."""
+    return [
+        db.Row("Is speculation helping?"),
+        single(
+            "Accept length now",
+            "Tokens emitted per verify step (accepted drafts + the bonus token). 1.0 means no "
+            "draft token is ever accepted: speculation is pure overhead.",
+            "short",
+            query(sel("specwatch_accept_length", WINDOW_SCOPE), PER_RANK),
+            steps(*ACCEPT_LENGTH_STEPS),
+        ).decimals(2),
+        single(
+            "Speedup vs baseline now",
+            "Generation throughput divided by the non-speculative baseline at the same number "
+            "of running requests. Below 1: speculation makes this node slower.",
+            "short",
+            query(sel("specwatch_speedup_ratio", WINDOW_SCOPE), PER_RANK),
+            steps(*SPEEDUP_STEPS),
+        ).decimals(2),
+        single(
+            "Accept rate now (derived)",
+            "Accepted drafts per drafted token, (accept length - 1) / (draft tokens - 1), "
+            "computed by specwatch because the rate SGLang logs changed meaning across versions.",
+            "percentunit",
+            query(sel("specwatch_accept_rate", WINDOW_SCOPE), PER_RANK),
+            steps((None, "red"), (0.05, "orange"), (0.3, "green")),
+        ).decimals(1),
+        single(
+            "Generation throughput now",
+            "Output tokens per second in the newest decode window.",
+            "short",
+            query(sel("specwatch_gen_throughput_tokens_per_second", WINDOW_SCOPE), PER_RANK),
+            steps((None, "blue")),
+        ),
+        single(
+            "CUDA graph",
+            "Whether the newest decode window ran with CUDA graphs. Off costs a large share "
+            "of decode speed.",
+            "bool_on_off",
+            query(sel("specwatch_cuda_graph", WINDOW_SCOPE), PER_RANK),
+            steps((None, "text")),
+        ).mappings(value_text(ON_OFF)),
+        single(
+            "Newest decode window age",
+            f"Seconds since the newest decode stats line. Past {STALE_AFTER_S} s (stale_after) "
+            "the per-window panels go blank on purpose: old values are never shown as current.",
+            "s",
+            query(f"time() - {sel('specwatch_last_decode_timestamp_seconds', NODE_SCOPE)}"),
+            steps((None, "green"), (STALE_AFTER_S, "orange"), (5 * STALE_AFTER_S, "red")),
+        ),
+    ]
+
+
+def speculation_row() -> list[object]:
+    """Accept length, derived rate, throughput against the baseline and the speedup over time."""
+    accept = graph(
+        "Accept length",
+        "Per-window accept length against the collapse line (1.0, red) and the expected value "
+        "configured for this drafter (dashed). Sitting on 1.0 is a broken or mismatched draft.",
+        "short",
+        [
+            query(sel("specwatch_accept_length", WINDOW_SCOPE), PER_RANK, "A"),
+            query(sel("specwatch_expected_accept_length", NODE_SCOPE), "expected", "B"),
+        ],
+        steps((None, "transparent"), (1.0, "red")),
+    ).min(0)
+    throughput = (
+        graph(
+            "Throughput vs baseline",
+            "Output tokens/s per window against the non-speculative baseline (dashed). The "
+            "baseline is the configured figure, not interpolated for the current load.",
+            "short",
+            [
+                query(
+                    sel("specwatch_gen_throughput_tokens_per_second", WINDOW_SCOPE), PER_RANK, "A"
+                ),
+                query(
+                    sel("specwatch_baseline_gen_throughput_tokens_per_second", NODE_SCOPE),
+                    "baseline",
+                    "B",
+                ),
+            ],
+            steps((None, "transparent")),
+        )
+        .axis_label("tokens/s")
+        .min(0)
+    )
+    return [
+        db.Row("Speculation"),
+        accept.override_by_name(*_dashed("expected")),
+        graph(
+            "Accept rate (derived)",
+            "Accepted drafts per drafted token, derived by specwatch. The dashed line marks 5%: "
+            "below it nearly every draft token is wasted verification work.",
+            "percentunit",
+            [query(sel("specwatch_accept_rate", WINDOW_SCOPE), PER_RANK)],
+            steps((None, "transparent"), (0.05, "red")),
+        )
+        .min(0)
+        .max(1),
+        throughput.override_by_name(*_dashed("baseline")),
+        graph(
+            "Speedup vs baseline",
+            "Throughput divided by the baseline at the current running requests. The red line "
+            "is 1.0: below it the node would be faster without speculation.",
+            "short",
+            [query(sel("specwatch_speedup_ratio", WINDOW_SCOPE), PER_RANK)],
+            steps((None, "transparent"), (1.0, "red")),
+        ).min(0),
+    ]
+
+
+def load_row() -> list[object]:
+    """Requests and KV-cache pressure: the context that explains throughput."""
+    return [
+        db.Row("Load"),
+        graph(
+            "Running and queued requests",
+            "Requests decoding and waiting. Running pinned at the cap (dashed) while requests "
+            "queue means max_running_requests limits throughput (SGLang caps EAGLE at 48).",
+            "short",
+            [
+                query(sel("specwatch_running_requests", WINDOW_SCOPE), "running " + PER_RANK, "A"),
+                query(sel("specwatch_queued_requests", WINDOW_SCOPE), "queued " + PER_RANK, "B"),
+                query(sel("specwatch_max_running_requests", NODE_SCOPE), "cap {{instance}}", "C"),
+            ],
+            steps((None, "transparent")),
+        )
+        .min(0)
+        .override_by_regexp(*_dashed("cap .*")),
+        graph(
+            "KV cache token usage",
+            "Share of the KV-cache token pool in use. Near 1.0 the scheduler retracts or "
+            "queues requests.",
+            "percentunit",
+            [query(sel("specwatch_token_usage_ratio", WINDOW_SCOPE), PER_RANK)],
+            steps((None, "green"), (0.9, "orange"), (0.98, "red")),
+        )
+        .min(0)
+        .max(1),
+    ]
+
+
+def cuda_graph_row() -> list[object]:
+    """CUDA-graph state now and the share of windows that ran with and without it."""
+    windows = rate("specwatch_decode_windows_total", NODE_SCOPE)
+    by_state = f"sum by (instance, target, cuda_graph) ({windows})"
+    total = f"sum by (instance, target) ({windows})"
+    return [
+        db.Row("CUDA graphs"),
+        timeline(
+            "CUDA graph state",
+            "Per decode window: on (green) or off (red). Off windows run the draft and verify "
+            "passes eagerly, which is much slower.",
+            query(sel("specwatch_cuda_graph", WINDOW_SCOPE), PER_RANK),
+            value_text(ON_OFF),
+        ),
+        graph(
+            "Decode windows by CUDA graph",
+            "Share of decode windows with cuda_graph=true and =false over the rate interval. "
+            "Any red share means some batches fall back to eager mode.",
+            "percentunit",
+            [
+                query(
+                    f"{by_state}\n/ ignoring (cuda_graph) group_left\n{total}",
+                    "{{instance}} cuda_graph={{cuda_graph}}",
+                )
+            ],
+            steps((None, "transparent")),
+        )
+        .min(0)
+        .max(1)
+        .stacking(cb.StackingConfig().mode(cm.StackingMode.NORMAL))
+        .fill_opacity(60)
+        .override_by_regexp(
+            ".*cuda_graph=false",
+            [dm.DynamicConfigValue(id_val="color", value={"mode": "fixed", "fixedColor": "red"})],
+        )
+        .override_by_regexp(
+            ".*cuda_graph=true",
+            [dm.DynamicConfigValue(id_val="color", value={"mode": "fixed", "fixedColor": "green"})],
+        ),
+    ]
+
+
+def findings_row() -> list[object]:
+    """Active findings with their explanation, and the speculative configuration behind them."""
+    findings = grid(
+        "Active findings",
+        "Misconfigurations specwatch diagnoses (one row per active finding), with what each "
+        "means and how to fix it. The runbook link at the top has the details.",
+        "none",
+        [table_query(explained(sel("specwatch_finding", NODE_SCOPE)))],
+        ["Time", "Value", "__name__", "job"],
+        width=16,
+    )
+    return [
+        db.Row("Findings and configuration"),
+        findings.override_by_name(
+            "explanation",
+            [
+                dm.DynamicConfigValue(id_val="mappings", value=finding_explanations()),
+                dm.DynamicConfigValue(id_val="custom.width", value=640),
+            ],
+        ).override_by_name(
+            "severity",
+            [
+                dm.DynamicConfigValue(id_val="mappings", value=severity_colors()),
+                dm.DynamicConfigValue(id_val="custom.cellOptions", value={"type": "color-text"}),
+            ],
+        ),
+        grid(
+            "Speculative configuration",
+            "Algorithm, draft model and draft shape as read from the startup log and the draft "
+            "config. An Eagle3 architecture with algorithm EAGLE is the wrong-flag incident.",
+            "none",
+            [table_query(sel("specwatch_speculative_info", NODE_SCOPE))],
+            ["Time", "Value", "__name__", "job"],
+            width=8,
+        ),
+    ]
+
+
+def health_row() -> list[object]:
+    """Is the sidecar scraped, can it reach the server, and is the log readable?"""
+    log_lines = f"sum by (instance) ({rate('specwatch_log_lines_total', NODE_SCOPE)})"
+    stats_lines = f"sum by (instance, kind) ({rate('specwatch_log_stats_lines_total', NODE_SCOPE)})"
+    unrecognized = (
+        f"sum by (instance) ({rate('specwatch_log_unrecognized_stats_lines_total', NODE_SCOPE)})"
+    )
+    skipped = f"sum by (instance, reason) ({rate('specwatch_log_skipped_lines_total', NODE_SCOPE)})"
+    return [
+        db.Row("Exporter and upstream health"),
+        timeline(
+            "Exporter scraped",
+            "Prometheus' own up metric for the specwatch job: down means the sidecar itself "
+            "is not answering and every other panel is blind.",
+            query(sel("up", (JOB, INSTANCE)), "{{instance}}"),
+            value_text(UP_DOWN),
+            width=8,
+        ),
+        timeline(
+            "Upstream endpoints",
+            "Whether specwatch could scrape the server's /metrics and /server_info. The log "
+            "alone is enough for the core panels; this explains missing server-side figures.",
+            query(sel("specwatch_upstream_up", NODE_SCOPE), "{{instance}} {{endpoint}}"),
+            value_text(UP_DOWN),
+            width=8,
+        ),
+        graph(
+            "Upstream scrape duration",
+            "How long the last scrape of each server endpoint took. specwatch never blocks its "
+            "own /metrics on it.",
+            "s",
+            [
+                query(
+                    sel("specwatch_upstream_scrape_duration_seconds", NODE_SCOPE),
+                    "{{instance}} {{endpoint}}",
+                )
+            ],
+            steps((None, "transparent"), (1.0, "orange")),
+            width=8,
+            height=6,
+        ).min(0),
+        graph(
+            "Log lines read",
+            "Lines read from the server log and how many were stats lines. Unrecognized stats "
+            "lines mean the log format drifted after an upgrade.",
+            "cps",
+            [
+                query(log_lines, "all lines {{instance}}", "A"),
+                query(stats_lines, "{{kind}} stats {{instance}}", "B"),
+                query(unrecognized, "unrecognized stats {{instance}}", "C"),
+            ],
+            steps((None, "transparent")),
+            width=12,
+        ).min(0),
+        graph(
+            "Log and upstream problems",
+            "Skipped log lines (too long, undecodable) by reason, and failed upstream scrapes "
+            "by reason (timeout, refused, http, garbage, too_large).",
+            "cps",
+            [
+                query(skipped, "skipped {{reason}} {{instance}}", "A"),
+                query(
+                    f"sum by (instance, endpoint, reason) "
+                    f"({rate('specwatch_upstream_scrape_errors_total', NODE_SCOPE)})",
+                    "{{endpoint}} {{reason}} {{instance}}",
+                    "B",
+                ),
+            ],
+            steps((None, "transparent")),
+            width=12,
+        ).min(0),
+    ]
+
+
+def alert_annotation() -> db.AnnotationQuery:
+    """Firing alerts of this target (or of its exporter, which has no target label)."""
+    expr = sel("ALERTS", (JOB, INSTANCE), 'alertstate="firing"', 'target=~"$target|"')
+    return (
+        db.AnnotationQuery()
+        .name("Firing alerts")
+        .datasource(DS)
+        .enable(True)
+        .icon_color("red")
+        .target(pb.Dataquery().expr(expr).ref_id("Anno").datasource(DS))
+        .expr(expr)
+        .step("60s")
+        .title_format("{{alertname}}")
+        .text_format("{{severity}}: {{alertname}} on {{instance}}")
+        .tag_keys("alertname,severity")
+    )
+
+
+def build() -> db.Dashboard:
+    """The node dashboard builder (uid ``specwatch-node``)."""
+    board = dashboard(
+        "specwatch / Node",
+        NODE_UID,
+        "Speculative decoding on one serving node: accept length, speedup against the "
+        f"baseline, CUDA graphs, findings and exporter health. Fleet view: /d/{FLEET_UID}.",
+    ).annotation(alert_annotation())
+    rows = (
+        verdict_row(),
+        speculation_row(),
+        load_row(),
+        cuda_graph_row(),
+        findings_row(),
+        health_row(),
+    )
+    return assemble(board, variables(), rows)
