@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format system-deps clean
+.PHONY: demo test lint format system-deps clean dashboards
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ test: system-deps $(STAMP) lint
 
 demo: $(STAMP)
 	$(BIN)/python -m exporter.demo
+
+# Regenerate dashboards/*.json from the Python in dashboards/ (a test fails when they differ).
+dashboards: $(STAMP)
+	$(BIN)/python -m dashboards.build
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .hypothesis
