@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from exporter import __version__
 
 # Order is the order `specwatch --help` lists them in.
-COMMANDS: tuple[str, ...] = ("run", "parse")
+COMMANDS: tuple[str, ...] = ("run", "parse", "doctor", "simulate")
 
 
 class UsageError(Exception):

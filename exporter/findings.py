@@ -1,0 +1,428 @@
+"""Diagnosis: turn what was seen into named causes with a fix (spec section 7).
+
+:func:`evaluate` is a pure function over plain inputs (:class:`Observations`), so the daemon,
+``specwatch doctor`` and ``specwatch report`` give the same verdict from the same evidence.
+:class:`Evidence` is the small, bounded accumulator that builds those inputs from a stream of
+stats records, whether they come from a live tail or a file read once.
+
+Rules rest on accept *length*, not SGLang's logged ``accept rate``: the rate changed meaning in
+April 2026 with the same text. Where a rate is needed, :func:`drafts_only_accept_rate` derives
+one from the length and the configured number of draft tokens.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from statistics import fmean
+from typing import Any
+
+from exporter.record import StatsRecord
+from exporter.server_config import ServerConfig
+
+CRITICAL, WARNING, INFO = "critical", "warning", "info"
+SEVERITY_ORDER = {CRITICAL: 0, WARNING: 1, INFO: 2}
+
+# Every code of spec section 7 with its fixed severity.
+SEVERITIES: dict[str, str] = {
+    "eagle3_draft_with_eagle_algorithm": CRITICAL,
+    "cuda_graph_disabled": WARNING,
+    "draft_tokens_excessive": WARNING,
+    "decode_stats_not_logged": WARNING,
+    "metrics_endpoint_disabled": INFO,
+    "log_format_unrecognized": WARNING,
+    "running_requests_capped": WARNING,
+}
+
+MIN_WINDOWS = 3  # window-based rules need a few windows so one odd batch is not a verdict
+EXCESSIVE_DRAFT_TOKENS = 8
+LOW_DRAFTS_ONLY_RATE = 0.2
+NO_GRAPH_SHARE = 0.5  # more than half the decode windows without CUDA graph
+CAPPED_SHARE = 0.5  # at least half the windows at the cap with a queue
+SILENT_PREFILLS = 3  # real prefill batches with no decode line since
+SILENT_SECONDS = 120.0
+HIDING_LOG_LEVELS = frozenset({"warning", "error", "critical"})
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One diagnosed cause: what was seen, why it matters, and what to do about it."""
+
+    code: str
+    summary: str
+    seen: str
+    why: str
+    fix: str
+
+    @property
+    def severity(self) -> str:
+        return SEVERITIES[self.code]
+
+    def to_json_dict(self) -> dict[str, str]:
+        return {
+            "code": self.code,
+            "severity": self.severity,
+            "summary": self.summary,
+            "seen": self.seen,
+            "why": self.why,
+            "fix": self.fix,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The part of one decode stats window the rules look at."""
+
+    accept_length: float | None = None
+    cuda_graph: bool | None = None
+    running: int | None = None
+    queued: int | None = None
+
+    @classmethod
+    def from_record(cls, record: StatsRecord) -> Window:
+        return cls(
+            record.accept_length, record.cuda_graph, record.running_requests, record.queued_requests
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Observations:
+    """Everything the rules need, as plain values (no I/O, no clocks).
+
+    ``metrics_endpoint`` is ``None`` when no ``/metrics`` URL was checked, else ``"ok"``,
+    ``"empty"`` (answers without SGLang families), ``"missing"`` (404) or ``"down"``.
+    """
+
+    config: ServerConfig = field(default_factory=ServerConfig)
+    windows: tuple[Window, ...] = ()
+    cuda_graph_share: float | None = None
+    log_watched: bool = False
+    prefills_without_decode: int = 0
+    seconds_without_decode: float = 0.0
+    upstream_busy: bool = False  # /metrics shows running requests
+    stats_lines: int = 0
+    unrecognized_lines: int = 0
+    metrics_endpoint: str | None = None
+
+
+def drafts_only_accept_rate(
+    accept_length: float | None, num_draft_tokens: int | None
+) -> float | None:
+    """Accepted draft tokens per draft token proposed: ``(len - 1) / (N - 1)``.
+
+    ``accept len`` counts the bonus token the target always yields, so ``len - 1`` drafts were
+    accepted out of ``N - 1`` proposed (the tree's root is the last verified token). This is
+    the post-April-2026 SGLang definition; computing it here keeps one meaning across versions.
+    """
+    if accept_length is None or num_draft_tokens is None or num_draft_tokens < 2:
+        return None
+    return max(0.0, (accept_length - 1.0) / (num_draft_tokens - 1))
+
+
+def evaluate(obs: Observations) -> list[Finding]:
+    """All findings that hold for ``obs``, most severe first."""
+    rules = (
+        _eagle3_draft_with_eagle_algorithm,
+        _cuda_graph_disabled,
+        _draft_tokens_excessive,
+        _decode_stats_not_logged,
+        _log_format_unrecognized,
+        _running_requests_capped,
+        _metrics_endpoint_disabled,
+    )
+    found = [finding for rule in rules if (finding := rule(obs)) is not None]
+    return sorted(found, key=lambda f: SEVERITY_ORDER[f.severity])
+
+
+def _mean_accept_length(windows: Sequence[Window]) -> float | None:
+    lengths = [w.accept_length for w in windows if w.accept_length is not None]
+    return fmean(lengths) if lengths else None
+
+
+_EAGLE3_NAME = re.compile(r"eagle[-_.]?3", re.IGNORECASE)
+
+
+def eagle3_draft_evidence(config: ServerConfig) -> str | None:
+    """Why the draft is believed to be an EAGLE-3 model, or ``None`` if nothing says so.
+
+    The loaded class (``Load weight end ... type=``) or the draft's ``config.json`` are proof.
+    ``/server_info`` carries neither, only the draft path; a path naming EAGLE-3 is used as
+    evidence then, and said so, because it is all a scrape-only deployment has.
+    """
+    if (config.draft_architecture or "").endswith("Eagle3"):
+        return f"the draft loaded as type={config.draft_architecture}"
+    if config.draft_has_eagle_config:
+        return "the draft's config.json has an eagle_config (EAGLE-3 layer fusion)"
+    if config.draft_architecture is None and _EAGLE3_NAME.search(config.draft_model_path or ""):
+        return f"the draft path '{config.draft_model_path}' names an EAGLE-3 model"
+    return None
+
+
+def _eagle3_draft_with_eagle_algorithm(obs: Observations) -> Finding | None:
+    config = obs.config
+    evidence = eagle3_draft_evidence(config)
+    if config.algorithm != "EAGLE" or evidence is None:
+        return None
+    mean = _mean_accept_length(obs.windows)
+    measured = f"; accept length so far {mean:.2f}" if mean is not None else ""
+    return Finding(
+        code="eagle3_draft_with_eagle_algorithm",
+        summary="EAGLE-3 draft served with --speculative-algorithm EAGLE",
+        seen=f"speculative_algorithm='EAGLE' while {evidence}{measured}.",
+        why=(
+            "Only the algorithm string EAGLE3 makes the target capture the three hidden layers "
+            "an EAGLE-3 draft fuses; under EAGLE that fusion is skipped silently, drafts are "
+            "garbage and accept length sits at 1.00, so every round costs a draft pass for nothing."
+        ),
+        fix="Restart the server with --speculative-algorithm EAGLE3 (same draft path and flags).",
+    )
+
+
+def _cuda_graph_disabled(obs: Observations) -> Finding | None:
+    config = obs.config
+    if config.disable_cuda_graph:
+        seen = "disable_cuda_graph=True in the server arguments."
+    else:
+        share = _no_graph_share(obs)
+        if share is None or share <= NO_GRAPH_SHARE:
+            return None
+        seen = f"{share:.0%} of recent decode windows ran without CUDA graph{_batch_note(obs)}."
+    return Finding(
+        code="cuda_graph_disabled",
+        summary="Decode runs without CUDA graphs",
+        seen=seen,
+        why=(
+            "Speculative decoding launches many small kernels per round (draft steps plus "
+            "verify); without CUDA graphs the launch overhead can eat the whole speed-up."
+        ),
+        fix=(
+            "Drop --disable-cuda-graph, and raise --cuda-graph-max-bs to at least the usual "
+            "number of running requests (batches above it fall back to eager mode)."
+        ),
+    )
+
+
+def _no_graph_share(obs: Observations) -> float | None:
+    """Share of decode windows without CUDA graph: from log windows, else from /metrics."""
+    flags = [w.cuda_graph for w in obs.windows if w.cuda_graph is not None]
+    if len(flags) >= MIN_WINDOWS:
+        return flags.count(False) / len(flags)
+    if obs.cuda_graph_share is not None:
+        return 1.0 - obs.cuda_graph_share
+    return None
+
+
+def _batch_note(obs: Observations) -> str:
+    cap = obs.config.cuda_graph_max_bs
+    running = [w.running for w in obs.windows if w.running is not None]
+    if cap is not None and running and max(running) > cap:
+        return f" (up to {max(running)} running requests, cuda_graph_max_bs={cap})"
+    return ""
+
+
+def _draft_tokens_excessive(obs: Observations) -> Finding | None:
+    """Many draft tokens per round while few of them are accepted.
+
+    Break-even arithmetic: a round proposes ``N - 1`` draft tokens, verifies ``N`` positions in
+    one target pass and yields ``L`` tokens (accept length). Against plain decoding (one token
+    per target pass) the round pays ``num_steps`` draft passes plus the verify pass's extra
+    width; it wins only while ``L`` exceeds that cost in target-pass units. The drafts-only rate
+    ``r = (L - 1) / (N - 1)`` is the share of that extra width that turns into tokens. Incident
+    3: ``N = 16``, ``L = 2.5`` gives ``r = 0.10``: 13.5 of 15 proposed tokens are verified and
+    thrown away every round, and at batch sizes where the verify pass is no longer free
+    (memory-bound) that waste exceeds the 1.5 extra tokens gained. With ``r < 0.2`` a smaller
+    tree (4-6 draft tokens) keeps most of ``L`` at a fraction of the verify cost.
+    """
+    tokens = obs.config.num_draft_tokens
+    if tokens is None or tokens < EXCESSIVE_DRAFT_TOKENS:
+        return None
+    lengths = [w.accept_length for w in obs.windows if w.accept_length is not None]
+    if len(lengths) < MIN_WINDOWS:
+        return None
+    mean = fmean(lengths)
+    rate = drafts_only_accept_rate(mean, tokens)
+    if rate is None or rate >= LOW_DRAFTS_ONLY_RATE:
+        return None
+    return Finding(
+        code="draft_tokens_excessive",
+        summary=f"{tokens} draft tokens per round, few accepted",
+        seen=(
+            f"speculative_num_draft_tokens={tokens}, mean accept length {mean:.2f}: "
+            f"{rate:.0%} of proposed draft tokens accepted ({mean - 1:.1f} of {tokens - 1})."
+        ),
+        why=(
+            "Every proposed token is verified by the target; rejected ones are pure cost. At "
+            "this acceptance the wasted verify width outweighs the extra tokens gained."
+        ),
+        fix=(
+            "Lower --speculative-num-draft-tokens (e.g. 4-6, or --speculative-eagle-topk 1 with "
+            "--speculative-num-steps 3), or train the draft further before widening the tree."
+        ),
+    )
+
+
+def _decode_stats_not_logged(obs: Observations) -> Finding | None:
+    level = (obs.config.log_level or "").lower()
+    if level in HIDING_LOG_LEVELS:
+        seen = f"log_level='{level}': SGLang logs decode stats at INFO, so none are written."
+    elif _requests_without_decode(obs):
+        interval = obs.config.decode_log_interval
+        note = f" (decode_log_interval={interval})" if interval is not None else ""
+        traffic = (
+            f"{obs.prefills_without_decode} prefill batches"
+            if obs.prefills_without_decode >= SILENT_PREFILLS
+            else "/metrics shows running requests"
+        )
+        seen = (
+            f"{traffic} and no decode stats line in the log for "
+            f"{obs.seconds_without_decode:.0f} s{note}."
+        )
+    else:
+        return None
+    return Finding(
+        code="decode_stats_not_logged",
+        summary="Decode stats are not in the log",
+        seen=seen,
+        why=(
+            "Accept length, CUDA-graph use and throughput per window come from the decode "
+            "stats lines; without them specwatch cannot tell whether speculation helps."
+        ),
+        fix="Run the server with --log-level info and the default --decode-log-interval 40.",
+    )
+
+
+def _requests_without_decode(obs: Observations) -> bool:
+    """Requests flow (prefill lines, or running requests upstream) yet no decode line comes.
+
+    A decode line is due every ``decode_log_interval`` (40) decode rounds, a second or two
+    under load, so minutes of traffic without one means they are filtered or disabled.
+    """
+    busy = obs.prefills_without_decode >= SILENT_PREFILLS or obs.upstream_busy
+    return obs.log_watched and busy and obs.seconds_without_decode >= SILENT_SECONDS
+
+
+def _log_format_unrecognized(obs: Observations) -> Finding | None:
+    if obs.unrecognized_lines <= 0:
+        return None
+    return Finding(
+        code="log_format_unrecognized",
+        summary="Stats lines in an unknown format",
+        seen=(
+            f"{obs.unrecognized_lines} of the last {obs.stats_lines} stats-like lines could "
+            "not be parsed."
+        ),
+        why=(
+            "The log format drifted (usually an SGLang upgrade); windows from those lines are "
+            "missing, so gauges and alerts may be blind."
+        ),
+        fix=(
+            "Upgrade specwatch, or report the line with the SGLang version; meanwhile a "
+            "custom_rules entry in the config can extract the fields you need."
+        ),
+    )
+
+
+def _running_requests_capped(obs: Observations) -> Finding | None:
+    cap = obs.config.max_running_requests
+    windows = [w for w in obs.windows if w.running is not None]
+    if cap is None or len(windows) < MIN_WINDOWS:
+        return None
+    pinned = [w for w in windows if w.running >= cap and (w.queued or 0) > 0]
+    if len(pinned) / len(windows) < CAPPED_SHARE:
+        return None
+    queued = max(w.queued or 0 for w in pinned)
+    return Finding(
+        code="running_requests_capped",
+        summary=f"Running requests pinned at max_running_requests={cap}",
+        seen=(
+            f"{len(pinned)} of {len(windows)} recent decode windows at {cap} running requests "
+            f"with up to {queued} queued."
+        ),
+        why=(
+            "Requests wait in the queue while the GPU could batch more; SGLang lowers the cap "
+            "to 48 for EAGLE when --max-running-requests is unset, which can cost more "
+            "throughput than speculation gains."
+        ),
+        fix=(
+            "Set --max-running-requests explicitly (and --cuda-graph-max-bs to match) if memory "
+            "allows, or compare against a non-speculative server at the same concurrency."
+        ),
+    )
+
+
+def _metrics_endpoint_disabled(obs: Observations) -> Finding | None:
+    if obs.config.enable_metrics is False:
+        seen = "enable_metrics=False in the server arguments."
+    elif obs.metrics_endpoint in ("missing", "empty"):
+        seen = f"/metrics is {obs.metrics_endpoint}."
+    else:
+        return None
+    return Finding(
+        code="metrics_endpoint_disabled",
+        summary="SGLang's /metrics endpoint is off",
+        seen=seen,
+        why=(
+            "specwatch still works from the log, but SGLang's own gauges (queue, CUDA-graph "
+            "pass counters) are a second source when the log is quiet or rotated away."
+        ),
+        fix="Restart the server with --enable-metrics.",
+    )
+
+
+class Evidence:
+    """Bounded memory of recent stats records, turned into :class:`Observations` on demand.
+
+    Keeps only the last ``max_windows`` decode windows and the last ``max_lines`` recognised /
+    unrecognised outcomes, so a long-running daemon's findings follow the present (a format
+    drift that stopped, a drafter that recovered) and memory stays flat. Times are seconds on
+    any one clock: wall clock in the daemon, log timestamps offline.
+    """
+
+    def __init__(self, started_at: float | None = None, max_windows: int = 20) -> None:
+        self._lock = threading.Lock()
+        self._windows: deque[Window] = deque(maxlen=max_windows)
+        self._outcomes: deque[bool] = deque(maxlen=10 * max_windows)
+        self._started_at = started_at
+        self._last_decode_at: float | None = None
+        self._silent_prefills = 0
+
+    def add_record(self, record: StatsRecord, at: float) -> None:
+        """Count one recognised stats record seen at ``at``."""
+        with self._lock:
+            if self._started_at is None:
+                self._started_at = at
+            self._outcomes.append(True)
+            if record.kind == "decode":
+                self._windows.append(Window.from_record(record))
+                self._last_decode_at = at
+                self._silent_prefills = 0
+            elif not _is_probe(record):
+                self._silent_prefills += 1
+
+    def add_unrecognized(self) -> None:
+        with self._lock:
+            self._outcomes.append(False)
+
+    def observations(self, config: ServerConfig, now: float, **upstream: Any) -> Observations:
+        """Inputs for :func:`evaluate` as of ``now``; ``upstream`` adds ``metrics_endpoint``,
+        ``cuda_graph_share`` and ``upstream_busy`` from a scrape."""
+        with self._lock:
+            since = self._last_decode_at or self._started_at
+            return Observations(
+                config=config,
+                windows=tuple(self._windows),
+                log_watched=self._started_at is not None,
+                prefills_without_decode=self._silent_prefills,
+                seconds_without_decode=0.0 if since is None else max(0.0, now - since),
+                stats_lines=len(self._outcomes),
+                unrecognized_lines=self._outcomes.count(False),
+                **upstream,
+            )
+
+
+def _is_probe(record: StatsRecord) -> bool:
+    """Health checks and warm-up prefill one token; they are not user traffic."""
+    return record.new_tokens is not None and record.new_tokens <= 1
