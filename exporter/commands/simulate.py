@@ -1,0 +1,96 @@
+"""``specwatch simulate``: write a realistic SGLang server log for one incident scenario.
+
+Two modes. By default the whole log is written at once with simulated, reproducible stamps
+(same seed, same bytes). With ``--real-time`` (implied by ``--rate`` or ``--speed``) lines are
+paced like a live server and stamped with the wall clock, which is what the demo, the
+end-to-end tests and the benchmarks tail.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TextIO
+
+from exporter.cli import UsageError
+from exporter.simulate import DEFAULT_ERA, ENVELOPES, ERAS, SCENARIOS, events, generate, scenario
+from exporter.simulate.realtime import speed_for_rate, write_live
+
+DEFAULT_DURATION = 300.0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "simulate",
+        help="write a realistic SGLang log for an incident scenario",
+        description=__doc__.split("\n\n")[1],
+    )
+    parser.add_argument("--scenario", required=True, choices=list(SCENARIOS))
+    parser.add_argument("--out", default="-", help="file to write (default: stdout)")
+    parser.add_argument(
+        "--duration",
+        type=float,
+        help=f"seconds of log (default {DEFAULT_DURATION:g}); with --real-time, wall seconds "
+        "to run (default: until interrupted)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="same seed, same log (default 0)")
+    parser.add_argument("--format-version", choices=list(ERAS), default=DEFAULT_ERA)
+    parser.add_argument("--envelope", choices=ENVELOPES, default="plain")
+    parser.add_argument("--real-time", action="store_true", help="pace lines like a live server")
+    parser.add_argument("--speed", type=float, help="real-time speed factor (implies --real-time)")
+    parser.add_argument(
+        "--rate", type=float, help="decode lines per second, real-time (implies --real-time)"
+    )
+    parser.set_defaults(func=run)
+
+
+def _positive(args: argparse.Namespace, name: str) -> None:
+    value = getattr(args, name)
+    if value is not None and not value > 0:
+        raise UsageError(f"--{name} must be a positive number, got {value:g}")
+
+
+def run(args: argparse.Namespace) -> int:
+    for name in ("duration", "speed", "rate"):
+        _positive(args, name)
+    if args.speed is not None and args.rate is not None:
+        raise UsageError("--rate and --speed both set the pace; give one of them")
+    chosen = scenario(args.scenario)
+    with _output(args.out) as out:
+        try:
+            if args.real_time or args.speed is not None or args.rate is not None:
+                speed = args.speed or 1.0
+                if args.rate is not None:
+                    speed = speed_for_rate(chosen, args.rate)
+                source = events(chosen, seed=args.seed, era=ERAS[args.format_version])
+                write_live(source, out, envelope=args.envelope, speed=speed, duration=args.duration)
+            else:
+                lines = generate(
+                    args.scenario,
+                    seed=args.seed,
+                    duration=args.duration or DEFAULT_DURATION,
+                    fmt=args.format_version,
+                    envelope=args.envelope,
+                )
+                out.writelines(line + "\n" for line in lines)
+        except BrokenPipeError:
+            # The reader (e.g. `| head`) has seen enough; that is not an error. Point stdout at
+            # /dev/null so the interpreter's final flush does not fail again.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+@contextmanager
+def _output(path: str) -> Iterator[TextIO]:
+    if path == "-":
+        yield sys.stdout
+        return
+    try:
+        handle = open(path, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
+    except OSError as exc:
+        raise UsageError(f"--out: cannot write {path}: {exc.strerror}") from exc
+    with handle:
+        yield handle

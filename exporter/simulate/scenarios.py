@@ -1,0 +1,170 @@
+"""The incidents of spec section 2 as simulator scenarios, with the values each one intends.
+
+Every scenario models the same node (an 8-GPU SGLang server with an EAGLE-3 drafter) so that one
+baseline curve fits all of them. The intended values live here, in data, because the tests and
+the demo must read the expectations from the same place the generator does instead of
+re-deriving them from its output.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+# Non-speculative throughput of the node by running requests (incident 1: 2,370 tok/s at
+# concurrency 128; incident 4: 82 tok/s single-stream). Piecewise linear, clamped at both ends.
+NODE_BASELINE: tuple[tuple[int, float], ...] = ((1, 82.0), (48, 1500.0), (128, 2370.0))
+# Incident 3 measured its own single-stream baseline on that day: 90 tok/s.
+UNDERTRAINED_BASELINE: tuple[tuple[int, float], ...] = ((1, 90.0),)
+
+DECODE_LOG_INTERVAL = 40  # SGLang's default --decode-log-interval
+
+
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    """The speculative flags a server was started with, as they appear in ``server_args``."""
+
+    algorithm: str
+    draft_model_path: str
+    draft_architecture: str
+    num_steps: int
+    eagle_topk: int
+    num_draft_tokens: int
+    disable_cuda_graph: bool = False
+    cuda_graph_max_bs: int = 48
+    enable_metrics: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Behaviour:
+    """What the traffic looks like once the server is up: the values the decode lines carry."""
+
+    accept_length: float  # mean per decode window (1.00 = no draft token accepted)
+    accept_jitter: float  # standard deviation of the per-window accept length
+    running: int
+    queued: int
+    gen_throughput: float  # tokens/s at `running`, the mean over windows
+
+    @property
+    def step_seconds(self) -> float:
+        """Wall time of one draft+verify round, which is what ties throughput to accept length."""
+        return self.running * self.accept_length / self.gen_throughput
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    """A server run: its flags, its traffic, and how many seconds of traffic it lasts."""
+
+    deployment: Deployment
+    behaviour: Behaviour
+    traffic_seconds: float | None = None  # None: until the end of the log
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    name: str
+    summary: str
+    phases: tuple[Phase, ...]
+    baseline: tuple[tuple[int, float], ...]
+    findings: tuple[str, ...]  # finding codes (spec section 7) the log alone supports
+
+    def baseline_at(self, running: int) -> float:
+        """Baseline tok/s at a concurrency, interpolated like the exporter's baseline curve."""
+        points = self.baseline
+        index = bisect_left([p[0] for p in points], running)
+        if index == 0:
+            return points[0][1]
+        if index == len(points):
+            return points[-1][1]
+        (x0, y0), (x1, y1) = points[index - 1], points[index]
+        return y0 + (y1 - y0) * (running - x0) / (x1 - x0)
+
+    def baseline_flag(self) -> str:
+        """The ``--baseline-curve`` value that describes this scenario's baseline."""
+        return ",".join(f"{running}:{tok_s:g}" for running, tok_s in self.baseline)
+
+    def speedup(self, phase: Phase) -> float:
+        behaviour = phase.behaviour
+        return behaviour.gen_throughput / self.baseline_at(behaviour.running)
+
+
+_HEALTHY_DRAFT = "/models/drafts/kimi-k25-eagle3-synth100k"
+_BROKEN_DRAFT = "/models/drafts/kimi-k25-eagle3-custom-v1"
+_EAGLE3_ARCH = "LlamaForCausalLMEagle3"
+
+_EAGLE3_4 = Deployment("EAGLE3", _HEALTHY_DRAFT, _EAGLE3_ARCH, 3, 1, 4)
+_BROKEN_4 = Deployment("EAGLE3", _BROKEN_DRAFT, _EAGLE3_ARCH, 3, 1, 4)
+
+_HEALTHY = Phase(_EAGLE3_4, Behaviour(3.2, 0.12, 48, 0, 2700.0))
+# Incident 1: every window `accept len: 1.00`, ~600 tok/s at 48 running, 32 waiting.
+_COLLAPSED = Phase(_BROKEN_4, Behaviour(1.0, 0.0, 48, 32, 600.0))
+
+
+def _scenarios() -> dict[str, Scenario]:
+    eagle_flag = Deployment("EAGLE", _HEALTHY_DRAFT, _EAGLE3_ARCH, 3, 1, 4)
+    # Incident 3: 16 draft tokens, graphs disabled, one stream at a time, metrics not enabled.
+    undertrained = Deployment(
+        "EAGLE3",
+        "/models/drafts/kimi-k25-eagle3-synth10k",
+        _EAGLE3_ARCH,
+        5,
+        4,
+        16,
+        disable_cuda_graph=True,
+        enable_metrics=False,
+    )
+    # Incident 4: a drafter trained for the previous model version.
+    mismatched = Deployment("EAGLE3", "AQ-MedAI/Kimi-K2-Instruct-eagle3", _EAGLE3_ARCH, 3, 1, 4)
+    listing = (
+        Scenario(
+            "healthy",
+            "EAGLE-3 drafter doing its job: accept length ~3.2, ~1.8x the baseline",
+            (_HEALTHY,),
+            NODE_BASELINE,
+            (),
+        ),
+        Scenario(
+            "collapsed",
+            "incident 1: broken drafter, accept length 1.00, 600 tok/s at 48 running",
+            (_COLLAPSED,),
+            NODE_BASELINE,
+            ("running_requests_capped",),
+        ),
+        Scenario(
+            "eagle-flag",
+            "incident 2: EAGLE-3 draft started with --speculative-algorithm EAGLE",
+            (Phase(eagle_flag, _COLLAPSED.behaviour),),
+            NODE_BASELINE,
+            ("eagle3_draft_with_eagle_algorithm", "running_requests_capped"),
+        ),
+        Scenario(
+            "undertrained",
+            "incident 3: accept length ~2.45 of 16 draft tokens, no CUDA graphs, 57 vs 90 tok/s",
+            (Phase(undertrained, Behaviour(2.45, 0.1, 1, 0, 57.0)),),
+            UNDERTRAINED_BASELINE,
+            ("cuda_graph_disabled", "draft_tokens_excessive"),
+        ),
+        Scenario(
+            "mismatched",
+            "incident 4: drafter for another model version, accept length ~1.1, 52 vs 82 tok/s",
+            (Phase(mismatched, Behaviour(1.1, 0.04, 1, 0, 52.0)),),
+            NODE_BASELINE,
+            (),
+        ),
+        Scenario(
+            "recovery",
+            "incident 1 for 60 s, then a restart with a working drafter",
+            (
+                Phase(_COLLAPSED.deployment, _COLLAPSED.behaviour, traffic_seconds=60.0),
+                _HEALTHY,
+            ),
+            NODE_BASELINE,
+            ("running_requests_capped",),
+        ),
+    )
+    return {scenario.name: scenario for scenario in listing}
+
+
+SCENARIOS: Mapping[str, Scenario] = MappingProxyType(_scenarios())

@@ -1,0 +1,207 @@
+"""The startup sequence of an SGLang server with speculative decoding (Feb 2026 strings).
+
+specwatch reads the algorithm, the draft architecture and the CUDA-graph settings from these
+lines before the first request is served (spec section 2, incident 2), so they must carry the
+scenario's flags exactly where SGLang puts them: ``server_args=ServerArgs(...)`` from the main
+process, then each scheduler's target and draft ``Load weight end.`` lines.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from exporter.simulate.events import LogEvent, access
+from exporter.simulate.formats import Era, PrefillBatch
+from exporter.simulate.scenarios import DECODE_LOG_INTERVAL, Deployment
+
+MODEL_PATH = "moonshotai/Kimi-K2.5"
+TARGET_ARCHITECTURE = "KimiK25ForConditionalGeneration"
+TP_SIZE = 8
+PORT = 30000
+MAX_RUNNING_REQUESTS = 48  # SGLang's reset for speculative decoding when the flag is unset
+MAX_TOTAL_NUM_TOKENS = 114688
+CONTEXT_LEN = 262144
+CHUNKED_PREFILL_SIZE = 8192
+
+
+def server_args(deployment: Deployment) -> str:
+    """``ServerArgs.__repr__`` after post-init, in dataclass field order (abridged)."""
+    fields: list[tuple[str, object]] = [
+        ("model_path", MODEL_PATH),
+        ("tokenizer_path", MODEL_PATH),
+        ("tokenizer_mode", "auto"),
+        ("load_format", "auto"),
+        ("trust_remote_code", True),
+        ("context_length", None),
+        ("dtype", "auto"),
+        ("quantization", None),
+        ("served_model_name", MODEL_PATH),
+        ("host", "0.0.0.0"),
+        ("port", PORT),
+        ("mem_fraction_static", 0.85),
+        ("max_running_requests", MAX_RUNNING_REQUESTS),
+        ("chunked_prefill_size", CHUNKED_PREFILL_SIZE),
+        ("max_prefill_tokens", 16384),
+        ("schedule_policy", "fcfs"),
+        ("tp_size", TP_SIZE),
+        ("pp_size", 1),
+        ("dp_size", 1),
+        ("ep_size", 1),
+        ("random_seed", 42),
+        ("log_level", "info"),
+        ("log_requests", False),
+        ("decode_log_interval", DECODE_LOG_INTERVAL),
+        ("enable_metrics", deployment.enable_metrics),
+        ("enable_metrics_for_all_schedulers", False),
+        ("api_key", None),
+        ("enable_dp_attention", False),
+        ("speculative_algorithm", deployment.algorithm),
+        ("speculative_draft_model_path", deployment.draft_model_path),
+        ("speculative_draft_model_revision", "main"),
+        ("speculative_draft_load_format", None),
+        ("speculative_num_steps", deployment.num_steps),
+        ("speculative_eagle_topk", deployment.eagle_topk),
+        ("speculative_num_draft_tokens", deployment.num_draft_tokens),
+        ("speculative_accept_threshold_single", 1.0),
+        ("speculative_accept_threshold_acc", 1.0),
+        ("speculative_token_map", None),
+        ("speculative_attention_mode", "prefill"),
+        ("attention_backend", "triton"),
+        ("disable_cuda_graph", deployment.disable_cuda_graph),
+        ("cuda_graph_max_bs", deployment.cuda_graph_max_bs),
+        ("cuda_graph_bs", None),
+        ("disable_overlap_schedule", True),
+        ("enable_torch_compile", False),
+        ("watchdog_timeout", 300),
+    ]
+    body = ", ".join(f"{name}={value!r}" for name, value in fields)
+    return f"server_args=ServerArgs({body})"
+
+
+@dataclass(slots=True)
+class _Clock:
+    """Advances the startup timeline by realistic, slightly random steps."""
+
+    rng: random.Random
+    now: float
+
+    def after(self, seconds: float) -> float:
+        self.now += seconds * self.rng.uniform(0.9, 1.1)
+        return self.now
+
+
+def startup(
+    deployment: Deployment, era: Era, rng: random.Random, offset: float, *, warm: bool
+) -> list[LogEvent]:
+    """Every line from launch to ``The server is fired up and ready to roll!``, in order.
+
+    ``warm`` is a restart with weights in the page cache: the same lines, shorter times.
+    """
+    clock = _Clock(rng, offset)
+    scale = 0.3 if warm else 1.0
+    events = [
+        LogEvent(
+            clock.now,
+            "Max running requests is reset to 48 for speculative decoding. You can override "
+            "this by explicitly setting --max-running-requests.",
+            bare=True,
+        ),
+        LogEvent(clock.after(0.4), server_args(deployment)),
+    ]
+    events += _schedulers(deployment, clock, scale)
+    events += _http_ready(clock, rng, era)
+    return events
+
+
+def _per_rank(at: float, message: str) -> Iterator[LogEvent]:
+    """Every TP scheduler logs its own copy; rank order within a second is not guaranteed."""
+    for rank in range(TP_SIZE):
+        yield LogEvent(at + rank * 0.003, message, rank=f"TP{rank}")
+
+
+def _schedulers(deployment: Deployment, clock: _Clock, scale: float) -> list[LogEvent]:
+    events: list[LogEvent] = []
+    avail = 94.6
+    events += _per_rank(clock.after(3.0), "Init torch distributed begin.")
+    events += _per_rank(
+        clock.after(2.4), "Init torch distributed ends. elapsed=2.41 s, mem usage=0.52 GB"
+    )
+    events += _load_weights(clock, TARGET_ARCHITECTURE, avail, 71.20, 40.0 * scale)
+    avail -= 71.20
+    events += _per_rank(
+        clock.after(1.1),
+        f"KV Cache is allocated. #tokens: {MAX_TOTAL_NUM_TOKENS}, K size: 3.86 GB, V size: 3.86 GB",
+    )
+    avail -= 7.72
+    events += _per_rank(clock.after(0.2), f"Memory pool end. avail mem={avail:.2f} GB")
+    if not deployment.disable_cuda_graph:
+        events += _capture(clock, "cuda graph", avail, 0.80, scale)
+        avail -= 0.80
+    events += _load_weights(clock, deployment.draft_architecture, avail, 0.79, 1.0 * scale)
+    avail -= 0.79
+    if not deployment.disable_cuda_graph:
+        events += _capture(clock, "draft cuda graph", avail, 0.41, scale)
+        avail -= 0.41
+        events += _capture(clock, "draft extend cuda graph", avail, 0.22, scale)
+        avail -= 0.22
+    events.append(
+        LogEvent(
+            clock.after(0.3),
+            f"max_total_num_tokens={MAX_TOTAL_NUM_TOKENS}, chunked_prefill_size="
+            f"{CHUNKED_PREFILL_SIZE}, max_prefill_tokens=16384, max_running_requests="
+            f"{MAX_RUNNING_REQUESTS}, context_len={CONTEXT_LEN}, available_gpu_mem={avail:.2f} GB",
+            rank="TP0",
+        )
+    )
+    return events
+
+
+def _load_weights(
+    clock: _Clock, architecture: str, avail: float, usage: float, seconds: float
+) -> list[LogEvent]:
+    begin = list(_per_rank(clock.after(0.3), f"Load weight begin. avail mem={avail:.2f} GB"))
+    elapsed = clock.after(seconds) - begin[0].offset
+    end = _per_rank(
+        clock.now,
+        f"Load weight end. elapsed={elapsed:.2f} s, type={architecture}, dtype=torch.bfloat16, "
+        f"avail mem={avail - usage:.2f} GB, mem usage={usage:.2f} GB.",
+    )
+    return begin + list(end)
+
+
+def _capture(clock: _Clock, what: str, avail: float, usage: float, scale: float) -> list[LogEvent]:
+    begin = list(
+        _per_rank(
+            clock.after(0.2),
+            f"Capture {what} begin. This can take up to several minutes. avail mem={avail:.2f} GB",
+        )
+    )
+    elapsed = clock.after(6.0 * scale) - begin[0].offset
+    end = _per_rank(
+        clock.now,
+        f"Capture {what} end. Time elapsed: {elapsed:.2f} s. mem usage={usage:.2f} GB. "
+        f"avail mem={avail - usage:.2f} GB.",
+    )
+    return begin + list(end)
+
+
+def _http_ready(clock: _Clock, rng: random.Random, era: Era) -> list[LogEvent]:
+    """uvicorn start-up, the warm-up request (a 7-token prefill), then SGLang's ready line."""
+    pid = rng.randint(1000, 60000)
+    local = f"127.0.0.1:{rng.randint(32768, 60999)}"
+    warmup = PrefillBatch(1, 7, 0, 0.0, 0, 0, 6.12)
+    return [
+        LogEvent(clock.after(0.5), f"INFO:     Started server process [{pid}]"),
+        LogEvent(clock.after(0.01), "INFO:     Waiting for application startup."),
+        LogEvent(clock.after(0.01), "INFO:     Application startup complete."),
+        LogEvent(
+            clock.after(0.01),
+            f"INFO:     Uvicorn running on http://0.0.0.0:{PORT} (Press CTRL+C to quit)",
+        ),
+        access(clock.after(1.0), local, "GET /model_info", "200 OK"),
+        LogEvent(clock.after(1.0), era.prefill_line(warmup), rank="TP0"),
+        access(clock.after(0.2), local, "POST /generate", "200 OK"),
+        LogEvent(clock.after(0.05), "The server is fired up and ready to roll!"),
+    ]

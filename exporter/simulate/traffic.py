@@ -1,0 +1,216 @@
+"""Serving traffic after startup: decode windows, prefills, access lines and warnings.
+
+The values hang together the way they do on a real server: one decode line per
+``decode_log_interval`` draft+verify rounds, each round gains ``accept length`` tokens per running
+request, so a window's tokens and its duration fix ``gen throughput`` and the spacing of the
+lines. Requests finish and are replaced, which is where prefill and access lines come from.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from exporter.simulate.events import LogEvent, access
+from exporter.simulate.formats import Era, PrefillBatch, Window
+from exporter.simulate.scenarios import DECODE_LOG_INTERVAL, Phase
+from exporter.simulate.startup import CHUNKED_PREFILL_SIZE, MAX_TOTAL_NUM_TOKENS
+
+HEALTH_PROBE_SECONDS = 10.0  # a kubelet-style liveness probe on /health
+SCRAPE_SECONDS = 15.0  # a Prometheus scrape of /metrics
+SERVER_INFO_SECONDS = 60.0  # an old client still polling the deprecated /get_server_info
+CLIENT_GAP_SECONDS = 0.15  # a single-stream benchmark client's pause between requests
+SHARED_PREFIX_TOKENS = 96  # the system prompt every request shares: the radix cache hits it
+PREFILL_TOKENS_PER_SECOND = 12000.0
+
+
+@dataclass(slots=True)
+class _Request:
+    prompt: int
+    output: int
+    generated: float = 0.0
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt + int(self.generated)
+
+
+@dataclass(slots=True)
+class _Periodic:
+    """Timers for the requests that arrive on their own schedule, not the benchmark's."""
+
+    health: float
+    scrape: float
+    server_info: float
+
+
+@dataclass(slots=True)
+class Traffic:
+    """The running batch of one server run and the lines it produces."""
+
+    phase: Phase
+    era: Era
+    rng: random.Random
+    now: float
+    requests: list[_Request] = field(default_factory=list)
+
+    def events(self, until: float | None) -> Iterator[LogEvent]:
+        """Lines in time order until the simulated clock passes ``until`` (None: forever)."""
+        timers = _Periodic(self.now + 2.0, self.now + 5.0, self.now + 30.0)
+        yield from self._admit(self.phase.behaviour.running, self.now)
+        while until is None or self.now < until:
+            window = sorted(self._window(timers), key=lambda event: event.offset)
+            yield from window
+
+    def _window(self, timers: _Periodic) -> list[LogEvent]:
+        behaviour = self.phase.behaviour
+        deployment = self.phase.deployment
+        start = self.now
+        accept = self._accept_length()
+        step = behaviour.step_seconds * self.rng.gauss(1.0, 0.03)
+        seconds = DECODE_LOG_INTERVAL * step
+        self.now = start + seconds
+        events = self._advance(accept, start, seconds)
+        events += self._periodic(timers)
+        rate = self.era.accept_rate(accept, deployment.num_steps, deployment.num_draft_tokens)
+        running = len(self.requests)
+        window = Window(
+            running=running,
+            tokens=self._kv_tokens(),
+            token_usage=self._kv_tokens() / MAX_TOTAL_NUM_TOKENS,
+            accept_length=accept,
+            cuda_graph=self._cuda_graph(running),
+            gen_throughput=DECODE_LOG_INTERVAL * running * accept / seconds,
+            queued=behaviour.queued,
+        )
+        events.append(LogEvent(self.now, self.era.decode_line(window, rate), rank="TP0"))
+        return events
+
+    def _accept_length(self) -> float:
+        """Per-window accept length: never below 1 (the bonus token) nor above the draft size."""
+        behaviour = self.phase.behaviour
+        ceiling = float(self.phase.deployment.num_steps + 1)
+        value = self.rng.gauss(behaviour.accept_length, behaviour.accept_jitter)
+        return min(max(value, 1.0), ceiling)
+
+    def _cuda_graph(self, running: int) -> bool:
+        """SGLang reports whether the verify pass ran in a graph: off, or batch too large."""
+        deployment = self.phase.deployment
+        return not deployment.disable_cuda_graph and running <= deployment.cuda_graph_max_bs
+
+    def _kv_tokens(self) -> int:
+        return sum(request.tokens for request in self.requests)
+
+    def _advance(self, accept: float, start: float, seconds: float) -> list[LogEvent]:
+        """Grow every request by the window's tokens; replace the ones that finish."""
+        events: list[LogEvent] = []
+        gained = DECODE_LOG_INTERVAL * accept
+        for index, request in enumerate(list(self.requests)):
+            left = request.output - request.generated
+            request.generated += gained
+            if request.generated < request.output:
+                continue
+            finished_at = start + seconds * min(left / gained, 1.0)
+            events.append(
+                access(finished_at, self._client(), "POST /v1/chat/completions", "200 OK")
+            )
+            self.requests.remove(request)
+            gap = 0.0 if self.phase.behaviour.queued else CLIENT_GAP_SECONDS
+            arrival = min(finished_at + gap, self.now)
+            events += self._admit(1, arrival, position=index)
+        return events
+
+    def _admit(self, count: int, at: float, position: int | None = None) -> list[LogEvent]:
+        """Start ``count`` requests; SGLang prefills them in chunks of ``chunked_prefill_size``."""
+        new = [self._new_request() for _ in range(count)]
+        events: list[LogEvent] = []
+        for batch in _chunked(new):
+            running = len(self.requests)
+            if position is None:
+                self.requests.extend(batch)
+            else:
+                self.requests[position:position] = batch
+            events.append(
+                LogEvent(at, self.era.prefill_line(self._prefill(batch, running)), rank="TP0")
+            )
+            at += _prefill_seconds(sum(request.prompt for request in batch))
+        return events
+
+    def _prefill(self, batch: list[_Request], running: int) -> PrefillBatch:
+        cached = sum(min(request.prompt, SHARED_PREFIX_TOKENS) for request in batch)
+        new_tokens = sum(request.prompt for request in batch) - cached
+        return PrefillBatch(
+            new_seq=len(batch),
+            new_tokens=new_tokens,
+            cached_tokens=cached,
+            token_usage=self._kv_tokens() / MAX_TOTAL_NUM_TOKENS,
+            running=running,
+            queued=self.phase.behaviour.queued,
+            input_throughput=new_tokens / _prefill_seconds(new_tokens),
+        )
+
+    def _new_request(self) -> _Request:
+        return _Request(prompt=self.rng.randint(120, 900), output=self.rng.randint(200, 1200))
+
+    def _client(self) -> str:
+        return f"10.0.3.{self.rng.randint(2, 40)}:{self.rng.randint(32768, 60999)}"
+
+    def _periodic(self, timers: _Periodic) -> list[LogEvent]:
+        """Probes, scrapes and an old client: their lines fall wherever their timers do."""
+        events: list[LogEvent] = []
+        while timers.health < self.now:
+            events += self._health_probe(timers.health)
+            timers.health += HEALTH_PROBE_SECONDS
+        while timers.scrape < self.now:
+            status = "200 OK" if self.phase.deployment.enable_metrics else "404 Not Found"
+            events.append(access(timers.scrape, "10.0.1.5:49822", "GET /metrics", status))
+            timers.scrape += SCRAPE_SECONDS
+        while timers.server_info < self.now:
+            events += _deprecated_server_info(timers.server_info, self._client())
+            timers.server_info += SERVER_INFO_SECONDS * self.rng.uniform(0.8, 1.2)
+        return events
+
+    def _health_probe(self, at: float) -> list[LogEvent]:
+        """``/health`` runs a one-token generation, which SGLang logs as a prefill batch."""
+        batch = PrefillBatch(
+            1,
+            1,
+            0,
+            self._kv_tokens() / MAX_TOTAL_NUM_TOKENS,
+            len(self.requests),
+            self.phase.behaviour.queued,
+            0.05,
+        )
+        return [
+            LogEvent(at, self.era.prefill_line(batch), rank="TP0"),
+            access(at + 0.004, "127.0.0.1:40122", "GET /health", "200 OK"),
+        ]
+
+
+def _chunked(requests: list[_Request]) -> Iterator[list[_Request]]:
+    """Group requests into prefill batches of at most ``CHUNKED_PREFILL_SIZE`` prompt tokens."""
+    batch: list[_Request] = []
+    for request in requests:
+        if batch and sum(r.prompt for r in batch) + request.prompt > CHUNKED_PREFILL_SIZE:
+            yield batch
+            batch = []
+        batch.append(request)
+    if batch:
+        yield batch
+
+
+def _prefill_seconds(tokens: int) -> float:
+    """Forward time of a prefill: a fixed launch cost plus the node's prefill speed."""
+    return 0.02 + tokens / PREFILL_TOKENS_PER_SECOND
+
+
+def _deprecated_server_info(at: float, client: str) -> list[LogEvent]:
+    return [
+        LogEvent(
+            at,
+            "Endpoint '/get_server_info' is deprecated and will be removed in a future version. "
+            "Please use '/server_info' instead.",
+        ),
+        access(at + 0.002, client, "GET /get_server_info", "200 OK"),
+    ]

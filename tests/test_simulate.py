@@ -1,0 +1,310 @@
+"""``specwatch simulate``: every scenario reads back, through ``specwatch parse``, as its incident.
+
+Expected values come from the incidents (spec section 2 and 8) and from SGLang's format
+history, written out here; the simulator's own tables are only used to pick scenarios.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from exporter.envelopes import EnvelopeDecoder
+from exporter.simulate import ERAS, generate
+from exporter.simulate.envelope import wrap
+
+DURATION = 240.0  # seconds of simulated log: 40+ decode windows for every scenario
+
+
+def specwatch(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "exporter", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def simulate_file(tmp_path: Path, scenario: str, *extra: str) -> Path:
+    out = tmp_path / f"{scenario}.log"
+    result = specwatch("simulate", "--scenario", scenario, "--out", str(out), *extra)
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def parse(path: Path) -> list[dict[str, Any]]:
+    result = specwatch("parse", "--json", str(path))
+    assert result.returncode == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def decodes(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [record for record in records if record["kind"] == "decode"]
+
+
+def mean(records: list[dict[str, Any]], key: str) -> float:
+    return statistics.fmean(record[key] for record in records)
+
+
+# What each incident looks like in the log (spec section 2 / 8), in the 2026-02 format whose
+# accept rate is accept_len / num_draft_tokens.
+INCIDENTS = {
+    # accept length, tolerance, draft tokens, tok/s, running, cuda graph
+    "healthy": (3.2, 0.15, 4, 1.8 * 1500, 48, True),  # 1.8x the 1,500 tok/s baseline at 48
+    "collapsed": (1.0, 0.0, 4, 600, 48, True),
+    "eagle-flag": (1.0, 0.0, 4, 600, 48, True),
+    "undertrained": (2.5, 0.2, 16, 57, 1, False),
+    "mismatched": (1.1, 0.15, 4, 52, 1, True),
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(INCIDENTS))
+def test_scenario_parses_back_to_its_incident(tmp_path: Path, scenario: str) -> None:
+    accept, tolerance, draft_tokens, tok_s, running, graph = INCIDENTS[scenario]
+    log = simulate_file(
+        tmp_path, scenario, "--duration", str(DURATION), "--format-version", "2026-02"
+    )
+    windows = decodes(parse(log))
+    assert len(windows) >= 20
+    assert mean(windows, "accept_length") == pytest.approx(accept, abs=tolerance / 2 + 0.01)
+    assert all(abs(w["accept_length"] - accept) <= 3 * tolerance + 0.01 for w in windows)
+    assert mean(windows, "gen_throughput") == pytest.approx(tok_s, rel=0.08)
+    assert {w["running_requests"] for w in windows} == {running}
+    assert {w["cuda_graph"] for w in windows} == {graph}
+    for window in windows:
+        assert window["accept_rate"] == pytest.approx(
+            window["accept_length"] / draft_tokens, abs=0.006
+        )
+
+
+def test_collapsed_matches_incident_one_line_for_line(tmp_path: Path) -> None:
+    """Incident 1: `accept len: 1.00, accept rate: 0.25` and 32 requests waiting at the cap."""
+    log = simulate_file(tmp_path, "collapsed", "--format-version", "2026-02")
+    lines = [line for line in log.read_text().splitlines() if "Decode batch" in line]
+    assert lines and all("accept len: 1.00, accept rate: 0.25" in line for line in lines)
+    assert all("#running-req: 48," in line and "#queue-req: 32" in line for line in lines)
+    assert "max_running_requests=48" in log.read_text()
+
+
+def test_decode_lines_come_every_forty_rounds_at_the_logged_throughput(tmp_path: Path) -> None:
+    """Tokens in a window (40 rounds x running x accept length) over its length = gen throughput."""
+    for scenario in ("healthy", "undertrained"):
+        windows = decodes(parse(simulate_file(tmp_path, scenario, "--duration", "600")))
+        first = datetime.fromisoformat(windows[0]["time"])
+        last = datetime.fromisoformat(windows[-1]["time"])
+        tokens = sum(40 * w["running_requests"] * w["accept_length"] for w in windows[1:])
+        seconds = (last - first).total_seconds()
+        assert tokens / seconds == pytest.approx(mean(windows[1:], "gen_throughput"), rel=0.05)
+
+
+def startup_facts(text: str) -> tuple[int, int, int]:
+    """Line numbers of the ServerArgs line, the draft's Load weight end, and the first request."""
+    lines = text.splitlines()
+    args = next(i for i, line in enumerate(lines) if "server_args=ServerArgs(" in line)
+    draft = next(i for i, line in enumerate(lines) if "type=LlamaForCausalLMEagle3" in line)
+    first = next(i for i, line in enumerate(lines) if "POST /v1/chat/completions" in line)
+    return args, draft, first
+
+
+def test_eagle_flag_startup_names_the_wrong_algorithm_before_traffic(tmp_path: Path) -> None:
+    text = simulate_file(tmp_path, "eagle-flag").read_text()
+    args, draft, first = startup_facts(text)
+    assert args < draft < first
+    server_args = text.splitlines()[args]
+    assert "speculative_algorithm='EAGLE'," in server_args
+    assert "Load weight end." in text.splitlines()[draft]
+    assert text.index("The server is fired up and ready to roll!") < text.index("Decode batch")
+
+
+def test_undertrained_server_has_graphs_disabled_and_sixteen_draft_tokens(tmp_path: Path) -> None:
+    text = simulate_file(tmp_path, "undertrained").read_text()
+    assert "disable_cuda_graph=True" in text
+    assert "speculative_num_draft_tokens=16" in text
+    assert "Capture cuda graph" not in text
+    assert '"GET /metrics HTTP/1.1" 404 Not Found' in text
+
+
+def test_recovery_goes_from_collapsed_to_healthy_after_a_restart(tmp_path: Path) -> None:
+    log = simulate_file(tmp_path, "recovery", "--duration", "400")
+    assert log.read_text().count("server_args=ServerArgs(") == 2
+    windows = decodes(parse(log))
+    start = datetime.fromisoformat(windows[0]["time"])
+    collapsed = [
+        w for w in windows if (datetime.fromisoformat(w["time"]) - start).total_seconds() < 55
+    ]
+    healthy = windows[-20:]
+    assert len(collapsed) >= 10 and {w["accept_length"] for w in collapsed} == {1.0}
+    assert mean(healthy, "accept_length") == pytest.approx(3.2, abs=0.1)
+    assert mean(healthy, "gen_throughput") / 1500 == pytest.approx(1.8, rel=0.08)
+
+
+def test_same_seed_same_bytes_other_seed_other_log(tmp_path: Path) -> None:
+    logs = []
+    for run, seed in (("a", "7"), ("b", "7"), ("c", "8")):
+        (tmp_path / run).mkdir()
+        logs.append(simulate_file(tmp_path / run, "healthy", "--seed", seed).read_bytes())
+    assert logs[0] == logs[1]
+    assert logs[0] != logs[2]
+
+
+# SGLang's decode/prefill line shape per era (reference: decode and prefill line history).
+ERA_SHAPES = {
+    "2025-10": ("Decode batch. #running-req", ", ", r"#queue-req: \d+, $"),
+    "2025-12": ("Decode batch, #running-req", ", ", r"#queue-req: \d+, $"),
+    "2026-02": (
+        "Decode batch, #running-req",
+        "",
+        r"input throughput \(token/s\): [\d.]+, cuda graph: False$",
+    ),
+    "2026-04": (
+        "Decode batch, #running-req",
+        "",
+        r"#pending-token: \d+, cuda graph: False, input throughput \(token/s\): [\d.]+$",
+    ),
+    "2026-05": (
+        "Decode batch, #running-req",
+        "",
+        r"#pending-token: \d+, cuda graph: False, input throughput \(token/s\): [\d.]+$",
+    ),
+}
+
+
+def era_rate(era: str, accept_length: float, steps: int, draft_tokens: int) -> float:
+    """SGLang's accept rate: /(steps+1) in Oct 2025, /N until April 2026, then drafts only."""
+    if era == "2025-10":
+        return accept_length / (steps + 1)
+    if era == "2026-05":
+        return (accept_length - 1) / (draft_tokens - 1)
+    return accept_length / draft_tokens
+
+
+@pytest.mark.parametrize("era", sorted(ERA_SHAPES))
+def test_each_format_version_writes_its_era_and_parses_back(tmp_path: Path, era: str) -> None:
+    header, trailing, prefill_end = ERA_SHAPES[era]
+    log = simulate_file(tmp_path, "undertrained", "--format-version", era, "--duration", "120")
+    lines = log.read_text().splitlines()
+    decode_lines = [line for line in lines if "Decode batch" in line]
+    prefill_lines = [line for line in lines if "Prefill batch" in line]
+    assert all(
+        header in line and line.endswith(f"#queue-req: 0{trailing}") for line in decode_lines
+    )
+    assert all(re.search(prefill_end, line) for line in prefill_lines)
+    records = parse(log)
+    assert len(decodes(records)) == len(decode_lines)
+    assert len(records) == len(decode_lines) + len(prefill_lines)
+    for window in decodes(records):
+        expected = era_rate(era, window["accept_length"], steps=5, draft_tokens=16)
+        assert window["accept_rate"] == pytest.approx(expected, abs=0.006)
+
+
+@pytest.mark.parametrize("envelope", ["cri", "docker"])
+def test_each_envelope_round_trips_to_the_plain_records(tmp_path: Path, envelope: str) -> None:
+    plain = parse(simulate_file(tmp_path, "collapsed", "--duration", "120"))
+    (tmp_path / envelope).mkdir()
+    wrapped = simulate_file(
+        tmp_path / envelope, "collapsed", "--duration", "120", "--envelope", envelope
+    )
+    first = wrapped.read_text().splitlines()[0]
+    if envelope == "cri":
+        assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z stderr F ", first)
+    else:
+        assert set(json.loads(first)) == {"log", "stream", "time"}
+    assert parse(wrapped) == plain
+
+
+def test_access_lines_go_to_stdout_and_sglang_lines_to_stderr() -> None:
+    for record in generate("healthy", duration=90, envelope="docker"):
+        entry = json.loads(record)
+        is_access = '" 200 OK' in entry["log"] or '" 404 Not Found' in entry["log"]
+        assert entry["stream"] == ("stdout" if is_access else "stderr"), entry
+
+
+@pytest.mark.parametrize("envelope", ["cri", "docker"])
+def test_long_lines_split_into_runtime_chunks_that_join_back(envelope: str) -> None:
+    """Container runtimes cut lines at 16 KiB; the reader must see one line again."""
+    line = "[2026-05-20 09:00:00] server_args=ServerArgs(" + "x" * 40_000 + ")"
+    records = wrap(line, "stderr", ERAS["2026-05"].base_time, envelope)
+    assert len(records) == 3
+    decoder = EnvelopeDecoder()
+    assert decoder.decode([record.encode() for record in records]) == [line.encode()]
+
+
+def test_real_time_mode_paces_lines_and_stamps_them_with_the_wall_clock(tmp_path: Path) -> None:
+    out = tmp_path / "live.log"
+    started = datetime.now()
+    result = specwatch(
+        "simulate",
+        "--scenario",
+        "collapsed",
+        "--real-time",
+        "--speed",
+        "4",
+        "--duration",
+        "3",
+        "--out",
+        str(out),
+    )
+    elapsed = (datetime.now() - started).total_seconds()
+    assert result.returncode == 0, result.stderr
+    assert 3 <= elapsed < 10
+    text = out.read_text()
+    assert "The server is fired up and ready to roll!" in text
+    windows = decodes(parse(out))
+    # 3 s at 4x speed is 12 simulated seconds: about 4 of the 3.2 s collapsed windows.
+    assert 2 <= len(windows) <= 6
+    for window in windows:
+        stamp = datetime.fromisoformat(window["time"])
+        assert started.replace(microsecond=0) <= stamp <= datetime.now()
+
+
+def test_rate_sets_decode_lines_per_second(tmp_path: Path) -> None:
+    out = tmp_path / "live.log"
+    result = specwatch(
+        "simulate", "--scenario", "healthy", "--rate", "10", "--duration", "2", "--out", str(out)
+    )
+    assert result.returncode == 0, result.stderr
+    assert 12 <= len(decodes(parse(out))) <= 28
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--duration", "0"], "--duration"),
+        (["--speed", "-1"], "--speed"),
+        (["--rate", "5", "--speed", "2"], "--rate"),
+        (["--out", "/nonexistent-dir/x.log"], "--out"),
+        (["--format-version", "2024-01"], "--format-version"),
+    ],
+)
+def test_bad_flags_exit_2_with_one_line_naming_the_flag(args: list[str], named: str) -> None:
+    result = specwatch("simulate", "--scenario", "healthy", *args)
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and named in errors[0], result.stderr
+
+
+def test_a_reader_that_stops_early_is_not_an_error() -> None:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "exporter",
+            "simulate",
+            "--scenario",
+            "healthy",
+            "--duration",
+            "3000",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()
+    assert proc.wait(timeout=30) == 0
+    assert b"Traceback" not in proc.stderr.read()
