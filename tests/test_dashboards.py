@@ -386,3 +386,38 @@ def test_every_dashboard_query_is_valid_promql(tmp_path: Path) -> None:
 def test_promtool_check_rejects_an_invalid_query(tmp_path: Path) -> None:
     result = promtool_check(['sum by (target (specwatch_accept_length{job=~".+"})'], tmp_path)
     assert result.returncode != 0
+
+
+# --- Grafana provisioning ---------------------------------------------------------------
+
+PROVISIONING = REPO / "deploy" / "grafana" / "provisioning"
+
+
+def provisioning(kind: str) -> dict[str, Any]:
+    return yaml.safe_load((PROVISIONING / kind / "specwatch.yaml").read_text(encoding="utf-8"))
+
+
+def test_provisioned_datasource_is_the_default_prometheus() -> None:
+    config = provisioning("datasources")
+    assert config["apiVersion"] == 1
+    (datasource,) = config["datasources"]
+    # The dashboards' datasource variable lists datasources of this type, the default first.
+    assert datasource["type"] == variables(committed(NODE))["datasource"]["query"]
+    assert datasource["isDefault"] is True and datasource["access"] == "proxy"
+    assert re.fullmatch(r"\d+s", datasource["jsonData"]["timeInterval"])
+
+
+def test_dashboard_provider_loads_files_unchanged_and_read_only() -> None:
+    config = provisioning("dashboards")
+    assert config["apiVersion"] == 1
+    (provider,) = config["providers"]
+    assert provider["type"] == "file" and provider["options"]["path"].startswith("/")
+    assert provider["allowUiUpdates"] is False
+    readme = (REPO / "deploy" / "grafana" / "README.md").read_text(encoding="utf-8")
+    assert f"`{provider['options']['path']}`" in readme, "README must say where to mount"
+
+
+def test_dashboards_need_no_import_step(board: dict[str, Any]) -> None:
+    # `__inputs`/`${DS_...}` placeholders are only resolved by the import UI, not by provisioning.
+    assert "__inputs" not in board and "__requires" not in board
+    assert "${DS_" not in json.dumps(board)
