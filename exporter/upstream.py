@@ -1,0 +1,342 @@
+"""Scrape SGLang's own ``/metrics`` and ``/server_info`` for one target, off the request path.
+
+The log is the primary source; this fills what it lacks (no log mounted, log level hiding the
+stats, a quiet log after rotation). A scrape runs in its own thread and publishes an immutable
+:class:`UpstreamSnapshot` by swapping one reference, so specwatch's own ``/metrics`` reads the
+latest snapshot without ever waiting on a slow or dead server.
+
+Failures never raise out of a scrape: each one is classified into a fixed ``reason`` and
+counted (``timeout|refused|http|garbage|too_large|other``), and the endpoint reports down with
+no values, following the exporter rule that stale upstream values are not re-exported.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from statistics import fmean
+from types import MappingProxyType
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from prometheus_client.openmetrics.parser import (
+    text_string_to_metric_families as openmetrics_families,
+)
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter.engines.sglang_startup import drop_secrets
+from exporter.server_config import ServerConfig, from_server_info
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 10 * 1024 * 1024
+REASONS = ("timeout", "refused", "http", "garbage", "too_large", "other")
+ENDPOINTS = ("metrics", "server_info")
+_CHUNK = 64 * 1024
+
+
+class ScrapeError(Exception):
+    """A failed fetch or parse, with its counted ``reason`` and an optional HTTP status."""
+
+    def __init__(self, reason: str, detail: str, status: int | None = None) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.status = status
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointStatus:
+    """Outcome of the newest scrape of one endpoint."""
+
+    up: bool
+    duration_seconds: float
+    error: str | None = None  # one-line cause when down; never contains request headers
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamValues:
+    """SGLang's current gauges, normalised; ``None`` where the server does not export one."""
+
+    accept_length: float | None = None
+    reported_accept_rate: float | None = None  # SGLang's own rate; its meaning varies by version
+    running_requests: float | None = None
+    queued_requests: float | None = None
+    gen_throughput: float | None = None
+    token_usage: float | None = None
+    cuda_graph_share: float | None = None  # decode passes with CUDA graph since the last scrape
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamSnapshot:
+    """Everything one target's scraper knows, published as a whole."""
+
+    endpoints: Mapping[str, EndpointStatus] = field(default_factory=dict)
+    errors: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (endpoint, reason)
+    values: UpstreamValues | None = None
+    config: ServerConfig | None = None
+    metrics_endpoint: str | None = None  # "ok" | "empty" | "missing" | "down" | None
+    scraped_at: float | None = None  # wall clock of the newest scrape
+
+
+def bearer_token(token_file: str | None = None, token_env: str | None = None) -> str | None:
+    """The bearer token, read fresh on each call so a rotated secret file is picked up."""
+    if token_file:
+        try:
+            return Path(token_file).read_text(encoding="utf-8").strip() or None
+        except OSError as exc:
+            raise ScrapeError("other", f"bearer token file unreadable: {exc.strerror}") from exc
+    if token_env:
+        return os.environ.get(token_env) or None
+    return None
+
+
+def fetch(url: str, timeout: float, token: str | None = None) -> tuple[bytes, str]:
+    """GET ``url``: body (at most ``MAX_BODY_BYTES``) and content type, or :class:`ScrapeError`.
+
+    ``timeout`` bounds the whole exchange, not just each socket read, so a server that
+    trickles bytes cannot hold the scraper beyond its deadline.
+    """
+    deadline = time.monotonic() + timeout
+    request = urllib.request.Request(url, headers={"Accept": "text/plain;version=0.0.4"})
+    if token:
+        request.add_unredirected_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            body = _read_capped(response, deadline)
+            return body, response.headers.get("Content-Type", "")
+    except ScrapeError:
+        raise
+    except urllib.error.HTTPError as exc:
+        raise ScrapeError("http", f"HTTP {exc.code}", exc.code) from None
+    except urllib.error.URLError as exc:
+        raise _classify(exc.reason) from None
+    except (OSError, ValueError) as exc:
+        raise _classify(exc) from None
+
+
+def _read_capped(response: Any, deadline: float) -> bytes:
+    declared = response.headers.get("Content-Length")
+    if declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise ScrapeError("too_large", f"body of {declared} bytes exceeds {MAX_BODY_BYTES}")
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := response.read1(_CHUNK):
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise ScrapeError("too_large", f"body exceeds {MAX_BODY_BYTES} bytes")
+        if time.monotonic() > deadline:
+            raise ScrapeError("timeout", "deadline passed while reading the body")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _classify(cause: object) -> ScrapeError:
+    if isinstance(cause, TimeoutError | socket.timeout):
+        return ScrapeError("timeout", "timed out")
+    if isinstance(cause, ConnectionRefusedError):
+        return ScrapeError("refused", "connection refused")
+    text = str(cause) or type(cause).__name__
+    return ScrapeError("other", text.splitlines()[0][:200])
+
+
+def parse_metrics(body: bytes, content_type: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """Samples by name with ``sglang:`` normalised to ``sglang_`` (SGLang serves both spellings).
+
+    Parsed with prometheus-client's own parsers (OpenMetrics when the server says so); any
+    parse failure is ``garbage``.
+    """
+    try:
+        text = body.decode("utf-8")
+        parser = (
+            openmetrics_families
+            if "application/openmetrics-text" in content_type
+            else text_string_to_metric_families
+        )
+        samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+        for family in parser(text):
+            for sample in family.samples:
+                name = sample.name.replace("sglang:", "sglang_", 1)
+                samples.setdefault(name, []).append((dict(sample.labels), float(sample.value)))
+        return samples
+    except (ValueError, TypeError, IndexError, KeyError, UnicodeDecodeError) as exc:
+        raise ScrapeError("garbage", f"unparsable exposition: {exc}"[:200]) from None
+
+
+def parse_server_info(body: bytes) -> dict[str, Any]:
+    """The ``/server_info`` object with every secret-named field removed at once."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ScrapeError("garbage", f"not JSON: {exc}"[:200]) from None
+    if not isinstance(data, dict):
+        raise ScrapeError("garbage", "not a JSON object")
+    return drop_secrets(data)
+
+
+def _values(samples: Iterable[tuple[dict[str, str], float]], combine: Callable) -> float | None:
+    values = [value for _, value in samples]
+    return combine(values) if values else None
+
+
+def _spec_value(samples: list[tuple[dict[str, str], float]]) -> float | None:
+    """Spec gauges read 0 on servers without speculation: that is absence, not a value."""
+    value = _values(samples, fmean)
+    return value if value else None
+
+
+def metric_values(
+    samples: Mapping[str, list[tuple[dict[str, str], float]]],
+    previous_passes: Mapping[str, float] | None,
+) -> tuple[UpstreamValues, dict[str, float]]:
+    """Gauges across all series (summed counts, averaged ratios) and the CUDA-graph share.
+
+    The share is the increase of ``cuda_graph_passes_total{mode="decode_cuda_graph"}`` over all
+    decode modes since the previous scrape; ``None`` on the first scrape, when idle, or after a
+    counter reset.
+    """
+    passes = {
+        labels.get("mode", ""): value
+        for labels, value in samples.get("sglang_cuda_graph_passes_total", [])
+    }
+    values = UpstreamValues(
+        accept_length=_spec_value(samples.get("sglang_spec_accept_length", [])),
+        reported_accept_rate=_spec_value(samples.get("sglang_spec_accept_rate", [])),
+        running_requests=_values(samples.get("sglang_num_running_reqs", []), sum),
+        queued_requests=_values(samples.get("sglang_num_queue_reqs", []), sum),
+        gen_throughput=_values(samples.get("sglang_gen_throughput", []), sum),
+        token_usage=_values(samples.get("sglang_token_usage", []), max),
+        cuda_graph_share=_graph_share(passes, previous_passes),
+    )
+    return values, passes
+
+
+def _graph_share(now: Mapping[str, float], before: Mapping[str, float] | None) -> float | None:
+    if not before:
+        return None
+    graph = now.get("decode_cuda_graph", 0.0) - before.get("decode_cuda_graph", 0.0)
+    eager = now.get("decode_none", 0.0) - before.get("decode_none", 0.0)
+    if graph < 0 or eager < 0 or graph + eager <= 0:
+        return None
+    return graph / (graph + eager)
+
+
+def _fallback_url(url: str) -> str:
+    """``/server_info`` -> ``/get_server_info`` for SGLang before v0.5.6."""
+    parts = urlsplit(url)
+    path = parts.path.rsplit("/", 1)[0] + "/get_server_info"
+    return urlunsplit(parts._replace(path=path))
+
+
+class UpstreamScraper:
+    """Scrapes one target's endpoints every ``interval`` seconds in a daemon thread."""
+
+    def __init__(
+        self,
+        metrics_url: str | None = None,
+        server_info_url: str | None = None,
+        *,
+        interval: float = 15.0,
+        timeout: float = 5.0,
+        token_file: str | None = None,
+        token_env: str | None = None,
+    ) -> None:
+        self.metrics_url = metrics_url
+        self.server_info_url = server_info_url
+        self.interval = interval
+        self.timeout = timeout
+        self._token_file = token_file
+        self._token_env = token_env
+        self._errors: dict[tuple[str, str], int] = {}
+        self._passes: dict[str, float] | None = None
+        self._snapshot = UpstreamSnapshot()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def snapshot(self) -> UpstreamSnapshot:
+        """The newest published snapshot; never blocks."""
+        return self._snapshot
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="specwatch-upstream", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float | None = None) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.scrape_once()
+            except Exception:  # a scraper bug must not end scraping for good
+                log.exception("upstream scrape failed unexpectedly")
+            self._stop.wait(self.interval)
+
+    def scrape_once(self) -> UpstreamSnapshot:
+        """Scrape every configured endpoint once and publish the result."""
+        endpoints: dict[str, EndpointStatus] = {}
+        snapshot = UpstreamSnapshot(scraped_at=time.time())
+        if self.metrics_url:
+            endpoints["metrics"], snapshot = self._timed("metrics", self._scrape_metrics, snapshot)
+        if self.server_info_url:
+            endpoints["server_info"], snapshot = self._timed(
+                "server_info", self._scrape_server_info, snapshot
+            )
+        snapshot = replace(
+            snapshot,
+            endpoints=MappingProxyType(endpoints),
+            errors=MappingProxyType(dict(self._errors)),
+        )
+        self._snapshot = snapshot
+        return snapshot
+
+    def _timed(
+        self,
+        endpoint: str,
+        scrape: Callable[[UpstreamSnapshot], UpstreamSnapshot],
+        snapshot: UpstreamSnapshot,
+    ) -> tuple[EndpointStatus, UpstreamSnapshot]:
+        started = time.monotonic()
+        try:
+            snapshot = scrape(snapshot)
+        except ScrapeError as exc:
+            key = (endpoint, exc.reason)
+            self._errors[key] = self._errors.get(key, 0) + 1
+            if endpoint == "metrics":
+                missing = exc.status == 404
+                snapshot = replace(snapshot, metrics_endpoint="missing" if missing else "down")
+                self._passes = None
+            return EndpointStatus(False, time.monotonic() - started, str(exc)), snapshot
+        return EndpointStatus(True, time.monotonic() - started), snapshot
+
+    def _token(self) -> str | None:
+        return bearer_token(self._token_file, self._token_env)
+
+    def _scrape_metrics(self, snapshot: UpstreamSnapshot) -> UpstreamSnapshot:
+        assert self.metrics_url is not None
+        body, content_type = fetch(self.metrics_url, self.timeout, self._token())
+        samples = parse_metrics(body, content_type)
+        values, self._passes = metric_values(samples, self._passes)
+        has_sglang = any(name.startswith("sglang_") for name in samples)
+        return replace(snapshot, values=values, metrics_endpoint="ok" if has_sglang else "empty")
+
+    def _scrape_server_info(self, snapshot: UpstreamSnapshot) -> UpstreamSnapshot:
+        assert self.server_info_url is not None
+        token = self._token()
+        try:
+            body, _ = fetch(self.server_info_url, self.timeout, token)
+        except ScrapeError as exc:
+            if exc.status != 404:
+                raise
+            body, _ = fetch(_fallback_url(self.server_info_url), self.timeout, token)
+        return replace(snapshot, config=from_server_info(parse_server_info(body)))
