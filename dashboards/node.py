@@ -43,6 +43,11 @@ PER_RANK = "{{instance}} {{dp_rank}}"
 ON_OFF = {"0": ("off", "red"), "1": ("on", "green")}
 ACCEPT_LENGTH_STEPS = ((None, "red"), (1.05, "orange"), (1.5, "green"))
 SPEEDUP_STEPS = ((None, "red"), (1.0, "orange"), (1.1, "green"))
+# Each DP rank logs its own share of the output; the node's throughput is their sum, which is
+# what the baseline and the exporter's speedup ratio compare against.
+NODE_THROUGHPUT = (
+    f"sum by (instance, target) ({sel('specwatch_gen_throughput_tokens_per_second', WINDOW_SCOPE)})"
+)
 
 
 def _dashed(name_regex: str) -> tuple[str, list[dm.DynamicConfigValue]]:
@@ -85,7 +90,7 @@ def verdict_row() -> list[object]:
             "Generation throughput divided by the non-speculative baseline at the same number "
             "of running requests. Below 1: speculation makes this node slower.",
             "short",
-            query(sel("specwatch_speedup_ratio", WINDOW_SCOPE), PER_RANK),
+            query(sel("specwatch_speedup_ratio", NODE_SCOPE), "{{instance}}"),
             steps(*SPEEDUP_STEPS),
         ).decimals(2),
         single(
@@ -98,9 +103,9 @@ def verdict_row() -> list[object]:
         ).decimals(1),
         single(
             "Generation throughput now",
-            "Output tokens per second in the newest decode window.",
+            "Output tokens per second in the newest decode window, summed over DP ranks.",
             "short",
-            query(sel("specwatch_gen_throughput_tokens_per_second", WINDOW_SCOPE), PER_RANK),
+            query(NODE_THROUGHPUT, "{{instance}}"),
             steps((None, "blue")),
         ),
         single(
@@ -131,23 +136,23 @@ def speculation_row() -> list[object]:
         "short",
         [
             query(sel("specwatch_accept_length", WINDOW_SCOPE), PER_RANK, "A"),
-            query(sel("specwatch_expected_accept_length", NODE_SCOPE), "expected", "B"),
+            query(
+                sel("specwatch_expected_accept_length", NODE_SCOPE), "expected {{instance}}", "B"
+            ),
         ],
         steps((None, "transparent"), (1.0, "red")),
     ).min(0)
     throughput = (
         graph(
             "Throughput vs baseline",
-            "Output tokens/s per window against the non-speculative baseline (dashed). The "
-            "baseline is the configured figure, not interpolated for the current load.",
+            "Output tokens/s of the node (summed over DP ranks) against the non-speculative "
+            "baseline at the current running requests (dashed).",
             "short",
             [
-                query(
-                    sel("specwatch_gen_throughput_tokens_per_second", WINDOW_SCOPE), PER_RANK, "A"
-                ),
+                query(NODE_THROUGHPUT, "{{instance}}", "A"),
                 query(
                     sel("specwatch_baseline_gen_throughput_tokens_per_second", NODE_SCOPE),
-                    "baseline",
+                    "baseline {{instance}}",
                     "B",
                 ),
             ],
@@ -158,7 +163,7 @@ def speculation_row() -> list[object]:
     )
     return [
         db.Row("Speculation"),
-        accept.override_by_name(*_dashed("expected")),
+        accept.override_by_regexp(*_dashed("expected .*")),
         graph(
             "Accept rate (derived)",
             "Accepted drafts per drafted token, derived by specwatch. The dashed line marks 5%: "
@@ -169,13 +174,13 @@ def speculation_row() -> list[object]:
         )
         .min(0)
         .max(1),
-        throughput.override_by_name(*_dashed("baseline")),
+        throughput.override_by_regexp(*_dashed("baseline .*")),
         graph(
             "Speedup vs baseline",
             "Throughput divided by the baseline at the current running requests. The red line "
             "is 1.0: below it the node would be faster without speculation.",
             "short",
-            [query(sel("specwatch_speedup_ratio", WINDOW_SCOPE), PER_RANK)],
+            [query(sel("specwatch_speedup_ratio", NODE_SCOPE), "{{instance}}")],
             steps((None, "transparent"), (1.0, "red")),
         ).min(0),
     ]
