@@ -1,0 +1,124 @@
+"""User extraction rules: the documented EAGLE3_PROF example works, bad rules are named."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+import exporter.custom_rules as custom_rules_module
+from exporter.custom_rules import CustomRuleError, CustomRuleSet
+
+# A real line from incident 4 (a team's own draft profiler).
+PROF_LINE = (
+    "EAGLE3_PROF (6400 cycles, 3688 tok, no sync) Draft steps: 0.64 ms/cyc ( 2.1%) "
+    "Draft re-extend: 0.25 ms/cyc ( 0.9%) Accept len: 0.58"
+)
+
+
+def documented_rules() -> list[dict]:
+    """The YAML example from the module docstring, exactly as a user would copy it."""
+    doc = custom_rules_module.__doc__ or ""
+    block = doc[doc.index("custom_rules:") : doc.index("gives ``")]
+    return yaml.safe_load(block)["custom_rules"]
+
+
+def series(rules: CustomRuleSet) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, s.labels): s.value for s in rules.samples()}
+
+
+def test_documented_example_extracts_the_profiler_line() -> None:
+    rules = CustomRuleSet.from_config(documented_rules())
+    rules.feed(PROF_LINE)
+    rules.feed(PROF_LINE.replace("0.64 ms", "0.69 ms"))
+    labels = (("sync", "no sync"),)
+    assert series(rules) == {
+        ("specwatch_custom_eagle3_prof_draft_step_ms", labels): 0.69,
+        ("specwatch_custom_eagle3_prof_accept_length", labels): 0.58,
+        ("specwatch_custom_eagle3_prof_cycles", labels): 12800.0,
+        ("specwatch_custom_eagle3_prof_reports", labels): 2.0,
+    }
+    types = {s.name: s.type for s in rules.samples()}
+    assert types["specwatch_custom_eagle3_prof_cycles"] == "counter"
+    assert types["specwatch_custom_eagle3_prof_accept_length"] == "gauge"
+
+
+def test_prefilter_skips_lines_without_the_literal() -> None:
+    rule = {
+        "name": "r",
+        "contains": "MYPROF",
+        "pattern": r"len: (?P<v>[\d.]+)",
+        "metrics": [{"name": "len", "value": "v"}],
+    }
+    rules = CustomRuleSet.from_config([rule])
+    rules.feed("[2026-02-23 00:14:33 TP0] Decode batch, accept len: 1.00")
+    assert rules.samples() == []
+    rules.feed("MYPROF len: 2.5")
+    assert series(rules) == {("specwatch_custom_len", ()): 2.5}
+
+
+def _rule(**changes: object) -> dict:
+    base = {
+        "name": "prof",
+        "pattern": r"Accept len: (?P<len>[\d.]+) (?P<mode>\w+)",
+        "labels": ["mode"],
+        "metrics": [{"name": "prof_len", "type": "gauge", "value": "len"}],
+    }
+    return {**base, **changes}
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"pattern": r"Accept len: (?P<len>[\d.]+"}, "invalid regular expression"),
+        ({"labels": ["missing"]}, "no named group"),
+        ({"labels": ["target"], "pattern": r"(?P<len>\d) (?P<target>\w+)"}, "reserved"),
+        ({"metrics": [{"name": "bad-name", "value": "len"}]}, "must match"),
+        ({"metrics": [{"name": "x_total", "type": "counter"}]}, "not end in _total"),
+        ({"metrics": [{"name": "g", "type": "gauge"}]}, "needs a value group"),
+        ({"metrics": []}, "at least 1"),
+        ({"colour": "red"}, "colour: Extra inputs are not permitted"),
+    ],
+)
+def test_bad_rules_are_errors_naming_the_rule(changes: dict, message: str) -> None:
+    with pytest.raises(CustomRuleError, match=r"custom_rules\[1\] \(prof\)") as info:
+        CustomRuleSet.from_config([_rule(name="other", metrics=[{"name": "o", "value": "len"}]),
+                                   _rule(**changes)])  # fmt: skip
+    assert message in str(info.value)
+
+
+def test_the_same_metric_name_in_two_rules_is_an_error() -> None:
+    with pytest.raises(CustomRuleError, match="used twice"):
+        CustomRuleSet.from_config([_rule(), _rule(name="again")])
+
+
+def test_series_per_rule_are_capped_and_overflow_counted() -> None:
+    rules = CustomRuleSet.from_config([_rule(max_series=3)])
+    for i in range(10):
+        rules.feed(f"Accept len: 1.5 mode{i}")
+    assert len(rules.samples()) == 3
+    assert rules.dropped_counts() == {("prof", "series_limit"): 7}
+    rules.feed("Accept len: 2.5 mode0")  # a known series still updates
+    assert series(rules)[("specwatch_custom_prof_len", (("mode", "mode0"),))] == 2.5
+
+
+def test_unnumeric_value_is_counted_not_exported() -> None:
+    rules = CustomRuleSet.from_config([_rule(pattern=r"Accept len: (?P<len>\S+) (?P<mode>\w+)")])
+    rules.feed("Accept len: n/a fast")
+    assert rules.samples() == []
+    assert rules.dropped_counts() == {("prof", "bad_value"): 1}
+
+
+def test_stale_gauges_are_left_out_counters_stay() -> None:
+    rule = _rule(metrics=[{"name": "g", "value": "len"}, {"name": "c", "type": "counter"}])
+    rules = CustomRuleSet.from_config([rule])
+    rules.feed("Accept len: 1.5 fast")
+    assert {s.name for s in rules.samples(stale_after=60)} == {
+        "specwatch_custom_g",
+        "specwatch_custom_c",
+    }
+    assert {s.name for s in rules.samples(stale_after=1e-9)} == {"specwatch_custom_c"}
+
+
+def test_empty_rule_set_is_falsy() -> None:
+    assert not CustomRuleSet.from_config([])
+    assert CustomRuleSet.from_config([_rule()])
