@@ -185,11 +185,16 @@ def _cuda_graph_disabled(obs: Observations) -> Finding | None:
     config = obs.config
     if config.disable_cuda_graph:
         seen = "disable_cuda_graph=True in the server arguments."
+        fix = "Restart the server without --disable-cuda-graph."
     else:
         share = _no_graph_share(obs)
         if share is None or share <= NO_GRAPH_SHARE:
             return None
         seen = f"{share:.0%} of recent decode windows ran without CUDA graph{_batch_note(obs)}."
+        fix = (
+            "Raise --cuda-graph-max-bs to at least the usual number of running requests "
+            "(larger batches run eagerly), and check the capture lines at startup succeeded."
+        )
     return Finding(
         code="cuda_graph_disabled",
         summary="Decode runs without CUDA graphs",
@@ -198,10 +203,7 @@ def _cuda_graph_disabled(obs: Observations) -> Finding | None:
             "Speculative decoding launches many small kernels per round (draft steps plus "
             "verify); without CUDA graphs the launch overhead can eat the whole speed-up."
         ),
-        fix=(
-            "Drop --disable-cuda-graph, and raise --cuda-graph-max-bs to at least the usual "
-            "number of running requests (batches above it fall back to eager mode)."
-        ),
+        fix=fix,
     )
 
 

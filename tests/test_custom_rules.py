@@ -80,9 +80,9 @@ def _rule(**changes: object) -> dict:
     ],
 )
 def test_bad_rules_are_errors_naming_the_rule(changes: dict, message: str) -> None:
+    rules = [_rule(name="other", metrics=[{"name": "o", "value": "len"}]), _rule(**changes)]
     with pytest.raises(CustomRuleError, match=r"custom_rules\[1\] \(prof\)") as info:
-        CustomRuleSet.from_config([_rule(name="other", metrics=[{"name": "o", "value": "len"}]),
-                                   _rule(**changes)])  # fmt: skip
+        CustomRuleSet.from_config(rules)
     assert message in str(info.value)
 
 

@@ -7,6 +7,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -86,8 +87,9 @@ class FakeSGLang:
     seen_auth: list[str | None] = field(default_factory=list)
 
 
-@pytest.fixture
-def sglang() -> Iterator[FakeSGLang]:
+@contextmanager
+def fake_sglang() -> Iterator[FakeSGLang]:
+    """A loopback HTTP server playing SGLang, on its own thread, until the block ends."""
     fake: FakeSGLang
 
     class Handler(BaseHTTPRequestHandler):
@@ -131,9 +133,17 @@ def sglang() -> Iterator[FakeSGLang]:
     fake = FakeSGLang(f"http://127.0.0.1:{server.server_port}")
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
-    yield fake
-    server.shutdown()
-    server.server_close()
+    try:
+        yield fake
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def sglang() -> Iterator[FakeSGLang]:
+    with fake_sglang() as fake:
+        yield fake
 
 
 def scraper(fake: FakeSGLang, **kwargs: object) -> UpstreamScraper:

@@ -16,7 +16,7 @@ from typing import Any
 
 from exporter.cli import UsageError
 from exporter.engines.sglang import Prefix
-from exporter.engines.sglang_startup import parse_event
+from exporter.engines.sglang_startup import ServerArgsEvent, parse_event
 from exporter.findings import CRITICAL, WARNING, Evidence, Finding, Window, evaluate
 from exporter.pipeline import LineProcessor, iter_line_batches
 from exporter.record import StatsRecord
@@ -80,6 +80,8 @@ class _LogSink:
     def on_event(self, prefix: Prefix) -> None:
         self._seen(prefix.time)
         event = parse_event(prefix.message)
+        if isinstance(event, ServerArgsEvent):
+            self.evidence = Evidence()  # a restart: windows of the old run describe old flags
         if event is not None:
             self.tracker.observe(event, (prefix.dp_rank, prefix.tp_rank))
 

@@ -1,0 +1,148 @@
+"""``specwatch doctor`` through the real CLI: exit status 0/1/3 (2 for bad flags), output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import free_port
+from tests.daemon import specwatch_cmd
+from tests.test_findings import incident_2, incident_3, incident_5, startup
+from tests.test_upstream import API_KEY, FakeSGLang, Route, exposition, fake_sglang, server_info
+
+
+def doctor(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        specwatch_cmd("doctor", *args), capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def write_log(tmp_path: Path, lines: list[str]) -> str:
+    path = tmp_path / "server.log"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+@pytest.fixture
+def server() -> Iterator[FakeSGLang]:
+    with fake_sglang() as fake:
+        yield fake
+
+
+def test_wrong_flag_log_is_critical_with_cause_and_fix(tmp_path: Path) -> None:
+    result = doctor("--log-file", write_log(tmp_path, incident_2()))
+    assert result.returncode == 3, result.stderr
+    out = result.stdout
+    assert "CRITICAL  eagle3_draft_with_eagle_algorithm" in out
+    assert "type=LlamaForCausalLMEagle3" in out
+    assert "fix:  Restart the server with --speculative-algorithm EAGLE3" in out
+    assert "sk-live" not in out + result.stderr
+
+
+def test_undertrained_drafter_log_exits_with_warning(tmp_path: Path) -> None:
+    result = doctor("--log-file", write_log(tmp_path, incident_3()), "--json")
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    assert report["status"] == 1
+    assert {f["code"] for f in report["findings"]} == {
+        "cuda_graph_disabled",
+        "draft_tokens_excessive",
+    }
+    assert all(f["severity"] == "warning" for f in report["findings"])
+    assert report["config"]["num_draft_tokens"] == 16
+
+
+def test_info_only_findings_exit_clean(tmp_path: Path) -> None:
+    result = doctor("--log-file", write_log(tmp_path, incident_5()))
+    assert result.returncode == 0, result.stderr
+    assert "INFO  metrics_endpoint_disabled" in result.stdout
+    assert "--enable-metrics" in result.stdout
+
+
+def test_healthy_log_has_no_findings(tmp_path: Path) -> None:
+    result = doctor("--log-file", write_log(tmp_path, startup()))
+    assert result.returncode == 0, result.stderr
+    assert "no findings" in result.stdout
+
+
+def test_wrong_flag_from_server_info_alone(server: FakeSGLang) -> None:
+    server.routes["/metrics"] = Route(body=exposition().encode())
+    server.routes["/server_info"] = Route(body=server_info(), content_type="application/json")
+    result = doctor("--url", server.url, "--json")
+    assert result.returncode == 3, result.stderr
+    report = json.loads(result.stdout)
+    assert [f["code"] for f in report["findings"]] == ["eagle3_draft_with_eagle_algorithm"]
+    assert report["sources"] == {"metrics": "ok", "server_info": "ok"}
+    assert API_KEY not in result.stdout + result.stderr
+
+
+def test_draft_config_proves_the_draft_kind(server: FakeSGLang, tmp_path: Path) -> None:
+    info = server_info(speculative_draft_model_path="team/kimi-k25-drafter-v3")
+    server.routes["/server_info"] = Route(body=info, content_type="application/json")
+    server.routes["/metrics"] = Route(body=exposition().encode())
+    assert doctor("--url", server.url).returncode == 0
+    draft = tmp_path / "drafter"
+    draft.mkdir()
+    (draft / "config.json").write_text(
+        json.dumps({"architectures": ["LlamaForCausalLMEagle3"], "draft_vocab_size": 32000})
+    )
+    result = doctor("--url", server.url, "--draft-config", str(draft))
+    assert result.returncode == 3
+    assert "type=LlamaForCausalLMEagle3" in result.stdout
+
+
+def test_missing_metrics_endpoint_is_info(server: FakeSGLang) -> None:
+    info = server_info(speculative_algorithm="EAGLE3")
+    server.routes["/server_info"] = Route(body=info, content_type="application/json")
+    result = doctor("--url", server.url)
+    assert result.returncode == 0, result.stdout
+    assert "INFO  metrics_endpoint_disabled" in result.stdout
+
+
+def test_token_protected_server_with_token_file(server: FakeSGLang, tmp_path: Path) -> None:
+    server.routes["/server_info"] = Route(body=server_info(), need_token=True)
+    server.routes["/metrics"] = Route(body=exposition().encode())
+    denied = doctor("--url", server.url)
+    assert denied.returncode == 1
+    assert "problem:" in denied.stdout and "HTTP 401" in denied.stdout
+    token = tmp_path / "token"
+    token.write_text(API_KEY)
+    result = doctor("--url", server.url, "--bearer-token-file", str(token))
+    assert result.returncode == 3
+    assert API_KEY not in result.stdout + result.stderr
+
+
+def test_unreachable_server_is_a_problem_not_a_crash() -> None:
+    result = doctor("--url", f"http://127.0.0.1:{free_port()}", "--timeout", "1")
+    assert result.returncode == 1
+    assert "connection refused" in result.stdout
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((), "give at least one of --url, --log-file, --draft-config"),
+        (("--log-file", "/nonexistent/server.log"), "--log-file: cannot read"),
+        (("--draft-config", "/nonexistent/draft"), "--draft-config: cannot read"),
+        (("--url", "http://127.0.0.1:1", "--timeout", "0"), "--timeout: must be positive"),
+    ],
+)
+def test_bad_flags_exit_2_with_one_line(args: tuple[str, ...], message: str) -> None:
+    result = doctor(*args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_restart_in_the_log_judges_the_new_run_only(tmp_path: Path) -> None:
+    lines = incident_3() + startup(num_draft_tokens=4)  # restarted with 4 draft tokens
+    result = doctor("--log-file", write_log(tmp_path, lines), "--json")
+    report = json.loads(result.stdout)
+    assert report["findings"] == []
+    assert report["config"]["num_draft_tokens"] == 4
+    assert result.returncode == 0
