@@ -41,7 +41,7 @@ from dashboards.panels import graph, grid, single, timeline
 
 PER_RANK = "{{instance}} {{dp_rank}}"
 ON_OFF = {"0": ("off", "red"), "1": ("on", "green")}
-ACCEPT_LENGTH_STEPS = ((None, "red"), (1.05, "orange"), (1.5, "green"))
+ACCEPT_LENGTH_STEPS = ((None, "red"), (1.05, "orange"), (1.8, "green"))
 SPEEDUP_STEPS = ((None, "red"), (1.0, "orange"), (1.1, "green"))
 # Each DP rank logs its own share of the output; the node's throughput is their sum, which is
 # what the baseline and the exporter's speedup ratio compare against.
