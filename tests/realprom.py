@@ -1,0 +1,256 @@
+"""A real Prometheus, Alertmanager and webhook receiver on loopback, for tests.
+
+Alert rules and dashboard queries are only proven by the server that evaluates them: promtool
+unit tests cover the PromQL, but not scraping, staleness handling, rule groups running on their
+own clock, or notification routing. Each context manager here starts the real Debian binary
+with a generated config in a temporary directory on a free loopback port, waits until it is
+ready, and stops it (and only it) on exit. Callers must check ``require_tool`` first.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from tests.conftest import free_port
+from tests.daemon import wait_for
+
+T = TypeVar("T")
+
+STARTUP_TIMEOUT = 30.0
+
+
+def http_json(url: str, body: Any = None, timeout: float = 5.0) -> Any:
+    """GET (or POST ``body`` as JSON to) ``url`` and decode the JSON answer."""
+    data = None if body is None else json.dumps(body).encode()
+    headers = {} if body is None else {"Content-Type": "application/json"}
+    request = urllib.request.Request(url, data=data, headers=headers)
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        raw = response.read()
+    return json.loads(raw) if raw else None
+
+
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+class _Process:
+    """A server binary whose output goes to a log file that is quoted when it fails to start."""
+
+    def __init__(self, argv: Sequence[str], log_path: Path, ready_url: str) -> None:
+        self.log_path = log_path
+        with log_path.open("wb") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_for(lambda: self.proc.poll() is not None or _ready(ready_url), STARTUP_TIMEOUT)
+        except AssertionError:
+            self.stop()
+            raise
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"{argv[0]} exited {self.proc.returncode}:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 30) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class RunningPrometheus:
+    """The HTTP API of a running Prometheus, reduced to what tests assert on."""
+
+    def __init__(self, url: str, process: _Process) -> None:
+        self.url = url
+        self._process = process
+
+    def _api(self, path: str, **params: str) -> Any:
+        query = f"?{urllib.parse.urlencode(params)}" if params else ""
+        answer = http_json(f"{self.url}/api/v1/{path}{query}")
+        assert answer["status"] == "success", answer
+        return answer["data"]
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        """Instant query now: the ``result`` list (``metric`` labels and ``value`` pairs)."""
+        return self._api("query", query=expr)["result"]
+
+    def alerts(self) -> list[dict[str, Any]]:
+        """Pending and firing alerts, each with ``labels``, ``annotations`` and ``state``."""
+        return self._api("alerts")["alerts"]
+
+    def targets(self) -> list[dict[str, Any]]:
+        return self._api("targets")["activeTargets"]
+
+    def wait_for(self, predicate: Callable[[], T], timeout: float) -> T:
+        """Poll ``predicate`` until truthy; the failure quotes Prometheus' own log."""
+        try:
+            return wait_for(predicate, timeout, interval=0.25)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\nprometheus log:\n{self._process.log_tail()}") from None
+
+
+def prometheus_config(
+    scrape_targets: Sequence[str],
+    rule_files: Sequence[Path],
+    alertmanager_url: str | None,
+    job: str,
+    interval: str,
+) -> dict[str, Any]:
+    """A Prometheus config scraping ``scrape_targets`` as ``job`` with short intervals."""
+    config: dict[str, Any] = {
+        "global": {"scrape_interval": interval, "evaluation_interval": interval},
+        "rule_files": [str(path) for path in rule_files],
+        "scrape_configs": [
+            {
+                "job_name": job,
+                "scrape_timeout": interval,
+                "static_configs": [{"targets": list(scrape_targets)}],
+            }
+        ],
+    }
+    if alertmanager_url is not None:
+        host = urllib.parse.urlsplit(alertmanager_url).netloc
+        config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [host]}]}]}
+    return config
+
+
+@contextmanager
+def running_prometheus(
+    tmp_path: Path,
+    scrape_targets: Sequence[str],
+    rule_files: Sequence[Path] = (),
+    alertmanager_url: str | None = None,
+    job: str = "specwatch",
+    interval: str = "1s",
+) -> Iterator[RunningPrometheus]:
+    """Prometheus scraping ``host:port`` targets, evaluating ``rule_files`` every ``interval``."""
+    home = tmp_path / "prometheus"
+    home.mkdir()
+    config_path = home / "prometheus.yml"
+    config = prometheus_config(scrape_targets, rule_files, alertmanager_url, job, interval)
+    config_path.write_text(yaml.safe_dump(config))
+    url = f"http://127.0.0.1:{free_port()}"
+    argv = [
+        "prometheus",
+        f"--config.file={config_path}",
+        f"--storage.tsdb.path={home / 'data'}",
+        f"--web.listen-address={urllib.parse.urlsplit(url).netloc}",
+        # Resend firing alerts quickly so a short test sees Alertmanager updates.
+        "--rules.alert.resend-delay=1s",
+    ]
+    process = _Process(argv, home / "prometheus.log", f"{url}/-/ready")
+    try:
+        yield RunningPrometheus(url, process)
+    finally:
+        process.stop()
+
+
+class RunningAlertmanager:
+    """The v2 API of a running Alertmanager."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def alerts(self, **filters: str) -> list[dict[str, Any]]:
+        """Alerts it holds; ``status.inhibitedBy`` lists what silences each one."""
+        query = f"?{urllib.parse.urlencode(filters)}" if filters else ""
+        return http_json(f"{self.url}/api/v2/alerts{query}")
+
+    def post_alerts(self, alerts: Sequence[dict[str, Any]]) -> None:
+        """Send alerts the way Prometheus does (``labels``, ``annotations``, optional times)."""
+        http_json(f"{self.url}/api/v2/alerts", body=list(alerts))
+
+
+@contextmanager
+def running_alertmanager(tmp_path: Path, config: dict[str, Any]) -> Iterator[RunningAlertmanager]:
+    """Alertmanager with ``config``, clustering off, on a free loopback port."""
+    home = tmp_path / "alertmanager"
+    home.mkdir()
+    config_path = home / "alertmanager.yml"
+    config_path.write_text(yaml.safe_dump(config))
+    url = f"http://127.0.0.1:{free_port()}"
+    argv = [
+        "prometheus-alertmanager",
+        f"--config.file={config_path}",
+        f"--storage.path={home / 'data'}",
+        f"--web.listen-address={urllib.parse.urlsplit(url).netloc}",
+        "--cluster.listen-address=",
+    ]
+    process = _Process(argv, home / "alertmanager.log", f"{url}/-/ready")
+    try:
+        yield RunningAlertmanager(url)
+    finally:
+        process.stop()
+
+
+class WebhookReceiver:
+    """Collects Alertmanager webhook notifications (the JSON payload, one dict per POST)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._lock = threading.Lock()
+        self._notifications: list[dict[str, Any]] = []
+
+    def record(self, notification: dict[str, Any]) -> None:
+        with self._lock:
+            self._notifications.append(notification)
+
+    @property
+    def notifications(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._notifications)
+
+    def alerts(self, status: str = "firing") -> list[dict[str, Any]]:
+        """Every notified alert with ``status``, tagged with the receiver that got it."""
+        return [
+            {**alert, "receiver": note["receiver"]}
+            for note in self.notifications
+            for alert in note["alerts"]
+            if alert["status"] == status
+        ]
+
+
+@contextmanager
+def webhook_receiver() -> Iterator[WebhookReceiver]:
+    """An HTTP server thread on loopback that stores every JSON body POSTed to it."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _WebhookHandler)
+    receiver = WebhookReceiver(f"http://127.0.0.1:{server.server_address[1]}/")
+    server.receiver = receiver  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield receiver
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+class _WebhookHandler(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length", "0"))
+        self.server.receiver.record(json.loads(self.rfile.read(length)))  # type: ignore[attr-defined]
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Keep test output clean; failures assert on what was received instead."""

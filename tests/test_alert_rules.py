@@ -1,0 +1,223 @@
+"""The alert rules, their promtool unit tests, the runbook and the shipped alerting configs.
+
+The rules are checked by the tools that load them in production (promtool, amtool) and against
+spec section 9: every alert named there exists with its severity, is documented in the runbook,
+and is proven to fire by at least one promtool scenario.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import REPO, require_tool
+
+ALERTS = REPO / "alerts"
+RULES = ALERTS / "specwatch-rules.yaml"
+RUNBOOK = ALERTS / "runbook.md"
+UNIT_TESTS = sorted((ALERTS / "tests").glob("*.yaml"))
+ALERTMANAGER = REPO / "deploy" / "alertmanager" / "alertmanager.yml"
+PROMETHEUS = REPO / "deploy" / "prometheus" / "prometheus.yml"
+PROMETHEUS_RULE = REPO / "deploy" / "kubernetes" / "base" / "prometheusrule.yaml"
+RUNBOOK_BASE = "https://github.com/specwatch/specwatch/blob/main/alerts/runbook.md"
+
+# Spec section 9: alert name -> severity.
+SPEC_ALERTS = {
+    "SpecDecodeAcceptLengthCollapsed": "critical",
+    "SpecDecodeAcceptLengthLow": "warning",
+    "SpecDecodeSlowerThanBaseline": "warning",
+    "SpecDecodeCudaGraphDisabled": "warning",
+    "SpecDecodeMisconfigured": "critical",
+    "SpecDecodeDraftTokensWasted": "info",
+    "SpecDecodeStatsMissing": "warning",
+    "SpecDecodeLogFormatUnrecognized": "warning",
+    "SpecwatchUpstreamDown": "warning",
+    "SpecwatchDown": "warning",
+    "SpecwatchAbsent": "critical",
+}
+# Per-window gauges vanish when the server is idle; alerts on them must require traffic.
+WINDOW_SERIES = re.compile(
+    r"specwatch_(accept_length|accept_rate|speedup_ratio|decode_windows_without_cuda_graph)\b"
+)
+TRAFFIC_GUARD = "target:specwatch_gen_throughput_tokens_per_second:sum > 0"
+RUNBOOK_SECTIONS = ("Meaning", "Impact", "Diagnosis", "Fix", "Escalation")
+
+
+def load_rules(path: Path = RULES) -> list[dict[str, Any]]:
+    groups = yaml.safe_load(path.read_text())["groups"]
+    return [rule for group in groups for rule in group["rules"]]
+
+
+def alert_rules() -> dict[str, dict[str, Any]]:
+    return {rule["alert"]: rule for rule in load_rules() if "alert" in rule}
+
+
+def github_anchor(heading: str) -> str:
+    """The fragment GitHub gives a Markdown heading: lower case, punctuation dropped."""
+    slug = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return slug.replace(" ", "-")
+
+
+def runbook_sections() -> dict[str, str]:
+    """Level-2 heading -> the text under it, from the runbook."""
+    parts = re.split(r"^## (.+)$", RUNBOOK.read_text(), flags=re.MULTILINE)
+    return {parts[i].strip(): parts[i + 1] for i in range(1, len(parts), 2)}
+
+
+def run_tool(*argv: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    require_tool(argv[0])
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+# --- the rules themselves ---------------------------------------------------------------------
+
+
+def test_promtool_accepts_every_rule() -> None:
+    result = run_tool("promtool", "check", "rules", str(RULES))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SUCCESS: {len(load_rules())} rules found" in result.stdout
+
+
+@pytest.mark.parametrize("path", UNIT_TESTS, ids=lambda p: p.name)
+def test_promtool_unit_scenarios_pass(path: Path) -> None:
+    result = run_tool("promtool", "test", "rules", path.name, cwd=path.parent)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_spec_alert_exists_with_its_severity() -> None:
+    rules = alert_rules()
+    assert {name: rule["labels"]["severity"] for name, rule in rules.items()} == SPEC_ALERTS
+
+
+@pytest.mark.parametrize("name", SPEC_ALERTS)
+def test_alert_has_summary_description_and_runbook_anchor(name: str) -> None:
+    annotations = alert_rules()[name]["annotations"]
+    assert annotations["summary"].endswith("."), "a summary is one sentence"
+    assert "{{ $labels.target }}" in annotations["description"] or name.startswith("Specwatch")
+    assert annotations["runbook_url"] == f"{RUNBOOK_BASE}#{github_anchor(name)}"
+    anchors = {github_anchor(heading) for heading in runbook_sections()}
+    assert github_anchor(name) in anchors, f"runbook has no section for {name}"
+
+
+@pytest.mark.parametrize("name", SPEC_ALERTS)
+def test_runbook_section_covers_meaning_to_escalation(name: str) -> None:
+    text = runbook_sections()[name]
+    missing = [s for s in RUNBOOK_SECTIONS if not re.search(rf"^\*\*{s}", text, re.MULTILINE)]
+    assert not missing, f"runbook section {name} lacks {missing}"
+
+
+def test_alerts_on_window_gauges_require_traffic() -> None:
+    for name, rule in alert_rules().items():
+        if WINDOW_SERIES.search(rule["expr"]):
+            assert TRAFFIC_GUARD in rule["expr"], f"{name} could fire on an idle server"
+
+
+def test_no_rule_trusts_sglang_accept_rate() -> None:
+    """SGLang's logged/exported accept rate changed meaning in 2026 (spec section 7)."""
+    for rule in load_rules():
+        assert "sglang" not in rule["expr"], rule.get("alert") or rule["record"]
+
+
+def test_recording_rules_are_named_level_metric_operations() -> None:
+    for rule in load_rules():
+        if "record" in rule:
+            level, metric, operations = rule["record"].split(":")
+            assert level == "target" and operations, rule["record"]
+            assert metric.startswith("specwatch_"), rule["record"]
+
+
+@pytest.mark.parametrize("where", ["rules header", "runbook"])
+def test_every_threshold_is_documented(where: str) -> None:
+    """Thresholds are documented once at the top of the rules file and again in the runbook."""
+    rules_header = [line for line in RULES.read_text().splitlines(True) if line.startswith("#")]
+    text = "".join(rules_header) if where == "rules header" else runbook_sections()["Thresholds"]
+    for name, rule in alert_rules().items():
+        numbers = re.findall(r"(?:[<>]=?)\s*([0-9.]+)|([0-9.]+)\s*\*", rule["expr"])
+        for number in {a or b for a, b in numbers} - {"0"}:
+            assert re.search(rf"(?<![\d.]){re.escape(number)}(?![\d])", text), (name, number)
+
+
+def test_every_alert_fires_in_some_unit_scenario_and_stays_silent_in_another() -> None:
+    fired: set[str] = set()
+    silent: set[str] = set()
+    for path in UNIT_TESTS:
+        for group in yaml.safe_load(path.read_text())["tests"]:
+            for case in group["alert_rule_test"]:
+                (fired if case.get("exp_alerts") else silent).add(case["alertname"])
+    assert fired == set(SPEC_ALERTS)
+    assert silent == set(SPEC_ALERTS)
+
+
+# --- generated Kubernetes rendering -----------------------------------------------------------
+
+
+def test_prometheus_rule_is_the_generated_rendering_of_the_rules_file() -> None:
+    build = _load_build_module()
+    assert PROMETHEUS_RULE.read_text() == build.render_prometheus_rule(RULES.read_text()), (
+        "run python alerts/build.py"
+    )
+    manifest = yaml.safe_load(PROMETHEUS_RULE.read_text())
+    assert manifest["apiVersion"] == "monitoring.coreos.com/v1"
+    assert manifest["kind"] == "PrometheusRule"
+    assert manifest["spec"] == yaml.safe_load(RULES.read_text())
+
+
+def test_build_check_reports_a_stale_rendering(tmp_path: Path, monkeypatch: Any) -> None:
+    build = _load_build_module()
+    stale = tmp_path / "prometheusrule.yaml"
+    stale.write_text(PROMETHEUS_RULE.read_text().replace("SpecwatchAbsent", "Renamed"))
+    monkeypatch.setattr(build, "PROMETHEUS_RULE", stale)
+    monkeypatch.setattr(build, "REPO", tmp_path)
+    assert build.main(["--check"]) == 1
+    assert build.main([]) == 0
+    assert stale.read_text() == PROMETHEUS_RULE.read_text()
+
+
+def _load_build_module() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("alerts_build", ALERTS / "build.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# --- shipped Alertmanager and Prometheus examples ---------------------------------------------
+
+
+def test_amtool_accepts_the_alertmanager_example() -> None:
+    result = run_tool("amtool", "check-config", str(ALERTMANAGER))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("severity", "receiver"), [("critical", "pager"), ("warning", "tickets"), ("info", "null")]
+)
+def test_alertmanager_example_routes_by_severity(severity: str, receiver: str) -> None:
+    result = run_tool(
+        "amtool", "config", "routes", "test", f"--config.file={ALERTMANAGER}",
+        "alertname=SpecDecodeAnything", f"severity={severity}",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.split() == [receiver]
+
+
+def test_prometheus_example_scrapes_job_specwatch_and_loads_the_rules(tmp_path: Path) -> None:
+    """Laid out as documented: the config beside a rules/ directory holding the rules file."""
+    shutil.copy(PROMETHEUS, tmp_path / "prometheus.yml")
+    (tmp_path / "rules").mkdir()
+    shutil.copy(RULES, tmp_path / "rules" / RULES.name)
+    result = run_tool("promtool", "check", "config", str(tmp_path / "prometheus.yml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 rule files found" in result.stdout
+    assert f"SUCCESS: {len(load_rules())} rules found" in result.stdout
+    config = yaml.safe_load(PROMETHEUS.read_text())
+    assert [job["job_name"] for job in config["scrape_configs"]] == ["specwatch"]
