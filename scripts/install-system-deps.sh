@@ -10,6 +10,11 @@ done
 for tool in prometheus-alertmanager amtool; do
   command -v "$tool" >/dev/null 2>&1 || missing+=(prometheus-alertmanager)
 done
+# Deployment checks: `kubectl kustomize` builds the overlays, `docker-compose config` checks
+# the Compose file, systemd-analyze verifies the unit.
+command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)
+command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
+command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 packages=$(printf '%s\n' "${missing[@]}" | sort -u | tr '\n' ' ')

@@ -1,0 +1,114 @@
+"""Every specwatch config and command line shipped in ``deploy/`` is one specwatch accepts.
+
+Deployment files are only read by users' machines, so nothing else would notice a renamed flag
+or config key before a pod crash-loops. The helpers here are shared by the other deploy tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from exporter.cli import build_parser
+from exporter.commands.run import flag_overrides
+from exporter.config import Config, TargetConfig, load_config
+
+REPO = Path(__file__).resolve().parent.parent
+DEPLOY = REPO / "deploy"
+EXAMPLE = DEPLOY / "specwatch.example.yaml"
+# Folders of deploy/ holding other programs' configs (which may also be named specwatch.yaml).
+OTHER_PROGRAMS = ("grafana", "prometheus", "alertmanager")
+# Every file in deploy/ that specwatch itself reads as --config.
+SHIPPED_CONFIGS = sorted(
+    p
+    for p in DEPLOY.rglob("specwatch*.yaml")
+    if p.relative_to(DEPLOY).parts[0] not in OTHER_PROGRAMS
+)
+
+
+def parse_specwatch_argv(argv: list[str]) -> argparse.Namespace:
+    """Parse a deploy file's ``specwatch ...`` argument list with the real CLI parser.
+
+    argparse exits (status 2) on an unknown flag or a bad value; that becomes a test failure
+    naming the command line instead of a bare SystemExit.
+    """
+    try:
+        return build_parser().parse_args(argv)
+    except SystemExit as exc:
+        pytest.fail(f"specwatch rejects {argv}: exit {exc.code}")
+
+
+def effective_config(argv: list[str], config_file: Path | None) -> Config:
+    """The config ``specwatch <argv>`` would run with, ``--config`` read from ``config_file``.
+
+    The path inside argv is where the file lands in a container or on a host; the test passes
+    the repository file that is installed there. The environment is left out on purpose.
+    """
+    args = parse_specwatch_argv(argv)
+    assert args.command == "run", f"deploy files start the daemon, not {args.command!r}"
+    assert (args.config is None) == (config_file is None), f"--config in {argv} vs {config_file}"
+    return load_config(config_file, flag_overrides(args), environ={})
+
+
+def log_dirs_of(config: Config) -> set[str]:
+    """The deepest fixed directory of each log path: what must be mounted, not a single file.
+
+    For a glob that is the part before the first wildcard's path component.
+    """
+    dirs = set()
+    for target in config.targets:
+        for pattern in target.log_files:
+            if pattern != "-":
+                fixed = re.split(r"[*?\[]", pattern, maxsplit=1)[0]
+                dirs.add(fixed.rsplit("/", 1)[0] or "/")
+    return dirs
+
+
+def test_deploy_ships_the_expected_configs() -> None:
+    names = {p.relative_to(DEPLOY).as_posix() for p in SHIPPED_CONFIGS}
+    assert {
+        "specwatch.example.yaml",
+        "docker/specwatch.yaml",
+        "compose/specwatch.yaml",
+        "kubernetes/overlays/sidecar/specwatch.yaml",
+        "kubernetes/overlays/daemonset/specwatch.yaml",
+    } <= names
+
+
+@pytest.mark.parametrize("path", SHIPPED_CONFIGS, ids=lambda p: p.relative_to(DEPLOY).as_posix())
+def test_shipped_config_loads_with_specwatch_loader(path: Path) -> None:
+    config = load_config(path, environ={})
+    assert config.targets, "a shipped config must watch something"
+    for target in config.targets:
+        assert target.engine == "sglang"
+        assert target.log_files or target.metrics_url, f"{target.name} has no source"
+        # Log paths are where the file is on the node or in the container: absolute.
+        assert all(p == "-" or p.startswith("/") for p in target.log_files), target.log_files
+
+
+def test_example_config_shows_every_key() -> None:
+    """The example is the reference users copy: a key missing there is a key nobody finds."""
+    text = EXAMPLE.read_text(encoding="utf-8")
+    shown = set(re.findall(r"^\s*#?\s*(?:- )?([a-z_]+):", text, flags=re.MULTILINE))
+    missing = (set(Config.model_fields) | set(TargetConfig.model_fields)) - shown
+    assert not missing, f"{EXAMPLE.name} does not mention {sorted(missing)}"
+    assert {"tok_s", "curve", "bench_file"} <= shown
+
+
+def test_example_config_is_annotated_yaml_with_defaults_matching_the_loader() -> None:
+    """Values documented as defaults in the example must be the loader's real defaults."""
+    data = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+    defaults = Config()
+    for key in ("listen", "stale_after", "max_line_bytes", "from_beginning", "web_config"):
+        assert data[key] == getattr(defaults, key), key
+    assert data["targets"][0]["scrape_interval"] == TargetConfig().scrape_interval
+
+
+def test_bad_flag_in_a_deploy_command_line_is_caught() -> None:
+    """The guard the other deploy tests rely on really rejects an unknown flag."""
+    with pytest.raises(pytest.fail.Exception, match="--log-files"):
+        parse_specwatch_argv(["run", "--log-files", "/x"])

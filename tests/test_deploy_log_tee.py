@@ -1,0 +1,110 @@
+"""sglang-log-tee.py: the console-to-file bridge the sidecar and Compose deployments rely on.
+
+Run as a real process on a pipe, the way the SGLang container runs it. What specwatch needs
+from it: every line reaches both the console and the file, and rotation is by rename (the old
+inode moves to ``.1``, a new file takes the name), never by truncating in place.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.daemon import wait_for
+from tests.test_deploy_configs import REPO
+
+TEE = REPO / "deploy" / "kubernetes" / "overlays" / "sidecar" / "sglang-log-tee.py"
+LINE = b"[2026-02-23 00:14:33 TP0] Decode batch, #running-req: 48, accept len: 1.00\n"
+
+
+def run_tee(path: Path, data: bytes, *flags: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, str(TEE), str(path), *flags],
+        input=data,
+        capture_output=True,
+        timeout=30,
+    )
+
+
+def test_every_line_reaches_console_and_file_unchanged(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    data = LINE + b"bad utf-8 \xff\xfe and a NUL \x00\r\n" + b"no newline at the end"
+    result = run_tee(log, data)
+    assert result.returncode == 0
+    assert result.stdout == data
+    assert log.read_bytes() == data
+
+
+def test_appends_to_an_existing_file_instead_of_overwriting(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_bytes(b"from the previous container start\n")
+    run_tee(log, LINE)
+    assert log.read_bytes() == b"from the previous container start\n" + LINE
+
+
+def test_rotates_by_rename_and_keeps_every_line(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_bytes(LINE)
+    first_inode = log.stat().st_ino
+    lines = [LINE.replace(b"48", str(i).encode()) for i in range(10)]
+    max_bytes = len(LINE) * 4
+    result = run_tee(log, b"".join(lines), "--max-bytes", str(max_bytes), "--backups", "2")
+    assert result.returncode == 0
+    rotated = [tmp_path / "server.log.2", tmp_path / "server.log.1", log]
+    # The file specwatch had open is renamed away, not truncated: it keeps its inode.
+    assert rotated[0].stat().st_ino == first_inode
+    assert all(p.stat().st_size <= max_bytes for p in rotated)
+    # Oldest to newest across the three files: nothing lost, nothing repeated, order kept.
+    assert b"".join(p.read_bytes() for p in rotated) == LINE + b"".join(lines)
+    assert not (tmp_path / "server.log.3").exists()
+
+
+def test_oldest_backup_is_dropped_beyond_the_backup_count(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    lines = [LINE.replace(b"48", str(i).encode()) for i in range(10)]
+    run_tee(log, b"".join(lines), "--max-bytes", str(len(LINE) * 2), "--backups", "1")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["server.log", "server.log.1"]
+    assert (tmp_path / "server.log.1").read_bytes() + log.read_bytes() == b"".join(lines[-4:])
+
+
+def test_lines_are_forwarded_as_they_arrive_not_at_exit(tmp_path: Path) -> None:
+    """SGLang logs a few lines a second: they must not sit in a buffer until the next batch."""
+    log = tmp_path / "server.log"
+    proc = subprocess.Popen(
+        [sys.executable, str(TEE), str(log)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        proc.stdin.write(LINE)
+        proc.stdin.flush()
+        wait_for(lambda: log.exists() and log.read_bytes() == LINE, timeout=5)
+        assert os.read(proc.stdout.fileno(), len(LINE)) == LINE
+    finally:
+        proc.stdin.close()
+        assert proc.wait(timeout=10) == 0
+
+
+def test_closed_console_does_not_stop_the_log_file(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    proc = subprocess.Popen(
+        [sys.executable, str(TEE), str(log)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    proc.stdout.close()  # whoever read the console went away
+    time.sleep(0.1)
+    proc.stdin.write(LINE * 3)
+    proc.stdin.close()
+    assert proc.wait(timeout=10) == 0, proc.stderr.read()
+    assert log.read_bytes() == LINE * 3
+
+
+def test_bad_limits_are_refused_with_a_usage_error(tmp_path: Path) -> None:
+    result = run_tee(tmp_path / "server.log", b"", "--max-bytes", "0")
+    assert result.returncode == 2
+    assert b"--max-bytes" in result.stderr
