@@ -24,6 +24,10 @@ RATE = "$__rate_interval"
 # The exporter's default `stale_after`: per-window gauges vanish after this many seconds.
 STALE_AFTER_S = 60
 
+# The SDK defaults links and annotation toggles to "inControlsMenu" (tucked into a dropdown);
+# leaving placement out keeps Grafana's default: shown above the panels, where on-call looks.
+ABOVE_PANELS: str = None  # type: ignore[assignment]
+
 # Grafana substitutes the datasource variable; nothing names a concrete datasource uid.
 DS = cm.DataSourceRef(type_val="prometheus", uid="${datasource}")
 
@@ -186,6 +190,7 @@ def dashboard(title: str, uid: str, description: str) -> db.Dashboard:
             .hide(True)
             .icon_color("rgba(0, 211, 255, 1)")
             .type("dashboard")
+            .placement(ABOVE_PANELS)
         )
         .link(
             db.DashboardLink("specwatch dashboards")
@@ -194,6 +199,7 @@ def dashboard(title: str, uid: str, description: str) -> db.Dashboard:
             .as_dropdown(True)
             .include_vars(True)
             .keep_time(True)
+            .placement(ABOVE_PANELS)
         )
         .link(
             db.DashboardLink("Runbook")
@@ -202,6 +208,7 @@ def dashboard(title: str, uid: str, description: str) -> db.Dashboard:
             .icon("doc")
             .tooltip("What each alert and finding means, and what to do")
             .target_blank(True)
+            .placement(ABOVE_PANELS)
         )
     )
 

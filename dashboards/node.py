@@ -14,6 +14,7 @@ from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
 
 from dashboards.common import (
+    ABOVE_PANELS,
     DS,
     FLEET_UID,
     INSTANCE,
@@ -380,6 +381,7 @@ def alert_annotation() -> db.AnnotationQuery:
         .datasource(DS)
         .enable(True)
         .icon_color("red")
+        .placement(ABOVE_PANELS)
         .target(pb.Dataquery().expr(expr).ref_id("Anno").datasource(DS))
         .expr(expr)
         .step("60s")

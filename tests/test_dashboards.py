@@ -270,6 +270,9 @@ def test_dashboards_link_to_each_other_and_to_the_runbook(board: dict[str, Any])
     assert set(tagged[0]["tags"]) <= set(committed(FLEET)["tags"])
     assert tagged[0]["includeVars"] and tagged[0]["keepTime"]
     assert any(link.get("url", "").endswith("alerts/runbook.md") for link in links)
+    # Shown above the panels, not folded into the controls menu.
+    toggles = links + board["annotations"]["list"]
+    assert all("placement" not in item for item in toggles)
 
 
 def test_panels_fit_the_grid_without_overlapping(board: dict[str, Any]) -> None:
