@@ -100,7 +100,7 @@ def startup(
     ``warm`` is a restart with weights in the page cache: the same lines, shorter times.
     """
     clock = _Clock(rng, offset)
-    scale = 0.3 if warm else 1.0
+    scale = 0.15 if warm else 1.0
     events = [
         LogEvent(
             clock.now,
@@ -124,9 +124,10 @@ def _per_rank(at: float, message: str) -> Iterator[LogEvent]:
 def _schedulers(deployment: Deployment, clock: _Clock, scale: float) -> list[LogEvent]:
     events: list[LogEvent] = []
     avail = 94.6
-    events += _per_rank(clock.after(3.0), "Init torch distributed begin.")
+    events += _per_rank(clock.after(3.0 * scale), "Init torch distributed begin.")
     events += _per_rank(
-        clock.after(2.4), "Init torch distributed ends. elapsed=2.41 s, mem usage=0.52 GB"
+        clock.after(2.4 * scale),
+        f"Init torch distributed ends. elapsed={2.4 * scale:.2f} s, mem usage=0.52 GB",
     )
     events += _load_weights(clock, TARGET_ARCHITECTURE, avail, 71.20, 40.0 * scale)
     avail -= 71.20
