@@ -8,10 +8,13 @@ inode moves to ``.1``, a new file takes the name), never by truncating in place.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import yaml
 
 from tests.daemon import wait_for
 from tests.test_deploy_configs import REPO
@@ -108,3 +111,71 @@ def test_bad_limits_are_refused_with_a_usage_error(tmp_path: Path) -> None:
     result = run_tee(tmp_path / "server.log", b"", "--max-bytes", "0")
     assert result.returncode == 2
     assert b"--max-bytes" in result.stderr
+
+
+FAKE_SERVER = """
+import signal, sys, time
+def stop(signum, frame):
+    print("stopping on SIGTERM", file=sys.stderr, flush=True)
+    sys.exit(3)
+signal.signal(signal.SIGTERM, stop)
+print("INFO:     127.0.0.1:51234 - GET /health HTTP/1.1 200 OK", flush=True)
+print("[2026-02-23 00:14:33 TP0] Decode batch, accept len: 1.00", file=sys.stderr, flush=True)
+time.sleep(60)
+"""
+
+
+def shipped_launch_scripts() -> dict[str, str]:
+    """The bash script that starts SGLang, from the Kubernetes sidecar and from Compose."""
+    sidecar = yaml.safe_load((TEE.parent / "sglang.yaml").read_text(encoding="utf-8"))
+    pod = sidecar["spec"]["template"]["spec"]
+    compose = yaml.safe_load((REPO / "deploy/compose/docker-compose.yaml").read_text("utf-8"))
+    return {
+        "kubernetes": next(c for c in pod["containers"] if c["name"] == "sglang")["args"][0],
+        "compose": compose["services"]["sglang"]["command"][0],
+    }
+
+
+def test_kubernetes_and_compose_start_sglang_the_same_way() -> None:
+    scripts = shipped_launch_scripts()
+    assert scripts["kubernetes"] == scripts["compose"]
+
+
+def test_launch_script_logs_both_streams_and_leaves_sglang_as_the_signalled_process(
+    tmp_path: Path,
+) -> None:
+    """Run the shipped script with a stand-in ``sglang.launch_server`` module.
+
+    Paths are moved into tmp_path; what is checked is the shell wiring: stdout and stderr both
+    reach the file and the console, SIGTERM to the container's first process reaches the
+    server itself, and its exit status is the container's.
+    """
+    package = tmp_path / "fake" / "sglang"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "launch_server.py").write_text(FAKE_SERVER)
+    script = (
+        shipped_launch_scripts()["kubernetes"]
+        .replace("/opt/specwatch/", f"{TEE.parent}/")
+        .replace("/var/log/sglang/", f"{tmp_path}/")
+        .replace("python3 ", f"{sys.executable} ")
+    )
+    log = tmp_path / "server.log"
+    proc = subprocess.Popen(
+        ["bash", "-c", script],
+        env={**os.environ, "PYTHONPATH": str(tmp_path / "fake")},
+        stdout=subprocess.PIPE,
+    )
+    try:
+        wait_for(lambda: log.exists() and log.read_text().count("\n") == 2, timeout=15)
+        cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")
+        assert b"sglang.launch_server" in cmdline, "bash must exec the server, not wrap it"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 3
+        wait_for(lambda: "stopping on SIGTERM" in log.read_text(), timeout=5)
+        console = proc.stdout.read().decode()
+    finally:
+        proc.kill()
+    lines = log.read_text().splitlines()
+    assert "GET /health" in lines[0] and "Decode batch" in lines[1]
+    assert all(line in console for line in lines)
