@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format system-deps clean dashboards
+.PHONY: demo test lint format system-deps clean dashboards alerts
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ demo: $(STAMP)
 # Regenerate dashboards/*.json from the Python in dashboards/ (a test fails when they differ).
 dashboards: $(STAMP)
 	$(BIN)/python -m dashboards.build
+
+# Regenerate the Kubernetes PrometheusRule from alerts/specwatch-rules.yaml (a test compares).
+alerts: $(STAMP)
+	$(BIN)/python alerts/build.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .hypothesis

@@ -3,14 +3,16 @@
 Alert rules and dashboard queries are only proven by the server that evaluates them: promtool
 unit tests cover the PromQL, but not scraping, staleness handling, rule groups running on their
 own clock, or notification routing. Each context manager here starts the real Debian binary
-with a generated config in a temporary directory on a free loopback port, waits until it is
-ready, and stops it (and only it) on exit. Callers must check ``require_tool`` first.
+with a generated config in its own directory under ``tmp_path`` (so one test may run several)
+on a free loopback port, waits until it is ready, and stops it (and only it) on exit. Callers
+must check ``require_tool`` first.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
 import threading
 import urllib.parse
 import urllib.request
@@ -143,8 +145,7 @@ def running_prometheus(
     interval: str = "1s",
 ) -> Iterator[RunningPrometheus]:
     """Prometheus scraping ``host:port`` targets, evaluating ``rule_files`` every ``interval``."""
-    home = tmp_path / "prometheus"
-    home.mkdir()
+    home = Path(tempfile.mkdtemp(prefix="prometheus-", dir=tmp_path))
     config_path = home / "prometheus.yml"
     config = prometheus_config(scrape_targets, rule_files, alertmanager_url, job, interval)
     config_path.write_text(yaml.safe_dump(config))
@@ -183,8 +184,7 @@ class RunningAlertmanager:
 @contextmanager
 def running_alertmanager(tmp_path: Path, config: dict[str, Any]) -> Iterator[RunningAlertmanager]:
     """Alertmanager with ``config``, clustering off, on a free loopback port."""
-    home = tmp_path / "alertmanager"
-    home.mkdir()
+    home = Path(tempfile.mkdtemp(prefix="alertmanager-", dir=tmp_path))
     config_path = home / "alertmanager.yml"
     config_path.write_text(yaml.safe_dump(config))
     url = f"http://127.0.0.1:{free_port()}"

@@ -180,7 +180,7 @@ def test_collapsed_drafter_pages_through_alertmanager_with_labels_and_annotation
         assert low[0]["status"]["inhibitedBy"], low
         time.sleep(3)  # several group intervals: a leak would have been delivered by now
         assert notified(webhook, "SpecDecodeAcceptLengthLow") == []
-        # An idle-safe, healthy-safe set: nothing about CUDA graphs or the exporter itself.
+        # Incident 1 is not a CUDA-graph, configuration or exporter problem.
         for quiet in ("SpecDecodeCudaGraphDisabled", "SpecwatchDown", "SpecDecodeMisconfigured"):
             assert firing(prometheus, quiet) == [], quiet
 
