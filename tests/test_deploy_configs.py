@@ -112,3 +112,27 @@ def test_bad_flag_in_a_deploy_command_line_is_caught() -> None:
     """The guard the other deploy tests rely on really rejects an unknown flag."""
     with pytest.raises(pytest.fail.Exception, match="--log-files"):
         parse_specwatch_argv(["run", "--log-files", "/x"])
+
+
+# Deploy files that may name repository paths in commands and comments.
+REFERRING_FILES = [
+    REPO / ".dockerignore",
+    *(
+        p
+        for p in DEPLOY.rglob("*")
+        if p.is_file() and p.relative_to(DEPLOY).parts[0] not in OTHER_PROGRAMS
+    ),
+]
+# A repository-relative path: starts at a top-level folder, not inside an absolute path or URL.
+_REPO_PATH = re.compile(r"(?<![\w./-])((?:deploy|alerts|dashboards|exporter|scripts)/[\w./-]*\w)")
+
+
+def test_repository_paths_named_in_deploy_files_exist() -> None:
+    referenced = {
+        (path.relative_to(REPO).as_posix(), ref)
+        for path in REFERRING_FILES
+        for ref in _REPO_PATH.findall(path.read_text(encoding="utf-8", errors="replace"))
+    }
+    assert len(referenced) > 5, "the pattern no longer finds the references"
+    missing = [(where, ref) for where, ref in sorted(referenced) if not (REPO / ref).exists()]
+    assert not missing, missing
