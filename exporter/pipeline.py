@@ -7,16 +7,11 @@ parsed only when its raw bytes contain a marker; everything else is only counted
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import BinaryIO, Protocol
 
-from exporter.engines.sglang import (
-    EVENT_MARKERS,
-    STATS_MARKERS,
-    Prefix,
-    split_prefix,
-    stats_from_prefix,
-)
+from exporter.engines.sglang import EVENT_MARKERS, STATS_MARKERS, Prefix, classify
 from exporter.envelopes import EnvelopeDecoder, clean
 from exporter.record import StatsRecord, Unrecognized
 
@@ -59,46 +54,48 @@ class LineProcessor:
         sink = self._sink
         decoder = self._decoder
         lines = decoder.decode(raw_lines)
-        if decoder.oversized:
-            for _ in range(decoder.oversized):
-                sink.on_skipped("too_long")
-            decoder.oversized = 0
+        for _ in range(decoder.oversized):
+            sink.on_skipped("too_long")
+        decoder.oversized = 0
         sink.on_lines(len(lines))
+        # One C-speed scan of the whole batch tells which markers can occur at all, so the
+        # per-line test below usually checks the two stats markers only.
         blob = b"\n".join(lines)
-        stats = [marker for marker in STATS_MARKERS if marker in blob]
-        events = [marker for marker in EVENT_MARKERS if marker in blob]
-        if not stats and not events:
+        markers = tuple(marker for marker in _ALL_MARKERS if marker in blob)
+        if not markers:
             return
-        markers = tuple(stats + events)
+        handle = self._handle
         for line in lines:
             for marker in markers:
                 if marker in line:
-                    self._handle(line)
+                    handle(line)
                     break
 
     def _handle(self, line: bytes) -> None:
         """Decode, clean and dispatch one line that carries a marker."""
-        sink = self._sink
         try:
             text = line.decode("utf-8")
         except UnicodeDecodeError:
-            sink.on_skipped("invalid_utf8")
+            self._sink.on_skipped("invalid_utf8")
             return
-        prefix = split_prefix(clean(text))
-        if prefix is None:
-            return
-        result = stats_from_prefix(prefix)
-        if isinstance(result, StatsRecord):
-            sink.on_record(result)
-        elif isinstance(result, Unrecognized):
-            sink.on_unrecognized(result.reason)
-        elif _is_event(prefix.message):
-            sink.on_event(prefix)
+        result = classify(clean(text))
+        if type(result) is StatsRecord:
+            self._sink.on_record(result)
+        elif type(result) is Unrecognized:
+            self._sink.on_unrecognized(result.reason)
+        elif result is not None and _is_event(result.message):
+            self._sink.on_event(result)
+
+
+_ALL_MARKERS = STATS_MARKERS + EVENT_MARKERS
+_EVENT_TEXT = re.compile("|".join(re.escape(marker.decode()) for marker in EVENT_MARKERS))
+_EVENT_SCAN = EVENT_MARKER_WINDOW + max(map(len, EVENT_MARKERS))
 
 
 def _is_event(message: str) -> bool:
-    head = message[: EVENT_MARKER_WINDOW + max(map(len, EVENT_MARKERS))]
-    return any(0 <= head.find(marker.decode()) <= EVENT_MARKER_WINDOW for marker in EVENT_MARKERS)
+    """An event marker that starts within the first EVENT_MARKER_WINDOW characters."""
+    found = _EVENT_TEXT.search(message, 0, _EVENT_SCAN)
+    return found is not None and found.start() <= EVENT_MARKER_WINDOW
 
 
 def iter_line_batches(

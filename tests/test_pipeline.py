@@ -1,0 +1,204 @@
+"""LineProcessor: raw bytes of one file stream in, records, drift, skips and events out."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pytest
+
+from exporter.engines.sglang import Prefix
+from exporter.pipeline import LineProcessor, iter_line_batches
+from exporter.record import StatsRecord
+
+DECODE = (
+    "[2026-02-23 00:14:33 TP0] Decode batch, #running-req: 48, #token: 6460, token usage: 0.06, "
+    "accept len: 1.00, accept rate: 0.25, cuda graph: True, gen throughput (token/s): 637.19, "
+    "#queue-req: 32"
+)
+PREFILL = (
+    "[2026-02-23 00:14:31 TP0] Prefill batch, #new-seq: 1, #new-token: 2048, #cached-token: 512, "
+    "token usage: 0.09, #running-req: 11, #queue-req: 0, input throughput (token/s): 8123.40, "
+    "cuda graph: False"
+)
+ACCESS = '[2026-02-23 00:14:35] INFO:     10.0.0.7:51234 - "GET /metrics HTTP/1.1" 200 OK'
+
+
+@dataclass
+class ListSink:
+    lines: int = 0
+    records: list[StatsRecord] = field(default_factory=list)
+    unrecognized: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    events: list[Prefix] = field(default_factory=list)
+    order: list[str] = field(default_factory=list)
+
+    def on_lines(self, count: int) -> None:
+        self.lines += count
+
+    def on_record(self, record: StatsRecord) -> None:
+        self.records.append(record)
+        self.order.append(f"record:{record.kind}")
+
+    def on_unrecognized(self, reason: str) -> None:
+        self.unrecognized.append(reason)
+
+    def on_skipped(self, reason: str) -> None:
+        self.skipped.append(reason)
+
+    def on_event(self, prefix: Prefix) -> None:
+        self.events.append(prefix)
+        self.order.append("event")
+
+
+def run(lines: list[bytes]) -> ListSink:
+    sink = ListSink()
+    LineProcessor(sink).process(lines)
+    return sink
+
+
+def test_stats_lines_become_records_and_every_line_is_counted() -> None:
+    sink = run([DECODE.encode(), ACCESS.encode(), PREFILL.encode(), b""])
+    assert sink.lines == 4
+    assert [r.kind for r in sink.records] == ["decode", "prefill"]
+    assert sink.records[0].accept_length == 1.0
+    assert sink.records[1].new_tokens == 2048
+
+
+def test_unparseable_stats_line_is_reported_without_its_text() -> None:
+    sink = run([b"[2026-02-23 00:14:33 TP0] Decode batch, #running-req: lots, #queue-req: 0"])
+    assert sink.records == []
+    assert sink.unrecognized == ["bad_value"]
+
+
+def test_marker_line_with_invalid_utf8_is_skipped_and_counted() -> None:
+    sink = run([DECODE.encode().replace(b"TP0", b"TP\xff"), DECODE.encode()])
+    assert sink.skipped == ["invalid_utf8"]
+    assert len(sink.records) == 1
+    assert sink.lines == 2
+
+
+def test_invalid_utf8_in_an_uninteresting_line_costs_nothing() -> None:
+    sink = run([b"\xff\xfe binary junk", DECODE.encode()])
+    assert sink.skipped == []
+    assert len(sink.records) == 1
+
+
+def test_crlf_ansi_nul_and_progress_bar_debris_around_stats_lines() -> None:
+    sink = run(
+        [
+            DECODE.encode() + b"\r",
+            b"\x1b[2K" + PREFILL.encode() + b"\x00",
+            b"Capturing batches (bs=8):  50%|#####\r" + DECODE.encode(),
+        ]
+    )
+    assert [r.kind for r in sink.records] == ["decode", "prefill", "decode"]
+    assert all(r.gen_throughput == 637.19 for r in sink.records if r.kind == "decode")
+
+
+def test_prompt_text_quoting_a_stats_line_is_not_a_record() -> None:
+    finish = (
+        "[2026-02-23 00:14:35] Finish: obj=GenerateReqInput(text='Decode batch, accept len: 9.99,"
+        " cuda graph: True'), out={'meta_info': {'spec_verify_ct': 3}}"
+    )
+    sink = run([finish.encode()])
+    assert sink.records == []
+    assert sink.unrecognized == []
+    assert sink.events == []
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "server_args=ServerArgs(model_path='m', speculative_algorithm='EAGLE')",
+        "Load weight end. elapsed=1.02 s, type=LlamaForCausalLMEagle3, dtype=torch.bfloat16",
+        "max_total_num_tokens=1183744, chunked_prefill_size=8192, max_running_requests=48",
+        "Capture cuda graph begin. This can take up to several minutes. avail mem=19.02 GB",
+        "Capture draft cuda graph end. Time elapsed: 6.12 s. mem usage=0.41 GB.",
+        "The server is fired up and ready to roll!",
+        "Max running requests is reset to 48 for speculative decoding.",
+        "KV cache pool is full. Retract requests. #retracted_reqs: 3, #new_tokens_gained: 4096",
+    ],
+)
+def test_startup_and_config_lines_are_delivered_as_events(message: str) -> None:
+    sink = run([f"[2026-02-23 00:10:34 TP0] {message}".encode()])
+    assert sink.events == [Prefix("2026-02-23T00:10:34", None, 0, message)]
+
+
+def test_request_logs_echoing_event_words_are_not_events() -> None:
+    receive = (
+        "[2026-02-23 00:14:35] Receive: obj=GenerateReqInput(text='print server_args= and "
+        "Load weight end. please')"
+    )
+    access = '[2026-02-23 00:14:35] INFO:     1.2.3.4:5 - "GET /?q=server_args= HTTP/1.1" 404'
+    sink = run([receive.encode(), access.encode()])
+    assert sink.events == []
+
+
+def test_event_lines_without_sglang_prefix_are_not_events() -> None:
+    sink = run([b"server_args=ServerArgs(model_path='m')"])
+    assert sink.events == []
+
+
+def test_events_and_records_arrive_in_line_order() -> None:
+    sink = run(
+        [
+            b"[2026-02-23 00:10:34 TP0] Load weight end. type=LlamaForCausalLMEagle3",
+            DECODE.encode(),
+            b"[2026-02-23 00:20:00 TP0] KV cache pool is full. Retract requests.",
+            PREFILL.encode(),
+        ]
+    )
+    assert sink.order == ["event", "record:decode", "event", "record:prefill"]
+
+
+def test_cri_wrapped_log_counts_joined_lines_once() -> None:
+    head = "2026-02-23T00:14:33.000000001Z stderr"
+    sink = run(
+        [
+            f"{head} P {DECODE[:50]}".encode(),
+            f"{head} F {DECODE[50:]}".encode(),
+            f"{head} F {ACCESS}".encode(),
+        ]
+    )
+    assert sink.lines == 2
+    assert [r.running_requests for r in sink.records] == [48]
+
+
+def test_docker_wrapped_log_yields_the_same_records_as_plain() -> None:
+    wrapped = [
+        json.dumps({"log": line + "\r\n", "stream": "stderr", "time": "2026-02-23T00:14:33Z"})
+        for line in (DECODE, ACCESS, PREFILL)
+    ]
+    docker_sink = run([line.encode() for line in wrapped])
+    plain_sink = run([DECODE.encode(), ACCESS.encode(), PREFILL.encode()])
+    assert docker_sink.records == plain_sink.records
+    assert docker_sink.lines == 3
+
+
+def test_oversized_joined_line_is_reported_as_skipped() -> None:
+    head = "2026-02-23T00:14:33Z stderr"
+    piece = "x" * 60_000
+    lines = [f"{head} P {piece}".encode()] * 20 + [f"{head} F end".encode(), DECODE.encode()]
+    sink = run(lines)
+    assert sink.skipped == ["too_long"]
+
+
+def test_reset_after_rotation_detects_the_new_files_envelope() -> None:
+    sink = ListSink()
+    processor = LineProcessor(sink)
+    processor.process([f"2026-02-23T00:14:33Z stderr P {DECODE[:30]}".encode()])
+    processor.reset()
+    processor.process([DECODE.encode()])
+    assert len(sink.records) == 1
+    assert sink.records[0].running_requests == 48
+
+
+def test_iter_line_batches_splits_across_chunk_borders_and_keeps_a_last_partial_line(
+    tmp_path,
+) -> None:
+    path = tmp_path / "server.log"
+    path.write_bytes(b"alpha\nbeta\r\n\ngamma")
+    with path.open("rb") as stream:
+        lines = [line for batch in iter_line_batches(stream, chunk_bytes=3) for line in batch]
+    assert lines == [b"alpha", b"beta\r", b"", b"gamma"]

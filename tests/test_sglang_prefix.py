@@ -1,0 +1,87 @@
+"""SGLang's log prefix in every variant (reference: sglang.md section 1.8)."""
+
+from __future__ import annotations
+
+import pytest
+
+from exporter.engines.sglang import Prefix, split_prefix
+
+
+def test_scheduler_prefix_with_tp_rank_gives_time_and_rank() -> None:
+    prefix = split_prefix("[2026-02-23 00:14:33 TP0] Decode batch, #running-req: 1")
+    assert prefix == Prefix(
+        time="2026-02-23T00:14:33",
+        dp_rank=None,
+        tp_rank=0,
+        message="Decode batch, #running-req: 1",
+    )
+
+
+def test_main_process_prefix_has_no_rank() -> None:
+    prefix = split_prefix("[2026-02-23 00:10:52] The server is fired up and ready to roll!")
+    assert prefix is not None
+    assert (prefix.time, prefix.dp_rank, prefix.tp_rank) == ("2026-02-23T00:10:52", None, None)
+    assert prefix.message == "The server is fired up and ready to roll!"
+
+
+def test_milliseconds_from_sglang_log_ms_are_kept_in_the_time() -> None:
+    prefix = split_prefix("[2026-02-23 00:14:33.042 TP1] Decode batch, #running-req: 1")
+    assert prefix is not None
+    assert prefix.time == "2026-02-23T00:14:33.042"
+    assert prefix.tp_rank == 1
+
+
+@pytest.mark.parametrize(
+    ("ranks", "dp", "tp"),
+    [
+        ("DP3 TP3 EP3", 3, 3),  # Feb 2026 order DP PP ATTN_CP MOE_DP TP EP, subset
+        ("DP1 PP2 ATTN_CP3 MOE_DP4 TP5 EP6", 1, 5),  # every part since 2026-02-13
+        ("DP0 TP12 EP12 PP1", 0, 12),  # pre-Nov-2025 order DP TP EP PP
+        ("TP7 EP7", None, 7),  # expert parallel without DP attention
+        ("PP1 TP2", None, 2),
+        ("DP2", 2, None),  # SGLANG_DP_RANK forced, tp_size 1
+        ("MOE_DP4 TP6", None, 6),  # MOE_DP is not the DP rank
+    ],
+)
+def test_rank_parts_are_read_by_name_in_any_order(
+    ranks: str, dp: int | None, tp: int | None
+) -> None:
+    prefix = split_prefix(f"[2026-02-23 00:14:33 {ranks}] Decode batch, #running-req: 1")
+    assert prefix is not None
+    assert (prefix.dp_rank, prefix.tp_rank) == (dp, tp)
+
+
+def test_ray_actor_tag_before_the_prefix_is_accepted() -> None:
+    line = "(SGLangEngine pid=41820) [2026-03-22 13:53:37 TP0] Decode batch, #running-req: 4"
+    prefix = split_prefix(line)
+    assert prefix is not None
+    assert prefix.time == "2026-03-22T13:53:37"
+    assert prefix.message == "Decode batch, #running-req: 4"
+
+
+def test_ray_actor_tag_with_ip_and_repeat_note_leaves_the_plain_message() -> None:
+    line = (
+        "(SGLangEngine pid=41820, ip=10.0.0.3) [2026-03-22 13:53:37 DP1 TP1] "
+        "Decode batch, #queue-req: 0 [repeated 7x across cluster]"
+    )
+    prefix = split_prefix(line)
+    assert prefix is not None
+    assert prefix.message == "Decode batch, #queue-req: 0"
+    assert prefix.dp_rank == 1
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Decode batch, #running-req: 1, #queue-req: 0",  # no prefix at all
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 3178',
+        "INFO 02-23 00:14:33 [loggers.py:116] Engine 000: Avg generation throughput",  # vLLM
+        "[2026-02-23] Decode batch, #running-req: 1",  # date only
+        "[00:14:33 TP0] Decode batch, #running-req: 1",  # time only
+        "[2026-02-23 00:14:33 tp0] Decode batch, #running-req: 1",  # lower-case rank
+        "x [2026-02-23 00:14:33 TP0] Decode batch, #running-req: 1",  # prefix not at the start
+        "",
+    ],
+)
+def test_lines_not_formatted_by_sglang_have_no_prefix(line: str) -> None:
+    assert split_prefix(line) is None
