@@ -148,10 +148,10 @@ def _stats(kind: str, head: _Head, message: str) -> StatsRecord | Unrecognized:
         _read_fields(message[header.end() :], values, extra)
     except ValueError:
         return Unrecognized("bad_value")
-    if not values:
-        return Unrecognized("no_fields")
     if "token_usage" not in values and "full_token_usage" in extra:
         values["token_usage"] = extra["full_token_usage"]
+    if not values:
+        return Unrecognized("no_fields")
     return StatsRecord(
         kind=kind, time=head[0], dp_rank=head[1], tp_rank=head[2], extra=extra, **values
     )

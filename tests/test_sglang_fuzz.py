@@ -1,0 +1,218 @@
+"""Property tests: nothing crashes the line processor, and any valid stats line round-trips.
+
+Valid lines are generated from the format facts (reference sglang.md 1.3-1.8): any subset and
+order of fields, every header and line-end variant, any rank subset in any order, Ray's tag,
+unknown fields mixed in. Values are drawn in hundredths because SGLang prints 2 decimals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from exporter.engines.sglang import Prefix, parse_stats
+from exporter.pipeline import LineProcessor
+from exporter.record import StatsRecord
+
+
+@dataclass
+class CountingSink:
+    lines: int = 0
+    records: list[StatsRecord] = field(default_factory=list)
+    other: int = 0
+
+    def on_lines(self, count: int) -> None:
+        self.lines += count
+
+    def on_record(self, record: StatsRecord) -> None:
+        self.records.append(record)
+
+    def on_unrecognized(self, reason: str) -> None:
+        assert isinstance(reason, str)
+        self.other += 1
+
+    def on_skipped(self, reason: str) -> None:
+        self.other += 1
+
+    def on_event(self, prefix: Prefix) -> None:
+        assert isinstance(prefix, Prefix)
+        self.other += 1
+
+
+# Fragments that steer random bytes into every branch of the pipeline.
+_FRAGMENTS = [
+    b"[2026-02-23 00:14:33 TP0] ",
+    b"[2026-02-23 00:14:33.123 DP1 TP2 EP3] ",
+    b"(SGLangEngine pid=1, ip=1.2.3.4) ",
+    b"Decode batch, ",
+    b"Decode batch. ",
+    b"Decode batch [7], ",
+    b"Prefill batch, ",
+    b"#running-req: ",
+    b"accept len: ",
+    b"cuda graph: ",
+    b"npu graph: ",
+    b"cache hit rate: ",
+    b"fwd occupancy: ",
+    b"1.00",
+    b"True",
+    b"%",
+    b", ",
+    b": ",
+    b"\r",
+    b"\x1b[32m",
+    b"\x00",
+    b"\xff",
+    b"server_args=",
+    b"Load weight end.",
+    b'{"log":"',
+    b'\\n","stream":"stderr"}',
+    b"2026-02-23T00:14:33Z stderr P ",
+    b"2026-02-23T00:14:33Z stdout F ",
+]
+
+raw_lines = st.lists(
+    st.one_of(
+        st.binary(max_size=200),
+        st.lists(st.one_of(st.sampled_from(_FRAGMENTS), st.binary(max_size=8)), max_size=12).map(
+            b"".join
+        ),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(raw_lines, max_size=4))
+def test_arbitrary_bytes_never_crash_and_every_payload_line_is_counted(
+    batches: list[list[bytes]],
+) -> None:
+    sink = CountingSink()
+    processor = LineProcessor(sink)
+    for batch in batches:
+        processor.process(batch)
+    assert sink.lines <= sum(len(batch) for batch in batches)
+    for record in sink.records:
+        assert record.kind in ("decode", "prefill")
+
+
+# --- round trip ------------------------------------------------------------------------------
+
+hundredths = st.integers(min_value=0, max_value=10**7).map(lambda c: c / 100)
+ratios = st.integers(min_value=0, max_value=100).map(lambda c: c / 100)
+counts = st.integers(min_value=0, max_value=10**6)
+
+# record attribute -> (SGLang field name, value strategy)
+_DECODE_FIELDS: dict[str, tuple[str, st.SearchStrategy[Any]]] = {
+    "running_requests": ("#running-req", counts),
+    "queued_requests": ("#queue-req", counts),
+    "token_usage": ("token usage", ratios),
+    "accept_length": ("accept len", hundredths),
+    "accept_rate": ("accept rate", ratios),
+    "gen_throughput": ("gen throughput (token/s)", hundredths),
+}
+_PREFILL_FIELDS: dict[str, tuple[str, st.SearchStrategy[Any]]] = {
+    "running_requests": ("#running-req", counts),
+    "queued_requests": ("#queue-req", counts),
+    "token_usage": ("token usage", ratios),
+    "new_tokens": ("#new-token", counts),
+    "cached_tokens": ("#cached-token", counts),
+    "input_throughput": ("input throughput (token/s)", hundredths),
+}
+_NOISE = [
+    "#token: 6460",
+    "#swa token: 8192",
+    "swa token usage: 0.03",
+    "#prealloc-req: 2",
+    "waiting-image-req: 0",
+    "est. decode TFLOPS/s (per GPU): 12.50",
+    "#new-seq: 3",
+    "some future field: 1.5",
+]
+_RANKS = ["DP", "PP", "ATTN_CP", "MOE_DP", "TP", "EP"]
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
+
+
+@st.composite
+def stats_lines(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
+    """(line, expected record attributes) for a random valid SGLang stats line."""
+    kind = draw(st.sampled_from(["decode", "prefill"]))
+    table = _DECODE_FIELDS if kind == "decode" else _PREFILL_FIELDS
+    chosen = draw(st.lists(st.sampled_from(sorted(table)), min_size=1, unique=True))
+    expected: dict[str, Any] = {"kind": kind}
+    parts: list[str] = []
+    for attr in chosen:
+        name, values = table[attr]
+        value = draw(values)
+        if attr == "token_usage" and draw(st.booleans()):
+            name = "full token usage"  # hybrid SWA/SSM pools
+        expected[attr] = value
+        parts.append(f"{name}: {_render(value)}")
+    if draw(st.booleans()):
+        graph = draw(st.booleans())
+        device = draw(st.sampled_from(["cuda", "cpu", "npu", "musa"]))
+        expected["cuda_graph"] = graph
+        parts.append(f"{device} graph: {graph}")
+    for noise in draw(st.lists(st.sampled_from(_NOISE), max_size=3)):
+        parts.insert(draw(st.integers(0, len(parts))), noise)
+    word = "Decode" if kind == "decode" else "Prefill"
+    header = draw(st.sampled_from([f"{word} batch. ", f"{word} batch, ", f"{word} batch [42], "]))
+    ending = draw(st.sampled_from(["", ", ", ", timestamp: 2026-02-23T00:14:33.123456"]))
+
+    ranks = draw(st.lists(st.sampled_from(_RANKS), unique=True, max_size=6))
+    numbers = [draw(st.integers(0, 63)) for _ in ranks]
+    expected["dp_rank"] = numbers[ranks.index("DP")] if "DP" in ranks else None
+    expected["tp_rank"] = numbers[ranks.index("TP")] if "TP" in ranks else None
+    rank_text = "".join(f" {r}{n}" for r, n in zip(ranks, numbers, strict=True))
+    millis = draw(st.one_of(st.none(), st.integers(0, 999)))
+    clock = f"{draw(st.integers(0, 23)):02d}:{draw(st.integers(0, 59)):02d}:07"
+    expected["time"] = f"2026-02-23T{clock}" + (f".{millis:03d}" if millis is not None else "")
+    stamp = f"2026-02-23 {clock}" + (f".{millis:03d}" if millis is not None else "")
+    ray = draw(st.sampled_from(["", "(SGLangEngine pid=41820) ", "(Actor pid=7, ip=10.0.0.2) "]))
+    line = f"{ray}[{stamp}{rank_text}] {header}{', '.join(parts)}{ending}"
+    return line, expected
+
+
+def _check(record: StatsRecord, expected: dict[str, Any]) -> None:
+    for attr, value in expected.items():
+        assert getattr(record, attr) == value, (attr, record)
+
+
+@settings(max_examples=300, deadline=None)
+@given(stats_lines())
+def test_generated_valid_lines_round_trip_to_the_intended_values(
+    case: tuple[str, dict[str, Any]],
+) -> None:
+    line, expected = case
+    result = parse_stats(line)
+    assert isinstance(result, StatsRecord), (line, result)
+    _check(result, expected)
+
+
+@settings(max_examples=100, deadline=None)
+@given(stats_lines(), st.sampled_from(["plain", "crlf", "cri", "ansi"]))
+def test_generated_lines_round_trip_through_the_pipeline_in_any_envelope(
+    case: tuple[str, dict[str, Any]], wrapping: str
+) -> None:
+    line, expected = case
+    raw = line.encode()
+    if wrapping == "crlf":
+        raw += b"\r"
+    elif wrapping == "cri":
+        raw = b"2026-02-23T00:14:33.5Z stderr F " + raw
+    elif wrapping == "ansi":
+        raw = b"\x1b[0m" + raw + b"\x1b[0m"
+    sink = CountingSink()
+    LineProcessor(sink).process([raw])
+    assert len(sink.records) == 1
+    _check(sink.records[0], expected)
