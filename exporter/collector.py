@@ -7,6 +7,7 @@ current), and a scrape never waits on a tailer or an upstream.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
@@ -14,8 +15,13 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from exporter import __version__
+from exporter.custom_rules import CustomSample
+from exporter.findings import drafts_only_accept_rate
+from exporter.insight import Insight, inspect
+from exporter.server_config import ServerConfig
 from exporter.state import ACCEPT_LENGTH_BUCKETS, TargetSnapshot, Window
 from exporter.target import Target
+from exporter.upstream import ENDPOINTS, REASONS, UpstreamValues
 
 P = "specwatch_"
 
@@ -46,6 +52,22 @@ FAMILIES: dict[str, tuple[str, str]] = {
         "Throughput without speculation at the current running requests (configured).",
     ),
     "expected_accept_length": ("gauge", "Accept length this drafter should reach (configured)."),
+    "max_running_requests": (
+        "gauge",
+        "The server's cap on running requests, from its startup log or /server_info.",
+    ),
+    "speculative_info": (
+        "gauge",
+        "Speculative decoding configuration of the server (log, /server_info, draft config); 1.",
+    ),
+    "finding": ("gauge", "1 for each active finding (spec section 7 codes); absent otherwise."),
+    "upstream_up": ("gauge", "1 if the newest scrape of the server's endpoint succeeded."),
+    "upstream_scrape_duration_seconds": ("gauge", "Duration of the newest upstream scrape."),
+    "upstream_scrape_errors": ("counter", "Failed upstream scrapes, by endpoint and reason."),
+    "custom_rule_dropped_lines": (
+        "counter",
+        "Lines a custom rule matched but did not export: series_limit or bad_value.",
+    ),
     "log_lines": ("counter", "Log lines read."),
     "log_stats_lines": ("counter", "Scheduler stats lines parsed, by kind."),
     "log_unrecognized_stats_lines": (
@@ -74,6 +96,7 @@ class Families:
 
     def __init__(self) -> None:
         self._metrics: dict[str, Metric] = {}
+        self._custom: dict[str, Metric] = {}
 
     def add(self, short: str, labels: dict[str, str], value: float, suffix: str = "") -> None:
         metric = self._metrics.get(short)
@@ -82,8 +105,17 @@ class Families:
             metric = self._metrics[short] = Metric(P + short, doc, kind)
         metric.add_sample(P + short + suffix, labels, value)
 
+    def add_custom(self, sample: CustomSample, labels: dict[str, str]) -> None:
+        """A user-defined ``specwatch_custom_*`` series (names validated at start)."""
+        metric = self._custom.get(sample.name)
+        if metric is None:
+            metric = self._custom[sample.name] = Metric(sample.name, sample.help, sample.type)
+        suffix = "_total" if sample.type == "counter" else ""
+        metric.add_sample(sample.name + suffix, labels, sample.value)
+
     def __iter__(self) -> Iterator[Metric]:
-        return (self._metrics[k] for k in FAMILIES if k in self._metrics)
+        declared = (self._metrics[k] for k in FAMILIES if k in self._metrics)
+        return itertools.chain(declared, self._custom.values())
 
 
 class SpecwatchCollector(Collector):
@@ -121,6 +153,7 @@ def render_target(
     _render_speed(out, target, base, fresh, snap)
     _render_counters(out, base, snap)
     _render_log_health(out, base, snap)
+    _render_insight(out, target, base, fresh, now, stale_after)
 
 
 def _window_labels(base: dict[str, str], dp_rank: int | None) -> dict[str, str]:
@@ -200,3 +233,99 @@ def _render_log_health(out: Families, base: dict[str, str], snap: TargetSnapshot
         labels = {**base, "reason": reason}
         out.add("log_skipped_lines", labels, snap.skipped.get(reason, 0), "_total")
     out.add("log_read_errors", base, snap.read_errors, "_total")
+
+
+# Upstream gauges that stand in for the log's window gauges, only while no log window is fresh:
+# the two sources never export the same series at once.
+UPSTREAM_GAUGES: tuple[tuple[str, Callable[[UpstreamValues], float | None]], ...] = (
+    ("accept_length", lambda v: v.accept_length),
+    ("running_requests", lambda v: v.running_requests),
+    ("queued_requests", lambda v: v.queued_requests),
+    ("token_usage_ratio", lambda v: v.token_usage),
+    ("gen_throughput_tokens_per_second", lambda v: v.gen_throughput),
+)
+DRAFT_MODEL_MAX = 64
+
+
+def _render_insight(
+    out: Families,
+    target: Target,
+    base: dict[str, str],
+    fresh: dict[int | None, Window],
+    now: float,
+    stale_after: float,
+) -> None:
+    """Configuration, findings, upstream health and values, and custom rule series."""
+    insight = inspect(target, now, bool(fresh), stale_after)
+    tokens = insight.config.num_draft_tokens
+    for dp_rank, window in fresh.items():
+        rate = drafts_only_accept_rate(window.record.accept_length, tokens)
+        if rate is not None:
+            out.add("accept_rate", _window_labels(base, dp_rank), rate)
+    if insight.fallback is not None:
+        _render_upstream_values(out, base, insight.fallback, tokens)
+    if insight.config.max_running_requests is not None:
+        out.add("max_running_requests", base, insight.config.max_running_requests)
+    out.add("speculative_info", {**base, **speculative_labels(insight.config)}, 1)
+    for finding in insight.findings:
+        out.add("finding", {**base, "code": finding.code, "severity": finding.severity}, 1)
+    _render_upstream_health(out, base, insight)
+    _render_custom(out, base, target, stale_after)
+
+
+def _render_upstream_values(
+    out: Families, base: dict[str, str], values: UpstreamValues, tokens: int | None
+) -> None:
+    for short, getter in UPSTREAM_GAUGES:
+        value = getter(values)
+        if value is not None:
+            out.add(short, base, value)
+    rate = drafts_only_accept_rate(values.accept_length, tokens)
+    if rate is not None:
+        out.add("accept_rate", base, rate)
+
+
+def speculative_labels(config: ServerConfig) -> dict[str, str]:
+    """Bounded label values: the draft path is cut to its last two components (a hub id or
+    model folder), so machine-specific mount points do not become label values."""
+    draft = "/".join((config.draft_model_path or "").rstrip("/").split("/")[-2:])
+
+    def text(value: object) -> str:
+        return "" if value is None else str(value)
+
+    return {
+        "algorithm": text(config.algorithm),
+        "draft_model": draft[-DRAFT_MODEL_MAX:],
+        "draft_architecture": text(config.draft_architecture),
+        "num_steps": text(config.num_steps),
+        "eagle_topk": text(config.eagle_topk),
+        "num_draft_tokens": text(config.num_draft_tokens),
+    }
+
+
+def _render_upstream_health(out: Families, base: dict[str, str], insight: Insight) -> None:
+    snap = insight.upstream
+    if snap is None:
+        return
+    for endpoint, status in snap.endpoints.items():
+        labels = {**base, "endpoint": endpoint}
+        out.add("upstream_up", labels, 1 if status.up else 0)
+        out.add("upstream_scrape_duration_seconds", labels, status.duration_seconds)
+    for endpoint in ENDPOINTS:
+        if endpoint not in snap.endpoints:
+            continue
+        for reason in REASONS:  # every reason from zero, so rate() and increase() work
+            labels = {**base, "endpoint": endpoint, "reason": reason}
+            count = snap.errors.get((endpoint, reason), 0)
+            out.add("upstream_scrape_errors", labels, count, "_total")
+
+
+def _render_custom(out: Families, base: dict[str, str], target: Target, stale_after: float) -> None:
+    rules = target.custom_rules
+    if rules is None:
+        return
+    for sample in rules.samples(stale_after):
+        out.add_custom(sample, {**base, **dict(sample.labels)})
+    for (rule, reason), count in sorted(rules.dropped_counts().items()):
+        labels = {**base, "rule": rule, "reason": reason}
+        out.add("custom_rule_dropped_lines", labels, count, "_total")

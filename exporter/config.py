@@ -16,6 +16,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from exporter.custom_rules import CustomRule, CustomRuleSet
+from exporter.server_config import from_draft_config
+
 DEFAULT_LISTEN = "0.0.0.0:9477"
 DEFAULT_TARGET = "default"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
@@ -69,6 +72,14 @@ class TargetConfig(_Strict):
             raise ValueError("must be 1-64 characters of letters, digits, '_', '.', ':' or '-'")
         return value
 
+    @field_validator("draft_config")
+    @classmethod
+    def _readable_draft(cls, value: Path | None) -> Path | None:
+        # Read once here so a typo stops the start with the key named, not a scrape later.
+        if value is not None:
+            from_draft_config(value)
+        return value
+
     @field_validator("metrics_url", "server_info_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
@@ -86,13 +97,19 @@ class Config(_Strict):
     from_beginning: bool = False
     web_config: Path | None = None
     targets: list[TargetConfig] = Field(default_factory=list)
-    custom_rules: list[dict[str, Any]] = Field(default_factory=list)
+    custom_rules: list[CustomRule] = Field(default_factory=list)
 
     @field_validator("listen")
     @classmethod
     def _host_port(cls, value: str) -> str:
         parse_listen(value)
         return value
+
+    @field_validator("custom_rules")
+    @classmethod
+    def _unique_metrics(cls, rules: list[CustomRule]) -> list[CustomRule]:
+        CustomRuleSet(rules)  # raises when two rules export the same metric name
+        return rules
 
     @field_validator("targets")
     @classmethod

@@ -136,7 +136,7 @@ class CustomRuleSet:
     def __init__(self, rules: list[CustomRule]) -> None:
         names = [f"{PREFIX}{metric.name}" for rule in rules for metric in rule.metrics]
         if duplicates := sorted({n for n in names if names.count(n) > 1}):
-            raise CustomRuleError(f"custom_rules: metric name used twice: {duplicates}")
+            raise CustomRuleError(f"metric name used twice: {duplicates}")
         self._rules = [_CompiledRule(rule) for rule in rules]
         self._lock = threading.Lock()
         self.dropped: dict[tuple[str, str], int] = {}  # (rule, reason) -> lines
@@ -163,15 +163,23 @@ class CustomRuleSet:
     def __bool__(self) -> bool:
         return bool(self._rules)
 
-    def feed(self, line: str) -> None:
-        """Apply every rule to one log line (its text after any container envelope)."""
+    def feed_raw(self, lines: list[bytes]) -> None:
+        """Apply the rules to a batch of raw lines from the tailer.
+
+        The ``contains`` literal is tested on the whole batch's bytes first, so a busy log
+        costs one substring search per rule and batch, not a decode and regex per line.
+        """
+        blob = b"\n".join(lines)
         for compiled in self._rules:
             contains = compiled.rule.contains
-            if contains is not None and contains not in line:
+            needle = contains.encode() if contains is not None else None
+            if needle is not None and needle not in blob:
                 continue
-            match = compiled.regex.search(line)
-            if match is not None:
-                self._apply(compiled, match)
+            for raw in lines:
+                if needle is None or needle in raw:
+                    text = raw.decode("utf-8", errors="replace").rstrip("\r")
+                    if match := compiled.regex.search(text):
+                        self._apply(compiled, match)
 
     def _apply(self, compiled: _CompiledRule, match: re.Match[str]) -> None:
         rule = compiled.rule

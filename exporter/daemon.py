@@ -38,7 +38,7 @@ class Daemon:
 
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.targets = [Target.from_config(t) for t in config.targets]
+        self.targets = [Target.from_config(t, config.custom_rules) for t in config.targets]
         self.registry = CollectorRegistry(auto_describe=False)
         for extra in (ProcessCollector, PlatformCollector, GCCollector):
             extra(registry=self.registry)
@@ -53,7 +53,7 @@ class Daemon:
     def _build_sources(self) -> Iterator[Source]:
         for target in self.targets:
             for pattern in target.config.log_files:
-                feed = LogFeed(target.state)
+                feed = LogFeed(target.state, target.custom_rules)
                 if pattern == "-":
                     yield StdinSource(feed, max_line_bytes=self.config.max_line_bytes)
                     continue
@@ -69,12 +69,18 @@ class Daemon:
         self._observer.start()
         for source in self._sources:
             source.start()
+        for target in self.targets:
+            if target.upstream is not None:
+                target.upstream.start()
         self.web.start()
         names = ", ".join(t.name for t in self.targets)
         log.info("listening on %s (port %d), targets: %s", self.config.listen, self.web.port, names)
 
     def stop(self) -> None:
         self.web.stop()
+        for target in self.targets:
+            if target.upstream is not None:
+                target.upstream.stop(timeout=1.0)  # a scrape in flight ends by its own timeout
         for source in self._sources:
             source.stop()
         self._observer.stop()

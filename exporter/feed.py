@@ -7,6 +7,7 @@ each source keeps its own envelope detection and partial CRI joins.
 
 from __future__ import annotations
 
+from exporter.custom_rules import CustomRuleSet
 from exporter.engines.sglang import Prefix
 from exporter.pipeline import LineProcessor
 from exporter.record import StatsRecord
@@ -33,6 +34,7 @@ class StateSink:
 
     def on_event(self, prefix: Prefix) -> None:
         """Startup and configuration lines; the findings engine consumes them."""
+        self.state.add_event(prefix)
 
 
 class BootstrapSink(StateSink):
@@ -61,13 +63,16 @@ class BootstrapSink(StateSink):
 class LogFeed:
     """The tailer's ``TailEvents`` for one source of one target."""
 
-    def __init__(self, state: TargetState) -> None:
+    def __init__(self, state: TargetState, custom_rules: CustomRuleSet | None = None) -> None:
         self._state = state
         self._sink = StateSink(state)
         self._processor = LineProcessor(self._sink)
+        self._custom_rules = custom_rules
 
     def on_lines(self, lines: list[bytes]) -> None:
         self._processor.process(lines)
+        if self._custom_rules:
+            self._custom_rules.feed_raw(lines)
 
     def on_bootstrap(self, lines: list[bytes], mtime: float) -> None:
         LineProcessor(BootstrapSink(self._state, mtime)).process(lines)

@@ -10,6 +10,7 @@ Only non-secret, whitelisted fields are kept: the server's API key never enters 
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections.abc import Hashable, Mapping
@@ -29,7 +30,7 @@ from exporter.engines.sglang_startup import (
 
 
 class DraftConfigError(ValueError):
-    """``--draft-config`` names no readable draft ``config.json``."""
+    """The draft config path names no readable draft ``config.json``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,11 +134,11 @@ def from_draft_config(path: str | Path) -> ServerConfig:
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise DraftConfigError(f"--draft-config: cannot read {file}: {exc.strerror}") from exc
+        raise DraftConfigError(f"cannot read {file}: {exc.strerror}") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DraftConfigError(f"--draft-config: {file} is not valid JSON: {exc}") from exc
+        raise DraftConfigError(f"{file} is not valid JSON: {exc}") from exc
     if not isinstance(data, dict):
-        raise DraftConfigError(f"--draft-config: {file} is not a JSON object")
+        raise DraftConfigError(f"{file} is not a JSON object")
     architectures = data.get("architectures")
     arch = architectures[0] if isinstance(architectures, list) and architectures else None
     return ServerConfig(
@@ -207,9 +208,18 @@ def with_local_draft(config: ServerConfig) -> ServerConfig:
     paths (hub ids) leave the config as it was.
     """
     path = config.draft_model_path
-    if not path or config.draft_architecture is not None or not Path(path).exists():
+    if not path or config.draft_architecture is not None:
         return config
+    local = _local_draft(path)
+    return config if local is None else config.merged(local)
+
+
+@functools.lru_cache(maxsize=16)
+def _local_draft(path: str) -> ServerConfig | None:
+    """Read once per path: the daemon asks on every scrape, and a draft does not change."""
+    if not Path(path).exists():
+        return None
     try:
-        return config.merged(from_draft_config(path))
+        return from_draft_config(path)
     except DraftConfigError:
-        return config
+        return None

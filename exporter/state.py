@@ -12,7 +12,11 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
+from exporter.engines.sglang import Prefix
+from exporter.engines.sglang_startup import ServerArgsEvent, parse_event
+from exporter.findings import Evidence
 from exporter.record import StatsRecord
+from exporter.server_config import ConfigTracker
 
 # Spec section 6: upper bounds of `specwatch_accept_length_windows`.
 ACCEPT_LENGTH_BUCKETS: tuple[float, ...] = (1.0, 1.05, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8)
@@ -71,6 +75,9 @@ class TargetState:
         self._truncations = 0
         self._skipped: Counter[str] = Counter()
         self._read_errors = 0
+        # Configuration from startup lines and recent windows for findings; both thread-safe.
+        self.tracker = ConfigTracker()
+        self.evidence = Evidence(started_at=time.time())
 
     # --- log events -------------------------------------------------------------------------
     def add_lines(self, count: int) -> None:
@@ -80,6 +87,7 @@ class TargetState:
     def add_record(self, record: StatsRecord, observed_at: float | None = None) -> None:
         """Count a stats line and, for decode lines, make it the current window."""
         now = time.time() if observed_at is None else observed_at
+        self.evidence.add_record(record, now)
         with self._lock:
             self._stats_lines[record.kind] += 1
             if record.kind == "decode":
@@ -93,6 +101,7 @@ class TargetState:
         """
         if record.kind != "decode":
             return
+        self.evidence.add_record(record, observed_at)
         with self._lock:
             self._set_window(record, observed_at)
 
@@ -122,8 +131,22 @@ class TargetState:
                 break
 
     def add_unrecognized(self) -> None:
+        self.evidence.add_unrecognized()
         with self._lock:
             self._unrecognized += 1
+
+    def add_event(self, prefix: Prefix) -> None:
+        """A startup/config line: update the server configuration the findings rest on.
+
+        A new ``server_args`` line is a restart; windows of the old run no longer describe the
+        server, so the findings evidence starts afresh.
+        """
+        event = parse_event(prefix.message)
+        if event is None:
+            return
+        if isinstance(event, ServerArgsEvent):
+            self.evidence = Evidence(started_at=time.time())
+        self.tracker.observe(event, (prefix.dp_rank, prefix.tp_rank))
 
     def add_skipped(self, reason: str) -> None:
         with self._lock:

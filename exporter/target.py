@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from exporter.baseline import Baseline
 from exporter.config import TargetConfig
+from exporter.custom_rules import CustomRule, CustomRuleSet
+from exporter.server_config import ServerConfig, from_draft_config
 from exporter.state import TargetState
+from exporter.upstream import UpstreamScraper
 
 
 @dataclass
@@ -14,13 +18,16 @@ class Target:
     config: TargetConfig
     state: TargetState
     baseline: Baseline | None = None
+    draft: ServerConfig = field(default_factory=ServerConfig)  # from draft_config, if given
+    upstream: UpstreamScraper | None = None
+    custom_rules: CustomRuleSet | None = None
 
     @property
     def name(self) -> str:
         return self.config.name
 
     @classmethod
-    def from_config(cls, config: TargetConfig) -> Target:
+    def from_config(cls, config: TargetConfig, custom_rules: Sequence[CustomRule] = ()) -> Target:
         """Build the runtime target; a bad baseline raises ``ValueError`` naming the problem."""
         baseline = None
         if config.baseline is not None:
@@ -29,4 +36,25 @@ class Target:
                 curve=config.baseline.curve,
                 bench_file=config.baseline.bench_file,
             )
-        return cls(config=config, state=TargetState(config.name), baseline=baseline)
+        return cls(
+            config=config,
+            state=TargetState(config.name),
+            baseline=baseline,
+            draft=from_draft_config(config.draft_config) if config.draft_config else ServerConfig(),
+            upstream=_scraper(config),
+            custom_rules=CustomRuleSet(list(custom_rules)) if custom_rules else None,
+        )
+
+
+def _scraper(config: TargetConfig) -> UpstreamScraper | None:
+    """A scraper when the target has upstream URLs; it scrapes in its own thread once started."""
+    if not (config.metrics_url or config.server_info_url):
+        return None
+    return UpstreamScraper(
+        config.metrics_url,
+        config.server_info_url,
+        interval=config.scrape_interval,
+        timeout=min(10.0, config.scrape_interval),
+        token_file=str(config.bearer_token_file) if config.bearer_token_file else None,
+        token_env=config.bearer_token_env,
+    )

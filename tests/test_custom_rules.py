@@ -28,8 +28,8 @@ def series(rules: CustomRuleSet) -> dict[tuple[str, tuple[tuple[str, str], ...]]
 
 def test_documented_example_extracts_the_profiler_line() -> None:
     rules = CustomRuleSet.from_config(documented_rules())
-    rules.feed(PROF_LINE)
-    rules.feed(PROF_LINE.replace("0.64 ms", "0.69 ms"))
+    second = PROF_LINE.replace("0.64 ms", "0.69 ms")
+    rules.feed_raw([b"unrelated line", PROF_LINE.encode(), second.encode() + b"\r"])
     labels = (("sync", "no sync"),)
     assert series(rules) == {
         ("specwatch_custom_eagle3_prof_draft_step_ms", labels): 0.69,
@@ -50,9 +50,9 @@ def test_prefilter_skips_lines_without_the_literal() -> None:
         "metrics": [{"name": "len", "value": "v"}],
     }
     rules = CustomRuleSet.from_config([rule])
-    rules.feed("[2026-02-23 00:14:33 TP0] Decode batch, accept len: 1.00")
+    rules.feed_raw([b"[2026-02-23 00:14:33 TP0] Decode batch, accept len: 1.00"])
     assert rules.samples() == []
-    rules.feed("MYPROF len: 2.5")
+    rules.feed_raw([b"MYPROF len: 2.5"])
     assert series(rules) == {("specwatch_custom_len", ()): 2.5}
 
 
@@ -94,16 +94,16 @@ def test_the_same_metric_name_in_two_rules_is_an_error() -> None:
 def test_series_per_rule_are_capped_and_overflow_counted() -> None:
     rules = CustomRuleSet.from_config([_rule(max_series=3)])
     for i in range(10):
-        rules.feed(f"Accept len: 1.5 mode{i}")
+        rules.feed_raw([f"Accept len: 1.5 mode{i}".encode()])
     assert len(rules.samples()) == 3
     assert rules.dropped_counts() == {("prof", "series_limit"): 7}
-    rules.feed("Accept len: 2.5 mode0")  # a known series still updates
+    rules.feed_raw([b"Accept len: 2.5 mode0"])  # a known series still updates
     assert series(rules)[("specwatch_custom_prof_len", (("mode", "mode0"),))] == 2.5
 
 
 def test_unnumeric_value_is_counted_not_exported() -> None:
     rules = CustomRuleSet.from_config([_rule(pattern=r"Accept len: (?P<len>\S+) (?P<mode>\w+)")])
-    rules.feed("Accept len: n/a fast")
+    rules.feed_raw([b"Accept len: n/a fast"])
     assert rules.samples() == []
     assert rules.dropped_counts() == {("prof", "bad_value"): 1}
 
@@ -111,7 +111,7 @@ def test_unnumeric_value_is_counted_not_exported() -> None:
 def test_stale_gauges_are_left_out_counters_stay() -> None:
     rule = _rule(metrics=[{"name": "g", "value": "len"}, {"name": "c", "type": "counter"}])
     rules = CustomRuleSet.from_config([rule])
-    rules.feed("Accept len: 1.5 fast")
+    rules.feed_raw([b"Accept len: 1.5 fast"])
     assert {s.name for s in rules.samples(stale_after=60)} == {
         "specwatch_custom_g",
         "specwatch_custom_c",

@@ -292,7 +292,7 @@ def test_bad_draft_config_is_a_clear_error(
     path = tmp_path / "config.json"
     if content is not None:
         path.write_text(content)
-    with pytest.raises(DraftConfigError, match=f"--draft-config: .*{message}"):
+    with pytest.raises(DraftConfigError, match=message):
         from_draft_config(path)
 
 

@@ -167,7 +167,7 @@ def diagnose(args: argparse.Namespace) -> Diagnosis:
         try:
             config = config.merged(from_draft_config(args.draft_config))
         except DraftConfigError as exc:
-            raise UsageError(str(exc)) from None
+            raise UsageError(f"--draft-config: {exc}") from None
         sources["draft_config"] = "ok"
     config = with_local_draft(config)
     observations = evidence.observations(config, now, **upstream)

@@ -1,0 +1,138 @@
+"""Upstream health and upstream-derived values as a scrape shows them, next to the log."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from exporter.config import TargetConfig
+from exporter.feed import LogFeed
+from exporter.target import Target
+from exporter.upstream import REASONS
+from tests.conftest import free_port
+from tests.test_collector import Clock, render
+from tests.test_findings import decode
+from tests.test_upstream import FakeSGLang, Route, exposition, fake_sglang, server_info
+
+
+@pytest.fixture
+def server() -> Iterator[FakeSGLang]:
+    with fake_sglang() as fake:
+        fake.routes["/metrics"] = Route(body=exposition().encode())
+        fake.routes["/server_info"] = Route(body=server_info(), content_type="application/json")
+        yield fake
+
+
+def target_for(url: str, **extra: object) -> Target:
+    config = TargetConfig(
+        name="sglang-0",
+        metrics_url=f"{url}/metrics",
+        server_info_url=f"{url}/server_info",
+        **extra,
+    )
+    return Target.from_config(config)
+
+
+def live() -> Clock:
+    clock = Clock()
+    clock.now = time.time()
+    return clock
+
+
+def test_healthy_upstream_is_up_with_every_error_reason_at_zero(server: FakeSGLang) -> None:
+    target = target_for(server.url)
+    assert target.upstream is not None
+    target.upstream.scrape_once()
+    scrape = render([target], live())
+    for endpoint in ("metrics", "server_info"):
+        assert scrape.value("specwatch_upstream_up", target="sglang-0", endpoint=endpoint) == 1
+        duration = scrape.value(
+            "specwatch_upstream_scrape_duration_seconds", target="sglang-0", endpoint=endpoint
+        )
+        assert duration is not None and 0 <= duration < 2
+        errors = {
+            reason: scrape.value(
+                "specwatch_upstream_scrape_errors_total",
+                target="sglang-0",
+                endpoint=endpoint,
+                reason=reason,
+            )
+            for reason in REASONS
+        }
+        assert errors == dict.fromkeys(REASONS, 0)
+
+
+def test_without_log_upstream_values_are_exported(server: FakeSGLang) -> None:
+    target = target_for(server.url)
+    assert target.upstream is not None
+    target.upstream.scrape_once()
+    scrape = render([target], live())
+    assert scrape.value("specwatch_accept_length", target="sglang-0") == pytest.approx(2.44)
+    # derived from accept length and the 4 draft tokens of /server_info: (2.44 - 1) / 3
+    assert scrape.value("specwatch_accept_rate", target="sglang-0") == pytest.approx(0.48)
+    assert scrape.value("specwatch_running_requests", target="sglang-0") == 61
+    assert scrape.value("specwatch_queued_requests", target="sglang-0") == 4
+    assert scrape.value("specwatch_max_running_requests", target="sglang-0") == 48
+
+
+def test_fresh_log_wins_and_series_are_never_duplicated(server: FakeSGLang) -> None:
+    target = target_for(server.url)
+    assert target.upstream is not None
+    target.upstream.scrape_once()
+    LogFeed(target.state).on_lines([decode(300, 3.10, 0.7, running=8, queued=1).encode()])
+    scrape = render([target], live())  # value() fails on more than one matching series
+    assert scrape.value("specwatch_accept_length", target="sglang-0") == 3.10
+    assert scrape.value("specwatch_running_requests", target="sglang-0") == 8
+    assert scrape.value("specwatch_accept_rate", target="sglang-0") == pytest.approx(2.1 / 3)
+
+
+def test_stale_log_hands_over_to_upstream(server: FakeSGLang) -> None:
+    target = target_for(server.url, scrape_interval=60)
+    assert target.upstream is not None
+    LogFeed(target.state).on_lines([decode(300, 3.10, 0.7, running=8).encode()])
+    target.upstream.scrape_once()
+    clock = live()
+    clock.now += 90  # log window older than stale_after (60 s), scrape younger than 2 x 60 s
+    scrape = render([target], clock, stale_after=60)
+    assert scrape.value("specwatch_accept_length", target="sglang-0") == pytest.approx(2.44)
+    clock.now += 60  # now the scrape is too old as well: nothing is shown as current
+    assert render([target], clock, stale_after=60).value("specwatch_accept_length") is None
+
+
+def test_wrong_flag_finding_from_server_info_alone(server: FakeSGLang) -> None:
+    target = target_for(server.url)
+    assert target.upstream is not None
+    target.upstream.scrape_once()
+    scrape = render([target], live())
+    assert (
+        scrape.value(
+            "specwatch_finding",
+            target="sglang-0",
+            code="eagle3_draft_with_eagle_algorithm",
+            severity="critical",
+        )
+        == 1
+    )
+
+
+def test_down_upstream_reports_reason_and_exports_no_values() -> None:
+    target = target_for(f"http://127.0.0.1:{free_port()}")
+    assert target.upstream is not None
+    target.upstream.scrape_once()
+    target.upstream.scrape_once()
+    scrape = render([target], live())
+    labels = {"target": "sglang-0", "endpoint": "metrics"}
+    assert scrape.value("specwatch_upstream_up", **labels) == 0
+    assert scrape.value("specwatch_upstream_scrape_errors_total", **labels, reason="refused") == 2
+    assert scrape.value("specwatch_upstream_scrape_errors_total", **labels, reason="http") == 0
+    assert scrape.value("specwatch_accept_length", target="sglang-0") is None
+    assert scrape.value("specwatch_running_requests", target="sglang-0") is None
+
+
+def test_api_key_of_server_info_is_not_in_the_scrape(server: FakeSGLang) -> None:
+    target = target_for(server.url)
+    assert target.upstream is not None
+    target.upstream.scrape_once()
+    assert "sk-live" not in repr(render([target], live()).samples)
