@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -122,3 +124,13 @@ def test_stale_gauges_are_left_out_counters_stay() -> None:
 def test_empty_rule_set_is_falsy() -> None:
     assert not CustomRuleSet.from_config([])
     assert CustomRuleSet.from_config([_rule()])
+
+
+def test_readme_example_extracts_the_profiler_line() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme[readme.index("### Custom extraction rules") :]
+    block = section[section.index("```yaml") + len("```yaml") : section.index("```\n\n")]
+    rules = CustomRuleSet.from_config(yaml.safe_load(block)["custom_rules"])
+    rules.feed_raw([PROF_LINE.encode()])
+    labels = (("sync", "no sync"),)
+    assert series(rules)[("specwatch_custom_eagle3_prof_accept_length", labels)] == 0.58
