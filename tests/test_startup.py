@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from exporter.engines.sglang import split_prefix
 from exporter.engines.sglang_startup import (
@@ -316,3 +318,28 @@ def test_server_args_event_from_full_line() -> None:
     event = parse_event(SERVER_ARGS)
     assert isinstance(event, ServerArgsEvent)
     assert event.args["speculative_algorithm"] == "EAGLE"
+
+
+_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=6,
+)
+_names = st.from_regex(r"[a-z][a-z0-9_]{0,15}", fullmatch=True).filter(
+    lambda name: not is_secret_name(name)
+)
+
+
+@given(st.dictionaries(_names, _values, max_size=8))
+def test_any_dataclass_repr_round_trips(fields: dict[str, object]) -> None:
+    body = ", ".join(f"{name}={value!r}" for name, value in fields.items())
+    assert parse_server_args(f"server_args=ServerArgs({body})") == fields
+
+
+@given(st.text(max_size=200))
+def test_arbitrary_text_never_raises(tail: str) -> None:
+    assert isinstance(parse_server_args("server_args=ServerArgs(" + tail), dict)
