@@ -146,3 +146,31 @@ def test_restart_in_the_log_judges_the_new_run_only(tmp_path: Path) -> None:
     assert report["findings"] == []
     assert report["config"]["num_draft_tokens"] == 4
     assert result.returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("scenario", "envelope", "status", "must_find"),
+    [
+        ("healthy", "plain", 0, set()),
+        ("eagle-flag", "cri", 3, {"eagle3_draft_with_eagle_algorithm"}),
+        ("undertrained", "docker", 1, {"cuda_graph_disabled", "draft_tokens_excessive"}),
+    ],
+)
+def test_doctor_on_simulated_incident_logs(
+    tmp_path: Path, scenario: str, envelope: str, status: int, must_find: set[str]
+) -> None:
+    log = tmp_path / f"{scenario}.log"
+    subprocess.run(
+        specwatch_cmd(
+            "simulate", "--scenario", scenario, "--envelope", envelope, "--out", str(log)
+        ),
+        check=True,
+        timeout=60,
+    )
+    result = doctor("--log-file", str(log), "--json")
+    report = json.loads(result.stdout)
+    assert result.returncode == status, report["findings"]
+    found = {f["code"] for f in report["findings"]}
+    assert must_find <= found
+    if status == 0:
+        assert all(f["severity"] == "info" for f in report["findings"])
