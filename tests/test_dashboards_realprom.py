@@ -1,0 +1,208 @@
+"""Every dashboard query returns data from a real Prometheus that scraped the real exporter.
+
+A renamed metric or label leaves a panel blank without any error in Grafana; here it fails a
+test. Two ``specwatch run`` processes tail logs that ``specwatch simulate`` writes live:
+
+- ``sick``: the undertrained incident (spec section 2, incident 3) - findings active, CUDA
+  graphs off, slower than its 90 tok/s baseline; its server's HTTP port refuses connections, so
+  the upstream panels show a down endpoint and counted errors.
+- ``ok``: the healthy scenario; its server's /metrics and /server_info are served on loopback in
+  SGLang's formats, so the upstream panels also show endpoints that are up.
+
+One Prometheus scrapes both every second as job ``specwatch`` and evaluates the project's alert
+rules with every ``for:`` cut to zero, so firing alerts exist for the annotation query. Each
+query is then run with Grafana's variables on "All" and must return at least one series.
+No query is exempt.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from threading import Thread
+from typing import Any
+
+import pytest
+import yaml
+
+from dashboards.queries import Query, dashboard_queries, expand
+from exporter.simulate.scenarios import SCENARIOS
+from tests.conftest import REPO, free_port, require_tool
+from tests.daemon import RunningDaemon, run_daemon, specwatch_cmd, wait_for
+from tests.realprom import RunningPrometheus, running_prometheus
+
+# Grafana sets $__rate_interval to at least four scrape intervals; Prometheus scrapes every 1 s.
+RATE_INTERVAL = "10s"
+RULES = REPO / "alerts" / "specwatch-rules.yaml"
+QUERIES: list[Query] = [
+    query
+    for name in ("specwatch-node.json", "specwatch-fleet.json")
+    for query in dashboard_queries(json.loads((REPO / "dashboards" / name).read_text()))
+]
+# SGLang's /metrics exposition (gauge names from SGLang's metrics collector) for the ok node.
+SGLANG_METRICS = "\n".join(
+    [
+        "# TYPE sglang:num_running_reqs gauge",
+        'sglang:num_running_reqs{model_name="moonshotai/Kimi-K2.5"} 48.0',
+        "# TYPE sglang:num_queue_reqs gauge",
+        'sglang:num_queue_reqs{model_name="moonshotai/Kimi-K2.5"} 0.0',
+        "# TYPE sglang:gen_throughput gauge",
+        'sglang:gen_throughput{model_name="moonshotai/Kimi-K2.5"} 2700.0',
+        "# TYPE sglang:spec_accept_length gauge",
+        'sglang:spec_accept_length{model_name="moonshotai/Kimi-K2.5"} 3.2',
+        "",
+    ]
+)
+SGLANG_SERVER_INFO = {
+    "speculative_algorithm": "EAGLE3",
+    "speculative_num_steps": 3,
+    "speculative_eagle_topk": 1,
+    "speculative_num_draft_tokens": 4,
+    "max_running_requests": 48,
+    "disable_cuda_graph": False,
+    "status": "ready",
+    "version": "0.5.10",
+}
+
+
+@dataclass(frozen=True)
+class Node:
+    """One simulated serving node and how its specwatch is started."""
+
+    name: str
+    scenario: str
+    upstream: str  # base URL of the server's HTTP API
+
+
+class _SGLangHandler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        if self.path == "/metrics":
+            body, kind = SGLANG_METRICS.encode(), "text/plain; version=0.0.4"
+        elif self.path == "/server_info":
+            body, kind = json.dumps(SGLANG_SERVER_INFO).encode(), "application/json"
+        else:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the assertions say what was served."""
+
+
+@contextmanager
+def sglang_http_api() -> Iterator[str]:
+    """SGLang's /metrics and /server_info on a loopback port (the model itself needs a GPU)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _SGLangHandler)
+    thread = Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@contextmanager
+def live_log(scenario: str, path: Path) -> Iterator[Path]:
+    """``specwatch simulate`` appending the scenario's log in real time until the test ends."""
+    errors = path.with_suffix(".stderr")
+    with errors.open("w") as stderr:
+        proc = subprocess.Popen(
+            specwatch_cmd("simulate", "--scenario", scenario, "--out", str(path), "--rate", "4"),
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    try:
+        wait_for(lambda: path.exists() or proc.poll() is not None, timeout=15)
+        assert proc.poll() is None, f"simulate exited {proc.returncode}: {errors.read_text()}"
+        yield path
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@contextmanager
+def specwatch(node: Node, log: Path) -> Iterator[RunningDaemon]:
+    """``specwatch run`` for one node, with the baseline and expected accept length set."""
+    args = [
+        "--log-file",
+        str(log),
+        "--from-beginning",
+        "--target",
+        node.name,
+        "--metrics-url",
+        f"{node.upstream}/metrics",
+        "--server-info-url",
+        f"{node.upstream}/server_info",
+        "--baseline-curve",
+        SCENARIOS[node.scenario].baseline_flag(),
+        "--expected-accept-length",
+        "3.0",
+    ]
+    with run_daemon(args, free_port()) as daemon:
+        yield daemon
+
+
+def rules_firing_at_once(tmp_path: Path) -> Path:
+    """The project's alert rules with ``for:`` removed, so alerts fire within seconds."""
+    config = yaml.safe_load(RULES.read_text(encoding="utf-8"))
+    for group in config["groups"]:
+        for rule in group["rules"]:
+            rule.pop("for", None)
+    path = tmp_path / "rules-firing-at-once.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
+
+
+def has_data(prom: RunningPrometheus, query: Query) -> bool:
+    return bool(prom.query(expand(query.expr, RATE_INTERVAL)))
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningPrometheus]:
+    """Both nodes running and scraped, once every query has data (or 90 s have passed)."""
+    require_tool("prometheus")
+    tmp = tmp_path_factory.mktemp("dashboards-realprom")
+    with ExitStack() as stack:
+        refused = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+        nodes = [
+            Node("sick", "undertrained", refused),
+            Node("ok", "healthy", stack.enter_context(sglang_http_api())),
+        ]
+        daemons = [
+            stack.enter_context(
+                specwatch(
+                    node, stack.enter_context(live_log(node.scenario, tmp / f"{node.name}.log"))
+                )
+            )
+            for node in nodes
+        ]
+        prom = stack.enter_context(
+            running_prometheus(
+                tmp,
+                [f"127.0.0.1:{daemon.port}" for daemon in daemons],
+                rule_files=[rules_firing_at_once(tmp)],
+            )
+        )
+        # On timeout, each query's own test below names what stayed empty.
+        with suppress(AssertionError):
+            prom.wait_for(lambda: all(has_data(prom, q) for q in QUERIES), timeout=90)
+        yield prom
+
+
+@pytest.mark.parametrize("query", QUERIES, ids=[q.where for q in QUERIES])
+def test_dashboard_query_returns_data_from_real_prometheus(
+    prometheus: RunningPrometheus, query: Query
+) -> None:
+    expr = expand(query.expr, RATE_INTERVAL)
+    assert prometheus.query(expr), f"{query.where}: no data for {expr}"
