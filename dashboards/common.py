@@ -165,6 +165,18 @@ def base_variables() -> list[db.DatasourceVariable | db.QueryVariable]:
     ]
 
 
+def runbook(*alerts: str) -> list[db.DashboardLink]:
+    """Panel links to the runbook sections of the alerts a panel explains."""
+    return [
+        db.DashboardLink(f"Runbook: {alert}")
+        .type(dm.DashboardLinkType.LINK)
+        .url(f"{RUNBOOK_URL}#{alert.lower()}")
+        .target_blank(True)
+        .placement(ABOVE_PANELS)
+        for alert in alerts
+    ]
+
+
 def dashboard_url(uid: str) -> str:
     return f"/d/{uid}/{uid}"
 

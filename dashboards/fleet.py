@@ -80,6 +80,10 @@ def glance_row() -> list[object]:
             query(f"sum(1 - {sel('up', FLEET_SCOPE)})"),
             steps((None, "green"), (1, "red")),
             width=6,
+            alerts=(
+                "SpecwatchDown",
+                "SpecwatchAbsent",
+            ),
         ),
         single(
             "Targets watched",
@@ -100,6 +104,7 @@ def glance_row() -> list[object]:
             ),
             steps((None, "green"), (1, "orange")),
             width=6,
+            alerts=("SpecDecodeStatsMissing",),
         ),
         single(
             "Nodes slower than baseline",
@@ -109,6 +114,7 @@ def glance_row() -> list[object]:
             query(f"sum({per_target('specwatch_speedup_ratio')} < bool 1)"),
             steps((None, "green"), (1, "red")),
             width=6,
+            alerts=("SpecDecodeSlowerThanBaseline",),
         ),
     ]
 
@@ -124,6 +130,10 @@ def worst_row() -> list[object]:
         [table_query(f"bottomk({WORST}, {per_target('specwatch_accept_length')})")],
         hidden,
         width=8,
+        alerts=(
+            "SpecDecodeAcceptLengthCollapsed",
+            "SpecDecodeAcceptLengthLow",
+        ),
     )
     speedup = grid(
         f"Lowest speedups (bottom {WORST})",
@@ -133,6 +143,7 @@ def worst_row() -> list[object]:
         [table_query(f"bottomk({WORST}, {per_target('specwatch_speedup_ratio')})")],
         hidden,
         width=8,
+        alerts=("SpecDecodeSlowerThanBaseline",),
     )
     findings = grid(
         "Active findings by code",
@@ -214,6 +225,10 @@ def coverage_row() -> list[object]:
         ],
         ["Time", "__name__", "Value #B"],
         width=12,
+        alerts=(
+            "SpecwatchDown",
+            "SpecwatchAbsent",
+        ),
     ).with_transformation(dm.DataTransformerConfig(id_val="merge", options={}))
     return [
         db.Row("Coverage"),
@@ -233,6 +248,10 @@ def coverage_row() -> list[object]:
             "discovered at the time; red means it was discovered but did not answer.",
             query(sel("up", FLEET_SCOPE), "{{instance}}"),
             value_text(UP_DOWN),
+            alerts=(
+                "SpecwatchDown",
+                "SpecwatchAbsent",
+            ),
         ),
     ]
 

@@ -85,6 +85,10 @@ def verdict_row() -> list[object]:
             "short",
             query(sel("specwatch_accept_length", WINDOW_SCOPE), PER_RANK),
             steps(*ACCEPT_LENGTH_STEPS),
+            alerts=(
+                "SpecDecodeAcceptLengthCollapsed",
+                "SpecDecodeAcceptLengthLow",
+            ),
         ).decimals(2),
         single(
             "Speedup vs baseline now",
@@ -93,6 +97,7 @@ def verdict_row() -> list[object]:
             "short",
             query(sel("specwatch_speedup_ratio", NODE_SCOPE), "{{instance}}"),
             steps(*SPEEDUP_STEPS),
+            alerts=("SpecDecodeSlowerThanBaseline",),
         ).decimals(2),
         single(
             "Accept rate now (derived)",
@@ -101,6 +106,7 @@ def verdict_row() -> list[object]:
             "percentunit",
             query(sel("specwatch_accept_rate", WINDOW_SCOPE), PER_RANK),
             steps((None, "red"), (0.05, "orange"), (0.3, "green")),
+            alerts=("SpecDecodeDraftTokensWasted",),
         ).decimals(1),
         single(
             "Generation throughput now",
@@ -116,6 +122,7 @@ def verdict_row() -> list[object]:
             "bool_on_off",
             query(sel("specwatch_cuda_graph", WINDOW_SCOPE), PER_RANK),
             steps((None, "text")),
+            alerts=("SpecDecodeCudaGraphDisabled",),
         ).mappings(value_text(ON_OFF)),
         single(
             "Newest decode window age",
@@ -124,6 +131,7 @@ def verdict_row() -> list[object]:
             "s",
             query(f"time() - {sel('specwatch_last_decode_timestamp_seconds', NODE_SCOPE)}"),
             steps((None, "green"), (STALE_AFTER_S, "orange"), (5 * STALE_AFTER_S, "red")),
+            alerts=("SpecDecodeStatsMissing",),
         ),
     ]
 
@@ -142,6 +150,10 @@ def speculation_row() -> list[object]:
             ),
         ],
         steps((None, "transparent"), (1.0, "red")),
+        alerts=(
+            "SpecDecodeAcceptLengthCollapsed",
+            "SpecDecodeAcceptLengthLow",
+        ),
     ).min(0)
     throughput = (
         graph(
@@ -158,6 +170,7 @@ def speculation_row() -> list[object]:
                 ),
             ],
             steps((None, "transparent")),
+            alerts=("SpecDecodeSlowerThanBaseline",),
         )
         .axis_label("tokens/s")
         .min(0)
@@ -172,6 +185,7 @@ def speculation_row() -> list[object]:
             "percentunit",
             [query(sel("specwatch_accept_rate", WINDOW_SCOPE), PER_RANK)],
             steps((None, "transparent"), (0.05, "red")),
+            alerts=("SpecDecodeDraftTokensWasted",),
         )
         .min(0)
         .max(1),
@@ -183,6 +197,7 @@ def speculation_row() -> list[object]:
             "short",
             [query(sel("specwatch_speedup_ratio", NODE_SCOPE), "{{instance}}")],
             steps((None, "transparent"), (1.0, "red")),
+            alerts=("SpecDecodeSlowerThanBaseline",),
         ).min(0),
     ]
 
@@ -231,6 +246,7 @@ def cuda_graph_row() -> list[object]:
             "passes eagerly, which is much slower.",
             query(sel("specwatch_cuda_graph", WINDOW_SCOPE), PER_RANK),
             value_text(ON_OFF),
+            alerts=("SpecDecodeCudaGraphDisabled",),
         ),
         graph(
             "Decode windows by CUDA graph",
@@ -244,6 +260,7 @@ def cuda_graph_row() -> list[object]:
                 )
             ],
             steps((None, "transparent")),
+            alerts=("SpecDecodeCudaGraphDisabled",),
         )
         .min(0)
         .max(1)
@@ -270,6 +287,13 @@ def findings_row() -> list[object]:
         [table_query(explained(sel("specwatch_finding", NODE_SCOPE)))],
         ["Time", "Value", "__name__", "job"],
         width=16,
+        alerts=(
+            "SpecDecodeMisconfigured",
+            "SpecDecodeCudaGraphDisabled",
+            "SpecDecodeDraftTokensWasted",
+            "SpecDecodeStatsMissing",
+            "SpecDecodeLogFormatUnrecognized",
+        ),
     )
     return [
         db.Row("Findings and configuration"),
@@ -315,6 +339,10 @@ def health_row() -> list[object]:
             query(sel("up", (JOB, INSTANCE)), "{{instance}}"),
             value_text(UP_DOWN),
             width=8,
+            alerts=(
+                "SpecwatchDown",
+                "SpecwatchAbsent",
+            ),
         ),
         timeline(
             "Upstream endpoints",
@@ -323,6 +351,7 @@ def health_row() -> list[object]:
             query(sel("specwatch_upstream_up", NODE_SCOPE), "{{instance}} {{endpoint}}"),
             value_text(UP_DOWN),
             width=8,
+            alerts=("SpecwatchUpstreamDown",),
         ),
         graph(
             "Upstream scrape duration",
@@ -351,6 +380,10 @@ def health_row() -> list[object]:
             ],
             steps((None, "transparent")),
             width=12,
+            alerts=(
+                "SpecDecodeLogFormatUnrecognized",
+                "SpecDecodeStatsMissing",
+            ),
         ).min(0),
         graph(
             "Log and upstream problems",
@@ -368,6 +401,7 @@ def health_row() -> list[object]:
             ],
             steps((None, "transparent")),
             width=12,
+            alerts=("SpecwatchUpstreamDown",),
         ).min(0),
     ]
 

@@ -14,7 +14,7 @@ from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
 from grafana_foundation_sdk.models import heatmap as hm
 
-from dashboards.common import DS, steps
+from dashboards.common import DS, runbook, steps
 
 
 def _legend() -> cb.VizLegendOptions:
@@ -36,12 +36,14 @@ def graph(
     *,
     width: int = 12,
     height: int = 8,
+    alerts: tuple[str, ...] = (),
 ) -> timeseries.Panel:
     """A time series with its thresholds drawn as dashed lines (the lines users compare to)."""
     panel = (
         timeseries.Panel()
         .title(title)
         .description(description)
+        .links(runbook(*alerts))
         .datasource(DS)
         .unit(unit)
         .thresholds(thresholds)
@@ -68,12 +70,14 @@ def single(
     *,
     width: int = 4,
     height: int = 5,
+    alerts: tuple[str, ...] = (),
 ) -> stat.Panel:
     """A big number of the newest value, coloured by its thresholds."""
     return (
         stat.Panel()
         .title(title)
         .description(description)
+        .links(runbook(*alerts))
         .datasource(DS)
         .with_target(target)
         .unit(unit)
@@ -94,12 +98,14 @@ def timeline(
     *,
     width: int = 12,
     height: int = 6,
+    alerts: tuple[str, ...] = (),
 ) -> statetimeline.Panel:
     """A state timeline for 0/1 flags, the words and colours coming from value mappings."""
     return (
         statetimeline.Panel()
         .title(title)
         .description(description)
+        .links(runbook(*alerts))
         .datasource(DS)
         .with_target(target)
         .unit("bool_on_off")
@@ -123,12 +129,14 @@ def grid(
     *,
     width: int = 12,
     height: int = 8,
+    alerts: tuple[str, ...] = (),
 ) -> table.Panel:
     """A table of instant results, one row per series, without the columns nobody reads."""
     panel = (
         table.Panel()
         .title(title)
         .description(description)
+        .links(runbook(*alerts))
         .datasource(DS)
         .unit(unit)
         .thresholds(steps((None, "text")))

@@ -275,6 +275,35 @@ def test_dashboards_link_to_each_other_and_to_the_runbook(board: dict[str, Any])
     assert all("placement" not in item for item in toggles)
 
 
+def runbook_anchors() -> set[str]:
+    """GitHub's anchors for the runbook's headings (lower case, spaces as dashes)."""
+    text = (REPO / "alerts" / "runbook.md").read_text(encoding="utf-8")
+    headings = re.findall(r"^#{2,} (.+)$", text, re.M)
+    return {re.sub(r"[^\w\- ]", "", h).strip().lower().replace(" ", "-") for h in headings}
+
+
+def panel_runbook_anchors(board: dict[str, Any]) -> list[str]:
+    return [
+        link["url"].partition("#")[2]
+        for p in panels(board)
+        for link in p.get("links", [])
+        if "alerts/runbook.md#" in link["url"]
+    ]
+
+
+def test_panel_runbook_links_point_at_existing_runbook_sections(board: dict[str, Any]) -> None:
+    anchors = panel_runbook_anchors(board)
+    assert anchors
+    assert set(anchors) <= runbook_anchors()
+
+
+def test_every_alert_has_a_panel_linking_its_runbook_section() -> None:
+    rules = yaml.safe_load((REPO / "alerts" / "specwatch-rules.yaml").read_text(encoding="utf-8"))
+    alerts = {r["alert"].lower() for g in rules["groups"] for r in g["rules"] if "alert" in r}
+    linked = {a for name in UIDS for a in panel_runbook_anchors(committed(name))}
+    assert alerts and alerts <= linked, f"no panel explains {sorted(alerts - linked)}"
+
+
 def test_panels_fit_the_grid_without_overlapping(board: dict[str, Any]) -> None:
     taken: set[tuple[int, int]] = set()
     for p in board["panels"]:
