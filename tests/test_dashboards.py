@@ -408,6 +408,21 @@ def promtool_check(expressions: list[str], tmp_path: Path) -> subprocess.Complet
     )
 
 
+def test_expand_fills_variables_like_grafana_all_and_keeps_regex_groups() -> None:
+    expr = (
+        'label_replace(rate(m{job=~"$job", dp_rank=~"${dp_rank}"}[$__rate_interval]), '
+        '"e", "$1", "c", "(.+)")'
+    )
+    assert expand(expr, "2m") == (
+        'label_replace(rate(m{job=~".+", dp_rank=~".*"}[2m]), "e", "$1", "c", "(.+)")'
+    )
+
+
+def test_expand_rejects_a_variable_no_dashboard_defines() -> None:
+    with pytest.raises(KeyError, match="targte"):
+        expand('m{target=~"$targte"}', "1m")
+
+
 def test_every_dashboard_query_is_valid_promql(tmp_path: Path) -> None:
     queries = [q for name in UIDS for q in dashboard_queries(committed(name))]
     result = promtool_check([expand(q.expr, "1m") for q in queries], tmp_path)
