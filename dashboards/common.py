@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.builders import prometheus as pb
+from grafana_foundation_sdk.cog import builder as cogbuilder
 from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
 from grafana_foundation_sdk.models import prometheus as pm
@@ -23,6 +24,9 @@ RUNBOOK_URL = "https://github.com/specwatch/specwatch/blob/main/alerts/runbook.m
 RATE = "$__rate_interval"
 # The exporter's default `stale_after`: per-window gauges vanish after this many seconds.
 STALE_AFTER_S = 60
+
+# What a dashboard row function returns: a row header or a panel builder of any type.
+Item = db.Row | cogbuilder.Builder[dm.Panel]
 
 # The SDK defaults links and annotation toggles to "inControlsMenu" (tucked into a dropdown);
 # leaving placement out keeps Grafana's default: shown above the panels, where on-call looks.
@@ -228,7 +232,7 @@ def dashboard(title: str, uid: str, description: str) -> db.Dashboard:
 def assemble(
     board: db.Dashboard,
     variables: Sequence[db.DatasourceVariable | db.QueryVariable],
-    rows: Sequence[Sequence[object]],
+    rows: Sequence[Sequence[Item]],
 ) -> db.Dashboard:
     """Add variables, then each row's items in order; the SDK lays out the 24-column grid.
 

@@ -19,6 +19,7 @@ from dashboards.common import (
     RATE,
     STALE_AFTER_S,
     UP_DOWN,
+    Item,
     assemble,
     base_variables,
     dashboard,
@@ -68,7 +69,7 @@ def _value_column(unit: str, thresholds: tuple[tuple[float | None, str], ...]) -
     ]
 
 
-def glance_row() -> list[object]:
+def glance_row() -> list[Item]:
     """Four counts that say whether anything in the fleet needs attention."""
     return [
         db.Row("Fleet at a glance"),
@@ -119,7 +120,7 @@ def glance_row() -> list[object]:
     ]
 
 
-def worst_row() -> list[object]:
+def worst_row() -> list[Item]:
     """Worst accept lengths and speedups, and the findings by code."""
     hidden = ["Time"]
     accept = grid(
@@ -178,7 +179,7 @@ def worst_row() -> list[object]:
     ]
 
 
-def distribution_row() -> list[object]:
+def distribution_row() -> list[Item]:
     """How accept length is distributed over time, fleet-wide, and per target."""
     buckets = (
         f"sum by (le) (rate({sel('specwatch_accept_length_windows_bucket', FLEET_SCOPE)}[{RATE}]))"
@@ -204,7 +205,7 @@ def distribution_row() -> list[object]:
     ]
 
 
-def coverage_row() -> list[object]:
+def coverage_row() -> list[Item]:
     """Which exporters Prometheus scrapes, their version, and how many targets each watches."""
     coverage = grid(
         "Exporter coverage",

@@ -24,6 +24,7 @@ from dashboards.common import (
     STALE_AFTER_S,
     UP_DOWN,
     WINDOW_SCOPE,
+    Item,
     assemble,
     base_variables,
     dashboard,
@@ -68,13 +69,12 @@ def variables() -> list[db.DatasourceVariable | db.QueryVariable]:
         .multi(False)
         .include_all(False)
     )
-    dp_rank = label_variable("dp_rank", "DP rank", "specwatch_accept_length", NODE_SCOPE).all_value(
-        ".*"
-    )  # ".*" also matches series without a dp_rank label
-    return [*base_variables(), target, dp_rank]
+    dp_rank = label_variable("dp_rank", "DP rank", "specwatch_accept_length", NODE_SCOPE)
+    # ".*" also matches the series of engines that log one line per node (no dp_rank label).
+    return [*base_variables(), target, dp_rank.all_value(".*")]
 
 
-def verdict_row() -> list[object]:
+def verdict_row() -> list[Item]:
     """The six numbers an on-call engineer reads first."""
     return [
         db.Row("Is speculation helping?"),
@@ -136,7 +136,7 @@ def verdict_row() -> list[object]:
     ]
 
 
-def speculation_row() -> list[object]:
+def speculation_row() -> list[Item]:
     """Accept length, derived rate, throughput against the baseline and the speedup over time."""
     accept = graph(
         "Accept length",
@@ -202,7 +202,7 @@ def speculation_row() -> list[object]:
     ]
 
 
-def load_row() -> list[object]:
+def load_row() -> list[Item]:
     """Requests and KV-cache pressure: the context that explains throughput."""
     return [
         db.Row("Load"),
@@ -233,7 +233,7 @@ def load_row() -> list[object]:
     ]
 
 
-def cuda_graph_row() -> list[object]:
+def cuda_graph_row() -> list[Item]:
     """CUDA-graph state now and the share of windows that ran with and without it."""
     windows = rate("specwatch_decode_windows_total", NODE_SCOPE)
     by_state = f"sum by (instance, target, cuda_graph) ({windows})"
@@ -277,7 +277,7 @@ def cuda_graph_row() -> list[object]:
     ]
 
 
-def findings_row() -> list[object]:
+def findings_row() -> list[Item]:
     """Active findings with their explanation, and the speculative configuration behind them."""
     findings = grid(
         "Active findings",
@@ -322,7 +322,7 @@ def findings_row() -> list[object]:
     ]
 
 
-def health_row() -> list[object]:
+def health_row() -> list[Item]:
     """Is the sidecar scraped, can it reach the server, and is the log readable?"""
     log_lines = f"sum by (instance) ({rate('specwatch_log_lines_total', NODE_SCOPE)})"
     stats_lines = f"sum by (instance, kind) ({rate('specwatch_log_stats_lines_total', NODE_SCOPE)})"

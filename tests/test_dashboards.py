@@ -297,11 +297,23 @@ def test_panel_runbook_links_point_at_existing_runbook_sections(board: dict[str,
     assert set(anchors) <= runbook_anchors()
 
 
-def test_every_alert_has_a_panel_linking_its_runbook_section() -> None:
+def alert_rules() -> list[dict[str, Any]]:
     rules = yaml.safe_load((REPO / "alerts" / "specwatch-rules.yaml").read_text(encoding="utf-8"))
-    alerts = {r["alert"].lower() for g in rules["groups"] for r in g["rules"] if "alert" in r}
+    return [r for g in rules["groups"] for r in g["rules"] if "alert" in r]
+
+
+def test_every_alert_has_a_panel_linking_its_runbook_section() -> None:
+    alerts = {r["alert"].lower() for r in alert_rules()}
     linked = {a for name in UIDS for a in panel_runbook_anchors(committed(name))}
     assert alerts and alerts <= linked, f"no panel explains {sorted(alerts - linked)}"
+
+
+def test_dashboards_and_alerts_link_the_same_runbook(board: dict[str, Any]) -> None:
+    from_alerts = {r["annotations"]["runbook_url"].partition("#")[0] for r in alert_rules()}
+    urls = [link["url"] for p in panels(board) for link in p["links"]] + [
+        link["url"] for link in board["links"] if link["type"] == "link"
+    ]
+    assert {url.partition("#")[0] for url in urls} == from_alerts
 
 
 def test_panels_fit_the_grid_without_overlapping(board: dict[str, Any]) -> None:
