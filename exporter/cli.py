@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from exporter import __version__
 
@@ -22,8 +23,15 @@ class UsageError(Exception):
     """A bad flag or config value: reported on one line, exit status 2."""
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Report usage errors on one line: scripts and log collectors read the last line only."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="specwatch",
         description="Prometheus exporter and alerting sidecar for speculative decoding.",
     )

@@ -68,8 +68,8 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_bad_flags_exit_2_with_one_line_naming_the_problem(args: list[str], named: str) -> None:
     result = run_cli(*args)
     assert result.returncode == 2, result.stderr
-    lines = [line for line in result.stderr.splitlines() if "error" in line]
-    assert len(lines) == 1 and named in lines[0], result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and ": error: " in lines[0] and named in lines[0], result.stderr
 
 
 def test_bad_config_key_exits_2_naming_it(tmp_path: Path) -> None:
