@@ -310,7 +310,7 @@ def test_every_alert_has_a_panel_linking_its_runbook_section() -> None:
 
 def test_dashboards_and_alerts_link_the_same_runbook(board: dict[str, Any]) -> None:
     from_alerts = {r["annotations"]["runbook_url"].partition("#")[0] for r in alert_rules()}
-    urls = [link["url"] for p in panels(board) for link in p["links"]] + [
+    urls = [link["url"] for p in panels(board) for link in p.get("links", [])] + [
         link["url"] for link in board["links"] if link["type"] == "link"
     ]
     assert {url.partition("#")[0] for url in urls} == from_alerts
