@@ -1,0 +1,43 @@
+"""What a line source tells its consumer: raw lines plus the file events that explain them.
+
+The tailer knows nothing about engines or parsing. It hands over bytes and says when the file
+behind them changed, so the consumer can reset per-file state and count what happened.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol
+
+SkipReason = Literal["too_long", "partial_discarded"]
+"""``too_long``: a line over ``max_line_bytes``, dropped up to its newline and counted once.
+``partial_discarded``: an unterminated fragment dropped when its file was truncated or retired."""
+
+ReadErrorReason = Literal[
+    "permission", "vanished", "stale", "io", "stat", "open", "read", "internal"
+]
+"""A bounded set, so the consumer can use it as a metric label as is."""
+
+
+class TailEvents(Protocol):
+    """Receiver of a line source's output; called from the source's own thread."""
+
+    def on_lines(self, lines: list[bytes]) -> None:
+        """Complete lines in order, without the trailing ``\\n`` (a trailing ``\\r`` may remain)."""
+
+    def on_bootstrap(self, lines: list[bytes], mtime: float) -> None:
+        """Head and tail lines of a file present at start, before any ``on_lines``."""
+
+    def on_new_file(self) -> None:
+        """A different file (rotated, recreated, newer glob match, truncated) starts."""
+
+    def on_rotation(self) -> None:
+        """Rename+create, delete+recreate, or a newer glob match replaced the followed file."""
+
+    def on_truncation(self) -> None:
+        """The followed file shrank below the read offset (copytruncate)."""
+
+    def on_skipped(self, reason: SkipReason) -> None:
+        """One line or fragment was dropped; see ``SkipReason``."""
+
+    def on_read_error(self, reason: ReadErrorReason) -> None:
+        """A filesystem call failed; the source retries on its next pass."""

@@ -1,0 +1,384 @@
+"""Follow a log file, or the newest match of a glob, across rotation and truncation.
+
+Design (after mtail, Fluent Bit and Vector; see the module docs of ``exporter.tail``):
+
+- Polling is the source of truth; a ``WakeupObserver`` only ends a sleep early.
+- A file is known by ``(st_dev, st_ino)``, never by its path. When the path (or the glob's
+  newest new match) names another file, the old descriptor is read to its end, the new file is
+  read from byte 0, and the old descriptor stays open for ``rotate_wait`` seconds so writers
+  that still hold it (late flushes, other processes) lose nothing. While the path is missing
+  the old descriptor is simply kept.
+- A file that shrinks below the read offset was truncated in place (copytruncate): the held
+  fragment is dropped and reading restarts at 0. This is lossy by nature: lines written and
+  truncated between two passes are gone, and a file that regrew past the old offset before the
+  pass cannot be told from one that grew.
+- A file present at start is followed from its end; its head and tail lines go to
+  ``on_bootstrap`` so the consumer can learn the server's arguments and latest state. Files
+  that appear later are read from their first byte.
+- Filesystem errors are counted through ``on_read_error`` and retried on the next pass; the
+  thread survives anything, including a consumer that raises.
+"""
+
+from __future__ import annotations
+
+import errno
+import glob
+import logging
+import os
+import stat
+import threading
+import time
+from dataclasses import dataclass
+
+from exporter.tail.events import ReadErrorReason, TailEvents
+from exporter.tail.lines import CHUNK_BYTES, LineSplitter, Split
+from exporter.tail.wakeup import WakeupObserver
+
+__all__ = ["FileTailer", "WakeupObserver"]
+
+log = logging.getLogger(__name__)
+
+Identity = tuple[int, int]
+
+PASS_BUDGET_BYTES = 16 * CHUNK_BYTES
+"""Most bytes read from one file per pass, so a flood never starves stop() or other files."""
+
+IDLE_INTERVAL = 1.0
+"""Longest sleep while idle, used only when directory notifications can wake the tailer."""
+
+_ERRNO_REASONS: dict[int, ReadErrorReason] = {
+    errno.EACCES: "permission",
+    errno.EPERM: "permission",
+    errno.ENOENT: "vanished",
+    errno.ESTALE: "stale",
+    errno.EIO: "io",
+}
+
+
+@dataclass
+class _Stream:
+    """One open file: descriptor, identity, read offset and its own partial line."""
+
+    fd: int
+    path: str
+    ident: Identity
+    splitter: LineSplitter
+    offset: int = 0
+
+
+def _identity(st: os.stat_result) -> Identity:
+    return (st.st_dev, st.st_ino)
+
+
+class FileTailer:
+    """Delivers the complete lines of one followed file (or glob) to a ``TailEvents``."""
+
+    def __init__(
+        self,
+        pattern: str,
+        events: TailEvents,
+        *,
+        from_beginning: bool = False,
+        max_line_bytes: int = 1 << 20,
+        poll_interval: float = 0.25,
+        rotate_wait: float = 5.0,
+        bootstrap_head_bytes: int = 256 << 10,
+        bootstrap_tail_bytes: int = 1 << 20,
+        observer: WakeupObserver | None = None,
+    ) -> None:
+        self._pattern = pattern
+        self._is_glob = glob.has_magic(pattern)
+        self._events = events
+        self._from_beginning = from_beginning
+        self._max_line_bytes = max_line_bytes
+        self._poll_interval = poll_interval
+        self._rotate_wait = rotate_wait
+        self._head_bytes = bootstrap_head_bytes
+        self._tail_bytes = bootstrap_tail_bytes
+        self._own_observer = observer is None
+        self._observer = observer if observer is not None else WakeupObserver()
+        self._current: _Stream | None = None
+        self._draining: _Stream | None = None
+        self._drain_until = 0.0
+        self._known: set[Identity] = set()
+        self._first_discovery = True
+        self._start_ident: Identity | None = None
+        self._watched_dir: str | None = None
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Follow in a background daemon thread; a second call does nothing."""
+        if self._thread is not None:
+            return
+        if self._own_observer:
+            self._observer.start()
+        self._thread = threading.Thread(target=self._run, name="specwatch-tail", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop following and close the files; idempotent."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        else:
+            self._close_all()
+        if self._watched_dir is not None:
+            self._observer.unwatch(self._watched_dir, self._wake)
+            self._watched_dir = None
+        if self._own_observer:
+            self._observer.stop()
+
+    def poll(self) -> None:
+        """One synchronous pass: drain retired files, look for a new file, read new bytes."""
+        self._safe_pass()
+
+    def _run(self) -> None:
+        interval = self._poll_interval
+        while not self._stopping.is_set():
+            self._wake.clear()
+            read = self._safe_pass()
+            if read >= PASS_BUDGET_BYTES:
+                continue
+            interval = self._next_interval(interval, read > 0)
+            self._wake.wait(interval)
+        self._close_all()
+
+    def _next_interval(self, interval: float, busy: bool) -> float:
+        """Back off while idle, but only when a directory watch will cut the sleep short."""
+        if busy or self._watched_dir is None:
+            return self._poll_interval
+        return min(interval * 2, max(IDLE_INTERVAL, self._poll_interval))
+
+    def _safe_pass(self) -> int:
+        with self._lock:
+            try:
+                return self._pass()
+            except Exception:
+                log.exception("tail pass over %s failed; retrying", self._pattern)
+                self._events.on_read_error("internal")
+                return 0
+
+    def _pass(self) -> int:
+        read = self._drain_retired()
+        self._discover()
+        if self._current is not None:
+            read += self._follow(self._current)
+        self._ensure_watch()
+        return read
+
+    def _close_all(self) -> None:
+        with self._lock:
+            for stream in (self._current, self._draining):
+                if stream is not None:
+                    os.close(stream.fd)
+            self._current = self._draining = None
+
+    # -- discovery and rotation ------------------------------------------------------------
+
+    def _matches(self) -> list[tuple[str, os.stat_result]]:
+        """Regular files the pattern names now, with their stat results."""
+        paths = sorted(glob.glob(self._pattern)) if self._is_glob else [self._pattern]
+        found: list[tuple[str, os.stat_result]] = []
+        for path in paths:
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                self._error(exc, "stat")
+                continue
+            if stat.S_ISREG(st.st_mode):
+                found.append((path, st))
+        return found
+
+    def _discover(self) -> None:
+        """Open the first file, or switch when a file not seen before takes the path/glob.
+
+        ``_known`` holds the identities present when the current file was opened; only an
+        identity outside it can replace the current file, so a rotated file that is written
+        again (or an older glob match touched later) never pulls the tailer back.
+        """
+        matches = self._matches()
+        idents = {_identity(st) for _, st in matches}
+        self._known &= idents
+        if self._first_discovery:
+            self._first_discovery = False
+            newest = self._newest(matches)
+            self._start_ident = _identity(newest[1]) if newest else None
+        current = self._current
+        if current is not None:
+            matches = [
+                (path, st)
+                for path, st in matches
+                if _identity(st) not in self._known and _identity(st) != current.ident
+            ]
+        newest = self._newest(matches)
+        if newest is not None:
+            self._switch_to(newest[0], idents)
+
+    @staticmethod
+    def _newest(
+        matches: list[tuple[str, os.stat_result]],
+    ) -> tuple[str, os.stat_result] | None:
+        """The newest file by modification time, then by name."""
+        if not matches:
+            return None
+        return max(matches, key=lambda match: (match[1].st_mtime_ns, match[0]))
+
+    def _switch_to(self, path: str, idents: set[Identity]) -> None:
+        """Drain the current file to its end, then open ``path`` from byte 0 (or bootstrap)."""
+        current = self._current
+        if current is not None and self._read(current, PASS_BUDGET_BYTES) >= PASS_BUDGET_BYTES:
+            return  # not at its end yet: switch on a later pass, after the rest is read
+        new = self._open(path)
+        if new is None:
+            return
+        if current is None and new.ident == self._start_ident and not self._from_beginning:
+            try:
+                self._bootstrap(new)
+            except OSError as exc:
+                os.close(new.fd)
+                self._error(exc, "read")
+                return  # retried on the next pass, still as the file present at start
+        self._start_ident = None
+        self._known = idents | {new.ident}
+        self._current = new
+        if current is None:
+            return
+        self._retire(current)
+        self._events.on_rotation()
+        self._events.on_new_file()
+
+    def _open(self, path: str) -> _Stream | None:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            self._error(exc, "open")
+            return None
+        try:
+            st = os.fstat(fd)
+        except OSError as exc:
+            os.close(fd)
+            self._error(exc, "stat")
+            return None
+        if not stat.S_ISREG(st.st_mode):  # replaced by a FIFO or directory after the stat
+            os.close(fd)
+            return None
+        return _Stream(fd, path, _identity(st), LineSplitter(self._max_line_bytes))
+
+    def _retire(self, stream: _Stream) -> None:
+        """Keep a replaced file open for late writes; only one retired file is kept."""
+        if self._draining is not None:
+            self._close_retired()
+        self._draining = stream
+        self._drain_until = time.monotonic() + self._rotate_wait
+
+    def _drain_retired(self) -> int:
+        stream = self._draining
+        if stream is None:
+            return 0
+        read = self._read(stream, PASS_BUDGET_BYTES)
+        if read < PASS_BUDGET_BYTES and time.monotonic() >= self._drain_until:
+            self._close_retired()
+        return read
+
+    def _close_retired(self) -> None:
+        stream = self._draining
+        if stream is None:
+            return
+        self._draining = None
+        os.close(stream.fd)
+        if stream.splitter.discard():
+            self._events.on_skipped("partial_discarded")
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _follow(self, stream: _Stream) -> int:
+        """Detect truncation of the open file, then read what is new."""
+        try:
+            size = os.fstat(stream.fd).st_size
+        except OSError as exc:
+            self._error(exc, "stat")
+            return 0
+        if size < stream.offset:
+            if stream.splitter.discard():
+                self._events.on_skipped("partial_discarded")
+            stream.offset = 0
+            self._events.on_truncation()
+            self._events.on_new_file()
+        return self._read(stream, PASS_BUDGET_BYTES)
+
+    def _read(self, stream: _Stream, budget: int) -> int:
+        """Read up to ``budget`` bytes in large chunks and deliver the complete lines."""
+        total = 0
+        while total < budget:
+            try:
+                chunk = os.pread(stream.fd, CHUNK_BYTES, stream.offset)
+            except OSError as exc:
+                self._error(exc, "read")
+                break
+            if not chunk:
+                break
+            stream.offset += len(chunk)
+            total += len(chunk)
+            stream.splitter.feed(chunk).deliver(self._events)
+        return total
+
+    def _bootstrap(self, stream: _Stream) -> None:
+        """Hand the head and tail lines of a file present at start to ``on_bootstrap``.
+
+        The head holds the server's startup arguments, the tail its latest stats window. Only
+        whole lines are used, a line in both windows is given once, and reading then continues
+        after the last complete line, so nothing written afterwards is missed.
+        """
+        st = os.fstat(stream.fd)
+        head = os.pread(stream.fd, min(self._head_bytes, st.st_size), 0)
+        head_end = head.rfind(b"\n") + 1
+        tail_from = max(head_end, st.st_size - self._tail_bytes)
+        tail = os.pread(stream.fd, st.st_size - tail_from, tail_from)
+        if tail_from > head_end and os.pread(stream.fd, 1, tail_from - 1) != b"\n":
+            first_nl = tail.find(b"\n")
+            if first_nl < 0:  # the last line started before the tail window: skip it whole
+                stream.offset = st.st_size
+                stream.splitter.skip_line()
+                self._give_bootstrap(head[:head_end], st.st_mtime)
+                return
+            tail, tail_from = tail[first_nl + 1 :], tail_from + first_nl + 1
+        tail_end = tail.rfind(b"\n") + 1
+        stream.offset = tail_from + tail_end
+        self._give_bootstrap(head[:head_end] + tail[:tail_end], st.st_mtime)
+
+    def _give_bootstrap(self, complete: bytes, mtime: float) -> None:
+        split = LineSplitter(self._max_line_bytes).feed(complete)
+        self._events.on_bootstrap(split.lines, mtime)
+        Split(too_long=split.too_long).deliver(self._events)
+
+    # -- support ---------------------------------------------------------------------------
+
+    def _ensure_watch(self) -> None:
+        """Watch the directory of the followed file (or of a plain pattern) for wake-ups."""
+        wanted = self._watch_dir()
+        if wanted == self._watched_dir:
+            return
+        if self._watched_dir is not None:
+            self._observer.unwatch(self._watched_dir, self._wake)
+            self._watched_dir = None
+        if wanted is not None and self._observer.watch(wanted, self._wake):
+            self._watched_dir = wanted
+
+    def _watch_dir(self) -> str | None:
+        if self._current is not None:
+            return os.path.dirname(os.path.abspath(self._current.path))
+        parent = os.path.dirname(os.path.abspath(self._pattern))
+        return None if glob.has_magic(parent) else parent
+
+    def _error(self, exc: OSError, fallback: ReadErrorReason) -> None:
+        reason = _ERRNO_REASONS.get(exc.errno or 0, fallback)
+        log.debug("%s: %s (%s)", self._pattern, exc, reason)
+        self._events.on_read_error(reason)

@@ -1,0 +1,125 @@
+"""Newline splitting with a hard line-length cap, shared by the file and stdin sources.
+
+Bytes arrive in arbitrary chunks. Only newline-terminated lines leave; the fragment after the
+last newline waits for the next chunk. A line longer than ``max_line_bytes`` is dropped up to
+its newline and counted once, and the splitter never holds more than ``max_line_bytes`` of it,
+so one runaway line (an echoed prompt, a binary blob) cannot exhaust memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from exporter.tail.events import TailEvents
+
+CHUNK_BYTES = 256 << 10
+"""Read size for both sources: large reads keep the per-line cost low."""
+
+
+@dataclass
+class Split:
+    """Result of feeding one chunk: complete lines in order, and how many were too long."""
+
+    lines: list[bytes] = field(default_factory=list)
+    too_long: int = 0
+
+    def deliver(self, events: TailEvents) -> None:
+        """Hand the lines, then one ``too_long`` skip per dropped line, to ``events``."""
+        if self.lines:
+            events.on_lines(self.lines)
+        for _ in range(self.too_long):
+            events.on_skipped("too_long")
+
+
+class LineSplitter:
+    """Turns a byte stream into complete lines; one instance per open stream."""
+
+    def __init__(self, max_line_bytes: int) -> None:
+        if max_line_bytes < 1:
+            raise ValueError("max_line_bytes must be at least 1")
+        self._max = max_line_bytes
+        self._partial = bytearray()
+        self._skipping = False
+
+    @property
+    def pending(self) -> int:
+        """Bytes held for the unterminated last line (never more than ``max_line_bytes``)."""
+        return len(self._partial)
+
+    def feed(self, chunk: bytes) -> Split:
+        """Split ``chunk``, joining it to the held fragment; keeps the new trailing fragment."""
+        out = Split()
+        start = self._finish_held_line(chunk, out)
+        if start < 0:
+            return out
+        last_nl = chunk.rfind(b"\n", start)
+        if last_nl >= 0:
+            body = chunk[start:last_nl]
+            if len(body) <= self._max:  # no line in it can be too long: skip the length checks
+                out.lines.extend(body.split(b"\n"))
+            else:
+                self._add_lines(body.split(b"\n"), out)
+            start = last_nl + 1
+        self._hold(chunk[start:], out)
+        return out
+
+    def discard(self) -> bool:
+        """Drop the held fragment (its file is gone); True if a non-empty fragment was dropped.
+
+        A line already being skipped for length was counted as too long, so it is not counted
+        again here.
+        """
+        dropped = bool(self._partial)
+        self._partial.clear()
+        self._skipping = False
+        return dropped
+
+    def skip_line(self) -> None:
+        """Drop everything up to the next newline, uncounted: reading starts mid-line."""
+        self._partial.clear()
+        self._skipping = True
+
+    def flush(self) -> bytes | None:
+        """The held fragment as a final line, for a stream that has ended (stdin EOF)."""
+        line = bytes(self._partial) if self._partial else None
+        self._partial.clear()
+        self._skipping = False
+        return line
+
+    def _finish_held_line(self, chunk: bytes, out: Split) -> int:
+        """Complete (or keep skipping) the line held from earlier chunks.
+
+        Returns the offset in ``chunk`` where fresh lines start, or -1 when the whole chunk was
+        consumed by the held line.
+        """
+        if not self._skipping and not self._partial:
+            return 0
+        nl = chunk.find(b"\n")
+        if nl < 0:
+            if self._skipping:
+                return -1
+            self._hold(bytes(self._partial) + chunk, out)
+            return -1
+        if self._skipping:
+            self._skipping = False
+        else:
+            line = bytes(self._partial) + chunk[:nl]
+            self._partial.clear()
+            self._add_lines([line], out)
+        return nl + 1
+
+    def _add_lines(self, lines: list[bytes], out: Split) -> None:
+        for line in lines:
+            if len(line) > self._max:
+                out.too_long += 1
+            else:
+                out.lines.append(line)
+
+    def _hold(self, fragment: bytes, out: Split) -> None:
+        """Keep an unterminated fragment, or start skipping it once it exceeds the cap."""
+        self._partial.clear()
+        if len(fragment) > self._max:
+            self._skipping = True
+            out.too_long += 1
+        else:
+            self._partial += fragment
