@@ -86,9 +86,9 @@ def classify(text: str) -> StatsRecord | Unrecognized | Prefix | None:
         return None
     head, message = split
     if message.startswith("Decode batch"):
-        return _stats("decode", head, message)
+        return _stats("decode", len("Decode batch"), head, message)
     if message.startswith("Prefill batch"):
-        return _stats("prefill", head, message)
+        return _stats("prefill", len("Prefill batch"), head, message)
     return Prefix(time=head[0], dp_rank=head[1], tp_rank=head[2], message=message)
 
 
@@ -135,17 +135,24 @@ def _parse_head(head: str) -> _Head | tuple[()]:
     return time, named.get("DP"), named.get("TP")
 
 
-def _stats(kind: str, head: _Head, message: str) -> StatsRecord | Unrecognized:
-    """The record of a line whose message starts like a stats line, or why there is none."""
-    header = _HEADER.match(message)
-    if header is None:
-        return Unrecognized("header")
+def _stats(kind: str, word_end: int, head: _Head, message: str) -> StatsRecord | Unrecognized:
+    """The record of a line whose message starts like a stats line, or why there is none.
+
+    ``word_end`` is where "Decode batch"/"Prefill batch" ends in ``message``.
+    """
     values: dict[str, Any] = {}
     extra: dict[str, Any] = {}
-    if header.group(2) is not None:
-        extra["forward_iter"] = int(header.group(2))
+    if message.startswith(", ", word_end):
+        body = message[word_end + 2 :]  # the header since v0.5.4.post1: no regex needed
+    else:
+        header = _HEADER.match(message)
+        if header is None:
+            return Unrecognized("header")
+        if header.group(2) is not None:
+            extra["forward_iter"] = int(header.group(2))
+        body = message[header.end() :]
     try:
-        _read_fields(message[header.end() :], values, extra)
+        _read_fields(body, values, extra)
     except ValueError:
         return Unrecognized("bad_value")
     if "token_usage" not in values and "full_token_usage" in extra:
@@ -166,12 +173,13 @@ def _percent(value: str) -> float:
 
 def _flag(value: str) -> bool:
     """Python's ``True``/``False`` exactly; anything else is drift, not a guess."""
-    value = value.strip()
-    if value == "True":
-        return True
-    if value == "False":
-        return False
-    raise ValueError(value)
+    try:
+        return _BOOLS[value]
+    except KeyError:
+        raise ValueError(value) from None
+
+
+_BOOLS = {"True": True, "False": False}
 
 
 def _text(value: str) -> str:
@@ -193,6 +201,7 @@ _FIELDS: dict[str, tuple[bool, str, Converter]] = {
     "#new-token": (True, "new_tokens", int),
     "#cached-token": (True, "cached_tokens", int),
     "input throughput (token/s)": (True, "input_throughput", float),
+    "cuda graph": (True, "cuda_graph", _flag),
     "full token usage": (False, "full_token_usage", float),
     "swa token usage": (False, "swa_token_usage", float),
     "mamba usage": (False, "mamba_usage", float),
@@ -229,7 +238,6 @@ def _read_fields(body: str, values: dict[str, Any], extra: dict[str, Any]) -> No
             else:
                 extra[known[1]] = known[2](raw)
         elif name.endswith(" graph"):
-            # "cuda graph" on GPUs; "cpu", "npu", "musa graph" elsewhere mean the same.
+            # "cpu", "npu", "musa graph": the same flag as "cuda graph" on other devices.
             values["cuda_graph"] = _flag(raw)
-            if name != "cuda graph":
-                extra["graph_device"] = name[: -len(" graph")]
+            extra["graph_device"] = name[: -len(" graph")]
