@@ -14,6 +14,7 @@ import re
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -90,11 +91,11 @@ def alerting(tmp_path: Path) -> Iterator[tuple[WebhookReceiver, RunningAlertmana
         yield webhook, alertmanager
 
 
-@pytest.fixture
-def simulated_log(tmp_path: Path) -> Iterator[Path]:
-    """Incident 1 written in real time, wall-clock stamped, for as long as the test runs."""
-    log = tmp_path / "server.log"
-    cmd = specwatch_cmd("simulate", "--scenario", "collapsed", "--out", str(log), "--rate", "4")
+@contextmanager
+def simulated(tmp_path: Path, scenario: str) -> Iterator[Path]:
+    """``scenario`` written in real time, wall-clock stamped, for as long as the block runs."""
+    log = tmp_path / f"{scenario}.log"
+    cmd = specwatch_cmd("simulate", "--scenario", scenario, "--out", str(log), "--rate", "4")
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: log.exists() or proc.poll() is not None, timeout=15)
@@ -103,6 +104,32 @@ def simulated_log(tmp_path: Path) -> Iterator[Path]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@contextmanager
+def watched_incident(
+    tmp_path: Path, port: int, scenario: str, alertmanager: RunningAlertmanager
+) -> Iterator[RunningPrometheus]:
+    """The simulator, ``specwatch run`` on its log and Prometheus evaluating the fast rules."""
+    require_tool("prometheus")
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(yaml.safe_dump(fast_rules(RULES.read_text())))
+    args = ["--from-beginning", "--target", "sglang-0", "--baseline-curve", BASELINE_CURVE]
+    with (
+        simulated(tmp_path, scenario) as log,
+        run_daemon(["--log-file", str(log), *args], port),
+        running_prometheus(tmp_path, [f"127.0.0.1:{port}"], [rules], alertmanager.url) as prom,
+    ):
+        yield prom
+
+
+def held_back(alertmanager: RunningAlertmanager, alertname: str) -> list[dict[str, Any]]:
+    """Alerts of that name Alertmanager holds and inhibits."""
+    return [
+        a
+        for a in alertmanager.alerts()
+        if a["labels"]["alertname"] == alertname and a["status"]["inhibitedBy"]
+    ]
 
 
 def firing(prometheus: RunningPrometheus, alertname: str) -> list[dict[str, Any]]:
@@ -124,21 +151,11 @@ def annotations_of(alertname: str) -> dict[str, str]:
 
 
 def test_collapsed_drafter_pages_through_alertmanager_with_labels_and_annotations(
-    tmp_path: Path,
-    port: int,
-    simulated_log: Path,
-    alerting: tuple[WebhookReceiver, RunningAlertmanager],
+    tmp_path: Path, port: int, alerting: tuple[WebhookReceiver, RunningAlertmanager]
 ) -> None:
-    require_tool("prometheus")
     webhook, alertmanager = alerting
-    rules = tmp_path / "rules.yaml"
-    rules.write_text(yaml.safe_dump(fast_rules(RULES.read_text())))
     instance = f"127.0.0.1:{port}"
-    args = ["--log-file", str(simulated_log), "--from-beginning", "--target", "sglang-0"]
-    with (
-        run_daemon([*args, "--baseline-curve", BASELINE_CURVE], port),
-        running_prometheus(tmp_path, [instance], [rules], alertmanager.url) as prometheus,
-    ):
+    with watched_incident(tmp_path, port, "collapsed", alertmanager) as prometheus:
         pages = prometheus.wait_for(
             lambda: notified(webhook, "SpecDecodeAcceptLengthCollapsed"), timeout=60
         )
@@ -169,20 +186,44 @@ def test_collapsed_drafter_pages_through_alertmanager_with_labels_and_annotation
 
         # The warning twin fires in Prometheus but Alertmanager holds it back.
         prometheus.wait_for(lambda: firing(prometheus, "SpecDecodeAcceptLengthLow"), timeout=60)
-        low = prometheus.wait_for(
-            lambda: [
-                a
-                for a in alertmanager.alerts()
-                if a["labels"]["alertname"] == "SpecDecodeAcceptLengthLow"
-            ],
-            timeout=30,
-        )
-        assert low[0]["status"]["inhibitedBy"], low
+        prometheus.wait_for(lambda: held_back(alertmanager, "SpecDecodeAcceptLengthLow"), 30)
         time.sleep(3)  # several group intervals: a leak would have been delivered by now
         assert notified(webhook, "SpecDecodeAcceptLengthLow") == []
         # Incident 1 is not a CUDA-graph, configuration or exporter problem.
         for quiet in ("SpecDecodeCudaGraphDisabled", "SpecwatchDown", "SpecDecodeMisconfigured"):
             assert firing(prometheus, quiet) == [], quiet
+
+
+def test_wrong_algorithm_flag_pages_for_the_cause_not_the_symptom(
+    tmp_path: Path, port: int, alerting: tuple[WebhookReceiver, RunningAlertmanager]
+) -> None:
+    """Incident 2: the page names the flag; the collapsed accept length it causes is held."""
+    webhook, alertmanager = alerting
+    with watched_incident(tmp_path, port, "eagle-flag", alertmanager) as prometheus:
+        pages = prometheus.wait_for(lambda: notified(webhook, "SpecDecodeMisconfigured"), 60)
+        assert pages[0]["receiver"] == "pager"
+        assert pages[0]["labels"] == {
+            "alertname": "SpecDecodeMisconfigured",
+            "severity": "critical",
+            "code": "eagle3_draft_with_eagle_algorithm",
+            "job": "specwatch",
+            "instance": f"127.0.0.1:{port}",
+            "target": "sglang-0",
+        }
+        assert pages[0]["annotations"] == {
+            key: value.replace("{{ $labels.target }}", "sglang-0").replace(
+                "{{ $labels.instance }}", f"127.0.0.1:{port}"
+            )
+            for key, value in annotations_of("SpecDecodeMisconfigured").items()
+        }
+        prometheus.wait_for(
+            lambda: firing(prometheus, "SpecDecodeAcceptLengthCollapsed"), timeout=60
+        )
+        prometheus.wait_for(
+            lambda: held_back(alertmanager, "SpecDecodeAcceptLengthCollapsed"), timeout=30
+        )
+        time.sleep(3)  # several group intervals: a leak would have been delivered by now
+        assert notified(webhook, "SpecDecodeAcceptLengthCollapsed") == []
 
 
 def _alert(alertname: str, severity: str, **labels: str) -> dict[str, Any]:
