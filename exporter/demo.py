@@ -43,6 +43,8 @@ EXPECTED_ACCEPT_LENGTH = 3.0
 COLLAPSED_AT = 1.05  # accept length at or below this: no draft token is being accepted
 DEMO_FOR = "10s"  # the shipped rules wait minutes before firing; the demo cannot
 POLL_SECONDS = 3.0
+QUIET_SECONDS = 8.0  # longer than any scenario's decode interval: the server went quiet
+INFO = "specwatch_speculative_info"
 STOP_GRACE_SECONDS = 5.0
 
 _print_lock = threading.Lock()
@@ -342,6 +344,7 @@ class Narrator:
 
     started: float = field(default_factory=time.monotonic)
     collapsed: bool = False
+    server: str | None = None
     findings: set[tuple[str, str]] = field(default_factory=set)
     alerts: dict[str, str] = field(default_factory=dict)
 
@@ -356,6 +359,21 @@ class Narrator:
             say(f"{self.stamp()}  {status_line(samples, accept)}")
             self._collapse(accept, samples)
         self._findings(findings(samples))
+        self._server(samples)
+
+    def _server(self, samples: Samples) -> None:
+        """Announce the speculative setup whenever it changes (a restart with a new drafter)."""
+        info = next((dict(labels) for (name, labels) in samples if name == INFO), None)
+        if info is None or not info.get("algorithm"):
+            return  # nothing read from the server's startup yet
+        text = (
+            f"{info.get('algorithm') or '?'} with draft {info.get('draft_model') or '?'} "
+            f"({info.get('draft_architecture') or '?'}), "
+            f"{info.get('num_draft_tokens') or '?'} draft tokens"
+        )
+        if text != self.server:
+            self.server = text
+            say(f"{self.stamp()}  SERVER    {text}")
 
     def _collapse(self, accept: float, samples: Samples) -> None:
         speedup = value(samples, "specwatch_speedup_ratio")
@@ -403,6 +421,9 @@ def status_line(samples: Samples, accept: float) -> str:
     running = value(samples, "specwatch_running_requests")
     if running is not None:
         parts.append(f"{running:.0f} running")
+    newest = value(samples, "specwatch_last_decode_timestamp_seconds")
+    if newest and time.time() - newest > QUIET_SECONDS:
+        parts.append(f"no new window for {time.time() - newest:.0f}s")
     return " | ".join(parts)
 
 
