@@ -230,7 +230,7 @@ def coverage_row() -> list[Item]:
             "SpecwatchDown",
             "SpecwatchAbsent",
         ),
-    ).with_transformation(dm.DataTransformerConfig(id_val="merge", options={}))
+    )
     return [
         db.Row("Coverage"),
         coverage.override_by_name(

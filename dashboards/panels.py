@@ -131,7 +131,11 @@ def grid(
     height: int = 8,
     alerts: tuple[str, ...] = (),
 ) -> table.Panel:
-    """A table of instant results, one row per series, without the columns nobody reads."""
+    """A table of instant results, one row per series, without the columns nobody reads.
+
+    Several queries are merged first into one row per shared label set (e.g. per instance),
+    then the hidden columns are dropped.
+    """
     panel = (
         table.Panel()
         .title(title)
@@ -142,18 +146,15 @@ def grid(
         .thresholds(steps((None, "text")))
         .cell_height(cm.TableCellHeight.SM)
         .show_header(True)
-        .with_transformation(
-            dm.DataTransformerConfig(
-                id_val="organize",
-                options={"excludeByName": dict.fromkeys(hidden, True), "renameByName": {}},
-            )
-        )
         .height(height)
         .span(width)
     )
     for target in targets:
         panel = panel.with_target(target)
-    return panel
+    if len(targets) > 1:
+        panel = panel.with_transformation(dm.DataTransformerConfig(id_val="merge", options={}))
+    organize = {"excludeByName": dict.fromkeys(hidden, True), "renameByName": {}}
+    return panel.with_transformation(dm.DataTransformerConfig(id_val="organize", options=organize))
 
 
 def heat(
