@@ -1,0 +1,137 @@
+"""Filesystem errors are counted and retried; nothing stops the tailer thread."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+
+from exporter.tail import FileTailer
+from tests.conftest import REPO, require_tool
+from tests.test_tail_support import Recorder, append, following, let_tailer_run, wait_until
+
+# Runs a tailer in a child process (so its file permissions can be those of an unprivileged
+# user) and prints every event as one JSON line.
+CHILD = """
+import json, sys
+from exporter.tail import FileTailer
+
+class Printer:
+    def __getattr__(self, name):
+        def record(*args):
+            payload = [a if isinstance(a, str) else None for a in args]
+            lines = [b.decode() for a in args if isinstance(a, list) for b in a]
+            print(json.dumps({"event": name, "args": payload, "lines": lines}), flush=True)
+        return record
+
+tailer = FileTailer(sys.argv[1], Printer(), poll_interval=0.02)
+tailer.start()
+sys.stdin.read()
+tailer.stop()
+"""
+
+
+def test_unresolvable_path_is_counted_and_retried_until_it_resolves(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.symlink_to(log)  # a symlink loop: stat fails with ELOOP
+    with following(log) as (_, rec):
+        wait_until(lambda: rec.reasons("read_error")["stat"] >= 2, "repeated stat errors")
+        log.unlink()
+        log.write_bytes(b"resolved\n")
+        wait_until(lambda: rec.lines == [b"resolved"], "the file once it resolves")
+    assert set(rec.reasons("read_error")) == {"stat"}
+
+
+def unprivileged() -> list[str]:
+    """Command prefix under which file permissions apply (root ignores them by default)."""
+    if os.geteuid() != 0:
+        return []
+    return [require_tool("setpriv"), "--bounding-set=-dac_override,-dac_read_search"]
+
+
+def test_permission_denied_is_counted_and_retried_until_readable() -> None:
+    prefix = unprivileged()
+    with tempfile.TemporaryDirectory() as folder:
+        log = Path(folder) / "server.log"
+        log.write_bytes(b"server args\n")
+        log.chmod(0)
+        child = subprocess.Popen(
+            [*prefix, sys.executable, "-c", CHILD, str(log)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+        killer = threading.Timer(10.0, child.kill)
+        killer.start()
+        try:
+            assert child.stdout is not None and child.stdin is not None
+            events = [json.loads(child.stdout.readline())]
+            assert events[0] == {"event": "on_read_error", "args": ["permission"], "lines": []}
+            log.chmod(0o644)
+            while events[-1]["event"] != "on_bootstrap":
+                events.append(json.loads(child.stdout.readline()))
+            append(log, b"appended\n")
+            events.append(json.loads(child.stdout.readline()))
+            child.stdin.close()
+            assert child.wait() == 0
+        finally:
+            killer.cancel()
+            child.kill()
+    assert {e["event"] for e in events[:-2]} == {"on_read_error"}
+    assert events[-2]["lines"] == ["server args"]
+    assert events[-1] == {"event": "on_lines", "args": [None], "lines": ["appended"]}
+
+
+class FailingOnce(Recorder):
+    """A consumer with a bug that raises on its first batch of lines."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    def on_lines(self, lines: list[bytes]) -> None:
+        if not self.failed:
+            self.failed = True
+            raise RuntimeError("consumer bug")
+        super().on_lines(lines)
+
+
+def test_a_raising_consumer_is_counted_and_the_tailer_keeps_going(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.touch()
+    rec = FailingOnce()
+    tailer = FileTailer(str(log), rec, poll_interval=0.02)
+    tailer.start()
+    try:
+        wait_until(lambda: rec.bootstraps, "bootstrap")
+        append(log, b"lost to the bug\n")
+        wait_until(lambda: rec.reasons("read_error")["internal"] == 1, "the counted failure")
+        append(log, b"after the bug\n")
+        wait_until(lambda: rec.lines == [b"after the bug"], "the next line")
+    finally:
+        tailer.stop()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_path_that_is_not_a_regular_file_is_not_opened(tmp_path: Path, kind: str) -> None:
+    log = tmp_path / "server.log"
+    if kind == "fifo":
+        os.mkfifo(log)
+    else:
+        log.mkdir()
+    with following(log) as (_, rec):
+        let_tailer_run()
+        if kind == "fifo":
+            log.unlink()
+        else:
+            log.rmdir()
+        log.write_bytes(b"regular now\n")
+        wait_until(lambda: rec.lines == [b"regular now"], "the regular file")
+    assert rec.count("read_error") == 0

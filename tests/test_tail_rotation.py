@@ -1,0 +1,160 @@
+"""Rotation, truncation, recreation and glob following, done with real file operations."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from tests.test_tail_support import (
+    append,
+    following,
+    joined,
+    let_tailer_run,
+    numbered,
+    wait_until,
+)
+
+
+def started_empty(log: Path) -> None:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.touch()
+
+
+def test_rename_and_create_loses_nothing_and_repeats_nothing(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    started_empty(log)
+    with following(log) as (_, rec):
+        wait_until(lambda: rec.bootstraps, "bootstrap")
+        with open(log, "ab", buffering=0) as old_writer:
+            old_writer.write(joined(numbered("old", 100)))
+            wait_until(lambda: len(rec.lines) == 100, "the old lines")
+            old_writer.write(b"unread before rename\n")
+            os.rename(log, tmp_path / "server.log.1")
+            old_writer.write(b"late, before create\n")
+            append(log, joined(numbered("new", 3)))
+            wait_until(lambda: rec.count("rotation") == 1, "the rotation")
+            old_writer.write(b"late, after create\n")
+            wait_until(lambda: len(rec.lines) == 106, "every line")
+        append(log, b"new 3\n")
+        wait_until(lambda: len(rec.lines) == 107, "the last line")
+    lines = rec.lines
+    assert lines[:102] == [
+        *numbered("old", 100),
+        b"unread before rename",
+        b"late, before create",
+    ]
+    assert sorted(lines[102:]) == sorted([*numbered("new", 4), b"late, after create"])
+    assert lines[-1] == b"new 3"
+    assert (rec.count("rotation"), rec.count("new_file"), rec.count("truncation")) == (1, 1, 0)
+
+
+def test_path_missing_for_a_while_keeps_the_old_file(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    started_empty(log)
+    with following(log) as (_, rec):
+        wait_until(lambda: rec.bootstraps, "bootstrap")
+        with open(log, "ab", buffering=0) as old_writer:
+            os.rename(log, tmp_path / "server.log.1")
+            let_tailer_run()
+            old_writer.write(b"written while the path was missing\n")
+            wait_until(lambda: rec.lines, "the line written to the renamed file")
+        append(log, b"first of the new file\n")
+        wait_until(lambda: len(rec.lines) == 2, "the new file's line")
+    assert rec.lines == [b"written while the path was missing", b"first of the new file"]
+    assert rec.count("rotation") == 1
+    assert rec.count("read_error") == 0
+
+
+def test_copytruncate_restarts_at_zero_and_drops_the_unfinished_fragment(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "server.log"
+    started_empty(log)
+    with following(log) as (_, rec):
+        wait_until(lambda: rec.bootstraps, "bootstrap")
+        with open(log, "ab", buffering=0) as writer:
+            writer.write(joined(numbered("before", 10)) + b"unfinished")
+            wait_until(lambda: len(rec.lines) == 10, "the lines before truncation")
+            let_tailer_run()
+            shutil.copy(log, tmp_path / "server.log.1")
+            os.truncate(log, 0)
+            wait_until(lambda: rec.count("truncation") == 1, "the truncation")
+            writer.write(joined(numbered("after", 2)))
+            wait_until(lambda: len(rec.lines) == 12, "the lines after truncation")
+    assert rec.lines[10:] == numbered("after", 2)
+    assert rec.reasons("skipped") == {"partial_discarded": 1}
+    assert (rec.count("truncation"), rec.count("new_file"), rec.count("rotation")) == (1, 1, 0)
+
+
+def test_delete_and_recreate_reads_the_new_file_from_its_first_byte(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_bytes(b"at start\n")
+    with following(log) as (_, rec):
+        wait_until(lambda: rec.bootstraps, "bootstrap")
+        append(log, b"before delete\n")
+        wait_until(lambda: rec.lines, "the appended line")
+        os.remove(log)
+        let_tailer_run()
+        log.write_bytes(joined(numbered("recreated", 3)))
+        wait_until(lambda: len(rec.lines) == 4, "the recreated file's lines")
+    assert rec.lines == [b"before delete", *numbered("recreated", 3)]
+    assert (rec.count("rotation"), rec.count("new_file")) == (1, 1)
+
+
+def test_retired_file_is_released_after_rotate_wait_dropping_its_fragment(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "server.log"
+    started_empty(log)
+    with following(log, rotate_wait=0.2) as (_, rec):
+        wait_until(lambda: rec.bootstraps, "bootstrap")
+        append(log, b"complete\nnever finished")
+        wait_until(lambda: rec.lines, "the complete line")
+        os.rename(log, tmp_path / "server.log.1")
+        append(log, b"new\n")
+        wait_until(lambda: rec.reasons("skipped")["partial_discarded"] == 1, "the release")
+        append(tmp_path / "server.log.1", b" after release\n")
+        append(log, b"newer\n")
+        wait_until(lambda: len(rec.lines) == 3, "the new file's lines")
+        let_tailer_run()
+    assert rec.lines == [b"complete", b"new", b"newer"]
+
+
+def test_glob_follows_the_newest_match_and_switches_to_a_newer_one(tmp_path: Path) -> None:
+    older, newest = tmp_path / "0.log", tmp_path / "1.log"
+    older.write_bytes(b"older file\n")
+    os.utime(older, (1_600_000_000, 1_600_000_000))
+    newest.write_bytes(b"newest file\n")
+    (tmp_path / "1.log.20250101-000000").write_bytes(b"not a match\n")
+    with following(tmp_path / "*.log") as (_, rec):
+        wait_until(lambda: rec.bootstraps, "bootstrap")
+        append(newest, b"followed\n")
+        wait_until(lambda: rec.lines == [b"followed"], "the newest file's line")
+        appeared = tmp_path / "2.log"
+        appeared.write_bytes(b"from the first byte\n")
+        wait_until(lambda: len(rec.lines) == 2, "the new match's line")
+        append(older, b"older file touched\n")
+        append(newest, b"late write to the replaced file\n")
+        let_tailer_run()
+        append(appeared, b"still followed\n")
+        wait_until(lambda: rec.lines[-1] == b"still followed", "the followed file's line")
+    assert rec.bootstraps[0][0] == [b"newest file"]
+    assert rec.lines == [
+        b"followed",
+        b"from the first byte",
+        b"late write to the replaced file",
+        b"still followed",
+    ]
+    assert rec.count("rotation") == 1
+
+
+def test_glob_without_a_match_waits_for_the_first_file(tmp_path: Path) -> None:
+    pod_dir = tmp_path / "ns_pod_uid" / "sglang"
+    with following(pod_dir / "*.log") as (_, rec):
+        let_tailer_run()
+        pod_dir.mkdir(parents=True)
+        (pod_dir / "0.log").write_bytes(b"container started\n")
+        wait_until(lambda: rec.lines == [b"container started"], "the first match")
+    assert rec.count("bootstrap") == 0
+    assert rec.count("rotation") == 0
