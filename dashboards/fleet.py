@@ -57,7 +57,9 @@ def _node_link() -> dm.DynamicConfigValue:
     )
 
 
-def _value_column(unit: str, thresholds: tuple[tuple[float | None, str], ...]) -> list:
+def _value_column(
+    unit: str, thresholds: tuple[tuple[float | None, str], ...]
+) -> list[dm.DynamicConfigValue]:
     """The value column of a worst-first table: unit, thresholds and a coloured background."""
     return [
         dm.DynamicConfigValue(id_val="unit", value=unit),
