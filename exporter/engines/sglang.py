@@ -233,10 +233,11 @@ def _read_fields(body: str, values: dict[str, Any], extra: dict[str, Any]) -> No
         name, _, raw = piece.partition(": ")
         known = _FIELDS.get(name)
         if known is not None:
-            if known[0]:
-                values[known[1]] = known[2](raw)
+            is_record, key, convert = known
+            if is_record:
+                values[key] = convert(raw)
             else:
-                extra[known[1]] = known[2](raw)
+                extra[key] = convert(raw)
         elif name.endswith(" graph"):
             # "cpu", "npu", "musa graph": the same flag as "cuda graph" on other devices.
             values["cuda_graph"] = _flag(raw)
