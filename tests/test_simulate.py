@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from exporter.envelopes import EnvelopeDecoder
-from exporter.simulate import ERAS, generate
+from exporter.simulate import ERAS, SCENARIOS, generate
 from exporter.simulate.envelope import wrap
 
 DURATION = 240.0  # seconds of simulated log: 40+ decode windows for every scenario
@@ -308,3 +308,14 @@ def test_a_reader_that_stops_early_is_not_an_error() -> None:
     proc.stdout.close()
     assert proc.wait(timeout=30) == 0
     assert b"Traceback" not in proc.stderr.read()
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_doctor_reads_each_scenarios_intended_findings_from_the_log(
+    tmp_path: Path, scenario: str
+) -> None:
+    """The findings each incident is meant to raise (spec sections 2 and 7), log alone."""
+    log = simulate_file(tmp_path, scenario, "--duration", "300")
+    result = specwatch("doctor", "--json", "--log-file", str(log))
+    codes = {finding["code"] for finding in json.loads(result.stdout)["findings"]}
+    assert codes == set(SCENARIOS[scenario].findings), result.stdout

@@ -68,7 +68,7 @@ class Scenario:
     summary: str
     phases: tuple[Phase, ...]
     baseline: tuple[tuple[int, float], ...]
-    findings: tuple[str, ...]  # finding codes (spec section 7) the log alone supports
+    findings: tuple[str, ...]  # finding codes (spec section 7) active at the end of the log
 
     def baseline_at(self, running: int) -> float:
         """Baseline tok/s at a concurrency, interpolated like the exporter's baseline curve."""
@@ -144,7 +144,7 @@ def _scenarios() -> dict[str, Scenario]:
             "incident 3: accept length ~2.45 of 16 draft tokens, no CUDA graphs, 57 vs 90 tok/s",
             (Phase(undertrained, Behaviour(2.45, 0.1, 1, 0, 57.0)),),
             UNDERTRAINED_BASELINE,
-            ("cuda_graph_disabled", "draft_tokens_excessive"),
+            ("cuda_graph_disabled", "draft_tokens_excessive", "metrics_endpoint_disabled"),
         ),
         Scenario(
             "mismatched",
@@ -161,7 +161,7 @@ def _scenarios() -> dict[str, Scenario]:
                 _HEALTHY,
             ),
             NODE_BASELINE,
-            ("running_requests_capped",),
+            (),
         ),
     )
     return {scenario.name: scenario for scenario in listing}
