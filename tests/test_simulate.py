@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from exporter.envelopes import EnvelopeDecoder
-from exporter.simulate import ERAS, SCENARIOS, generate
+from exporter.simulate import ERAS, SCENARIOS, events, generate
 from exporter.simulate.envelope import wrap
 
 DURATION = 240.0  # seconds of simulated log: 40+ decode windows for every scenario
@@ -319,3 +319,9 @@ def test_doctor_reads_each_scenarios_intended_findings_from_the_log(
     result = specwatch("doctor", "--json", "--log-file", str(log))
     codes = {finding["code"] for finding in json.loads(result.stdout)["findings"]}
     assert codes == set(SCENARIOS[scenario].findings), result.stdout
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_lines_are_written_in_time_order(scenario: str) -> None:
+    offsets = [event.offset for event in events(SCENARIOS[scenario], duration=600)]
+    assert offsets == sorted(offsets)

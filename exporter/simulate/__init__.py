@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from itertools import chain
 
 from exporter.simulate.envelope import ENVELOPES, wrap
 from exporter.simulate.events import LogEvent
@@ -44,16 +45,11 @@ def events(
         first_request = boot[-1].offset + 1.0
         until = None if phase.traffic_seconds is None else first_request + phase.traffic_seconds
         traffic = Traffic(phase, era, rng, now=first_request)
-        for event in _chain(boot, traffic.events(until)):
+        for event in chain(boot, traffic.events(until)):
             if duration is not None and event.offset > duration:
                 return
             yield event
         offset = traffic.now + RESTART_SECONDS
-
-
-def _chain(*parts: Iterator[LogEvent] | list[LogEvent]) -> Iterator[LogEvent]:
-    for part in parts:
-        yield from part
 
 
 def generate(

@@ -8,7 +8,6 @@ re-deriving them from its output.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -70,24 +69,9 @@ class Scenario:
     baseline: tuple[tuple[int, float], ...]
     findings: tuple[str, ...]  # finding codes (spec section 7) active at the end of the log
 
-    def baseline_at(self, running: int) -> float:
-        """Baseline tok/s at a concurrency, interpolated like the exporter's baseline curve."""
-        points = self.baseline
-        index = bisect_left([p[0] for p in points], running)
-        if index == 0:
-            return points[0][1]
-        if index == len(points):
-            return points[-1][1]
-        (x0, y0), (x1, y1) = points[index - 1], points[index]
-        return y0 + (y1 - y0) * (running - x0) / (x1 - x0)
-
     def baseline_flag(self) -> str:
         """The ``--baseline-curve`` value that describes this scenario's baseline."""
         return ",".join(f"{running}:{tok_s:g}" for running, tok_s in self.baseline)
-
-    def speedup(self, phase: Phase) -> float:
-        behaviour = phase.behaviour
-        return behaviour.gen_throughput / self.baseline_at(behaviour.running)
 
 
 _HEALTHY_DRAFT = "/models/drafts/kimi-k25-eagle3-synth100k"

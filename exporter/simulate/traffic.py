@@ -57,8 +57,10 @@ class Traffic:
 
     def events(self, until: float | None) -> Iterator[LogEvent]:
         """Lines in time order until the simulated clock passes ``until`` (None: forever)."""
+        admitted = self._admit(self.phase.behaviour.running, self.now)
+        yield from admitted
+        self.now = admitted[-1].offset  # decoding starts once the first batch is prefilled
         timers = _Periodic(self.now + 2.0, self.now + 5.0, self.now + 30.0)
-        yield from self._admit(self.phase.behaviour.running, self.now)
         while until is None or self.now < until:
             window = sorted(self._window(timers), key=lambda event: event.offset)
             yield from window
@@ -75,10 +77,11 @@ class Traffic:
         events += self._periodic(timers)
         rate = self.era.accept_rate(accept, deployment.num_steps, deployment.num_draft_tokens)
         running = len(self.requests)
+        tokens = self._kv_tokens()
         window = Window(
             running=running,
-            tokens=self._kv_tokens(),
-            token_usage=self._kv_tokens() / MAX_TOTAL_NUM_TOKENS,
+            tokens=tokens,
+            token_usage=tokens / MAX_TOTAL_NUM_TOKENS,
             accept_length=accept,
             cuda_graph=self._cuda_graph(running),
             gen_throughput=DECODE_LOG_INTERVAL * running * accept / seconds,
