@@ -165,11 +165,11 @@ class FileTailer:
                 return 0
 
     def _pass(self) -> int:
+        self._ensure_watch()  # first, so a change made after this pass's reads still wakes us
         read = self._drain_retired()
         self._discover()
         if self._current is not None:
             read += self._follow(self._current)
-        self._ensure_watch()
         return read
 
     def _close_all(self) -> None:
