@@ -16,7 +16,7 @@ from typing import NoReturn
 from exporter import __version__
 
 # Order is the order `specwatch --help` lists them in.
-COMMANDS: tuple[str, ...] = ("run", "parse", "doctor", "simulate")
+COMMANDS: tuple[str, ...] = ("run", "parse", "doctor", "simulate", "report")
 
 
 class UsageError(Exception):

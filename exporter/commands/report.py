@@ -1,0 +1,81 @@
+"""``specwatch report``: a human summary of a log, optionally with an HTML page of charts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from exporter.baseline import Baseline, BaselineError
+from exporter.cli import UsageError
+from exporter.report import build_report
+from exporter.report.html import MissingExtra, render_html, require_matplotlib
+from exporter.report.reader import Progress, ReadError, total_size
+from exporter.report.text import render_text
+
+_FLAG_OF = {
+    "tok_s": "--baseline-tok-s",
+    "curve": "--baseline-curve",
+    "bench_file": "--baseline-bench",
+}
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "report",
+        help="summarise a log: accept length, throughput vs baseline, findings",
+        description=__doc__,
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="log files in order ('-' = stdin)")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--baseline-tok-s", type=float, metavar="N", help="tok/s without spec")
+    group.add_argument("--baseline-curve", metavar="CURVE", help='e.g. "1:82,48:1500,128:2370"')
+    group.add_argument("--baseline-bench", type=Path, metavar="FILE", help="bench_serving JSONL")
+    p.add_argument("--expected-accept-length", type=float, metavar="X")
+    p.add_argument("--html", type=Path, metavar="OUT", help="also write a page with charts")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    baseline = _baseline(args)
+    if args.expected_accept_length is not None and args.expected_accept_length < 1:
+        raise UsageError("--expected-accept-length: must be at least 1 (the bonus token)")
+    if args.html is not None:
+        try:
+            require_matplotlib()  # fail before a long read, not after it
+        except MissingExtra as exc:
+            raise UsageError(str(exc)) from None
+    try:
+        report = build_report(
+            args.files, baseline, args.expected_accept_length, Progress(total_size(args.files))
+        )
+    except ReadError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        print(json.dumps(report.to_json_dict(), indent=2))
+    else:
+        sys.stdout.write(render_text(report))
+    if args.html is not None:
+        _write_html(args.html, render_html(report))
+    return 0
+
+
+def _baseline(args: argparse.Namespace) -> Baseline | None:
+    try:
+        return Baseline.from_options(
+            tok_s=args.baseline_tok_s, curve=args.baseline_curve, bench_file=args.baseline_bench
+        )
+    except BaselineError as exc:
+        flag = _FLAG_OF.get(exc.option or "", "baseline")
+        raise UsageError(f"{flag}: {exc}") from None
+
+
+def _write_html(path: Path, page: str) -> None:
+    try:
+        path.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--html: cannot write {path}: {exc.strerror}") from None
+    print(f"HTML report written to {path}", file=sys.stderr)

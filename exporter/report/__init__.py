@@ -1,0 +1,30 @@
+"""``specwatch report``: what a log says about speculation, after the fact.
+
+The tool an engineer runs after a benchmark instead of grepping the log: one streaming pass
+(:mod:`.reader`) folds records into a :class:`~.summary.Report`, rendered for the terminal
+(:mod:`.text`), as JSON, or as a page with charts (:mod:`.html`, optional extra).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from exporter.baseline import Baseline
+from exporter.report.reader import Progress, read_logs
+from exporter.report.summary import Report, ReportBuilder
+
+
+def build_report(
+    paths: Sequence[str],
+    baseline: Baseline | None = None,
+    expected_accept_length: float | None = None,
+    progress: Progress | None = None,
+) -> Report:
+    """Read ``paths`` once, in order, and fold them into one report."""
+    builder = ReportBuilder(baseline, expected_accept_length)
+    try:
+        read_logs(paths, builder, progress)
+    finally:
+        if progress is not None:
+            progress.close()
+    return builder.finish(tuple(paths))

@@ -1,0 +1,404 @@
+"""One pass over a log's records, folded into the numbers an engineer asks for after a run.
+
+Everything here is bounded in memory whatever the log size: accept lengths are logged with two
+decimals, so an exact histogram keyed by hundredths gives exact quantiles; concurrency bands
+keep sums; the chart series is downsampled; findings see a uniform sample of windows.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any
+
+from exporter.baseline import Baseline
+from exporter.breakeven import Assessment, assess
+from exporter.engines.sglang import Prefix
+from exporter.engines.sglang_startup import parse_event
+from exporter.findings import Evidence, Finding, Window, evaluate
+from exporter.record import StatsRecord
+from exporter.report.series import Downsampler, Point
+from exporter.server_config import ConfigTracker, ServerConfig
+
+# A window at or below this accept length accepted (almost) no draft token: spec incident 1.
+COLLAPSED_ACCEPT_LENGTH = 1.05
+# (label, lowest, highest running requests); the top band is open-ended.
+BANDS: tuple[tuple[str, int, int | None], ...] = (
+    ("1", 1, 1),
+    ("2-7", 2, 7),
+    ("8-31", 8, 31),
+    ("32-63", 32, 63),
+    ("64+", 64, None),
+)
+SERIES_FIELDS = ("accept_length", "gen_throughput", "baseline", "running", "queued")
+FINDINGS_SAMPLE = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptStats:
+    """Accept length over all decode windows that logged one."""
+
+    windows: int
+    minimum: float
+    median: float
+    p90: float
+    mean: float
+    collapsed_share: float
+
+
+@dataclass(frozen=True, slots=True)
+class BandStats:
+    """Throughput against the baseline for the windows of one concurrency band."""
+
+    label: str
+    windows: int
+    median_running: int
+    mean_throughput: float
+    mean_baseline: float | None
+
+    @property
+    def speedup(self) -> float | None:
+        """Mean throughput over mean baseline of the same windows (``None`` without baseline)."""
+        if not self.mean_baseline:
+            return None
+        return self.mean_throughput / self.mean_baseline
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """The folded result of one ``specwatch report`` run."""
+
+    files: tuple[str, ...]
+    lines: int
+    decode_windows: int
+    prefill_windows: int
+    unrecognized_lines: int
+    skipped_lines: dict[str, int]
+    first_time: float | None
+    last_time: float | None
+    dp_ranks: int
+    accept: AcceptStats | None
+    cuda_graph_share: float | None
+    bands: tuple[BandStats, ...]
+    overall: BandStats | None
+    dominant: BandStats | None
+    baseline: str | None
+    expected_accept_length: float | None
+    config: ServerConfig
+    breakeven: Assessment | None
+    findings: tuple[Finding, ...]
+    series: tuple[Point, ...] = field(repr=False)
+
+    @property
+    def span_seconds(self) -> float | None:
+        if self.first_time is None or self.last_time is None:
+            return None
+        return self.last_time - self.first_time
+
+    @property
+    def headline(self) -> str:
+        """The answer in plain words: is speculation faster than running without it?"""
+        band = self.dominant
+        if band is None:
+            return "No decode stats windows with running requests were found in the log."
+        load = f"{_tok_s(band.mean_throughput)} tok/s at {band.median_running} running"
+        if band.speedup is None or band.mean_baseline is None:
+            return (
+                f"Speculation does {load}; no baseline was given to compare with "
+                "(--baseline-tok-s, --baseline-curve or --baseline-bench)."
+            )
+        word = "slower" if band.speedup < 1 else "faster"
+        return (
+            f"Speculation is {word} than the baseline: {load} vs "
+            f"{_tok_s(band.mean_baseline)} tok/s baseline ({ratio(band.speedup)})"
+        )
+
+    def verdicts(self) -> list[str]:
+        """Plain-language conclusions beyond the headline, most important first."""
+        out: list[str] = []
+        accept = self.accept
+        if accept is not None and accept.median <= COLLAPSED_ACCEPT_LENGTH:
+            out.append(
+                f"Accept length is collapsed (median {accept.median:.2f}): the target rejects "
+                "almost every draft token, so each round costs a draft pass for nothing."
+            )
+        expected = self.expected_accept_length
+        if accept is not None and expected is not None and accept.median < expected:
+            out.append(
+                f"Accept length median {accept.median:.2f} is below the expected "
+                f"{expected:.2f} ({accept.median / expected:.0%} of it)."
+            )
+        if self.breakeven is not None:
+            out.append(f"Draft tokens: {self.breakeven.explanation}")
+        return out
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """Machine-readable summary (the chart series is left out)."""
+        return {
+            "files": list(self.files),
+            "lines": self.lines,
+            "decode_windows": self.decode_windows,
+            "prefill_windows": self.prefill_windows,
+            "unrecognized_lines": self.unrecognized_lines,
+            "skipped_lines": self.skipped_lines,
+            "first_time": _iso(self.first_time),
+            "last_time": _iso(self.last_time),
+            "span_seconds": self.span_seconds,
+            "dp_ranks": self.dp_ranks,
+            "accept_length": _asdict(self.accept),
+            "cuda_graph_share": self.cuda_graph_share,
+            "bands": [_band_dict(b) for b in self.bands],
+            "overall": _band_dict(self.overall) if self.overall else None,
+            "headline": self.headline,
+            "verdicts": self.verdicts(),
+            "baseline": self.baseline,
+            "expected_accept_length": self.expected_accept_length,
+            "config": self.config.to_json_dict(),
+            "breakeven": _asdict(self.breakeven),
+            "findings": [f.to_json_dict() for f in self.findings],
+        }
+
+
+class _BandAccumulator:
+    __slots__ = ("baseline_sum", "running", "throughput_sum", "windows")
+
+    def __init__(self) -> None:
+        self.windows = 0
+        self.throughput_sum = 0.0
+        self.baseline_sum = 0.0
+        self.running: Counter[int] = Counter()
+
+    def add(self, running: int, throughput: float, baseline: float | None) -> None:
+        self.windows += 1
+        self.throughput_sum += throughput
+        self.baseline_sum += baseline or 0.0
+        self.running[running] += 1
+
+    def result(self, label: str, has_baseline: bool) -> BandStats:
+        return BandStats(
+            label=label,
+            windows=self.windows,
+            median_running=_quantile(self.running, 0.5),
+            mean_throughput=self.throughput_sum / self.windows,
+            mean_baseline=self.baseline_sum / self.windows if has_baseline else None,
+        )
+
+
+class ReportBuilder:
+    """A ``RecordSink`` for ``exporter.pipeline.LineProcessor`` that folds a whole log."""
+
+    def __init__(
+        self, baseline: Baseline | None = None, expected_accept_length: float | None = None
+    ) -> None:
+        self.baseline = baseline
+        self.expected_accept_length = expected_accept_length
+        self.lines = 0
+        self.decode_windows = 0
+        self.prefill_windows = 0
+        self.unrecognized = 0
+        self.skipped: Counter[str] = Counter()
+        self.first_time: float | None = None
+        self.last_time: float | None = None
+        self._accept_hundredths: Counter[int] = Counter()
+        self._graph = Counter[bool]()
+        self._bands = [_BandAccumulator() for _ in BANDS]
+        self._overall = _BandAccumulator()
+        self._dp_ranks: set[int] = set()
+        self._series = Downsampler(SERIES_FIELDS)
+        self._tracker = ConfigTracker()
+        self._evidence = Evidence()
+        self._sample: list[Window] = []
+        self._random = random.Random(0)
+        self._last_time_text: str | None = None
+        self._last_at = 0.0
+
+    # RecordSink -------------------------------------------------------------------------
+    def on_lines(self, count: int) -> None:
+        self.lines += count
+
+    def on_record(self, record: StatsRecord) -> None:
+        at = self._place(record.time)
+        self._evidence.add_record(record, at if at is not None else 0.0)
+        if record.kind == "decode":
+            self._add_decode(record, at)
+        else:
+            self.prefill_windows += 1
+
+    def on_unrecognized(self, reason: str) -> None:
+        self.unrecognized += 1
+        self._evidence.add_unrecognized()
+
+    def on_skipped(self, reason: str) -> None:
+        self.skipped[reason] += 1
+
+    def on_event(self, prefix: Prefix) -> None:
+        event = parse_event(prefix.message)
+        if event is not None:
+            self._tracker.observe(event, rank=(prefix.dp_rank, prefix.tp_rank))
+
+    # Folding ------------------------------------------------------------------------------
+    def _place(self, time: str | None) -> float | None:
+        """Seconds of a logged local time (treated as UTC: only differences matter)."""
+        if time is None:
+            return None
+        if time == self._last_time_text:  # prefill and decode lines often share a second
+            at = self._last_at
+        else:
+            try:
+                at = datetime.fromisoformat(time).replace(tzinfo=timezone.utc).timestamp()
+            except ValueError:
+                return None
+            self._last_time_text, self._last_at = time, at
+        if self.first_time is None:
+            self.first_time = at
+        self.last_time = at
+        return at
+
+    def _add_decode(self, record: StatsRecord, at: float | None) -> None:
+        self.decode_windows += 1
+        if record.dp_rank is not None:
+            self._dp_ranks.add(record.dp_rank)
+        if record.accept_length is not None:
+            self._accept_hundredths[round(record.accept_length * 100)] += 1
+        if record.cuda_graph is not None:
+            self._graph[record.cuda_graph] += 1
+        running, tput = record.running_requests, record.gen_throughput
+        base = self.baseline.at(running) if self.baseline and running else None
+        if running and tput is not None:
+            self._overall.add(running, tput, base)
+            self._bands[_band_index(running)].add(running, tput, base)
+        if at is not None:
+            values = (record.accept_length, tput, base, running, record.queued_requests)
+            self._series.add(at, tuple(None if v is None else float(v) for v in values))
+        self._sample_window(record)
+
+    def _sample_window(self, record: StatsRecord) -> None:
+        """Reservoir sampling: every window has the same chance to inform the findings."""
+        if len(self._sample) < FINDINGS_SAMPLE:
+            self._sample.append(Window.from_record(record))
+            return
+        slot = self._random.randrange(self.decode_windows)
+        if slot < FINDINGS_SAMPLE:
+            self._sample[slot] = Window.from_record(record)
+
+    def finish(self, files: tuple[str, ...]) -> Report:
+        """The report over everything seen so far."""
+        has_baseline = self.baseline is not None
+        bands = tuple(
+            acc.result(label, has_baseline)
+            for (label, _, _), acc in zip(BANDS, self._bands, strict=True)
+            if acc.windows
+        )
+        overall = self._overall.result("all", has_baseline) if self._overall.windows else None
+        accept = _accept_stats(self._accept_hundredths)
+        config = self._tracker.config
+        return Report(
+            files=files,
+            lines=self.lines,
+            decode_windows=self.decode_windows,
+            prefill_windows=self.prefill_windows,
+            unrecognized_lines=self.unrecognized,
+            skipped_lines=dict(self.skipped),
+            first_time=self.first_time,
+            last_time=self.last_time,
+            dp_ranks=len(self._dp_ranks),
+            accept=accept,
+            cuda_graph_share=_share(self._graph),
+            bands=bands,
+            overall=overall,
+            dominant=max(bands, key=lambda b: b.windows) if bands else None,
+            baseline=self.baseline.describe() if self.baseline else None,
+            expected_accept_length=self.expected_accept_length,
+            config=config,
+            breakeven=_breakeven(accept, config.num_draft_tokens, overall),
+            findings=tuple(self._findings(config)),
+            series=tuple(self._series.points()),
+        )
+
+    def _findings(self, config: ServerConfig) -> list[Finding]:
+        """The findings engine over the whole log: all outcomes counted, windows sampled."""
+        now = self.last_time if self.last_time is not None else 0.0
+        obs = self._evidence.observations(config, now)
+        stats_lines = self.decode_windows + self.prefill_windows + self.unrecognized
+        obs = replace(
+            obs,
+            windows=tuple(self._sample),
+            stats_lines=stats_lines,
+            unrecognized_lines=self.unrecognized,
+        )
+        return evaluate(obs)
+
+
+def _band_index(running: int) -> int:
+    for index, (_, low, high) in enumerate(BANDS):
+        if running >= low and (high is None or running <= high):
+            return index
+    raise ValueError(f"no band for {running} running requests")
+
+
+def _accept_stats(hundredths: Counter[int]) -> AcceptStats | None:
+    total = sum(hundredths.values())
+    if not total:
+        return None
+    collapsed = sum(n for key, n in hundredths.items() if key <= COLLAPSED_ACCEPT_LENGTH * 100)
+    return AcceptStats(
+        windows=total,
+        minimum=min(hundredths) / 100,
+        median=_quantile(hundredths, 0.5) / 100,
+        p90=_quantile(hundredths, 0.9) / 100,
+        mean=sum(k * n for k, n in hundredths.items()) / total / 100,
+        collapsed_share=collapsed / total,
+    )
+
+
+def _quantile(counts: Counter[int], q: float) -> int:
+    """Nearest-rank quantile of a histogram: the smallest value with ``q`` of the mass at or
+    below it."""
+    total = sum(counts.values())
+    rank = max(1, math.ceil(q * total - 1e-9))
+    seen = 0
+    for value in sorted(counts):
+        seen += counts[value]
+        if seen >= rank:
+            return value
+    return max(counts)
+
+
+def _share(counts: Counter[bool]) -> float | None:
+    total = counts[True] + counts[False]
+    return counts[True] / total if total else None
+
+
+def _breakeven(
+    accept: AcceptStats | None, num_draft_tokens: int | None, overall: BandStats | None
+) -> Assessment | None:
+    if accept is None or num_draft_tokens is None or num_draft_tokens < 2:
+        return None
+    speedup = overall.speedup if overall is not None else None
+    return assess(accept.mean, num_draft_tokens, speedup)
+
+
+def ratio(value: float) -> str:
+    """``0.38x``, ``1.8x``: two significant digits, as people say speedups."""
+    return f"{value:.2g}x"
+
+
+def _tok_s(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def _iso(at: float | None) -> str | None:
+    if at is None:
+        return None
+    return datetime.fromtimestamp(at, tz=timezone.utc).replace(tzinfo=None).isoformat()
+
+
+def _asdict(value: Any) -> dict[str, Any] | None:
+    return asdict(value) if value is not None else None
+
+
+def _band_dict(band: BandStats) -> dict[str, Any]:
+    return {**asdict(band), "speedup": band.speedup}

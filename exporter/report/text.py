@@ -1,0 +1,128 @@
+"""The terminal summary: the headline first, then the evidence behind it."""
+
+from __future__ import annotations
+
+import textwrap
+from datetime import datetime, timezone
+
+from exporter.report.summary import COLLAPSED_ACCEPT_LENGTH, BandStats, Report, ratio
+
+WIDTH = 100
+
+
+def render_text(report: Report) -> str:
+    """Plain text (no colour) so the output can be pasted into an issue or a chat."""
+    sections = [
+        [report.headline],
+        _overview(report),
+        _accept(report),
+        _bands(report),
+        _conclusions(report),
+    ]
+    return "\n\n".join("\n".join(lines) for lines in sections if lines) + "\n"
+
+
+def _overview(report: Report) -> list[str]:
+    names = ("standard input" if name == "-" else name for name in report.files)
+    lines = [f"Log: {', '.join(names)}"]
+    span = report.span_seconds
+    if span is not None:
+        lines.append(
+            f"Time span: {_when(report.first_time)} to {_when(report.last_time)} "
+            f"({_duration(span)})"
+        )
+    lines.append(
+        f"Lines: {report.lines:,}; decode windows: {report.decode_windows:,}; "
+        f"prefill batches: {report.prefill_windows:,}"
+    )
+    if report.unrecognized_lines or report.skipped_lines:
+        skipped = ", ".join(f"{n:,} {reason}" for reason, n in sorted(report.skipped_lines.items()))
+        lines.append(
+            f"Unrecognised stats lines: {report.unrecognized_lines:,}"
+            + (f"; skipped lines: {skipped}" if skipped else "")
+        )
+    config = report.config
+    if config.algorithm or config.num_draft_tokens:
+        lines.append(
+            f"Speculation: {config.algorithm or 'unknown algorithm'}, "
+            f"{config.num_draft_tokens or '?'} draft tokens"
+            + (f", draft {config.draft_architecture}" if config.draft_architecture else "")
+        )
+    if report.dp_ranks > 1:
+        lines.append(
+            f"Data-parallel ranks: {report.dp_ranks} (each rank's line counts as one window)"
+        )
+    if report.baseline:
+        lines.append(f"Baseline: {report.baseline}")
+    return lines
+
+
+def _accept(report: Report) -> list[str]:
+    accept = report.accept
+    lines = []
+    if accept is not None:
+        lines.append(
+            f"Accept length: min {accept.minimum:.2f}, median {accept.median:.2f}, "
+            f"p90 {accept.p90:.2f} over {accept.windows:,} windows"
+        )
+        lines.append(
+            f"Collapsed windows (accept length <= {COLLAPSED_ACCEPT_LENGTH}): "
+            f"{accept.collapsed_share:.0%}"
+        )
+    if report.cuda_graph_share is not None:
+        lines.append(f"CUDA graph used in {report.cuda_graph_share:.0%} of decode windows")
+    return lines
+
+
+def _bands(report: Report) -> list[str]:
+    if not report.bands:
+        return []
+    with_baseline = report.baseline is not None
+    header = f"{'running':>9} {'windows':>9} {'tok/s':>9}"
+    header += f" {'baseline':>9} {'speedup':>8}" if with_baseline else ""
+    lines = ["Throughput by concurrency band:", header]
+    lines += [_band_row(band, with_baseline) for band in report.bands]
+    return lines
+
+
+def _band_row(band: BandStats, with_baseline: bool) -> str:
+    row = f"{band.label:>9} {band.windows:>9,} {band.mean_throughput:>9,.0f}"
+    if with_baseline and band.mean_baseline is not None and band.speedup is not None:
+        row += f" {band.mean_baseline:>9,.0f} {ratio(band.speedup):>8}"
+    return row
+
+
+def _conclusions(report: Report) -> list[str]:
+    lines: list[str] = []
+    for verdict in report.verdicts():
+        lines += _wrapped(verdict, "- ")
+    if report.findings:
+        lines.append("Findings:")
+        for finding in report.findings:
+            lines += _wrapped(f"{finding.summary}. {finding.seen}", f"  [{finding.severity}] ")
+            lines += _wrapped(f"Fix: {finding.fix}", " " * 4)
+    elif report.decode_windows:
+        lines.append("Findings: none")
+    return lines
+
+
+def _wrapped(text: str, lead: str) -> list[str]:
+    return textwrap.wrap(
+        text, WIDTH, initial_indent=lead, subsequent_indent=" " * len(lead), break_long_words=False
+    )
+
+
+def _when(at: float | None) -> str:
+    if at is None:
+        return "?"
+    return datetime.fromtimestamp(at, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"{hours} h {minutes} min"
+    if minutes:
+        return f"{minutes} min {secs} s"
+    return f"{secs} s"

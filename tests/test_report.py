@@ -1,0 +1,295 @@
+"""``specwatch report`` on logs of the spec's incidents and a healthy server.
+
+The logs in ``tests/data/logs`` are Feb-2026 SGLang output (startup lines, prefill and decode
+stats, access lines) written with known values, so every expected number below is worked out
+by hand from what was put in:
+
+* incident1_collapsed: EAGLE3, 4 draft tokens; 4 windows at 12 running, 300 tok/s; then 56 at
+  48 running alternating 590 / 610 tok/s (mean 600); accept len 1.00 everywhere.
+* incident3_undertrained: 16 draft tokens, disable_cuda_graph=True, single stream; accept len
+  cycles 2.30 / 2.50 / 2.70 and throughput 55 / 57 / 59 over 30 windows.
+* incident4_mismatched: 4 draft tokens, single stream; accept len 1.00 / 1.03 / 1.08, 50 / 52 /
+  54 tok/s over 30 windows.
+* healthy: 4 draft tokens, 32 running; accept len 3.0 / 3.2 / 3.4, 2156 / 2256 / 2356 tok/s.
+
+The bench file gives 1560 tok/s at concurrency 48 and 1100 at 24, so the baseline at 32 is
+1100 + 460 * 8 / 24 = 1253.3, and at 12 it is 610.5 + 489.5 * 4 / 16 = 732.9.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from exporter.cli import main
+from exporter.report import build_report
+from exporter.report.reader import Progress
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "tests" / "data"
+LOGS = DATA / "logs"
+BENCH = str(DATA / "bench_serving_baseline.jsonl")
+CHART_TITLES = (
+    "Accept length over time",
+    "Throughput vs baseline over time",
+    "Throughput vs baseline by concurrency band",
+    "Running and queued requests over time",
+)
+
+
+def report(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["report", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def json_report(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
+    code, out, _ = report(capsys, "--json", *args)
+    assert code == 0
+    return json.loads(out)
+
+
+def test_collapsed_drafter_is_reported_slower_than_baseline(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = report(
+        capsys, str(LOGS / "incident1_collapsed.log"), "--baseline-bench", BENCH
+    )
+    assert code == 0
+    assert err == ""  # no progress bar: stderr is not a terminal here
+    assert out.splitlines()[0] == (
+        "Speculation is slower than the baseline: 600 tok/s at 48 running vs 1,560 tok/s "
+        "baseline (0.38x)"
+    )
+    assert "Accept length: min 1.00, median 1.00, p90 1.00 over 60 windows" in out
+    assert "Collapsed windows (accept length <= 1.05): 100%" in out
+    assert "CUDA graph used in 100% of decode windows" in out
+    assert re.search(r"8-31 +4 +300 +733 +0\.41x", out)
+    assert re.search(r"32-63 +56 +600 +1,560 +0\.38x", out)
+    assert "Accept length is collapsed" in out
+    assert "drafter itself needs fixing" in out
+
+
+def test_collapsed_drafter_numbers_in_json(capsys: pytest.CaptureFixture[str]) -> None:
+    data = json_report(capsys, str(LOGS / "incident1_collapsed.log"), "--baseline-bench", BENCH)
+    # 60 decode windows; 61 prefill batches (one per window plus the warm-up request).
+    assert (data["decode_windows"], data["prefill_windows"]) == (60, 61)
+    assert data["lines"] == 215
+    # From the warm-up prefill (09:02:30) to the last decode window (09:12:31).
+    assert (data["first_time"], data["last_time"]) == ("2026-02-23T09:02:30", "2026-02-23T09:12:31")
+    assert data["span_seconds"] == 601
+    assert data["accept_length"]["collapsed_share"] == 1.0
+    assert data["config"]["num_draft_tokens"] == 4
+    assert data["config"]["algorithm"] == "EAGLE3"
+    bands = {b["label"]: b for b in data["bands"]}
+    assert bands["32-63"]["median_running"] == 48
+    assert bands["32-63"]["speedup"] == pytest.approx(600 / 1560)
+    assert bands["8-31"]["mean_baseline"] == pytest.approx(610.5 + 489.5 * 4 / 16)
+    # Overall: (4 * 300 + 56 * 600) / (4 * 732.875 + 56 * 1560)
+    overall = (4 * 300 + 56 * 600) / (4 * 732.875 + 56 * 1560)
+    assert data["overall"]["speedup"] == pytest.approx(overall)
+    assert data["breakeven"]["verdict"] == "fewer"
+    assert data["breakeven"]["suggested_num_draft_tokens"] == 1
+
+
+def test_undertrained_drafter_warns_on_three_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = report(
+        capsys, str(LOGS / "incident3_undertrained.log"), "--baseline-tok-s", "90"
+    )
+    assert code == 0
+    assert out.splitlines()[0] == (
+        "Speculation is slower than the baseline: 57 tok/s at 1 running vs 90 tok/s baseline "
+        "(0.63x)"
+    )
+    assert "Accept length: min 2.30, median 2.50, p90 2.70 over 30 windows" in out
+    assert "CUDA graph used in 0% of decode windows" in out
+    assert "Fewer draft tokens would help" in out
+    data = json_report(capsys, str(LOGS / "incident3_undertrained.log"), "--baseline-tok-s", "90")
+    codes = {f["code"] for f in data["findings"]}
+    assert {"cuda_graph_disabled", "draft_tokens_excessive"} <= codes
+    assert data["cuda_graph_share"] == 0.0
+    assert data["breakeven"]["verdict"] == "fewer"
+
+
+def test_mismatched_drafter_is_slower_against_a_curve(capsys: pytest.CaptureFixture[str]) -> None:
+    log = str(LOGS / "incident4_mismatched.log")
+    curve = "1:82,48:1500,128:2370"
+    code, out, _ = report(capsys, log, "--baseline-curve", curve)
+    assert code == 0
+    assert out.splitlines()[0] == (
+        "Speculation is slower than the baseline: 52 tok/s at 1 running vs 82 tok/s baseline "
+        "(0.63x)"
+    )
+    data = json_report(capsys, log, "--baseline-curve", curve)
+    assert data["accept_length"]["median"] == 1.03
+    assert data["accept_length"]["collapsed_share"] == pytest.approx(20 / 30)
+    assert data["accept_length"]["mean"] == pytest.approx((1.00 + 1.03 + 1.08) / 3)
+
+
+def test_healthy_server_is_reported_faster_without_findings(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = report(capsys, str(LOGS / "healthy.log"), "--baseline-bench", BENCH)
+    assert code == 0
+    assert out.splitlines()[0] == (
+        "Speculation is faster than the baseline: 2,256 tok/s at 32 running vs 1,253 tok/s "
+        "baseline (1.8x)"
+    )
+    assert "Findings: none" in out
+    assert "4 draft tokens is about right" in out
+
+
+def test_without_baseline_the_headline_says_how_to_give_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _, out, _ = report(capsys, str(LOGS / "healthy.log"))
+    assert out.splitlines()[0].startswith("Speculation does 2,256 tok/s at 32 running; no baseline")
+    assert "--baseline-tok-s" in out.splitlines()[0]
+
+
+def test_expected_accept_length_shortfall_is_stated(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = report(
+        capsys, str(LOGS / "incident3_undertrained.log"), "--expected-accept-length", "3.2"
+    )
+    # 2.50 / 3.20 = 78%
+    assert "Accept length median 2.50 is below the expected 3.20 (78% of it)." in out
+
+
+def test_html_page_is_self_contained_with_four_matplotlib_charts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = tmp_path / "report.html"
+    log = str(LOGS / "incident1_collapsed.log")
+    code, _, err = report(capsys, log, "--baseline-bench", BENCH, "--html", str(page))
+    assert code == 0
+    assert f"HTML report written to {page}" in err
+    text = page.read_text(encoding="utf-8")
+    images = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,([^"]+)">', text)
+    assert [alt for alt, _ in images] == list(CHART_TITLES)
+    for _, data in images:
+        assert base64.b64decode(data).startswith(b"\x89PNG\r\n\x1a\n")
+    for title in CHART_TITLES:
+        assert f"<h2>{title}</h2>" in text
+    assert "600 tok/s at 48 running vs 1,560 tok/s baseline (0.38x)" in text
+    assert not re.search(r'(src|href)="(https?:)?//', text)  # nothing fetched from elsewhere
+
+
+def test_html_without_matplotlib_exits_2_naming_the_extra(tmp_path: Path) -> None:
+    # A real process in which importing matplotlib fails, as on a node without the extra.
+    blocker = tmp_path / "sitecustomize.py"
+    blocker.write_text(
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'matplotlib' or name.startswith('matplotlib.'):\n"
+        "            raise ImportError('blocked for the test')\n"
+        "sys.meta_path.insert(0, Block())\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    page = tmp_path / "out.html"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "exporter",
+            "report",
+            str(LOGS / "healthy.log"),
+            "--html",
+            str(page),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "specwatch[report]" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not page.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--baseline-curve", "48:1500,1:82"], "--baseline-curve"),
+        (["--baseline-tok-s", "-3"], "--baseline-tok-s"),
+        (["--baseline-bench", str(DATA / "bench_serving_speculative.jsonl")], "--baseline-bench"),
+        (["--expected-accept-length", "0.5"], "--expected-accept-length"),
+    ],
+)
+def test_bad_flags_exit_2_naming_the_flag(
+    capsys: pytest.CaptureFixture[str], args: list[str], named: str
+) -> None:
+    code, out, err = report(capsys, str(LOGS / "healthy.log"), *args)
+    assert code == 2
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert named in err
+
+
+def test_missing_log_file_exits_2_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nope.log"
+    code, _, err = report(capsys, str(missing))
+    assert code == 2
+    assert str(missing) in err
+
+
+def test_files_are_read_in_order_and_gzip_rotations_transparently(tmp_path: Path) -> None:
+    # The healthy log split in two, the older half gzipped as logrotate leaves it.
+    lines = (LOGS / "healthy.log").read_bytes().splitlines(keepends=True)
+    older, newer = tmp_path / "server.log.1.gz", tmp_path / "server.log"
+    older.write_bytes(gzip.compress(b"".join(lines[:60])))
+    newer.write_bytes(b"".join(lines[60:]))
+    whole = build_report([str(LOGS / "healthy.log")])
+    split = build_report([str(older), str(newer)])
+    assert (split.lines, split.decode_windows) == (whole.lines, whole.decode_windows)
+    assert split.accept == whole.accept
+    assert split.overall == whole.overall
+    assert split.config == whole.config
+
+
+def test_overlong_lines_are_skipped_counted_and_the_rest_kept(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    shutil.copy(LOGS / "healthy.log", log)
+    with log.open("ab") as f:
+        f.write(b"[2026-02-23 09:08:00] " + b"x" * (2 << 20) + b"\n")
+        f.write(
+            b"[2026-02-23 09:08:10 TP0] Decode batch, #running-req: 32, #token: 38400, "
+            b"token usage: 0.03, accept len: 3.20, accept rate: 0.80, cuda graph: True, "
+            b"gen throughput (token/s): 2256.00, #queue-req: 0"  # no final newline: still read
+        )
+    result = build_report([str(log)])
+    assert result.skipped_lines == {"too_long": 1}
+    assert result.decode_windows == 31
+
+
+def test_progress_bar_is_drawn_on_a_terminal(tmp_path: Path) -> None:
+    leader, follower = os.openpty()
+    with os.fdopen(follower, "w") as terminal:
+        progress = Progress(total_bytes=(LOGS / "healthy.log").stat().st_size, stream=terminal)
+        progress.update(10)
+        progress.close()
+    drawn = os.read(leader, 4096).decode()
+    os.close(leader)
+    assert "reading [" in drawn
+    assert drawn.endswith("\r\x1b[K")
+
+
+def test_progress_bar_stays_silent_off_a_terminal(tmp_path: Path) -> None:
+    target = tmp_path / "stderr.txt"
+    with target.open("w") as stream:
+        progress = Progress(total_bytes=100, stream=stream)
+        progress.update(50)
+        progress.close()
+    assert target.read_text() == ""

@@ -1,0 +1,100 @@
+"""The report's folding of records: exact quantiles, bands, baseline and bounded series."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from exporter.baseline import Baseline
+from exporter.record import StatsRecord
+from exporter.report.series import Downsampler
+from exporter.report.summary import ReportBuilder
+
+
+def decode(
+    accept_length: float | None,
+    running: int = 8,
+    tput: float = 100.0,
+    graph: bool = True,
+    second: int = 0,
+) -> StatsRecord:
+    return StatsRecord(
+        kind="decode",
+        time=f"2026-02-23T10:{second // 60:02d}:{second % 60:02d}",
+        running_requests=running,
+        queued_requests=0,
+        accept_length=accept_length,
+        cuda_graph=graph,
+        gen_throughput=tput,
+    )
+
+
+def fold(records: list[StatsRecord], baseline: Baseline | None = None):
+    builder = ReportBuilder(baseline)
+    for record in records:
+        builder.on_record(record)
+    return builder.finish(("test.log",))
+
+
+def test_accept_length_quantiles_are_nearest_rank_over_all_windows() -> None:
+    # Ten windows 1.00, 1.10, ..., 1.90: median is the 5th value (1.40), p90 the 9th (1.80).
+    result = fold([decode(1 + i / 10, second=i) for i in range(10)])
+    accept = result.accept
+    assert (accept.minimum, accept.median, accept.p90) == (1.0, 1.4, 1.8)
+    assert accept.mean == pytest.approx(1.45)
+    # 1.00 is the only window at or below 1.05.
+    assert accept.collapsed_share == pytest.approx(0.1)
+
+
+@given(st.lists(st.integers(100, 800), min_size=1, max_size=200))
+def test_median_matches_sorting_every_value(hundredths: list[int]) -> None:
+    result = fold([decode(h / 100, second=i % 3600) for i, h in enumerate(hundredths)])
+    ordered = sorted(hundredths)
+    assert result.accept.median == ordered[(len(ordered) + 1) // 2 - 1] / 100
+
+
+def test_windows_fall_into_concurrency_bands_with_baseline_at_their_load() -> None:
+    baseline = Baseline.from_curve("1:100,64:1000")
+    records = [
+        decode(2.0, running=1, tput=150, second=0),
+        decode(2.0, running=5, tput=300, second=10),
+        decode(2.0, running=7, tput=340, second=20),
+        decode(2.0, running=100, tput=900, second=30),
+        decode(2.0, running=0, tput=0, second=40),  # idle: in no band
+    ]
+    result = fold(records, baseline)
+    bands = {b.label: b for b in result.bands}
+    assert set(bands) == {"1", "2-7", "64+"}
+    assert bands["2-7"].windows == 2
+    assert bands["2-7"].mean_throughput == 320
+    # Baseline at 5 and 7 running: 100 + 900 * 4/63 and 100 + 900 * 6/63.
+    expected = (100 + 900 * 4 / 63 + 100 + 900 * 6 / 63) / 2
+    assert bands["2-7"].mean_baseline == pytest.approx(expected)
+    assert bands["64+"].speedup == pytest.approx(0.9)  # clamped at the curve's end
+    assert result.decode_windows == 5
+
+
+def test_cuda_graph_share_counts_only_windows_that_say() -> None:
+    records = [decode(2.0, graph=True), decode(2.0, graph=False), decode(2.0, graph=False)]
+    assert fold(records).cuda_graph_share == pytest.approx(1 / 3)
+
+
+def test_downsampler_keeps_at_most_max_points_of_consecutive_means() -> None:
+    series = Downsampler(("value",), max_points=100)
+    for i in range(10_000):
+        series.add(float(i), (float(i),))
+    points = series.points()
+    assert len(points) <= 100
+    # After halving to 128 windows per point, point k averages windows k*128 .. k*128+127.
+    assert points[0].time == 0.0
+    assert points[1].time == 128.0
+    assert points[1].values["value"] == pytest.approx(128 + 63.5)
+
+
+def test_downsampler_leaves_missing_values_out_of_the_mean() -> None:
+    series = Downsampler(("a", "b"), max_points=2)
+    for value in (1.0, 3.0, None, 5.0):
+        series.add(0.0, (value, None))
+    means = [p.values for p in series.points()]
+    assert means == [{"a": 2.0, "b": None}, {"a": 5.0, "b": None}]
