@@ -53,18 +53,37 @@ _print_lock = threading.Lock()
 def say(text: str) -> None:
     """One line to the user; the webhook thread prints too, so lines must not interleave."""
     with _print_lock:
-        print(text, flush=True)
+        try:
+            print(text, flush=True)
+        except BrokenPipeError:
+            # The reader went away (`make demo | head`): keep running quietly, stop cleanly.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
-def pick_port(preferred: int) -> int:
-    """The well-known port when it is free, else any free one: never collide with another run."""
+def pick_ports(preferred: tuple[int, ...]) -> list[int]:
+    """The well-known ports where free, else free ones: never collide with another run.
+
+    All sockets stay bound until every port is chosen, so no two choices can coincide.
+    """
+    held: list[socket.socket] = []
+    try:
+        for port in preferred:
+            held.append(_bind(port))
+        return [sock.getsockname()[1] for sock in held]
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def _bind(preferred: int) -> socket.socket:
     for port in (preferred, 0):
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return sock.getsockname()[1]
+        sock = socket.socket()
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            sock.close()
+            continue
+        return sock
     raise OSError("no free loopback port")
 
 
@@ -175,19 +194,23 @@ def demo_rules(target: Path) -> None:
     target.write_text(yaml.safe_dump(rules, sort_keys=False))
 
 
-@dataclass
+@dataclass(frozen=True)
 class Ports:
-    exporter: int = field(default_factory=lambda: pick_port(9477))
-    prometheus: int = field(default_factory=lambda: pick_port(9090))
-    alertmanager: int = field(default_factory=lambda: pick_port(9093))
-    webhook: int = field(default_factory=lambda: pick_port(9099))
+    exporter: int
+    prometheus: int
+    alertmanager: int
+    webhook: int
+
+    @classmethod
+    def choose(cls) -> Ports:
+        return cls(*pick_ports((9477, 9090, 9093, 9099)))
 
 
 class Demo:
     def __init__(self, workdir: Path, scenario: str) -> None:
         self.workdir = workdir
         self.scenario = SCENARIOS[scenario]
-        self.ports = Ports()
+        self.ports = Ports.choose()
         self.processes = Processes(workdir)
         self.webhook: ThreadingHTTPServer | None = None
         self.prometheus_url: str | None = None
@@ -483,7 +506,8 @@ def main() -> int:
     if scenario not in SCENARIOS:
         print(f"demo: DEMO_SCENARIO must be one of {', '.join(SCENARIOS)}", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, _interrupt)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
     with tempfile.TemporaryDirectory(prefix="specwatch-demo-") as workdir:
         demo = Demo(Path(workdir), scenario)
         try:
