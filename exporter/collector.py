@@ -149,11 +149,12 @@ def render_target(
     base = {"target": target.name}
     out.add("target_info", {**base, "engine": target.config.engine}, 1)
     fresh = snap.fresh_windows(now, stale_after)
+    insight = inspect(target, snap, fresh, now, stale_after)
     _render_windows(out, base, fresh)
-    _render_speed(out, target, base, fresh, snap)
+    _render_speed(out, target, base, insight)
     _render_counters(out, base, snap)
     _render_log_health(out, base, snap)
-    _render_insight(out, target, base, fresh, now, stale_after)
+    _render_insight(out, target, base, fresh, insight, stale_after)
 
 
 def _window_labels(base: dict[str, str], dp_rank: int | None) -> dict[str, str]:
@@ -169,39 +170,13 @@ def _render_windows(out: Families, base: dict[str, str], fresh: dict[int | None,
                 out.add(short, labels, value)
 
 
-def _totals(fresh: dict[int | None, Window]) -> tuple[float | None, float | None]:
-    """Throughput and running requests summed over DP ranks (each rank logs its own share)."""
-    tput = [w.record.gen_throughput for w in fresh.values()]
-    running = [w.record.running_requests for w in fresh.values()]
-    if not fresh or None in tput or None in running:
-        return None, None
-    return sum(tput), sum(running)  # type: ignore[arg-type]
-
-
-def _render_speed(
-    out: Families,
-    target: Target,
-    base: dict[str, str],
-    fresh: dict[int | None, Window],
-    snap: TargetSnapshot,
-) -> None:
+def _render_speed(out: Families, target: Target, base: dict[str, str], insight: Insight) -> None:
     if target.config.expected_accept_length is not None:
         out.add("expected_accept_length", base, target.config.expected_accept_length)
-    if target.baseline is None:
-        return
-    tput, running = _totals(fresh)
-    if running is None:
-        running = _last_running(snap)
-    baseline = target.baseline.at(running if running is not None else 1)
-    out.add("baseline_gen_throughput_tokens_per_second", base, baseline)
-    if tput is not None and baseline > 0:
-        out.add("speedup_ratio", base, tput / baseline)
-
-
-def _last_running(snap: TargetSnapshot) -> float | None:
-    """Running requests of the newest (possibly stale) windows, to place the baseline."""
-    values = [w.record.running_requests for w in snap.windows.values()]
-    return None if not values or None in values else sum(values)  # type: ignore[arg-type]
+    if insight.baseline_tok_s is not None:
+        out.add("baseline_gen_throughput_tokens_per_second", base, insight.baseline_tok_s)
+    if insight.speedup is not None:
+        out.add("speedup_ratio", base, insight.speedup)
 
 
 def _render_counters(out: Families, base: dict[str, str], snap: TargetSnapshot) -> None:
@@ -252,11 +227,10 @@ def _render_insight(
     target: Target,
     base: dict[str, str],
     fresh: dict[int | None, Window],
-    now: float,
+    insight: Insight,
     stale_after: float,
 ) -> None:
     """Configuration, findings, upstream health and values, and custom rule series."""
-    insight = inspect(target, now, bool(fresh), stale_after)
     tokens = insight.config.num_draft_tokens
     for dp_rank, window in fresh.items():
         rate = drafts_only_accept_rate(window.record.accept_length, tokens)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Any
 
+from exporter.breakeven import Assessment, assess
 from exporter.record import StatsRecord
 from exporter.server_config import ServerConfig
 
@@ -106,6 +107,7 @@ class Observations:
     stats_lines: int = 0
     unrecognized_lines: int = 0
     metrics_endpoint: str | None = None
+    speedup: float | None = None  # throughput over the baseline at the same load, if configured
 
 
 def drafts_only_accept_rate(
@@ -248,21 +250,50 @@ def _draft_tokens_excessive(obs: Observations) -> Finding | None:
     rate = drafts_only_accept_rate(mean, tokens)
     if rate is None or rate >= LOW_DRAFTS_ONLY_RATE:
         return None
+    advice = assess(mean, tokens, obs.speedup if obs.speedup and obs.speedup > 0 else None)
     return Finding(
         code="draft_tokens_excessive",
         summary=f"{tokens} draft tokens per round, few accepted",
         seen=(
             f"speculative_num_draft_tokens={tokens}, mean accept length {mean:.2f}: "
-            f"{rate:.0%} of proposed draft tokens accepted ({mean - 1:.1f} of {tokens - 1})."
+            f"{rate:.0%} of proposed draft tokens accepted ({mean - 1:.1f} of {tokens - 1})"
+            f"{_speedup_note(obs.speedup)}."
         ),
         why=(
             "Every proposed token is verified by the target; rejected ones are pure cost. At "
             "this acceptance the wasted verify width outweighs the extra tokens gained."
         ),
-        fix=(
-            "Lower --speculative-num-draft-tokens (e.g. 4-6, or --speculative-eagle-topk 1 with "
-            "--speculative-num-steps 3), or train the draft further before widening the tree."
-        ),
+        fix=_draft_tokens_fix(tokens, advice),
+    )
+
+
+def _speedup_note(speedup: float | None) -> str:
+    return f", {speedup:.2f}x the baseline" if speedup is not None else ""
+
+
+def _draft_tokens_fix(tokens: int, advice: Assessment) -> str:
+    """Advice sized by the break-even estimate (``exporter.breakeven``), not a fixed number.
+
+    With a baseline the estimate rests on the measured cost of a round; without one on an
+    assumed draft cost, which the text says.
+    """
+    basis = "measured speedup" if advice.cost_measured else "assumed draft cost"
+    best = advice.suggested_num_draft_tokens
+    if best == 1:
+        return (
+            "No draft-token count is expected to beat plain decoding with this drafter "
+            f"(break-even estimate from the {basis}): train the draft further, or serve "
+            "without speculation until it accepts more."
+        )
+    if best < tokens:
+        return (
+            f"Lower --speculative-num-draft-tokens to about {best} (break-even estimate from "
+            f"the {basis}: {advice.expected_speedup:.2f}x plain decoding), or train the draft "
+            "further before widening the tree."
+        )
+    return (
+        f"The {basis} says {tokens} draft tokens still pay for themselves; raise acceptance "
+        "by training the draft further rather than widening the tree."
     )
 
 

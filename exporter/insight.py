@@ -8,10 +8,12 @@ scrape never waits on a tailer or on the upstream server.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from exporter.findings import Finding, evaluate
 from exporter.server_config import ServerConfig, with_local_draft
+from exporter.state import TargetSnapshot, Window
 from exporter.target import Target
 from exporter.upstream import UpstreamSnapshot, UpstreamValues
 
@@ -22,6 +24,8 @@ class Insight:
     findings: list[Finding]
     upstream: UpstreamSnapshot | None
     fallback: UpstreamValues | None  # upstream gauges to export; None while the log is fresh
+    baseline_tok_s: float | None = None  # the baseline at the current running requests
+    speedup: float | None = None  # current throughput over that baseline
 
 
 def server_config(target: Target, upstream: UpstreamSnapshot | None) -> ServerConfig:
@@ -34,8 +38,17 @@ def server_config(target: Target, upstream: UpstreamSnapshot | None) -> ServerCo
     return with_local_draft(config)
 
 
-def inspect(target: Target, now: float, log_is_fresh: bool, stale_after: float) -> Insight:
-    """Everything the collector renders beyond the log windows, as of ``now``."""
+def inspect(
+    target: Target,
+    snap: TargetSnapshot,
+    fresh: Mapping[int | None, Window],
+    now: float,
+    stale_after: float,
+) -> Insight:
+    """Everything the collector renders beyond the log windows, as of ``now``.
+
+    ``fresh`` are the log windows younger than ``stale_after``, by DP rank.
+    """
     upstream = target.upstream.snapshot() if target.upstream is not None else None
     config = server_config(target, upstream)
     inputs = {}
@@ -47,8 +60,43 @@ def inspect(target: Target, now: float, log_is_fresh: bool, stale_after: float) 
             "upstream_busy": bool(upstream.values and upstream.values.running_requests),
         }
         max_age = max(stale_after, 2 * target.config.scrape_interval)
-        if not log_is_fresh and now - upstream.scraped_at < max_age:
+        if not fresh and now - upstream.scraped_at < max_age:
             fallback = upstream.values
-    observations = target.state.evidence.observations(config, now, **inputs)
+    baseline_tok_s, speedup = _speed(target, *_load(snap, fresh, fallback))
+    observations = target.state.evidence.observations(config, now, speedup=speedup, **inputs)
     observations = replace(observations, log_watched=bool(target.config.log_files))
-    return Insight(config, evaluate(observations), upstream, fallback)
+    return Insight(config, evaluate(observations), upstream, fallback, baseline_tok_s, speedup)
+
+
+def _load(
+    snap: TargetSnapshot, fresh: Mapping[int | None, Window], fallback: UpstreamValues | None
+) -> tuple[float | None, float | None]:
+    """Throughput and running requests now: fresh log windows (summed over DP ranks, each
+    logs its own share), else the upstream gauges standing in for them. Without either, the
+    newest stale windows still place the baseline, but there is no throughput to compare."""
+    tput, running = _totals(fresh.values())
+    if tput is None and fallback is not None:
+        tput, running = fallback.gen_throughput, fallback.running_requests
+    if running is None:
+        running = _totals(snap.windows.values())[1]
+    return tput, running
+
+
+def _totals(windows: Iterable[Window]) -> tuple[float | None, float | None]:
+    """Throughput and running requests summed over windows; ``None`` where any lacks it."""
+    records = [w.record for w in windows]
+    return _sum([r.gen_throughput for r in records]), _sum([r.running_requests for r in records])
+
+
+def _sum(values: list[float | None]) -> float | None:
+    return None if not values or None in values else sum(values)  # type: ignore[arg-type]
+
+
+def _speed(
+    target: Target, tput: float | None, running: float | None
+) -> tuple[float | None, float | None]:
+    """The baseline at ``running`` (1 when unknown) and the speedup against it."""
+    if target.baseline is None:
+        return None, None
+    baseline = target.baseline.at(running if running is not None else 1)
+    return baseline, (tput / baseline if tput is not None and baseline > 0 else None)

@@ -301,3 +301,28 @@ def test_findings_are_ordered_most_severe_first() -> None:
     )
     severities = [f.severity for f in evaluate(Observations(config=config))]
     assert severities == ["critical", "warning", "info"]
+
+
+def _excessive(obs: Observations) -> str:
+    (finding,) = [f for f in evaluate(obs) if f.code == "draft_tokens_excessive"]
+    return finding.fix
+
+
+def test_draft_token_advice_follows_the_measured_speedup() -> None:
+    # README worked example (incident 3): AL 2.5 with 16 draft tokens at 57 vs 90 tok/s costs
+    # 2.5 / 0.63 = 3.95 steps per round, 0.20 per drafted token: about 3 tokens do best.
+    windows = tuple(Window(accept_length=2.5, cuda_graph=True) for _ in range(5))
+    config = ServerConfig(num_draft_tokens=16)
+    measured = _excessive(Observations(config=config, windows=windows, speedup=57 / 90))
+    assert "Lower --speculative-num-draft-tokens to about 3 " in measured
+    assert "measured speedup" in measured
+    # Without a baseline a drafted token is assumed to cost 0.05 steps. With a = 0.6 the
+    # speedup (1 - a^n) / (1 - a) / (1 + 0.05 (n - 1)) is 1.89 at n=4, 1.92 at 5, 1.91 at 6.
+    assumed = _excessive(Observations(config=config, windows=windows))
+    assert "about 5 " in assumed and "assumed draft cost" in assumed
+
+
+def test_dead_drafter_with_many_tokens_is_told_no_count_helps() -> None:
+    windows = tuple(Window(accept_length=1.0, cuda_graph=True) for _ in range(5))
+    obs = Observations(config=ServerConfig(num_draft_tokens=8), windows=windows, speedup=0.4)
+    assert _excessive(obs).startswith("No draft-token count is expected to beat plain decoding")

@@ -10,7 +10,7 @@ import pytest
 from exporter.config import TargetConfig
 from exporter.feed import LogFeed
 from exporter.target import Target
-from exporter.upstream import REASONS
+from exporter.upstream import MAX_BODY_BYTES, REASONS
 from tests.conftest import free_port
 from tests.test_collector import Clock, render
 from tests.test_findings import decode
@@ -136,3 +136,56 @@ def test_api_key_of_server_info_is_not_in_the_scrape(server: FakeSGLang) -> None
     assert target.upstream is not None
     target.upstream.scrape_once()
     assert "sk-live" not in repr(render([target], live()).samples)
+
+
+def test_speedup_from_upstream_gauges_when_there_is_no_log(server: FakeSGLang) -> None:
+    # /metrics: 2 DP ranks, 31 + 30 running, 600.5 tok/s each. The curve at 61 running is
+    # 1500 + (2370 - 1500) * (61 - 48) / (128 - 48) = 1641.375 tok/s.
+    target = target_for(server.url, baseline={"curve": "1:82,48:1500,128:2370"})
+    assert target.upstream is not None
+    target.upstream.scrape_once()
+    scrape = render([target], live())
+    base = scrape.value("specwatch_baseline_gen_throughput_tokens_per_second", target="sglang-0")
+    assert base == pytest.approx(1641.375)
+    speedup = scrape.value("specwatch_speedup_ratio", target="sglang-0")
+    assert speedup == pytest.approx(1201 / 1641.375)
+
+
+def test_fresh_log_sets_the_speedup_not_the_upstream(server: FakeSGLang) -> None:
+    target = target_for(server.url, baseline={"curve": "1:82,48:1500,128:2370"})
+    assert target.upstream is not None
+    target.upstream.scrape_once()
+    LogFeed(target.state).on_lines([decode(300, 1.0, 0.25, running=48, tput=600).encode()])
+    scrape = render([target], live())
+    assert scrape.value("specwatch_speedup_ratio", target="sglang-0") == pytest.approx(0.4)
+
+
+@pytest.mark.parametrize(
+    ("route", "reason"),
+    [
+        (Route(body=exposition().encode(), delay=1.5), "timeout"),
+        (Route(status=500, body=b"Internal Server Error"), "http"),
+        (Route(body=b"<html><body>Welcome to nginx!</body></html>\n"), "garbage"),
+        (Route(stream_bytes=MAX_BODY_BYTES + 1024), "too_large"),
+    ],
+)
+def test_each_broken_upstream_is_down_with_its_reason_counted(route: Route, reason: str) -> None:
+    with fake_sglang() as fake:
+        fake.routes["/metrics"] = route
+        # The scrape timeout is min(10 s, scrape_interval): 0.5 s against the 1.5 s delay.
+        interval = 0.5 if reason == "timeout" else 5.0
+        config = TargetConfig(
+            name="sglang-0", metrics_url=f"{fake.url}/metrics", scrape_interval=interval
+        )
+        target = Target.from_config(config)
+        assert target.upstream is not None
+        target.upstream.scrape_once()
+    scrape = render([target], live())
+    labels = {"target": "sglang-0", "endpoint": "metrics"}
+    assert scrape.value("specwatch_upstream_up", **labels) == 0
+    counted = {
+        r: scrape.value("specwatch_upstream_scrape_errors_total", **labels, reason=r)
+        for r in REASONS
+    }
+    assert counted == {r: 1 if r == reason else 0 for r in REASONS}
+    assert scrape.value("specwatch_gen_throughput_tokens_per_second") is None
