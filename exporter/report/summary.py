@@ -110,11 +110,7 @@ class Report:
                 f"Speculation does {load}; no baseline was given to compare with "
                 "(--baseline-tok-s, --baseline-curve or --baseline-bench)."
             )
-        word = "slower" if band.speedup < 1 else "faster"
-        return (
-            f"Speculation is {word} than the baseline: {load} vs "
-            f"{_tok_s(band.mean_baseline)} tok/s baseline ({ratio(band.speedup)})"
-        )
+        return f"{_compared(band.speedup)}, {load} vs {_tok_s(band.mean_baseline)} tok/s baseline"
 
     def verdicts(self) -> list[str]:
         """Plain-language conclusions beyond the headline, most important first."""
@@ -314,11 +310,11 @@ class ReportBuilder:
             expected_accept_length=self.expected_accept_length,
             config=config,
             breakeven=_breakeven(accept, config.num_draft_tokens, overall),
-            findings=tuple(self._findings(config)),
+            findings=tuple(self._findings(config, overall)),
             series=tuple(self._series.points()),
         )
 
-    def _findings(self, config: ServerConfig) -> list[Finding]:
+    def _findings(self, config: ServerConfig, overall: BandStats | None) -> list[Finding]:
         """The findings engine over the whole log: all outcomes counted, windows sampled."""
         now = self.last_time if self.last_time is not None else 0.0
         obs = self._evidence.observations(config, now)
@@ -328,6 +324,7 @@ class ReportBuilder:
             windows=tuple(self._sample),
             stats_lines=stats_lines,
             unrecognized_lines=self.unrecognized,
+            speedup=overall.speedup if overall is not None else None,
         )
         return evaluate(obs)
 
@@ -379,6 +376,17 @@ def _breakeven(
         return None
     speedup = overall.speedup if overall is not None else None
     return assess(accept.mean, num_draft_tokens, speedup)
+
+
+def _compared(speedup: float) -> str:
+    """``speedup`` in plain words: which way, and by how much throughput."""
+    change = round(abs(speedup - 1) * 100)
+    if change == 0:
+        return f"Speculation is as fast as the baseline ({ratio(speedup)})"
+    word, amount = ("slower", "less") if speedup < 1 else ("faster", "more")
+    return (
+        f"Speculation is {word} than the baseline: {change}% {amount} throughput ({ratio(speedup)})"
+    )
 
 
 def ratio(value: float) -> str:
