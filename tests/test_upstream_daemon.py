@@ -6,8 +6,11 @@ import time
 import urllib.request
 from pathlib import Path
 
-from tests.daemon import run_daemon
-from tests.test_upstream import Route, exposition, fake_sglang
+import pytest
+
+from tests.daemon import append, run_daemon
+from tests.test_findings import incident_2
+from tests.test_upstream import API_KEY, Route, exposition, fake_sglang, server_info
 
 
 def timed_scrape(port: int) -> float:
@@ -58,3 +61,43 @@ def test_broken_upstreams_are_counted_by_reason(tmp_path: Path, port: int) -> No
             server.routes["/metrics"] = Route(body=exposition().encode())
             d.wait_metric("specwatch_upstream_up", lambda v: v == 1, **base, endpoint="metrics")
             d.wait_metric("specwatch_running_requests", lambda v: v == 61, **base)
+
+
+@pytest.mark.parametrize("token_from", ["file", "env"])
+def test_secrets_reach_neither_metrics_nor_logs(tmp_path: Path, port: int, token_from: str) -> None:
+    """The bearer token (file or environment), /server_info's API keys and the api_key of the
+    logged ServerArgs appear nowhere: not in /metrics, /, nor the daemon's debug log."""
+    log = tmp_path / "server.log"
+    append(log, *incident_2())  # server_args=ServerArgs(..., api_key='sk-live-0123456789', ...)
+    token_file = tmp_path / "token"
+    token_file.write_text(API_KEY + "\n")
+    if token_from == "file":
+        auth, env = ["--bearer-token-file", str(token_file)], {}
+    else:
+        auth, env = [], {"SPECWATCH_BEARER_TOKEN_ENV": "SGLANG_API_KEY", "SGLANG_API_KEY": API_KEY}
+    with fake_sglang() as server:
+        server.routes["/metrics"] = Route(body=exposition().encode(), need_token=True)
+        server.routes["/server_info"] = Route(
+            body=server_info(), content_type="application/json", need_token=True
+        )
+        args = [
+            *("--config", str(config_file(tmp_path, server.url))),
+            *("--log-file", str(log), "--from-beginning", "--log-level", "debug", *auth),
+        ]
+        with run_daemon(args, port, env=env) as d:
+            d.wait_metric("specwatch_upstream_up", lambda v: v == 1, endpoint="server_info")
+            d.wait_metric("specwatch_upstream_up", lambda v: v == 1, endpoint="metrics")
+            d.wait_metric(
+                "specwatch_finding", lambda v: v == 1, code="eagle3_draft_with_eagle_algorithm"
+            )
+            pages = [page(port, "/metrics"), page(port, "/")]
+        logged = d.proc.stderr.read() if d.proc.stderr else ""
+    assert f"Bearer {API_KEY}" in server.seen_auth  # the token was used...
+    assert "listening on" in logged  # ...and the daemon's log was captured
+    for secret in (API_KEY, "sk-live-0123456789", "Bearer"):
+        assert secret not in "".join(pages) + logged
+
+
+def page(port: int, path: str) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+        return response.read().decode()
