@@ -175,3 +175,10 @@ def test_targets_are_kept_apart_and_self_metrics_preinitialised() -> None:
 def test_every_configured_target_has_an_info_series_even_when_silent() -> None:
     s = render([make_target("quiet")], Clock())
     assert s.value("specwatch_target_info", target="quiet", engine="sglang") == 1
+
+
+def test_expected_accept_length_only_when_configured() -> None:
+    configured = Target(TargetConfig(name="a", expected_accept_length=3.2), TargetState("a"))
+    s = render([configured, make_target("b")], Clock())
+    assert s.value("specwatch_expected_accept_length", target="a") == 3.2
+    assert s.value("specwatch_expected_accept_length", target="b") is None

@@ -63,6 +63,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
             "not allowed",
         ),
         (["run", "--log-file", "x.log", "--web-config", "/nonexistent/web.yml"], "web.yml"),
+        (["run", "--log-file", "x.log", "--draft-config", "/nonexistent/drafter"], "draft_config"),
     ],
 )
 def test_bad_flags_exit_2_with_one_line_naming_the_problem(args: list[str], named: str) -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +17,9 @@ from tests.conftest import free_port
 from tests.test_collector import Clock, render
 from tests.test_findings import decode
 from tests.test_upstream import FakeSGLang, Route, exposition, fake_sglang, server_info
+
+FINDING = "specwatch_finding"
+WRONG_FLAG = "eagle3_draft_with_eagle_algorithm"
 
 
 @pytest.fixture
@@ -189,3 +194,28 @@ def test_each_broken_upstream_is_down_with_its_reason_counted(route: Route, reas
     }
     assert counted == {r: 1 if r == reason else 0 for r in REASONS}
     assert scrape.value("specwatch_gen_throughput_tokens_per_second") is None
+
+
+@pytest.mark.parametrize("as_folder", [True, False])
+def test_draft_config_proves_an_eagle3_draft_the_path_does_not_name(
+    server: FakeSGLang, tmp_path: Path, as_folder: bool
+) -> None:
+    info = server_info(speculative_draft_model_path="team/kimi-k25-drafter-v3")
+    server.routes["/server_info"] = Route(body=info, content_type="application/json")
+    target = target_for(server.url)
+    assert target.upstream is not None
+    target.upstream.scrape_once()
+    assert render([target], live()).value(FINDING, code=WRONG_FLAG) is None
+    folder = tmp_path / "drafter"
+    folder.mkdir()
+    (folder / "config.json").write_text(
+        json.dumps({"architectures": ["LlamaForCausalLMEagle3"], "draft_vocab_size": 32000})
+    )
+    target = target_for(server.url, draft_config=folder if as_folder else folder / "config.json")
+    assert target.upstream is not None
+    target.upstream.scrape_once()
+    scrape = render([target], live())
+    assert scrape.value(FINDING, code=WRONG_FLAG, severity="critical") == 1
+    (info_sample,) = [s for s in scrape.samples if s.name == "specwatch_speculative_info"]
+    assert info_sample.labels["draft_architecture"] == "LlamaForCausalLMEagle3"
+    assert info_sample.labels["draft_model"] == "team/kimi-k25-drafter-v3"
