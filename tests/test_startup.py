@@ -30,6 +30,7 @@ from exporter.server_config import (
     from_server_info,
     with_local_draft,
 )
+from tests.test_upstream import server_info
 
 # Shaped like SGLang's dataclass repr (Feb 2026 field names), with the awkward cases a real
 # line has: commas inside strings, JSON inside a string, lists, dicts, None, an object repr.
@@ -208,29 +209,10 @@ def test_new_server_args_line_forgets_the_previous_run() -> None:
     assert tracker.config.draft_architecture is None
 
 
-def _server_info() -> dict[str, object]:
-    args = {
-        "model_path": "moonshotai/Kimi-K2.5",
-        "api_key": "sk-live-0123456789",
-        "admin_api_key": "adm-secret-42",
-        "speculative_algorithm": "eagle",
-        "speculative_draft_model_path": "AQ-MedAI/Kimi-K2-Instruct-eagle3",
-        "speculative_num_steps": 3,
-        "speculative_eagle_topk": 1,
-        "speculative_num_draft_tokens": 4,
-        "disable_cuda_graph": False,
-        "cuda_graph_max_bs": 160,
-        "log_level": "warning",
-        "decode_log_interval": 40,
-        "max_running_requests": None,
-        "enable_metrics": True,
-    }
-    state = {**args, "effective_max_running_requests_per_dp": 48, "avg_spec_accept_length": 1.0}
-    return {**args, "status": "ready", "internal_states": [state], "version": "0.5.9"}
-
-
 def test_server_info_gives_config_with_effective_running_cap() -> None:
-    config = from_server_info(_server_info())
+    # SGLang keeps the algorithm as typed (lower case here); the cap of 48 is the scheduler's.
+    info = server_info(speculative_algorithm="eagle", log_level="warning", decode_log_interval=40)
+    config = from_server_info(json.loads(info))
     assert config == ServerConfig(
         algorithm="EAGLE",
         draft_model_path="AQ-MedAI/Kimi-K2-Instruct-eagle3",

@@ -184,23 +184,28 @@ def test_openmetrics_exposition_is_parsed_with_its_own_parser(sglang: FakeSGLang
     assert snap.values is not None and snap.values.running_requests == 61
 
 
-def test_cuda_graph_share_comes_from_the_counter_increase(sglang: FakeSGLang) -> None:
+@pytest.mark.parametrize(
+    ("before", "after", "share"),
+    [
+        ((1000, 0), (1300, 100), 300 / 400),  # 300 graph passes and 100 eager since the last
+        ((1000, 50), (10, 0), None),  # counter reset: the server restarted
+        ((1000, 50), (1000, 50), None),  # idle: no decode pass at all
+    ],
+)
+def test_cuda_graph_share_comes_from_the_counter_increase(
+    sglang: FakeSGLang,
+    before: tuple[float, float],
+    after: tuple[float, float],
+    share: float | None,
+) -> None:
     scrape = scraper(sglang)
-    sglang.routes["/metrics"] = Route(body=exposition(graph=1000, eager=0).encode())
-    scrape.scrape_once()
-    sglang.routes["/metrics"] = Route(body=exposition(graph=1300, eager=100).encode())
-    snap = scrape.scrape_once()
-    assert snap.values is not None
-    assert snap.values.cuda_graph_share == pytest.approx(300 / 400)
-
-
-def test_counter_reset_gives_no_share(sglang: FakeSGLang) -> None:
-    scrape = scraper(sglang)
-    sglang.routes["/metrics"] = Route(body=exposition(graph=1000, eager=50).encode())
-    scrape.scrape_once()
-    sglang.routes["/metrics"] = Route(body=exposition(graph=10, eager=0).encode())
-    snap = scrape.scrape_once()
-    assert snap.values is not None and snap.values.cuda_graph_share is None
+    snaps = []
+    for graph, eager in (before, after):
+        sglang.routes["/metrics"] = Route(body=exposition(graph=graph, eager=eager).encode())
+        snaps.append(scrape.scrape_once())
+    assert snaps[0].values is not None and snaps[0].values.cuda_graph_share is None
+    assert snaps[1].values is not None
+    assert snaps[1].values.cuda_graph_share == (None if share is None else pytest.approx(share))
 
 
 def test_non_speculative_server_zero_gauges_are_absent(sglang: FakeSGLang) -> None:

@@ -95,50 +95,49 @@ def _series(report: Report, name: str) -> tuple[list[datetime], list[float]]:
     return times, values
 
 
+def _over_time(
+    axes: Axes, report: Report, ylabel: str, lines: tuple[tuple[str, str, dict[str, str]], ...]
+) -> bool:
+    """Plot ``(series, label, style)`` lines against time; ``False`` (nothing drawn) when the
+    first, main series is empty, since the others only make sense next to it."""
+    for index, (name, label, style) in enumerate(lines):
+        times, values = _series(report, name)
+        if not values and index == 0:
+            return False
+        if values:
+            axes.plot(times, values, label=label, **style)
+    axes.set_ylabel(ylabel)
+    _time_axis(axes)
+    axes.set_ylim(bottom=0)
+    return True
+
+
 def _accept_length(axes: Axes, report: Report) -> bool:
-    times, values = _series(report, "accept_length")
-    if not values:
+    line = (("accept_length", "accept length", {"color": "tab:blue"}),)
+    if not _over_time(axes, report, "tokens per verify round", line):
         return False
-    axes.plot(times, values, color="tab:blue", label="accept length")
     axes.axhline(COLLAPSED_ACCEPT_LENGTH, color="tab:red", linestyle=":", label="collapsed")
     if report.expected_accept_length is not None:
         axes.axhline(
             report.expected_accept_length, color="tab:green", linestyle="--", label="expected"
         )
-    axes.set_ylabel("tokens per verify round")
-    _time_axis(axes)
-    axes.set_ylim(bottom=0)
     return True
 
 
 def _throughput(axes: Axes, report: Report) -> bool:
-    times, values = _series(report, "gen_throughput")
-    if not values:
-        return False
-    axes.plot(times, values, color="tab:blue", label="with speculation")
-    base_times, base_values = _series(report, "baseline")
-    if base_values:
-        axes.plot(
-            base_times, base_values, color="tab:gray", linestyle="--", label="baseline (same load)"
-        )
-    axes.set_ylabel("generated tok/s")
-    _time_axis(axes)
-    axes.set_ylim(bottom=0)
-    return True
+    lines = (
+        ("gen_throughput", "with speculation", {"color": "tab:blue"}),
+        ("baseline", "baseline (same load)", {"color": "tab:gray", "linestyle": "--"}),
+    )
+    return _over_time(axes, report, "generated tok/s", lines)
 
 
 def _queue(axes: Axes, report: Report) -> bool:
-    times, running = _series(report, "running")
-    if not running:
-        return False
-    axes.plot(times, running, color="tab:blue", label="running")
-    queued_times, queued = _series(report, "queued")
-    if queued:
-        axes.plot(queued_times, queued, color="tab:orange", label="queued")
-    axes.set_ylabel("requests")
-    _time_axis(axes)
-    axes.set_ylim(bottom=0)
-    return True
+    lines = (
+        ("running", "running", {"color": "tab:blue"}),
+        ("queued", "queued", {"color": "tab:orange"}),
+    )
+    return _over_time(axes, report, "requests", lines)
 
 
 def _bands(axes: Axes, report: Report) -> bool:
