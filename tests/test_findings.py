@@ -326,3 +326,34 @@ def test_dead_drafter_with_many_tokens_is_told_no_count_helps() -> None:
     windows = tuple(Window(accept_length=1.0, cuda_graph=True) for _ in range(5))
     obs = Observations(config=ServerConfig(num_draft_tokens=8), windows=windows, speedup=0.4)
     assert _excessive(obs).startswith("No draft-token count is expected to beat plain decoding")
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "found"),
+    [("missing", True), ("empty", True), ("ok", False), ("down", False), (None, False)],
+)
+def test_metrics_endpoint_disabled_only_when_it_answers_without_sglang(
+    endpoint: str | None, found: bool
+) -> None:
+    # A down server says nothing about --enable-metrics; a 404 or a body without sglang_ does.
+    codes = {f.code for f in evaluate(Observations(metrics_endpoint=endpoint))}
+    assert ("metrics_endpoint_disabled" in codes) is found
+
+
+def test_running_at_the_cap_without_a_queue_is_not_capped() -> None:
+    config = ServerConfig(max_running_requests=48)
+    idle_queue = tuple(Window(accept_length=3.0, running=48, queued=0) for _ in range(5))
+    assert evaluate(Observations(config=config, windows=idle_queue)) == []
+    queueing = tuple(Window(accept_length=3.0, running=48, queued=9) for _ in range(5))
+    (finding,) = evaluate(Observations(config=config, windows=queueing))
+    assert finding.code == "running_requests_capped"
+    assert "5 of 5 recent decode windows at 48 running requests with up to 9 queued" in finding.seen
+
+
+def test_eager_windows_above_the_graph_batch_cap_name_the_cap() -> None:
+    config = ServerConfig(cuda_graph_max_bs=48)
+    windows = tuple(Window(accept_length=3.0, cuda_graph=False, running=64) for _ in range(4))
+    (finding,) = evaluate(Observations(config=config, windows=windows))
+    assert finding.code == "cuda_graph_disabled"
+    assert "up to 64 running requests, cuda_graph_max_bs=48" in finding.seen
+    assert "--cuda-graph-max-bs" in finding.fix
