@@ -22,8 +22,9 @@ A rule for it in the config file::
 gives ``specwatch_custom_eagle3_prof_accept_length{target,sync="no sync"} 0.58`` and
 ``specwatch_custom_eagle3_prof_cycles_total``. Rules are validated at start (a bad regex, an
 unknown group or a bad name is an error naming the rule), and each rule keeps at most
-``max_series`` label combinations: label values come from log text, so without a cap one
-rule could create unbounded series. Lines over the cap are counted, not exported.
+``max_series`` label combinations of at most ``MAX_LABEL_CHARS`` characters each: label values
+come from log text, so without both caps one rule could create unbounded series or a huge
+scrape. Lines over either cap are counted, not exported.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from pydantic import (
 PREFIX = "specwatch_custom_"
 _NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _RESERVED_LABELS = frozenset({"target", "le", "quantile"})
+MAX_LABEL_CHARS = 128
 
 
 class CustomRuleError(ValueError):
@@ -184,6 +186,9 @@ class CustomRuleSet:
     def _apply(self, compiled: _CompiledRule, match: re.Match[str]) -> None:
         rule = compiled.rule
         labels = tuple(match.group(name) or "" for name in rule.labels)
+        if any(len(value) > MAX_LABEL_CHARS for value in labels):
+            self._drop(rule.name, "bad_value")
+            return
         updates: list[tuple[CustomMetric, float]] = []
         for metric in rule.metrics:
             try:

@@ -134,3 +134,10 @@ def test_readme_example_extracts_the_profiler_line() -> None:
     rules.feed_raw([PROF_LINE.encode()])
     labels = (("sync", "no sync"),)
     assert series(rules)[("specwatch_custom_eagle3_prof_accept_length", labels)] == 0.58
+
+
+def test_overlong_label_value_is_counted_not_exported() -> None:
+    rules = CustomRuleSet.from_config([_rule()])
+    rules.feed_raw([b"Accept len: 1.5 " + b"m" * 129, b"Accept len: 2.5 " + b"m" * 128])
+    assert series(rules) == {("specwatch_custom_prof_len", (("mode", "m" * 128),)): 2.5}
+    assert rules.dropped_counts() == {("prof", "bad_value"): 1}
