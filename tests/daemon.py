@@ -95,6 +95,26 @@ def run_daemon(
         assert code == 0, f"daemon exited {code}: {proc.stderr.read()}"
 
 
+@contextmanager
+def live_simulation(scenario: str, log: Path, rate: int = 4) -> Iterator[Path]:
+    """``specwatch simulate`` appending ``scenario`` to ``log`` in real time until the block ends.
+
+    Wall-clock stamped lines arriving as they would from a server, for tests that need a
+    running exporter (and the Prometheus scraping it) to see an incident unfold.
+    """
+    errors = log.with_suffix(".stderr")
+    cmd = specwatch_cmd("simulate", "--scenario", scenario, "--out", str(log), "--rate", str(rate))
+    with errors.open("w") as stderr:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        wait_for(lambda: log.exists() or proc.poll() is not None, timeout=15)
+        assert proc.poll() is None, f"simulate exited {proc.returncode}: {errors.read_text()}"
+        yield log
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
 def decode_line(
     accept_len: float = 1.0,
     *,

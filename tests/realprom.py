@@ -145,22 +145,36 @@ def running_prometheus(
     interval: str = "1s",
 ) -> Iterator[RunningPrometheus]:
     """Prometheus scraping ``host:port`` targets, evaluating ``rule_files`` every ``interval``."""
-    home = Path(tempfile.mkdtemp(prefix="prometheus-", dir=tmp_path))
-    config_path = home / "prometheus.yml"
     config = prometheus_config(scrape_targets, rule_files, alertmanager_url, job, interval)
+    # Resend firing alerts quickly so a short test sees Alertmanager updates.
+    extra = ["--rules.alert.resend-delay=1s"]
+    with _server(tmp_path, "prometheus", config, "--storage.tsdb.path", extra) as (url, process):
+        yield RunningPrometheus(url, process)
+
+
+@contextmanager
+def _server(
+    tmp_path: Path, binary: str, config: dict[str, Any], storage_flag: str, extra: Sequence[str]
+) -> Iterator[tuple[str, _Process]]:
+    """``binary`` with ``config``, its data and log in a fresh directory, on a free port.
+
+    Prometheus and Alertmanager share their flag names for the config file and the listen
+    address, and are ready when ``/-/ready`` answers.
+    """
+    home = Path(tempfile.mkdtemp(prefix=f"{binary}-", dir=tmp_path))
+    config_path = home / "config.yml"
     config_path.write_text(yaml.safe_dump(config))
     url = f"http://127.0.0.1:{free_port()}"
     argv = [
-        "prometheus",
+        binary,
         f"--config.file={config_path}",
-        f"--storage.tsdb.path={home / 'data'}",
+        f"{storage_flag}={home / 'data'}",
         f"--web.listen-address={urllib.parse.urlsplit(url).netloc}",
-        # Resend firing alerts quickly so a short test sees Alertmanager updates.
-        "--rules.alert.resend-delay=1s",
+        *extra,
     ]
-    process = _Process(argv, home / "prometheus.log", f"{url}/-/ready")
+    process = _Process(argv, home / f"{binary}.log", f"{url}/-/ready")
     try:
-        yield RunningPrometheus(url, process)
+        yield url, process
     finally:
         process.stop()
 
@@ -184,22 +198,9 @@ class RunningAlertmanager:
 @contextmanager
 def running_alertmanager(tmp_path: Path, config: dict[str, Any]) -> Iterator[RunningAlertmanager]:
     """Alertmanager with ``config``, clustering off, on a free loopback port."""
-    home = Path(tempfile.mkdtemp(prefix="alertmanager-", dir=tmp_path))
-    config_path = home / "alertmanager.yml"
-    config_path.write_text(yaml.safe_dump(config))
-    url = f"http://127.0.0.1:{free_port()}"
-    argv = [
-        "prometheus-alertmanager",
-        f"--config.file={config_path}",
-        f"--storage.path={home / 'data'}",
-        f"--web.listen-address={urllib.parse.urlsplit(url).netloc}",
-        "--cluster.listen-address=",
-    ]
-    process = _Process(argv, home / "alertmanager.log", f"{url}/-/ready")
-    try:
-        yield RunningAlertmanager(url)
-    finally:
-        process.stop()
+    extra = ["--cluster.listen-address="]
+    with _server(tmp_path, "prometheus-alertmanager", config, "--storage.path", extra) as served:
+        yield RunningAlertmanager(served[0])
 
 
 class WebhookReceiver:

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
+from exporter.collector import FAMILIES, P
+from exporter.findings import SEVERITIES
 from tests.conftest import REPO, require_tool
 
 ALERTS = REPO / "alerts"
@@ -47,6 +49,20 @@ WINDOW_SERIES = re.compile(
 )
 TRAFFIC_GUARD = "target:specwatch_gen_throughput_tokens_per_second:sum > 0"
 RUNBOOK_SECTIONS = ("Meaning", "Impact", "Diagnosis", "Fix", "Escalation")
+# Alerts whose value is a measurement (not a 0/1 flag): the description must quote it.
+MEASURING_ALERTS = {
+    "SpecDecodeAcceptLengthCollapsed",
+    "SpecDecodeAcceptLengthLow",
+    "SpecDecodeSlowerThanBaseline",
+    "SpecDecodeDraftTokensWasted",
+    "SpecDecodeLogFormatUnrecognized",
+}
+# A specwatch series name standing alone, not inside a recording rule name (level:metric:ops).
+SERIES_NAME = re.compile(r"(?<![\w:])specwatch_[a-z_]+")
+RECORDED_NAME = re.compile(r"\btarget:specwatch_[a-z_]+:\w+")
+FINDING_CODE = re.compile(r'code="(\w+)"')
+# Series a promtool scenario may feed besides specwatch's own: Prometheus' scrape health.
+PROMETHEUS_SERIES = {"up"}
 
 
 def load_rules(path: Path = RULES) -> list[dict[str, Any]]:
@@ -99,7 +115,11 @@ def test_every_spec_alert_exists_with_its_severity() -> None:
 def test_alert_has_summary_description_and_runbook_anchor(name: str) -> None:
     annotations = alert_rules()[name]["annotations"]
     assert annotations["summary"].endswith("."), "a summary is one sentence"
-    assert "{{ $labels.target }}" in annotations["description"] or name.startswith("Specwatch")
+    assert "{{" not in annotations["summary"], "one headline for every alert of a group"
+    description = annotations["description"]
+    assert "{{ $labels.target }}" in description or name.startswith("Specwatch")
+    assert "{{ $labels.instance }}" in description or name == "SpecwatchAbsent"
+    assert ("$value" in description) == (name in MEASURING_ALERTS)
     assert annotations["runbook_url"] == f"{RUNBOOK_BASE}#{github_anchor(name)}"
     anchors = {github_anchor(heading) for heading in runbook_sections()}
     assert github_anchor(name) in anchors, f"runbook has no section for {name}"
@@ -116,6 +136,65 @@ def test_alerts_on_window_gauges_require_traffic() -> None:
     for name, rule in alert_rules().items():
         if WINDOW_SERIES.search(rule["expr"]):
             assert TRAFFIC_GUARD in rule["expr"], f"{name} could fire on an idle server"
+
+
+def exposed_series() -> set[str]:
+    """Series names specwatch's /metrics can carry, as Prometheus stores them."""
+    parts = {"gauge": ("",), "counter": ("_total",), "histogram": ("_bucket", "_count", "_sum")}
+    return {P + short + part for short, (kind, _) in FAMILIES.items() for part in parts[kind]}
+
+
+def recorded_names() -> set[str]:
+    return {rule["record"] for rule in load_rules() if "record" in rule}
+
+
+def unit_test_series() -> list[str]:
+    """Every input series of the promtool scenarios."""
+    return [
+        series["series"]
+        for path in UNIT_TESTS
+        for group in yaml.safe_load(path.read_text())["tests"]
+        for series in group.get("input_series", [])
+    ]
+
+
+def test_rules_read_only_series_the_exporter_exports() -> None:
+    """A metric renamed in the exporter must break the rules here, not silence them in prod."""
+    exprs = " ".join(rule["expr"] for rule in load_rules())
+    assert set(SERIES_NAME.findall(exprs)) <= exposed_series()
+    assert set(RECORDED_NAME.findall(exprs)) <= recorded_names()
+    assert set(FINDING_CODE.findall(exprs)) <= set(SEVERITIES)
+
+
+def test_unit_scenarios_feed_series_the_exporter_exports() -> None:
+    """Hand-written input series must look like a real scrape: names, codes and severities."""
+    for series in unit_test_series():
+        name = series.split("{", 1)[0]
+        assert name in exposed_series() | PROMETHEUS_SERIES, series
+        if name == P + "finding":
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', series))
+            assert SEVERITIES[labels["code"]] == labels["severity"], series
+
+
+def runbook_queries() -> list[str]:
+    """The PromQL quoted in the runbook: code spans naming a specwatch series or ``up``."""
+    prose = re.sub(r"^```.*?^```", "", RUNBOOK.read_text(), flags=re.MULTILINE | re.DOTALL)
+    spans = re.findall(r"`([^`]+)`", prose)
+    return [" ".join(s.split()) for s in spans if re.search(r"specwatch_|^up\{", s)]
+
+
+def test_runbook_promql_is_valid_and_names_real_series(tmp_path: Path) -> None:
+    queries = runbook_queries()
+    assert len(queries) > 20, "the pattern no longer finds the runbook's queries"
+    text = " ".join(queries)
+    assert set(SERIES_NAME.findall(text)) <= exposed_series()
+    assert set(RECORDED_NAME.findall(text)) <= recorded_names()
+    assert set(FINDING_CODE.findall(text)) <= set(SEVERITIES)
+    rules = [{"record": f"runbook:query_{i}:check", "expr": q} for i, q in enumerate(queries)]
+    path = tmp_path / "runbook-queries.yaml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "runbook", "rules": rules}]}))
+    result = run_tool("promtool", "check", "rules", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_no_rule_trusts_sglang_accept_rate() -> None:

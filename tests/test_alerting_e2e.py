@@ -8,13 +8,14 @@ derived from the shipped files: ``for:``/``keep_firing_for:`` shrink from minute
 and the Alertmanager receivers point at the test webhook and wait one second instead of 30.
 
 Every scenario runs at once (one simulator and one specwatch each, target = scenario name)
-behind one Prometheus and one Alertmanager, so the whole stack starts only once.
+behind one Prometheus and one Alertmanager, so the whole stack starts only once. The specwatch
+of the collapsed drafter also scrapes a server whose /metrics answers 404 (incident 5: the log
+alone must page, and the missing endpoint must not).
 """
 
 from __future__ import annotations
 
 import re
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -26,7 +27,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, free_port, require_tool
-from tests.daemon import run_daemon, specwatch_cmd, wait_for
+from tests.daemon import live_simulation, run_daemon, wait_for
 from tests.realprom import (
     RunningAlertmanager,
     RunningPrometheus,
@@ -35,6 +36,7 @@ from tests.realprom import (
     running_prometheus,
     webhook_receiver,
 )
+from tests.test_upstream import fake_sglang
 
 RULES = REPO / "alerts" / "specwatch-rules.yaml"
 ALERTMANAGER = REPO / "deploy" / "alertmanager" / "alertmanager.yml"
@@ -43,6 +45,9 @@ BASELINE_CURVE = "1:82,48:1500,128:2370"
 INCIDENT_1_SPEEDUP = 600 / 1500
 # Incident 3 was measured against its own single-stream baseline of 90 tok/s.
 BASELINE_FLAGS = {"undertrained": ("--baseline-tok-s", "90")}
+# Incident 5 on top of incident 1: this server runs without --enable-metrics, so its /metrics
+# answers 404 and the log alone must raise the page.
+METRICS_DISABLED = "collapsed"
 # Spec section 2: the alerts each incident must raise, and nothing else (section 8: healthy).
 INTENDED_ALERTS = {
     "healthy": set(),
@@ -132,25 +137,11 @@ def alerting(tmp_path: Path) -> Iterator[tuple[WebhookReceiver, RunningAlertmana
         yield webhook, alertmanager
 
 
-@contextmanager
-def simulated(tmp_path: Path, scenario: str) -> Iterator[Path]:
-    """``scenario`` written in real time, wall-clock stamped, for as long as the block runs."""
-    log = tmp_path / f"{scenario}.log"
-    cmd = specwatch_cmd("simulate", "--scenario", scenario, "--out", str(log), "--rate", "4")
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for(lambda: log.exists() or proc.poll() is not None, timeout=15)
-        assert proc.poll() is None, f"simulator exited: {proc.stderr.read() if proc.stderr else ''}"
-        yield log
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-
-
-def exporter_args(log: Path, scenario: str) -> list[str]:
+def exporter_args(log: Path, scenario: str, server_url: str) -> list[str]:
     """``specwatch run`` flags for a scenario's log with the baseline its incident reports."""
     baseline = BASELINE_FLAGS.get(scenario, ("--baseline-curve", BASELINE_CURVE))
-    return ["--log-file", str(log), "--from-beginning", "--target", scenario, *baseline]
+    upstream = ("--metrics-url", f"{server_url}/metrics") if scenario == METRICS_DISABLED else ()
+    return ["--log-file", str(log), "--from-beginning", "--target", scenario, *baseline, *upstream]
 
 
 @dataclass
@@ -177,6 +168,28 @@ class Stack:
         found = self.prometheus.wait_for(lambda: self.notified(target, alertname), NOTIFY_TIMEOUT)
         return found[0]
 
+    def wait_paged(self, target: str, alertname: str, **labels: str) -> dict[str, Any]:
+        """The page for that alert: sent to the pager with exactly the alert's own labels."""
+        page = self.wait_notified(target, alertname)
+        assert page["receiver"] == "pager"
+        assert page["labels"] == {
+            "alertname": alertname,
+            "severity": "critical",
+            "job": "specwatch",
+            "instance": self.instances[target],
+            "target": target,
+            **labels,
+        }
+        return page
+
+    def assert_held_back(self, target: str, *alertnames: str) -> None:
+        """Alertmanager holds each alert as inhibited and never delivers it."""
+        for alertname in alertnames:
+            self.prometheus.wait_for(lambda a=alertname: self.held_back(target, a), NOTIFY_TIMEOUT)
+        time.sleep(3)  # several group intervals: a leak would have been delivered by now
+        for alertname in alertnames:
+            assert self.notified(target, alertname) == [], alertname
+
     def held_back(self, target: str, alertname: str) -> list[dict[str, Any]]:
         """Alerts of that name on ``target`` that Alertmanager holds but inhibits."""
         return [
@@ -201,11 +214,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     rules.write_text(yaml.safe_dump(fast_rules(RULES.read_text())))
     with ExitStack() as stack:
         webhook, alertmanager = stack.enter_context(alerting(tmp))
+        server = stack.enter_context(fake_sglang())  # no routes: every path answers 404
         instances = {}
         for scenario in INTENDED_ALERTS:
-            log = stack.enter_context(simulated(tmp, scenario))
+            log = stack.enter_context(live_simulation(scenario, tmp / f"{scenario}.log"))
             port = free_port()
-            stack.enter_context(run_daemon(exporter_args(log, scenario), port))
+            stack.enter_context(run_daemon(exporter_args(log, scenario, server.url), port))
             instances[scenario] = f"127.0.0.1:{port}"
         prometheus = stack.enter_context(
             running_prometheus(tmp, list(instances.values()), [rules], alertmanager.url)
@@ -238,15 +252,7 @@ def test_no_exporter_alert_fires_while_every_exporter_is_scraped(stack: Stack) -
 
 def test_collapsed_drafter_pages_with_labels_and_annotations(stack: Stack) -> None:
     instance = stack.instances["collapsed"]
-    page = stack.wait_notified("collapsed", "SpecDecodeAcceptLengthCollapsed")
-    assert page["receiver"] == "pager"
-    assert page["labels"] == {
-        "alertname": "SpecDecodeAcceptLengthCollapsed",
-        "severity": "critical",
-        "job": "specwatch",
-        "instance": instance,
-        "target": "collapsed",
-    }
+    page = stack.wait_paged("collapsed", "SpecDecodeAcceptLengthCollapsed")
     expected = annotations_of("SpecDecodeAcceptLengthCollapsed")
     assert page["annotations"]["summary"] == expected["summary"]
     assert page["annotations"]["runbook_url"] == expected["runbook_url"]
@@ -266,37 +272,32 @@ def test_slower_than_baseline_goes_to_tickets_with_the_measured_speedup(stack: S
 
 def test_collapse_holds_back_its_low_accept_length_twin(stack: Stack) -> None:
     stack.wait_notified("collapsed", "SpecDecodeAcceptLengthCollapsed")
-    stack.prometheus.wait_for(
-        lambda: stack.held_back("collapsed", "SpecDecodeAcceptLengthLow"), NOTIFY_TIMEOUT
-    )
-    time.sleep(3)  # several group intervals: a leak would have been delivered by now
-    assert stack.notified("collapsed", "SpecDecodeAcceptLengthLow") == []
+    stack.assert_held_back("collapsed", "SpecDecodeAcceptLengthLow")
+
+
+def test_log_alone_pages_while_the_servers_metrics_endpoint_is_disabled(stack: Stack) -> None:
+    """Incident 5: /metrics answers 404; specwatch says why, and nobody is paged for it."""
+    target = f'target="{METRICS_DISABLED}"'
+    assert stack.prometheus.query(f'specwatch_upstream_up{{{target},endpoint="metrics"}} == 0')
+    assert stack.prometheus.query(f'specwatch_finding{{{target},code="metrics_endpoint_disabled"}}')
+    assert "SpecDecodeAcceptLengthCollapsed" in stack.firing(METRICS_DISABLED)
+    assert stack.prometheus.query('ALERTS{alertname="SpecwatchUpstreamDown"}') == []
 
 
 def test_wrong_algorithm_flag_pages_for_the_cause_not_the_symptoms(stack: Stack) -> None:
     """Incident 2: the page names the flag; the collapse it causes is held back."""
     instance = stack.instances["eagle-flag"]
-    page = stack.wait_notified("eagle-flag", "SpecDecodeMisconfigured")
-    assert page["receiver"] == "pager"
-    assert page["labels"] == {
-        "alertname": "SpecDecodeMisconfigured",
-        "severity": "critical",
-        "code": "eagle3_draft_with_eagle_algorithm",
-        "job": "specwatch",
-        "instance": instance,
-        "target": "eagle-flag",
-    }
+    code = "eagle3_draft_with_eagle_algorithm"
+    page = stack.wait_paged("eagle-flag", "SpecDecodeMisconfigured", code=code)
     assert page["annotations"] == {
         key: value.replace("{{ $labels.target }}", "eagle-flag").replace(
             "{{ $labels.instance }}", instance
         )
         for key, value in annotations_of("SpecDecodeMisconfigured").items()
     }
-    for symptom in ("SpecDecodeAcceptLengthCollapsed", "SpecDecodeAcceptLengthLow"):
-        stack.prometheus.wait_for(lambda s=symptom: stack.held_back("eagle-flag", s), 30)
-    time.sleep(3)  # several group intervals: a leak would have been delivered by now
-    assert stack.notified("eagle-flag", "SpecDecodeAcceptLengthCollapsed") == []
-    assert stack.notified("eagle-flag", "SpecDecodeAcceptLengthLow") == []
+    stack.assert_held_back(
+        "eagle-flag", "SpecDecodeAcceptLengthCollapsed", "SpecDecodeAcceptLengthLow"
+    )
 
 
 def test_undertrained_drafter_files_warnings_and_keeps_info_out_of_notifications(
@@ -334,6 +335,7 @@ def test_alertmanager_example_inhibits_symptoms_and_blind_spots(tmp_path: Path) 
     node_b = {"instance": "b:9477", "target": "sglang-b"}
     node_c = {"instance": "c:9477", "target": "sglang-c"}
     node_d = {"instance": "d:9477", "target": "sglang-d"}
+    node_e = {"instance": "e:9477", "target": "sglang-e"}
     wrong_flag = {"code": "eagle3_draft_with_eagle_algorithm", **node_d}
     posted = [
         _alert("SpecDecodeAcceptLengthCollapsed", "critical", **node_a),
@@ -342,21 +344,49 @@ def test_alertmanager_example_inhibits_symptoms_and_blind_spots(tmp_path: Path) 
         _alert("SpecDecodeSlowerThanBaseline", "warning", **node_a),  # not a twin: kept
         _alert("SpecwatchDown", "warning", instance="c:9477"),
         _alert("SpecDecodeCudaGraphDisabled", "warning", **node_c),  # blind node: inhibited
+        _alert("SpecwatchUpstreamDown", "warning", endpoint="server_info", **node_c),  # same
         _alert("SpecDecodeMisconfigured", "critical", **wrong_flag),
         _alert("SpecDecodeAcceptLengthCollapsed", "critical", **node_d),  # symptom: inhibited
+        _alert("SpecwatchUpstreamDown", "warning", endpoint="server_info", **node_e),
+        _alert("SpecDecodeStatsMissing", "warning", **node_e),  # server down: inhibited
+        _alert("SpecDecodeSlowerThanBaseline", "warning", **node_e),  # likewise
     ]  # fmt: skip
     expected = {
         ("SpecDecodeAcceptLengthLow", "a:9477"),
         ("SpecDecodeCudaGraphDisabled", "c:9477"),
+        ("SpecwatchUpstreamDown", "c:9477"),
         ("SpecDecodeAcceptLengthCollapsed", "d:9477"),
+        ("SpecDecodeStatsMissing", "e:9477"),
+        ("SpecDecodeSlowerThanBaseline", "e:9477"),
     }
+    assert_inhibits(tmp_path, posted, expected)
+
+
+def test_alertmanager_example_holds_back_a_vanished_jobs_alerts(tmp_path: Path) -> None:
+    """Absent: whatever Alertmanager still holds for that job is stale, not news."""
+    node = {"instance": "a:9477", "target": "sglang-a"}
+    posted = [
+        _alert("SpecwatchAbsent", "critical"),
+        _alert("SpecwatchDown", "warning", instance="a:9477"),
+        _alert("SpecDecodeAcceptLengthLow", "warning", **node),
+        {"labels": {"alertname": "SpecDecodeAcceptLengthLow", "severity": "warning",
+                    "job": "specwatch-canary", "instance": "b:9477"}},  # another job: kept
+    ]  # fmt: skip
+    expected = {("SpecwatchDown", "a:9477"), ("SpecDecodeAcceptLengthLow", "a:9477")}
+    assert_inhibits(tmp_path, posted, expected)
+
+
+def assert_inhibits(
+    tmp_path: Path, posted: list[dict[str, Any]], expected: set[tuple[str, str]]
+) -> None:
+    """Post ``posted`` to the shipped config; exactly ``expected`` (name, instance) get held."""
     with alerting(tmp_path) as (_, alertmanager):
         alertmanager.post_alerts(posted)
 
         def inhibited() -> set[tuple[str, str]] | None:
             alerts = alertmanager.alerts()
             found = {
-                (a["labels"]["alertname"], a["labels"]["instance"])
+                (a["labels"]["alertname"], a["labels"].get("instance", ""))
                 for a in alerts
                 if a["status"]["inhibitedBy"]
             }

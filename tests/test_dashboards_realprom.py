@@ -18,7 +18,6 @@ No query is exempt.
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ import yaml
 from dashboards.queries import Query, dashboard_queries, expand
 from exporter.simulate.scenarios import SCENARIOS
 from tests.conftest import REPO, free_port, require_tool
-from tests.daemon import RunningDaemon, run_daemon, specwatch_cmd, wait_for
+from tests.daemon import RunningDaemon, live_simulation, run_daemon
 from tests.realprom import RunningPrometheus, running_prometheus
 
 # Grafana sets $__rate_interval to at least four scrape intervals; Prometheus scrapes every 1 s.
@@ -113,25 +112,6 @@ def sglang_http_api() -> Iterator[str]:
 
 
 @contextmanager
-def live_log(scenario: str, path: Path) -> Iterator[Path]:
-    """``specwatch simulate`` appending the scenario's log in real time until the test ends."""
-    errors = path.with_suffix(".stderr")
-    with errors.open("w") as stderr:
-        proc = subprocess.Popen(
-            specwatch_cmd("simulate", "--scenario", scenario, "--out", str(path), "--rate", "4"),
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
-    try:
-        wait_for(lambda: path.exists() or proc.poll() is not None, timeout=15)
-        assert proc.poll() is None, f"simulate exited {proc.returncode}: {errors.read_text()}"
-        yield path
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-
-
-@contextmanager
 def specwatch(node: Node, log: Path) -> Iterator[RunningDaemon]:
     """``specwatch run`` for one node, with the baseline and expected accept length set."""
     args = [
@@ -182,7 +162,8 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningProm
         daemons = [
             stack.enter_context(
                 specwatch(
-                    node, stack.enter_context(live_log(node.scenario, tmp / f"{node.name}.log"))
+                    node,
+                    stack.enter_context(live_simulation(node.scenario, tmp / f"{node.name}.log")),
                 )
             )
             for node in nodes
