@@ -71,53 +71,48 @@ def _value_column(
     ]
 
 
+def _count(
+    title: str, description: str, expr: str, alarm: str | None, alerts: tuple[str, ...] = ()
+) -> Item:
+    """A fleet-wide count: green at 0 and ``alarm``-coloured from 1, or neutral without one."""
+    thresholds = steps((None, "green"), (1, alarm)) if alarm else steps((None, "blue"))
+    return single(title, description, "none", query(expr), thresholds, width=6, alerts=alerts)
+
+
 def glance_row() -> list[Item]:
     """Four counts that say whether anything in the fleet needs attention."""
+    decode_age = f"time() - {sel('specwatch_last_decode_timestamp_seconds', FLEET_SCOPE)}"
     return [
         db.Row("Fleet at a glance"),
-        single(
+        _count(
             "Exporters down",
             "specwatch sidecars Prometheus cannot scrape (up == 0). A sidecar that vanished "
             "from discovery entirely is caught by the SpecwatchAbsent alert.",
-            "none",
-            query(f"sum(1 - {sel('up', FLEET_SCOPE)})"),
-            steps((None, "green"), (1, "red")),
-            width=6,
-            alerts=(
-                "SpecwatchDown",
-                "SpecwatchAbsent",
-            ),
+            f"sum(1 - {sel('up', FLEET_SCOPE)})",
+            "red",
+            ("SpecwatchDown", "SpecwatchAbsent"),
         ),
-        single(
+        _count(
             "Targets watched",
             "Serving processes watched by the selected exporters (one per configured target).",
-            "none",
-            query(f"count({sel('specwatch_last_decode_timestamp_seconds', FLEET_SCOPE)})"),
-            steps((None, "blue")),
-            width=6,
+            f"count({sel('specwatch_last_decode_timestamp_seconds', FLEET_SCOPE)})",
+            None,
         ),
-        single(
+        _count(
             "Targets without fresh decode stats",
             f"Targets whose newest decode stats line is older than {STALE_AFTER_S} s: idle, "
             "stalled, or their log level hides decode stats.",
-            "none",
-            query(
-                f"sum(time() - {sel('specwatch_last_decode_timestamp_seconds', FLEET_SCOPE)}"
-                f" > bool {STALE_AFTER_S})"
-            ),
-            steps((None, "green"), (1, "orange")),
-            width=6,
-            alerts=("SpecDecodeStatsMissing",),
+            f"sum({decode_age} > bool {STALE_AFTER_S})",
+            "orange",
+            ("SpecDecodeStatsMissing",),
         ),
-        single(
+        _count(
             "Nodes slower than baseline",
             "Targets whose throughput is below the non-speculative baseline at the same load "
             "(speedup < 1): speculation costs them speed.",
-            "none",
-            query(f"sum({per_target('specwatch_speedup_ratio')} < bool 1)"),
-            steps((None, "green"), (1, "red")),
-            width=6,
-            alerts=("SpecDecodeSlowerThanBaseline",),
+            f"sum({per_target('specwatch_speedup_ratio')} < bool 1)",
+            "red",
+            ("SpecDecodeSlowerThanBaseline",),
         ),
     ]
 

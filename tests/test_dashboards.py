@@ -210,6 +210,66 @@ def panel(board: dict[str, Any], title: str) -> dict[str, Any]:
     return matches[0]
 
 
+# Issue text for each dashboard -> (panel types that can show it, patterns all found in one
+# panel's queries). Metric names are those of spec section 6.
+WANTED_PANELS: dict[str, dict[str, tuple[set[str], tuple[str, ...]]]] = {
+    NODE: {
+        "accept length over time": ({"timeseries"}, (r"\bspecwatch_accept_length\{",)),
+        "derived accept rate": ({"timeseries", "stat"}, (r"\bspecwatch_accept_rate\{",)),
+        "throughput against the baseline": (
+            {"timeseries"},
+            (
+                r"\bspecwatch_gen_throughput_tokens_per_second\{",
+                r"\bspecwatch_baseline_gen_throughput_tokens_per_second\{",
+            ),
+        ),
+        "speedup ratio": ({"timeseries"}, (r"\bspecwatch_speedup_ratio\{",)),
+        "running and queued requests": (
+            {"timeseries"},
+            (r"\bspecwatch_running_requests\{", r"\bspecwatch_queued_requests\{"),
+        ),
+        "token usage": ({"timeseries"}, (r"\bspecwatch_token_usage_ratio\{",)),
+        "CUDA-graph state over time": ({"state-timeline"}, (r"\bspecwatch_cuda_graph\{",)),
+        "active findings": ({"table"}, (r"\bspecwatch_finding\{",)),
+        "exporter health": ({"state-timeline", "stat"}, (r"\bup\{",)),
+        "upstream health": ({"state-timeline", "stat"}, (r"\bspecwatch_upstream_up\{",)),
+    },
+    FLEET: {
+        "worst accept lengths": ({"table"}, (r"bottomk\(", r"\bspecwatch_accept_length\{")),
+        "worst speedups": ({"table"}, (r"bottomk\(", r"\bspecwatch_speedup_ratio\{")),
+        "nodes slower than their baseline": (
+            {"stat"},
+            (r"\bspecwatch_speedup_ratio\{", r"< bool 1\b"),
+        ),
+        "findings by code": ({"table"}, (r"count by \(code\b", r"\bspecwatch_finding\{")),
+        "accept-length distribution over time": (
+            {"heatmap"},
+            (r"\bspecwatch_accept_length_windows_bucket\{",),
+        ),
+        "exporter coverage now": ({"table"}, (r"\bup\{", r"\bspecwatch_build_info\{")),
+        "exporter coverage over time": ({"state-timeline"}, (r"\bup\{",)),
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "wanted"),
+    [(name, wanted) for name, wants in WANTED_PANELS.items() for wanted in wants],
+    ids=lambda value: value.removesuffix(".json").replace(" ", "-"),
+)
+def test_dashboard_has_every_panel_the_issue_lists(name: str, wanted: str) -> None:
+    types, patterns = WANTED_PANELS[name][wanted]
+    showing = [
+        p["title"]
+        for p in panels(committed(name))
+        if p["type"] in types
+        and all(
+            re.search(pattern, " ".join(t["expr"] for t in p["targets"])) for pattern in patterns
+        )
+    ]
+    assert showing, f"{name}: no {'/'.join(sorted(types))} panel shows {wanted}"
+
+
 def test_node_accept_length_shows_collapse_line_and_expected_value() -> None:
     accept = panel(committed(NODE), "Accept length")
     assert accept["type"] == "timeseries"
