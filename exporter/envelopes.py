@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 
 # CSI sequences: ESC [ parameters intermediates final-byte (colours, cursor moves, erase-line).
 _CSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 # <time> <stream> <tag> <text>; the tag is P or F, optionally followed by ':'-joined extra tags.
-_CRI = re.compile(rb"\d{4}-\d\d-\d\dT\S+ (?:stdout|stderr) ([PF])(?::\S*)?(?: |$)")
+_CRI = re.compile(rb"\d{4}-\d\d-\d\dT\S+ (stdout|stderr) ([PF])(?::\S*)?(?: |$)")
 _DOCKER_START = b'{"log":'
 
 # A joined CRI/Docker line is capped like a physical line: a writer that never ends its line
@@ -44,28 +45,47 @@ def detect(line: bytes) -> str:
     """Envelope kind of a file from its first non-empty line: "cri", "docker" or "plain"."""
     if _CRI.match(line):
         return "cri"
-    if line.startswith(_DOCKER_START) and _docker_log(line) is not None:
+    if line.startswith(_DOCKER_START) and _docker_record(line) is not None:
         return "docker"
     return "plain"
 
 
-def _docker_log(line: bytes) -> str | None:
-    """The ``log`` text of one json-file record, or None when the line is not such a record."""
+def _docker_record(line: bytes) -> tuple[str, bytes] | None:
+    """(``log`` text, stream) of one json-file record, or None when the line is not one.
+
+    The stream is only a joining key: anything but stdout/stderr shares one key, so hostile
+    input cannot open unbounded partial-line buffers.
+    """
     try:
         record = json.loads(line)
     except ValueError:
         return None
-    if isinstance(record, dict) and isinstance(record.get("log"), str):
-        return record["log"]
-    return None
+    if not isinstance(record, dict) or not isinstance(record.get("log"), str):
+        return None
+    stream = record.get("stream")
+    return record["log"], _STREAMS.get(stream, b"") if isinstance(stream, str) else b""
+
+
+_STREAMS = {"stdout": b"stdout", "stderr": b"stderr"}
+
+
+@dataclass(slots=True)
+class _Pending:
+    """The pieces of one stream's line collected so far (or that it is being dropped)."""
+
+    pieces: list[bytes] = field(default_factory=list)
+    size: int = 0
+    discarding: bool = False
 
 
 class EnvelopeDecoder:
     """Turn one file stream's raw lines into payload lines, joining split records.
 
-    One instance per followed file: the detected kind and a half-joined line belong to that
-    stream. ``oversized`` counts joined lines dropped for exceeding ``max_joined_bytes`` so the
-    caller can report them as skipped; nothing is dropped silently.
+    One instance per followed file: the detected kind and half-joined lines belong to that
+    file. Lines are joined per output stream: the runtime writes stdout and stderr
+    independently, so an access line can land between the pieces of a long stderr line.
+    ``oversized`` counts joined lines dropped for exceeding ``max_joined_bytes`` so the caller
+    can report them as skipped; nothing is dropped silently.
     """
 
     def __init__(self, max_joined_bytes: int = DEFAULT_MAX_JOINED_BYTES) -> None:
@@ -76,15 +96,10 @@ class EnvelopeDecoder:
     def reset(self) -> None:
         """Forget the kind and any half-joined line: a rotated file may be written differently."""
         self.kind: str | None = None
-        self._drop_partial()
-
-    def _drop_partial(self) -> None:
-        self._partial: list[bytes] = []
-        self._partial_size = 0
-        self._discarding = False
+        self._pending: dict[bytes, _Pending] = {}
 
     def decode(self, lines: list[bytes]) -> list[bytes]:
-        """Raw lines (without ``\\n``) in, payload lines out, in order."""
+        """Raw lines (without ``\\n``) in, payload lines out, in order of completion."""
         if self.kind == "plain":
             return lines
         if self.kind is None:
@@ -101,53 +116,56 @@ class EnvelopeDecoder:
         split = _split_cri if self.kind == "cri" else _split_docker
         out: list[bytes] = []
         for line in lines:
-            piece = split(line)
-            if piece is None:
+            record = split(line)
+            if record is None:
                 # Not an envelope record (e.g. a hand-appended note): keep it, never lose it.
                 self._flush(out)
                 out.append(line)
             else:
-                self._join(out, *piece)
+                self._join(out, *record)
         return out
 
-    def _join(self, out: list[bytes], piece: bytes, complete: bool) -> None:
-        """Collect partial pieces; emit the whole line when its last piece arrives."""
-        if complete and not self._partial and not self._discarding:
-            out.append(piece)
-            return
-        if not self._discarding:
-            self._partial.append(piece)
-            self._partial_size += len(piece)
-            if self._partial_size > self._max:
+    def _join(self, out: list[bytes], piece: bytes, complete: bool, stream: bytes) -> None:
+        """Collect a stream's partial pieces; emit its whole line when the last one arrives."""
+        pending = self._pending.get(stream)
+        if pending is None:
+            if complete:
+                out.append(piece)
+                return
+            pending = self._pending[stream] = _Pending()
+        if not pending.discarding:
+            pending.pieces.append(piece)
+            pending.size += len(piece)
+            if pending.size > self._max:
                 self.oversized += 1
-                self._drop_partial()
-                self._discarding = True
+                pending.pieces.clear()
+                pending.discarding = True
         if complete:
-            if not self._discarding:
-                out.append(b"".join(self._partial))
-            self._drop_partial()
+            if not pending.discarding:
+                out.append(b"".join(pending.pieces))
+            del self._pending[stream]
 
     def _flush(self, out: list[bytes]) -> None:
         """An interrupted partial record is still text someone wrote: emit what was collected."""
-        if self._partial:
-            out.append(b"".join(self._partial))
-        self._drop_partial()
+        out.extend(b"".join(p.pieces) for p in self._pending.values() if p.pieces)
+        self._pending.clear()
 
 
-def _split_cri(line: bytes) -> tuple[bytes, bool] | None:
-    """(text, ends the line) of a CRI record, or None for a line that is not one."""
+def _split_cri(line: bytes) -> tuple[bytes, bool, bytes] | None:
+    """(text, ends the line, stream) of a CRI record, or None for a line that is not one."""
     match = _CRI.match(line)
     if match is None:
         return None
-    return line[match.end() :], match.group(1) == b"F"
+    return line[match.end() :], match.group(2) == b"F", match.group(1)
 
 
-def _split_docker(line: bytes) -> tuple[bytes, bool] | None:
-    """(text, ends the line) of a json-file record; its ``\\n`` marks the last chunk."""
-    text = _docker_log(line) if line.startswith(_DOCKER_START) else None
-    if text is None:
+def _split_docker(line: bytes) -> tuple[bytes, bool, bytes] | None:
+    """(text, ends the line, stream) of a json-file record; its ``\\n`` marks the last chunk."""
+    record = _docker_record(line) if line.startswith(_DOCKER_START) else None
+    if record is None:
         return None
+    text, stream = record
     payload = text.encode("utf-8", "replace")
     if text.endswith("\n"):
-        return payload[:-1], True
-    return payload, False
+        return payload[:-1], True, stream
+    return payload, False, stream

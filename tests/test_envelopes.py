@@ -115,6 +115,22 @@ def test_cri_joined_line_over_the_cap_is_dropped_and_counted() -> None:
     assert decoder.oversized == 1
 
 
+def test_cri_pieces_are_joined_per_stream_when_stdout_and_stderr_interleave() -> None:
+    """The runtime writes each stream on its own: an access line may split a long stderr line."""
+    decoder = EnvelopeDecoder()
+    out = decoder.decode(
+        [
+            cri("stderr", "P", STATS[:30]),
+            cri("stdout", "F", "access line"),
+            cri("stderr", "P", STATS[30:60]),
+            cri("stdout", "P", "second "),
+            cri("stderr", "F", STATS[60:]),
+            cri("stdout", "F", "access line"),
+        ]
+    )
+    assert out == [b"access line", STATS.encode(), b"second access line"]
+
+
 # --- Docker json-file --------------------------------------------------------------------
 
 
@@ -129,6 +145,14 @@ def test_docker_chunks_without_newline_are_joined() -> None:
     decoder = EnvelopeDecoder()
     assert decoder.decode([docker(STATS[:20])]) == []
     assert decoder.decode([docker(STATS[20:] + "\n")]) == [STATS.encode()]
+
+
+def test_docker_chunks_are_joined_per_stream() -> None:
+    decoder = EnvelopeDecoder()
+    out = decoder.decode(
+        [docker(STATS[:25]), docker("access\n", "stdout"), docker(STATS[25:] + "\n")]
+    )
+    assert out == [b"access", STATS.encode()]
 
 
 def test_docker_crlf_payload_keeps_its_cr_for_clean() -> None:
