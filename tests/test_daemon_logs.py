@@ -6,6 +6,7 @@ and servers do, and checks over HTTP that nothing is lost or counted twice.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -212,3 +213,80 @@ def test_stdin_source(port: int) -> None:
     finally:
         proc.terminate()
         assert proc.wait(timeout=10) == 0
+
+
+def test_per_window_gauges_vanish_after_stale_after_and_return_with_a_new_window(
+    tmp_path: Path, port: int
+) -> None:
+    log = tmp_path / "server.log"
+    log.touch()
+    with run_daemon(["--log-file", str(log), "--stale-after", "1.5"], port) as d:
+        append(log, decode_line(2.5))
+        s = d.wait_metric("specwatch_accept_length", count_is(2.5))
+        assert s.value("specwatch_running_requests") == 48
+        s = d.wait_metric("specwatch_accept_length", lambda v: v is None, timeout=5)
+        window_gauges = {
+            "specwatch_accept_length",
+            "specwatch_accept_rate",
+            "specwatch_cuda_graph",
+            "specwatch_running_requests",
+            "specwatch_queued_requests",
+            "specwatch_token_usage_ratio",
+            "specwatch_gen_throughput_tokens_per_second",
+        }
+        assert not window_gauges & s.names()
+        assert s.value(DECODES, kind="decode") == 1
+        assert s.value("specwatch_last_decode_timestamp_seconds") is not None
+        append(log, decode_line(3.0))
+        d.wait_metric("specwatch_accept_length", count_is(3.0))
+
+
+def test_several_log_files_of_one_target_are_all_followed(tmp_path: Path, port: int) -> None:
+    """One file per DP rank, as a router-launched deployment writes them."""
+    rank0, rank1 = tmp_path / "dp0.log", tmp_path / "dp1.log"
+    rank0.touch()
+    with run_daemon(["--log-file", str(rank0), "--log-file", str(rank1)], port) as d:
+        append(rank0, decode_line(1.5, ranks=" DP0 TP0"))
+        rank1.write_text(decode_line(3.5, ranks=" DP1 TP1") + "\n")  # appears after start
+        s = d.wait_metric(DECODES, count_is(2), kind="decode")
+        assert s.value("specwatch_accept_length", dp_rank="0") == 1.5
+        assert s.value("specwatch_accept_length", dp_rank="1") == 3.5
+        assert s.value("specwatch_log_lines_total") == 2
+
+
+def cri(stream: str, tag: str, text: str) -> str:
+    return f"2026-02-23T00:14:33.123456789Z {stream} {tag} {text}"
+
+
+def test_cri_records_split_across_writes_are_joined_into_one_line(
+    tmp_path: Path, port: int
+) -> None:
+    log = tmp_path / "0.log"
+    log.touch()
+    line = decode_line(2.25)
+    with run_daemon(["--log-file", str(log)], port) as d:
+        append(log, cri("stderr", "P", line[:50]))
+        time.sleep(0.7)  # several polls with only the partial record on disk
+        assert d.scrape().value("specwatch_log_lines_total") == 0
+        append(log, cri("stderr", "P", line[50:90]), cri("stderr", "F", line[90:]))
+        s = d.wait_metric(DECODES, count_is(1), kind="decode")
+        assert s.value("specwatch_accept_length") == 2.25
+        assert s.value("specwatch_log_lines_total") == 1
+        assert s.value("specwatch_log_unrecognized_stats_lines_total") == 0
+
+
+def test_docker_json_file_log_is_unwrapped(tmp_path: Path, port: int) -> None:
+    log = tmp_path / "container-json.log"
+    log.touch()
+    line = decode_line(1.75)
+
+    def record(text: str) -> str:
+        return json.dumps({"log": text, "stream": "stderr", "time": "2026-02-23T00:14:33Z"})
+
+    with run_daemon(["--log-file", str(log)], port) as d:
+        append(log, record(line[:70]))
+        time.sleep(0.5)
+        append(log, record(line[70:] + "\n"), record("\x1b[32mINFO\x1b[0m: access\r\n"))
+        s = d.wait_metric(DECODES, count_is(1), kind="decode")
+        assert s.value("specwatch_accept_length") == 1.75
+        assert s.value("specwatch_log_lines_total") == 2
