@@ -81,31 +81,25 @@ def _operator_schema(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _monitor_schema(endpoints_key: str) -> dict[str, Any]:
+    """PodMonitor and ServiceMonitor differ only in the name of their endpoint list."""
+    return _operator_schema(
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["selector", endpoints_key],
+            "properties": {
+                "selector": _SELECTOR,
+                "jobLabel": {"type": "string"},
+                endpoints_key: {"type": "array", "minItems": 1, "items": _ENDPOINT},
+            },
+        }
+    )
+
+
 OPERATOR_SCHEMAS = {
-    "PodMonitor": _operator_schema(
-        {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["selector", "podMetricsEndpoints"],
-            "properties": {
-                "selector": _SELECTOR,
-                "jobLabel": {"type": "string"},
-                "podMetricsEndpoints": {"type": "array", "minItems": 1, "items": _ENDPOINT},
-            },
-        }
-    ),
-    "ServiceMonitor": _operator_schema(
-        {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["selector", "endpoints"],
-            "properties": {
-                "selector": _SELECTOR,
-                "jobLabel": {"type": "string"},
-                "endpoints": {"type": "array", "minItems": 1, "items": _ENDPOINT},
-            },
-        }
-    ),
+    "PodMonitor": _monitor_schema("podMetricsEndpoints"),
+    "ServiceMonitor": _monitor_schema("endpoints"),
     "PrometheusRule": _operator_schema(
         {
             "type": "object",

@@ -73,14 +73,20 @@ def test_oldest_backup_is_dropped_beyond_the_backup_count(tmp_path: Path) -> Non
     assert (tmp_path / "server.log.1").read_bytes() + log.read_bytes() == b"".join(lines[-4:])
 
 
+def start_tee(path: Path) -> subprocess.Popen[bytes]:
+    """The tee on pipes for its input, console and errors, as the container's bash starts it."""
+    return subprocess.Popen(
+        [sys.executable, str(TEE), str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
 def test_lines_are_forwarded_as_they_arrive_not_at_exit(tmp_path: Path) -> None:
     """SGLang logs a few lines a second: they must not sit in a buffer until the next batch."""
     log = tmp_path / "server.log"
-    proc = subprocess.Popen(
-        [sys.executable, str(TEE), str(log)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-    )
+    proc = start_tee(log)
     try:
         proc.stdin.write(LINE)
         proc.stdin.flush()
@@ -93,12 +99,7 @@ def test_lines_are_forwarded_as_they_arrive_not_at_exit(tmp_path: Path) -> None:
 
 def test_closed_console_does_not_stop_the_log_file(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
-    proc = subprocess.Popen(
-        [sys.executable, str(TEE), str(log)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    proc = start_tee(log)
     proc.stdout.close()  # whoever read the console went away
     time.sleep(0.1)
     proc.stdin.write(LINE * 3)

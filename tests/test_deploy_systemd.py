@@ -64,16 +64,21 @@ def specwatch_argv(exec_start: str) -> list[str]:
     return words[1:]
 
 
-def test_systemd_accepts_the_unit_and_the_drop_in(tmp_path: Path) -> None:
+def verify(units: Path) -> subprocess.CompletedProcess[str]:
+    """``systemd-analyze verify`` on the unit in ``units``, drop-ins found beside it."""
     analyze = require_tool("systemd-analyze")
-    shutil.copytree(SYSTEMD, tmp_path, dirs_exist_ok=True)
-    result = subprocess.run(
-        [analyze, "verify", str(tmp_path / UNIT.name)],
-        env={**os.environ, "SYSTEMD_UNIT_PATH": f"{tmp_path}:"},
+    return subprocess.run(
+        [analyze, "verify", str(units / UNIT.name)],
+        env={**os.environ, "SYSTEMD_UNIT_PATH": f"{units}:"},
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+def test_systemd_accepts_the_unit_and_the_drop_in(tmp_path: Path) -> None:
+    shutil.copytree(SYSTEMD, tmp_path, dirs_exist_ok=True)
+    result = verify(tmp_path)
     ours = [ln for ln in result.stderr.splitlines() if re.search(r"\.(service|conf):\d+:", ln)]
     assert not ours, "\n".join(ours)
     assert result.returncode == 0, result.stderr
@@ -81,17 +86,9 @@ def test_systemd_accepts_the_unit_and_the_drop_in(tmp_path: Path) -> None:
 
 def test_verify_reports_a_misspelt_key(tmp_path: Path) -> None:
     """Guard: the check above does see problems in a drop-in."""
-    analyze = require_tool("systemd-analyze")
     shutil.copytree(SYSTEMD, tmp_path, dirs_exist_ok=True)
     (tmp_path / "specwatch.service.d" / "typo.conf").write_text("[Service]\nProtectSytem=strict\n")
-    result = subprocess.run(
-        [analyze, "verify", str(tmp_path / UNIT.name)],
-        env={**os.environ, "SYSTEMD_UNIT_PATH": f"{tmp_path}:"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert "typo.conf:2:" in result.stderr
+    assert "typo.conf:2:" in verify(tmp_path).stderr
 
 
 def test_unit_runs_as_a_transient_user_with_a_read_only_system() -> None:
