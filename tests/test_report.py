@@ -35,6 +35,7 @@ from exporter.cli import main
 from exporter.report import build_report
 from exporter.report.reader import Progress
 from exporter.simulate import SCENARIOS
+from tests.test_findings import decode, startup
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
@@ -330,3 +331,25 @@ def test_report_on_each_simulated_incident(
     assert data["overall"]["speedup"] == pytest.approx(expected, rel=0.05)
     word = "faster" if expected > 1 else "slower"
     assert data["headline"].startswith(f"Speculation is {word} than the baseline")
+
+
+def test_after_a_restart_findings_and_advice_judge_the_last_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Incident 3 (16 draft tokens, eager decode) for 10 windows, then a restart with 4 draft
+    # tokens and CUDA graphs: 6 healthy windows. Mixed together, 10 of 16 windows ran eagerly.
+    first = startup(num_draft_tokens=16, topk=4, steps=6, disable_cuda_graph=True)
+    first += [decode(300 + 5 * i, 2.5, 0.16, graph=False, running=1, tput=57) for i in range(10)]
+    second = [line.replace("[2026-02-23 00:", "[2026-02-23 01:") for line in startup()]
+    second += [decode(4000 + 4 * i, 3.2, 0.8, running=8, tput=900) for i in range(6)]
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(first + second) + "\n")
+    data = json_report(capsys, str(log))
+    assert data["findings"] == []
+    assert (data["server_starts"], data["latest_start"]) == (2, "2026-02-23T01:10:02")
+    assert data["config"]["num_draft_tokens"] == 4
+    # Accept length 3.2 of 4 tokens: per-position acceptance a with 1 + a + a^2 + a^3 = 3.2.
+    alpha = data["breakeven"]["per_position_acceptance"]
+    assert 1 + alpha + alpha**2 + alpha**3 == pytest.approx(3.2)
+    _, out, _ = report(capsys, str(log))
+    assert "Server starts: 2; findings and draft-token advice describe the last run" in out

@@ -17,7 +17,7 @@ from typing import Any
 from exporter.baseline import Baseline
 from exporter.breakeven import Assessment, assess
 from exporter.engines.sglang import Prefix
-from exporter.engines.sglang_startup import parse_event
+from exporter.engines.sglang_startup import ServerArgsEvent, parse_event
 from exporter.findings import Evidence, Finding, Window, evaluate
 from exporter.record import StatsRecord
 from exporter.report.series import Downsampler, Point
@@ -88,8 +88,10 @@ class Report:
     baseline: str | None
     expected_accept_length: float | None
     config: ServerConfig
-    breakeven: Assessment | None
-    findings: tuple[Finding, ...]
+    server_starts: int  # server_args lines: more than one means restarts within the log
+    latest_start: float | None  # when the newest of several runs started
+    breakeven: Assessment | None  # for the newest run
+    findings: tuple[Finding, ...]  # for the newest run
     series: tuple[Point, ...] = field(repr=False)
 
     @property
@@ -153,6 +155,8 @@ class Report:
             "baseline": self.baseline,
             "expected_accept_length": self.expected_accept_length,
             "config": self.config.to_json_dict(),
+            "server_starts": self.server_starts,
+            "latest_start": _iso(self.latest_start),
             "breakeven": _asdict(self.breakeven),
             "findings": [f.to_json_dict() for f in self.findings],
         }
@@ -183,6 +187,68 @@ class _BandAccumulator:
         )
 
 
+class _LatestRun:
+    """What findings and draft-token advice judge: the newest server run in the log.
+
+    A log can hold several runs (a restart with other flags or another draft). The config
+    tracker describes only the newest one, so windows of older runs must not be judged
+    against it, as ``specwatch doctor`` does not either.
+    """
+
+    def __init__(self, started_at: float | None = None) -> None:
+        self.started_at = started_at
+        self.evidence = Evidence()
+        self.sample: list[Window] = []
+        self.windows = 0
+        self.stats_lines = 0
+        self.unrecognized = 0
+        self.accept_sum = 0.0
+        self.accept_count = 0
+        self.load = _BandAccumulator()
+        self._random = random.Random(0)
+
+    def add_record(self, record: StatsRecord, at: float | None) -> None:
+        self.stats_lines += 1
+        self.evidence.add_record(record, at if at is not None else 0.0)
+
+    def add_unrecognized(self) -> None:
+        self.stats_lines += 1
+        self.unrecognized += 1
+        self.evidence.add_unrecognized()
+
+    def add_decode(self, record: StatsRecord) -> None:
+        """Reservoir sampling: every window has the same chance to inform the findings."""
+        self.windows += 1
+        if record.accept_length is not None:
+            self.accept_sum += record.accept_length
+            self.accept_count += 1
+        if len(self.sample) < FINDINGS_SAMPLE:
+            self.sample.append(Window.from_record(record))
+            return
+        slot = self._random.randrange(self.windows)
+        if slot < FINDINGS_SAMPLE:
+            self.sample[slot] = Window.from_record(record)
+
+    def speedup(self) -> float | None:
+        return self.load.result("run", True).speedup if self.load.windows else None
+
+    def breakeven(self, num_draft_tokens: int | None) -> Assessment | None:
+        if not self.accept_count or num_draft_tokens is None or num_draft_tokens < 2:
+            return None
+        return assess(self.accept_sum / self.accept_count, num_draft_tokens, self.speedup())
+
+    def findings(self, config: ServerConfig, now: float) -> list[Finding]:
+        """The findings engine over the run: all outcomes counted, windows sampled."""
+        obs = replace(
+            self.evidence.observations(config, now),
+            windows=tuple(self.sample),
+            stats_lines=self.stats_lines,
+            unrecognized_lines=self.unrecognized,
+            speedup=self.speedup(),
+        )
+        return evaluate(obs)
+
+
 class ReportBuilder:
     """A ``RecordSink`` for ``exporter.pipeline.LineProcessor`` that folds a whole log."""
 
@@ -205,9 +271,8 @@ class ReportBuilder:
         self._dp_ranks: set[int] = set()
         self._series = Downsampler(SERIES_FIELDS)
         self._tracker = ConfigTracker()
-        self._evidence = Evidence()
-        self._sample: list[Window] = []
-        self._random = random.Random(0)
+        self._run = _LatestRun()
+        self._server_starts = 0
         self._last_time_text: str | None = None
         self._last_at = 0.0
 
@@ -217,7 +282,7 @@ class ReportBuilder:
 
     def on_record(self, record: StatsRecord) -> None:
         at = self._place(record.time)
-        self._evidence.add_record(record, at if at is not None else 0.0)
+        self._run.add_record(record, at)
         if record.kind == "decode":
             self._add_decode(record, at)
         else:
@@ -225,13 +290,16 @@ class ReportBuilder:
 
     def on_unrecognized(self, reason: str) -> None:
         self.unrecognized += 1
-        self._evidence.add_unrecognized()
+        self._run.add_unrecognized()
 
     def on_skipped(self, reason: str) -> None:
         self.skipped[reason] += 1
 
     def on_event(self, prefix: Prefix) -> None:
         event = parse_event(prefix.message)
+        if isinstance(event, ServerArgsEvent):
+            self._server_starts += 1
+            self._run = _LatestRun(_seconds(prefix.time))
         if event is not None:
             self._tracker.observe(event, rank=(prefix.dp_rank, prefix.tp_rank))
 
@@ -243,9 +311,8 @@ class ReportBuilder:
         if time == self._last_time_text:  # prefill and decode lines often share a second
             at = self._last_at
         else:
-            try:
-                at = datetime.fromisoformat(time).replace(tzinfo=timezone.utc).timestamp()
-            except ValueError:
+            at = _seconds(time)
+            if at is None:
                 return None
             self._last_time_text, self._last_at = time, at
         if self.first_time is None:
@@ -266,19 +333,11 @@ class ReportBuilder:
         if running and tput is not None:
             self._overall.add(running, tput, base)
             self._bands[_band_index(running)].add(running, tput, base)
+            self._run.load.add(running, tput, base)
         if at is not None:
             values = (record.accept_length, tput, base, running, record.queued_requests)
             self._series.add(at, tuple(None if v is None else float(v) for v in values))
-        self._sample_window(record)
-
-    def _sample_window(self, record: StatsRecord) -> None:
-        """Reservoir sampling: every window has the same chance to inform the findings."""
-        if len(self._sample) < FINDINGS_SAMPLE:
-            self._sample.append(Window.from_record(record))
-            return
-        slot = self._random.randrange(self.decode_windows)
-        if slot < FINDINGS_SAMPLE:
-            self._sample[slot] = Window.from_record(record)
+        self._run.add_decode(record)
 
     def finish(self, files: tuple[str, ...]) -> Report:
         """The report over everything seen so far."""
@@ -309,24 +368,22 @@ class ReportBuilder:
             baseline=self.baseline.describe() if self.baseline else None,
             expected_accept_length=self.expected_accept_length,
             config=config,
-            breakeven=_breakeven(accept, config.num_draft_tokens, overall),
-            findings=tuple(self._findings(config, overall)),
+            server_starts=self._server_starts,
+            latest_start=self._run.started_at if self._server_starts > 1 else None,
+            breakeven=self._run.breakeven(config.num_draft_tokens),
+            findings=tuple(self._run.findings(config, self.last_time or 0.0)),
             series=tuple(self._series.points()),
         )
 
-    def _findings(self, config: ServerConfig, overall: BandStats | None) -> list[Finding]:
-        """The findings engine over the whole log: all outcomes counted, windows sampled."""
-        now = self.last_time if self.last_time is not None else 0.0
-        obs = self._evidence.observations(config, now)
-        stats_lines = self.decode_windows + self.prefill_windows + self.unrecognized
-        obs = replace(
-            obs,
-            windows=tuple(self._sample),
-            stats_lines=stats_lines,
-            unrecognized_lines=self.unrecognized,
-            speedup=overall.speedup if overall is not None else None,
-        )
-        return evaluate(obs)
+
+def _seconds(time: str | None) -> float | None:
+    """Seconds of a logged local time (treated as UTC: only differences matter)."""
+    if time is None:
+        return None
+    try:
+        return datetime.fromisoformat(time).replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return None
 
 
 def _band_index(running: int) -> int:
@@ -367,15 +424,6 @@ def _quantile(counts: Counter[int], q: float) -> int:
 def _share(counts: Counter[bool]) -> float | None:
     total = counts[True] + counts[False]
     return counts[True] / total if total else None
-
-
-def _breakeven(
-    accept: AcceptStats | None, num_draft_tokens: int | None, overall: BandStats | None
-) -> Assessment | None:
-    if accept is None or num_draft_tokens is None or num_draft_tokens < 2:
-        return None
-    speedup = overall.speedup if overall is not None else None
-    return assess(accept.mean, num_draft_tokens, speedup)
 
 
 def _compared(speedup: float) -> str:

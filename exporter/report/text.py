@@ -52,6 +52,11 @@ def _overview(report: Report) -> list[str]:
         lines.append(
             f"Data-parallel ranks: {report.dp_ranks} (each rank's line counts as one window)"
         )
+    if report.latest_start is not None:
+        lines.append(
+            f"Server starts: {report.server_starts}; findings and draft-token advice describe "
+            f"the last run, from {_when(report.latest_start)}"
+        )
     if report.baseline:
         lines.append(f"Baseline: {report.baseline}")
     return lines
