@@ -368,3 +368,13 @@ def test_idle_server_spec_gauges_are_not_shown_as_current(sglang: FakeSGLang) ->
     assert snap.values.running_requests == 0 and snap.values.gen_throughput == 0
     assert snap.values.accept_length is None
     assert snap.values.reported_accept_rate is None
+
+
+def test_unreadable_token_file_is_a_counted_failure_not_a_crash(
+    sglang: FakeSGLang, tmp_path: Path
+) -> None:
+    sglang.routes["/metrics"] = Route(body=exposition().encode(), need_token=True)
+    snap = scraper(sglang, token_file=str(tmp_path / "absent-token")).scrape_once()
+    assert snap.errors == {("metrics", "other"): 1, ("server_info", "other"): 1}
+    assert "bearer token file unreadable" in (snap.endpoints["metrics"].error or "")
+    assert sglang.seen_auth == []  # nothing was sent without the token
