@@ -13,6 +13,7 @@ import copy
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,23 @@ def test_committed_json_equals_generator_output() -> None:
     for name, text in generated.items():
         on_disk = (REPO / "dashboards" / name).read_text(encoding="utf-8")
         assert on_disk == text, f"dashboards/{name} is stale: run `make dashboards`"
+
+
+def test_make_dashboards_command_writes_the_committed_files(tmp_path: Path) -> None:
+    """`make dashboards` runs this module; it must write exactly the files in dashboards/."""
+    result = subprocess.run(
+        [sys.executable, "-m", "dashboards.build", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(UIDS)
+    for name in UIDS:
+        assert (tmp_path / name).read_bytes() == (REPO / "dashboards" / name).read_bytes()
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    assert re.search(r"^dashboards:.*\n\t\$\(BIN\)/python -m dashboards\.build$", makefile, re.M)
 
 
 def test_dashboards_have_the_uids_fixed_by_the_spec() -> None:
