@@ -10,6 +10,7 @@ from typing import Any
 
 from exporter.baseline import Baseline, BaselineError
 from exporter.cli import UsageError
+from exporter.commands import add_baseline_flags
 from exporter.report import build_report
 from exporter.report.html import MissingExtra, render_html, require_matplotlib
 from exporter.report.reader import Progress, ReadError, total_size
@@ -29,11 +30,7 @@ def register(subparsers: Any) -> None:
         description=__doc__,
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="log files in order ('-' = stdin)")
-    group = p.add_mutually_exclusive_group()
-    group.add_argument("--baseline-tok-s", type=float, metavar="N", help="tok/s without spec")
-    group.add_argument("--baseline-curve", metavar="CURVE", help='e.g. "1:82,48:1500,128:2370"')
-    group.add_argument("--baseline-bench", type=Path, metavar="FILE", help="bench_serving JSONL")
-    p.add_argument("--expected-accept-length", type=float, metavar="X")
+    add_baseline_flags(p)
     p.add_argument("--html", type=Path, metavar="OUT", help="also write a page with charts")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=main)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from exporter.cli import UsageError
+from exporter.commands import add_baseline_flags
 from exporter.config import Config, ConfigError, load_config
 
 # flag dest -> config key, for error messages that name the flag the user typed.
@@ -40,11 +41,7 @@ def register(subparsers: Any) -> None:
         const=True,
         help="replay files present at start instead of starting at their end",
     )
-    group = p.add_mutually_exclusive_group()
-    group.add_argument("--baseline-tok-s", type=float, metavar="N", help="tok/s without spec")
-    group.add_argument("--baseline-curve", metavar="CURVE", help='e.g. "1:82,48:1500,128:2370"')
-    group.add_argument("--baseline-bench", type=Path, metavar="FILE", help="bench_serving JSONL")
-    p.add_argument("--expected-accept-length", type=float, metavar="X")
+    add_baseline_flags(p)
     p.add_argument("--stale-after", type=float, metavar="SECONDS", help="default 60")
     p.add_argument("--web-config", type=Path, metavar="FILE", help="TLS / basic auth config")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
