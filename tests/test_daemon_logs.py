@@ -152,6 +152,7 @@ def test_hostile_bytes_are_survived(tmp_path: Path, port: int) -> None:
         s = d.wait_metric(DECODES, count_is(2), kind="decode")
         assert s.value("specwatch_accept_length") == 2.0
         assert s.value("specwatch_log_lines_total") == 5
+        assert s.value("specwatch_log_skipped_lines_total", reason="invalid_utf8") == 1
 
 
 def test_prompt_text_echoed_in_request_log_is_never_a_record(tmp_path: Path, port: int) -> None:
