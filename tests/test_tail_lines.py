@@ -10,13 +10,18 @@ from hypothesis import strategies as st
 from exporter.tail.lines import LineSplitter
 
 
-def feed_all(splitter: LineSplitter, chunks: list[bytes]) -> tuple[list[bytes], int]:
+def feed_all(
+    splitter: LineSplitter, chunks: list[bytes], max_pending: int | None = None
+) -> tuple[list[bytes], int]:
+    """(lines, too-long count) of feeding ``chunks``; checks the held bytes stay bounded."""
     lines: list[bytes] = []
     too_long = 0
     for chunk in chunks:
         split = splitter.feed(chunk)
         lines += split.lines
         too_long += split.too_long
+        if max_pending is not None:
+            assert splitter.pending <= max_pending
     return lines, too_long
 
 
@@ -42,14 +47,7 @@ def test_bytes_pass_through_untouched_except_the_newline() -> None:
 def test_too_long_line_is_skipped_once_without_buffering_it() -> None:
     splitter = LineSplitter(10)
     chunks = [b"short\n0123456789"] + [b"x" * 7] * 50 + [b"tail\nafter\n"]
-    lines: list[bytes] = []
-    too_long = 0
-    for chunk in chunks:
-        split = splitter.feed(chunk)
-        lines += split.lines
-        too_long += split.too_long
-        assert splitter.pending <= 10
-    assert (lines, too_long) == ([b"short", b"after"], 1)
+    assert feed_all(splitter, chunks, max_pending=10) == ([b"short", b"after"], 1)
 
 
 def test_line_of_exactly_the_cap_is_kept_and_one_byte_more_is_not() -> None:

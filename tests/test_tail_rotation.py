@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from tests.test_tail_support import (
+    Recorder,
     append,
     following,
     joined,
@@ -16,16 +20,19 @@ from tests.test_tail_support import (
 )
 
 
-def started_empty(log: Path) -> None:
+@contextmanager
+def following_empty(log: Path, **options: Any) -> Iterator[Recorder]:
+    """``log`` created empty and followed, with the tailer past its start-up bootstrap."""
     log.parent.mkdir(parents=True, exist_ok=True)
     log.touch()
+    with following(log, **options) as (_, rec):
+        wait_until(lambda: rec.bootstraps, "bootstrap")
+        yield rec
 
 
 def test_rename_and_create_loses_nothing_and_repeats_nothing(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
-    started_empty(log)
-    with following(log) as (_, rec):
-        wait_until(lambda: rec.bootstraps, "bootstrap")
+    with following_empty(log) as rec:
         with open(log, "ab", buffering=0) as old_writer:
             old_writer.write(joined(numbered("old", 100)))
             wait_until(lambda: len(rec.lines) == 100, "the old lines")
@@ -51,9 +58,7 @@ def test_rename_and_create_loses_nothing_and_repeats_nothing(tmp_path: Path) -> 
 
 def test_path_missing_for_a_while_keeps_the_old_file(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
-    started_empty(log)
-    with following(log) as (_, rec):
-        wait_until(lambda: rec.bootstraps, "bootstrap")
+    with following_empty(log) as rec:
         with open(log, "ab", buffering=0) as old_writer:
             os.rename(log, tmp_path / "server.log.1")
             let_tailer_run()
@@ -70,18 +75,15 @@ def test_copytruncate_restarts_at_zero_and_drops_the_unfinished_fragment(
     tmp_path: Path,
 ) -> None:
     log = tmp_path / "server.log"
-    started_empty(log)
-    with following(log) as (_, rec):
-        wait_until(lambda: rec.bootstraps, "bootstrap")
-        with open(log, "ab", buffering=0) as writer:
-            writer.write(joined(numbered("before", 10)) + b"unfinished")
-            wait_until(lambda: len(rec.lines) == 10, "the lines before truncation")
-            let_tailer_run()
-            shutil.copy(log, tmp_path / "server.log.1")
-            os.truncate(log, 0)
-            wait_until(lambda: rec.count("truncation") == 1, "the truncation")
-            writer.write(joined(numbered("after", 2)))
-            wait_until(lambda: len(rec.lines) == 12, "the lines after truncation")
+    with following_empty(log) as rec, open(log, "ab", buffering=0) as writer:
+        writer.write(joined(numbered("before", 10)) + b"unfinished")
+        wait_until(lambda: len(rec.lines) == 10, "the lines before truncation")
+        let_tailer_run()
+        shutil.copy(log, tmp_path / "server.log.1")
+        os.truncate(log, 0)
+        wait_until(lambda: rec.count("truncation") == 1, "the truncation")
+        writer.write(joined(numbered("after", 2)))
+        wait_until(lambda: len(rec.lines) == 12, "the lines after truncation")
     assert rec.lines[10:] == numbered("after", 2)
     assert rec.reasons("skipped") == {"partial_discarded": 1}
     assert (rec.count("truncation"), rec.count("new_file"), rec.count("rotation")) == (1, 1, 0)
@@ -106,9 +108,7 @@ def test_retired_file_is_released_after_rotate_wait_dropping_its_fragment(
     tmp_path: Path,
 ) -> None:
     log = tmp_path / "server.log"
-    started_empty(log)
-    with following(log, rotate_wait=0.2) as (_, rec):
-        wait_until(lambda: rec.bootstraps, "bootstrap")
+    with following_empty(log, rotate_wait=0.2) as rec:
         append(log, b"complete\nnever finished")
         wait_until(lambda: rec.lines, "the complete line")
         os.rename(log, tmp_path / "server.log.1")
