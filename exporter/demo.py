@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ DEMO_FOR = "10s"  # the shipped rules wait minutes before firing; the demo canno
 POLL_SECONDS = 3.0
 QUIET_SECONDS = 8.0  # longer than any scenario's decode interval: the server went quiet
 INFO = "specwatch_speculative_info"
+PROMETHEUS_JOB = "specwatch"  # the job name the shipped rules select
 STOP_GRACE_SECONDS = 5.0
 
 _print_lock = threading.Lock()
@@ -269,6 +271,8 @@ class Demo:
         self.prometheus_url = f"http://127.0.0.1:{self.ports.prometheus}"
         say(f"  Prometheus: {self.prometheus_url}/alerts (rules' for: shortened to {DEMO_FOR})")
         say(f"  Alertmanager: http://127.0.0.1:{self.ports.alertmanager}")
+        if not wait_until(lambda: prometheus_settled(self.prometheus_url or ""), 20):
+            say("  Prometheus has not scraped specwatch yet: alerts may show late")
 
     def _start_webhook(self) -> None:
         self.webhook = ThreadingHTTPServer(("127.0.0.1", self.ports.webhook), WebhookHandler)
@@ -315,7 +319,7 @@ class Demo:
             },
             "scrape_configs": [
                 {
-                    "job_name": "specwatch",
+                    "job_name": PROMETHEUS_JOB,
                     "static_configs": [{"targets": [f"127.0.0.1:{self.ports.exporter}"]}],
                 }
             ],
@@ -367,7 +371,9 @@ class Narrator:
 
     started: float = field(default_factory=time.monotonic)
     collapsed: bool = False
-    server: str | None = None
+    waiting_said: bool = False
+    server: tuple[str, str, str] | None = None  # algorithm, draft model, draft tokens
+    architecture: str | None = None
     findings: set[tuple[str, str]] = field(default_factory=set)
     alerts: dict[str, str] = field(default_factory=dict)
 
@@ -375,28 +381,42 @@ class Narrator:
         return f"+{time.monotonic() - self.started:4.0f}s"
 
     def metrics(self, samples: Samples) -> None:
+        self._server(samples)  # first: a restart explains the findings that clear with it
         accept = value(samples, "specwatch_accept_length")
-        if accept is None:
-            say(f"{self.stamp()}  waiting for decode windows...")
-        else:
+        if accept is not None:
             say(f"{self.stamp()}  {status_line(samples, accept)}")
             self._collapse(accept, samples)
+        elif not self.waiting_said:
+            self.waiting_said = True
+            say(f"{self.stamp()}  waiting for the server's first decode window...")
         self._findings(findings(samples))
-        self._server(samples)
 
     def _server(self, samples: Samples) -> None:
-        """Announce the speculative setup whenever it changes (a restart with a new drafter)."""
+        """Announce the speculative setup when it changes (a restart with a new drafter).
+
+        The draft's architecture is logged seconds after the server's arguments, when the
+        draft weights are loaded, so it is announced on its own when it comes later.
+        """
         info = next((dict(labels) for (name, labels) in samples if name == INFO), None)
         if info is None or not info.get("algorithm"):
             return  # nothing read from the server's startup yet
-        text = (
-            f"{info.get('algorithm') or '?'} with draft {info.get('draft_model') or '?'} "
-            f"({info.get('draft_architecture') or '?'}), "
-            f"{info.get('num_draft_tokens') or '?'} draft tokens"
+        setup = (
+            info["algorithm"],
+            info.get("draft_model") or "unknown",
+            info.get("num_draft_tokens") or "?",
         )
-        if text != self.server:
-            self.server = text
-            say(f"{self.stamp()}  SERVER    {text}")
+        architecture = info.get("draft_architecture") or None
+        if setup != self.server:
+            started = "restarted:" if self.server is not None else "started:  "
+            self.server, self.architecture = setup, architecture
+            loaded = f" ({architecture})" if architecture else ""
+            say(
+                f"{self.stamp()}  SERVER    {started} {setup[0]} with draft {setup[1]}{loaded}, "
+                f"{setup[2]} draft tokens"
+            )
+        elif architecture and architecture != self.architecture:
+            self.architecture = architecture
+            say(f"{self.stamp()}  SERVER    draft loaded: {architecture}")
 
     def _collapse(self, accept: float, samples: Samples) -> None:
         speedup = value(samples, "specwatch_speedup_ratio")
@@ -427,23 +447,22 @@ class Narrator:
         self.alerts = states
 
 
+# What the status line shows after the accept length, in order: metric and how to print it.
+STATUS_PARTS: tuple[tuple[str, Callable[[float], str]], ...] = (
+    ("specwatch_accept_rate", lambda v: f"accept rate {v:.2f}"),
+    ("specwatch_speedup_ratio", lambda v: f"speedup {v:.2f}x"),
+    ("specwatch_cuda_graph", lambda v: f"cuda graph {'on' if v else 'OFF'}"),
+    ("specwatch_gen_throughput_tokens_per_second", lambda v: f"{v:.0f} tok/s"),
+    ("specwatch_running_requests", lambda v: f"{v:.0f} running"),
+)
+
+
 def status_line(samples: Samples, accept: float) -> str:
     parts = [f"accept length {accept:.2f}"]
-    rate = value(samples, "specwatch_accept_rate")
-    if rate is not None:
-        parts.append(f"accept rate {rate:.2f}")
-    speedup = value(samples, "specwatch_speedup_ratio")
-    if speedup is not None:
-        parts.append(f"speedup {speedup:.2f}x")
-    graph = value(samples, "specwatch_cuda_graph")
-    if graph is not None:
-        parts.append(f"cuda graph {'on' if graph else 'OFF'}")
-    throughput = value(samples, "specwatch_gen_throughput_tokens_per_second")
-    if throughput is not None:
-        parts.append(f"{throughput:.0f} tok/s")
-    running = value(samples, "specwatch_running_requests")
-    if running is not None:
-        parts.append(f"{running:.0f} running")
+    for name, show in STATUS_PARTS:
+        found = value(samples, name)
+        if found is not None:
+            parts.append(show(found))
     newest = value(samples, "specwatch_last_decode_timestamp_seconds")
     if newest and time.time() - newest > QUIET_SECONDS:
         parts.append(f"no new window for {time.time() - newest:.0f}s")
@@ -456,6 +475,23 @@ def alert_states(prometheus_url: str) -> dict[str, str] | None:
         return None
     alerts = json.loads(body).get("data", {}).get("alerts", [])
     return {alert["labels"]["alertname"]: alert["state"] for alert in alerts}
+
+
+def prometheus_settled(prometheus_url: str) -> bool:
+    """Prometheus has scraped the exporter, and no rule still holds the time before that.
+
+    A rule evaluated before the first scrape sees no ``up`` series and puts SpecwatchAbsent
+    in pending: a false alarm nobody watching the demo should have to puzzle over.
+    """
+    query = urllib.parse.quote(f'up{{job="{PROMETHEUS_JOB}"}}')
+    body = _fetch(f"{prometheus_url}/api/v1/query?query={query}")
+    if body is None:
+        return False
+    results = json.loads(body).get("data", {}).get("result", [])
+    if not any(result["value"][1] == "1" for result in results):
+        return False
+    states = alert_states(prometheus_url)
+    return states is not None and "SpecwatchAbsent" not in states
 
 
 def watch(demo: Demo, deadline: float | None) -> int:

@@ -15,10 +15,16 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
+from exporter.demo import Narrator, read_metrics
+from exporter.engines.sglang import parse_stats
+from exporter.record import StatsRecord
+from exporter.simulate import SCENARIOS, events
+from exporter.simulate.realtime import schedule
 from tests.conftest import REPO, require_tool
 
 DEMO_SECONDS = 40
@@ -103,6 +109,15 @@ def test_demo_prints_metrics_url_on_a_free_port_and_detects_the_collapse(demo_ru
     )
 
 
+def test_demo_names_the_drafter_once_and_waits_quietly(demo_run: DemoRun) -> None:
+    server = [line for line in demo_run.output.splitlines() if "SERVER" in line]
+    assert len(server) == 1, demo_run.output
+    assert re.search(
+        r"started: +EAGLE3 with draft \S+ \(LlamaForCausalLMEagle3\), 4 draft", server[0]
+    )
+    assert demo_run.output.count("waiting for the server's first decode window") <= 1
+
+
 def test_demo_shows_the_capped_running_requests_finding(demo_run: DemoRun) -> None:
     """Incident 1 runs at the EAGLE cap of 48 with 32 requests waiting."""
     assert "FINDING   running_requests_capped (warning) is active" in demo_run.output
@@ -119,6 +134,8 @@ def test_demo_alert_fires_in_prometheus_and_reaches_alertmanager(demo_run: DemoR
     require_tool("prometheus")
     require_tool("prometheus-alertmanager")
     assert "SpecDecodeAcceptLengthCollapsed is firing in Prometheus" in demo_run.output
+    # Prometheus is given its first scrape before the story starts: no false alarm.
+    assert "SpecwatchAbsent" not in demo_run.output
     assert (
         "NOTIFY  Alertmanager webhook: FIRING SpecDecodeAcceptLengthCollapsed (critical)"
         in demo_run.output
@@ -152,3 +169,61 @@ def test_bad_demo_seconds_is_refused_by_name() -> None:
     )
     assert result.returncode == 2
     assert "DEMO_SECONDS" in result.stderr
+
+
+def exposition(accept: float | None, draft: str, architecture: str = "") -> str:
+    """What the exporter shows; accept None: no fresh decode window."""
+    lines = [
+        f'specwatch_speculative_info{{algorithm="EAGLE3",draft_model="{draft}",'
+        f'draft_architecture="{architecture}",num_draft_tokens="4"}} 1'
+    ]
+    if accept is not None:
+        lines += [f"specwatch_accept_length {accept}", "specwatch_speedup_ratio 0.4"]
+    return "\n".join(lines) + "\n"
+
+
+def test_narrator_tells_collapse_restart_and_recovery_in_order(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    narrator = Narrator()
+    steps = [
+        exposition(None, "drafts/broken", "LlamaForCausalLMEagle3"),
+        exposition(None, "drafts/broken", "LlamaForCausalLMEagle3"),
+        exposition(1.0, "drafts/broken", "LlamaForCausalLMEagle3"),
+        exposition(1.0, "drafts/broken", "LlamaForCausalLMEagle3"),
+        exposition(1.0, "drafts/good"),  # restarted: arguments logged, draft not loaded yet
+        exposition(1.0, "drafts/good", "LlamaForCausalLMEagle3"),
+        exposition(3.2, "drafts/good", "LlamaForCausalLMEagle3"),
+    ]
+    for text in steps:
+        narrator.metrics(read_metrics(text))
+    events = [
+        re.sub(r"^\+ *\d+s  ", "", line)
+        for line in capsys.readouterr().out.splitlines()
+        if "accept length 1.00 |" not in line and "accept length 3.20 |" not in line
+    ]
+    assert events == [
+        "SERVER    started:   EAGLE3 with draft drafts/broken (LlamaForCausalLMEagle3), "
+        "4 draft tokens",
+        "waiting for the server's first decode window...",
+        "DETECTED  speculative decoding collapsed: accept length 1.00 (no draft token "
+        "accepted), 0.40x the baseline",
+        "SERVER    restarted: EAGLE3 with draft drafts/good, 4 draft tokens",
+        "SERVER    draft loaded: LlamaForCausalLMEagle3",
+        "RECOVERED accept length 3.20, 0.40x the baseline",
+    ]
+
+
+def test_live_recovery_scenario_recovers_well_within_two_minutes() -> None:
+    """The demo's promise: the collapse from its first seconds, the recovery before 2 minutes."""
+    decode_windows: list[tuple[float, float | None]] = []
+    live = schedule(events(SCENARIOS["recovery"], duration=300), origin=0.0, speed=1.0)
+    for when, event in live:
+        record = parse_stats(event.render(datetime(2026, 5, 20, 9, 0)))
+        if isinstance(record, StatsRecord) and record.kind == "decode":
+            decode_windows.append((when, record.accept_length))
+    collapsed = [when for when, accept in decode_windows if accept == 1.0]
+    healthy = [when for when, accept in decode_windows if accept is not None and accept > 2.5]
+    assert collapsed and healthy
+    assert 0 <= collapsed[0] < 10
+    assert max(collapsed) < min(healthy) < 100
