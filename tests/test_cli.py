@@ -1,0 +1,34 @@
+"""The installed ``specwatch`` console script (spec sections 3 and 4)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from exporter import __version__
+
+SPECWATCH = Path(sys.executable).with_name("specwatch")
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(SPECWATCH), *args], capture_output=True, text=True, timeout=60)
+
+
+def test_help_lists_every_command_of_the_spec() -> None:
+    result = run("--help")
+    assert result.returncode == 0, result.stderr
+    listed = set(re.findall(r"^    (\w+)\s", result.stdout, re.MULTILINE))
+    assert listed == {"run", "parse", "report", "doctor", "simulate"}, result.stdout
+
+
+def test_version_names_the_package_version() -> None:
+    result = run("--version")
+    assert (result.returncode, result.stdout.strip()) == (0, f"specwatch {__version__}")
+
+
+def test_unknown_command_exits_2_on_one_line() -> None:
+    result = run("serve")
+    assert result.returncode == 2
+    assert len(result.stderr.splitlines()) == 1 and "serve" in result.stderr
