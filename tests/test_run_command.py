@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import base64
 import subprocess
 import urllib.error
 import urllib.request
 from pathlib import Path
 
+import bcrypt
 import pytest
 
 from tests.daemon import run_daemon, specwatch_cmd
 
 
-def get(port: int, path: str) -> tuple[int, str, str]:
+def get(port: int, path: str, headers: dict[str, str] | None = None) -> tuple[int, str, str]:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers or {})
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+        with urllib.request.urlopen(request, timeout=5) as resp:
             return resp.status, resp.headers["Content-Type"], resp.read().decode()
     except urllib.error.HTTPError as err:
         return err.code, err.headers["Content-Type"], err.read().decode()
@@ -87,3 +90,19 @@ def test_port_in_use_exits_2(tmp_path: Path, port: int) -> None:
     with run_daemon(["--log-file", str(log)], port):
         result = run_cli("run", "--log-file", str(log), "--listen", f"127.0.0.1:{port}")
     assert result.returncode == 2 and "--listen" in result.stderr
+
+
+def test_healthz_stays_open_while_basic_auth_guards_the_rest(tmp_path: Path, port: int) -> None:
+    log, web = tmp_path / "server.log", tmp_path / "web.yml"
+    log.touch()
+    hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=4)).decode()
+    web.write_text(f"basic_auth_users:\n  prometheus: '{hashed}'\n")
+    with run_daemon(["--log-file", str(log), "--web-config", str(web)], port):
+        assert get(port, "/healthz")[0] == 200
+        assert get(port, "/metrics")[0] == 401
+        assert get(port, "/")[0] == 401
+        wrong = {"Authorization": "Basic " + base64.b64encode(b"prometheus:guess").decode()}
+        assert get(port, "/metrics", wrong)[0] == 401
+        right = {"Authorization": "Basic " + base64.b64encode(b"prometheus:s3cret").decode()}
+        status, _, body = get(port, "/metrics", right)
+        assert status == 200 and "specwatch_build_info" in body
