@@ -283,6 +283,25 @@ def test_april_2026_prefill_graph_before_throughput_and_pending_tokens() -> None
     assert rec.extra["pending_tokens"] == 1024
 
 
+def test_v0_5_4_prefill_header_with_forward_iteration() -> None:
+    line = (
+        "[2025-10-24 14:02:10 TP0] Prefill batch [123400], #new-seq: 1, #new-token: 700, "
+        "#cached-token: 64, token usage: 0.01, #running-req: 1, #queue-req: 0, "
+    )
+    rec = record(line)
+    assert prefill_core(rec) == ("prefill", 700, 64, 0.01, 1, 0, None, None)
+    assert rec.extra["forward_iter"] == 123400
+
+
+def test_v0_4_6_pd_prefill_worker_queues_end_with_a_space_not_a_separator() -> None:
+    line = (
+        "[2025-05-02 10:00:00 TP0] Prefill batch. #new-seq: 3, #new-token: 4096, "
+        "#cached-token: 0, token usage: 0.05, #unbootstrapped-req: 2, #queue-req: 1, "
+        "#transferring-req: 4 "
+    )
+    assert prefill_core(record(line)) == ("prefill", 4096, 0, 0.05, None, 1, None, None)
+
+
 def test_swa_prefill_takes_token_usage_from_full_token_usage() -> None:
     line = (
         f"{P}Prefill batch, #new-seq: 1, #new-token: 40, #cached-token: 0, "
