@@ -86,6 +86,7 @@ def test_copytruncate_is_detected_and_new_lines_read(tmp_path: Path, port: int) 
         append(log, decode_line(3.0))
         s = d.wait_metric(DECODES, count_is(5), kind="decode")
         assert s.value("specwatch_accept_length") == 3.0
+        assert s.value("specwatch_log_rotations_total") == 0
 
 
 def test_delete_and_recreate_reads_new_file_from_first_byte(tmp_path: Path, port: int) -> None:
@@ -99,6 +100,7 @@ def test_delete_and_recreate_reads_new_file_from_first_byte(tmp_path: Path, port
         append(log, decode_line(2.0), decode_line(2.5))
         s = d.wait_metric(DECODES, count_is(3), kind="decode")
         assert s.value("specwatch_accept_length") == 2.5
+        assert s.value("specwatch_log_rotations_total") == 1
 
 
 def test_file_absent_at_start_is_read_from_first_byte(tmp_path: Path, port: int) -> None:
