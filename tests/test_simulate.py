@@ -384,3 +384,16 @@ def test_startup_access_and_warning_lines_are_mixed_in_as_sglang_prints_them(
     assert any("Prefill batch" in line for line in traffic)
     assert any(line.startswith("Max running requests is reset to 48") for line in lines)
     assert any("is deprecated and will be removed" in line for line in traffic)
+
+
+def test_duration_bounds_the_simulated_time_the_log_covers(tmp_path: Path) -> None:
+    stamps = [
+        datetime.fromisoformat(found)
+        for found in re.findall(
+            r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)",
+            simulate_file(tmp_path, "collapsed", "--duration", "150").read_text(),
+            re.MULTILINE,
+        )
+    ]
+    span = (max(stamps) - min(stamps)).total_seconds()
+    assert 140 <= span <= 150
