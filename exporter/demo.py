@@ -271,6 +271,7 @@ class Demo:
         self.prometheus_url = f"http://127.0.0.1:{self.ports.prometheus}"
         say(f"  Prometheus: {self.prometheus_url}/alerts (rules' for: shortened to {DEMO_FOR})")
         say(f"  Alertmanager: http://127.0.0.1:{self.ports.alertmanager}")
+        say("  waiting for Prometheus's first scrape of specwatch (about 5 s)...")
         if not wait_until(lambda: prometheus_settled(self.prometheus_url or ""), 20):
             say("  Prometheus has not scraped specwatch yet: alerts may show late")
 
@@ -496,6 +497,10 @@ def prometheus_settled(prometheus_url: str) -> bool:
 
 def watch(demo: Demo, deadline: float | None) -> int:
     """Print what specwatch sees until the deadline; a child that dies ends the demo."""
+    if deadline is None:
+        say("  Ctrl-C stops the demo and everything it started")
+    else:
+        say(f"  stopping by itself in {_left(deadline):.0f} s (DEMO_SECONDS); Ctrl-C: sooner")
     narrator = Narrator()
     while deadline is None or time.monotonic() < deadline:
         dead = demo.processes.dead()
