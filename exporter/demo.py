@@ -297,11 +297,9 @@ class Demo:
                 }
             ],
         }
-        path = self.workdir / "alertmanager.yml"
-        path.write_text(yaml.safe_dump(config))
         return [
             binary,
-            f"--config.file={path}",
+            f"--config.file={self._config_file('alertmanager.yml', config)}",
             f"--storage.path={self.workdir / 'alertmanager-data'}",
             f"--web.listen-address=127.0.0.1:{self.ports.alertmanager}",
             "--cluster.listen-address=",
@@ -325,15 +323,18 @@ class Demo:
                 }
             ],
         }
-        path = self.workdir / "prometheus.yml"
-        path.write_text(yaml.safe_dump(config))
         return [
             binary,
-            f"--config.file={path}",
+            f"--config.file={self._config_file('prometheus.yml', config)}",
             f"--storage.tsdb.path={self.workdir / 'prometheus-data'}",
             f"--web.listen-address=127.0.0.1:{self.ports.prometheus}",
             "--rules.alert.resend-delay=2s",
         ]
+
+    def _config_file(self, name: str, config: dict[str, Any]) -> Path:
+        path = self.workdir / name
+        path.write_text(yaml.safe_dump(config))
+        return path
 
     def stop(self) -> None:
         self.processes.stop()
