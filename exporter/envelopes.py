@@ -115,12 +115,15 @@ class EnvelopeDecoder:
     def _unwrap(self, lines: list[bytes]) -> list[bytes]:
         split = _split_cri if self.kind == "cri" else _split_docker
         out: list[bytes] = []
+        pending = self._pending
         for line in lines:
             record = split(line)
             if record is None:
                 # Not an envelope record (e.g. a hand-appended note): keep it, never lose it.
                 self._flush(out)
                 out.append(line)
+            elif record[1] and not pending:  # a whole line, nothing half-joined: the usual case
+                out.append(record[0])
             else:
                 self._join(out, *record)
         return out
