@@ -13,9 +13,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exporter.engines.sglang import Prefix, parse_stats
+from exporter.engines.sglang import _LAYOUTS, Prefix, _learn, _read_each, parse_stats
 from exporter.pipeline import LineProcessor
-from exporter.record import StatsRecord
+from exporter.record import StatsRecord, Unrecognized
 
 
 @dataclass
@@ -216,3 +216,81 @@ def test_generated_lines_round_trip_through_the_pipeline_in_any_envelope(
     LineProcessor(sink).process([raw])
     assert len(sink.records) == 1
     _check(sink.records[0], expected)
+
+
+# --- layout fast path ------------------------------------------------------------------------
+
+# Names and values chosen to break a naive pattern: separators, commas and colons inside
+# names and values, device graph flags, unknown fields, empty pieces, garbage numbers.
+_LAYOUT_NAMES = [
+    "#running-req", "accept len", "cuda graph", "npu graph", "#new-seq", "cache hit rate",
+    "timestamp", "#token", "a,b", "x:", " lead", "", "accept len:", "graph",
+]  # fmt: skip
+_LAYOUT_VALUES = [
+    "7", "2.50", "True", "False", "5.00%", "", "1,234", "True: x", "3, 4", " 9 ",
+    "2026-02-23T00:14:33.1", "nan", "1_0", ": ", ",",
+]  # fmt: skip
+
+
+def _read_outcome(read: Any, body: str) -> Any:
+    """(record values, extras in order) of one read, "drift" for ValueError, None for no match."""
+    extra: dict[str, Any] = {}
+    try:
+        values = read(body, extra)
+    except ValueError:
+        return "drift"
+    return None if values is None else (values, list(extra.items()))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.sampled_from(_LAYOUT_NAMES), min_size=1, max_size=8),
+    st.data(),
+    st.sampled_from(["", ", ", ","]),
+)
+def test_a_learnt_layout_reads_any_body_exactly_as_the_field_by_field_read(
+    names: list[str], data: st.DataObject, ending: str
+) -> None:
+    def body(values: list[str]) -> str:
+        return ", ".join(f"{n}: {v}" for n, v in zip(names, values, strict=True)) + ending
+
+    draw_values = st.lists(
+        st.sampled_from(_LAYOUT_VALUES), min_size=len(names), max_size=len(names)
+    )
+    layout = _learn(body(data.draw(draw_values)))
+    if layout is None:
+        return
+    for _ in range(3):
+        other = body(data.draw(draw_values))
+        fast = _read_outcome(layout.read, other)
+        if fast is not None:
+            # repr: nan equals itself, and 1 / 1.0 / True stay apart.
+            assert repr(fast) == repr(_read_outcome(_read_each, other)), other
+
+
+def test_lines_of_one_layout_take_the_pattern_and_another_layout_is_relearnt() -> None:
+    decode = (
+        "[2026-02-23 00:14:33 TP0] Decode batch, #running-req: {}, #token: 6460, "
+        "token usage: 0.06, accept len: {}, cuda graph: True, #queue-req: 0"
+    )
+    assert parse_stats(decode.format(48, "1.00")) is not None
+    learnt = _LAYOUTS["decode"]
+    assert learnt is not None
+    assert learnt.read(decode.format(12, "3.25").split("Decode batch, ")[1], {}) == {
+        "running_requests": 12,
+        "token_usage": 0.06,
+        "accept_length": 3.25,
+        "cuda_graph": True,
+        "queued_requests": 0,
+    }
+    hybrid = "[2026-02-23 00:17:45] Decode batch, full token usage: 0.05, npu graph: False"
+    record = parse_stats(hybrid)
+    assert isinstance(record, StatsRecord)
+    assert (record.token_usage, record.cuda_graph) == (0.05, False)
+    assert record.extra == {"full_token_usage": 0.05, "graph_device": "npu"}
+    assert _LAYOUTS["decode"] is not learnt
+    again = parse_stats(hybrid.replace("0.05", "0.07"))
+    assert isinstance(again, StatsRecord) and again.token_usage == 0.07
+    for garbage in ("garbage", "1,5"):  # the pattern's miss and its match both end as drift
+        drift = parse_stats(decode.format(12, garbage))
+        assert isinstance(drift, Unrecognized) and drift.reason == "bad_value"
