@@ -132,8 +132,14 @@ def _parse_head(head: str) -> _Head | tuple[()]:
         return ()
     date, clock, fraction, ranks = match.groups()
     time = f"{date}T{clock}.{fraction}" if fraction else f"{date}T{clock}"
+    return (time, *_rank_numbers(ranks))
+
+
+@functools.lru_cache(maxsize=256)
+def _rank_numbers(ranks: str) -> tuple[int | None, int | None]:
+    """(DP, TP) of a rank list such as `` DP3 TP3 EP3``: a process logs the same one always."""
     named = {name: int(number) for name, number in _RANK.findall(ranks)}
-    return time, named.get("DP"), named.get("TP")
+    return named.get("DP"), named.get("TP")
 
 
 def _stats(kind: str, word_end: int, head: _Head, message: str) -> StatsRecord | Unrecognized:
