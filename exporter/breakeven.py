@@ -21,6 +21,7 @@ assumed instead (a small EAGLE head while verification is memory-bound).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -48,6 +49,9 @@ class Assessment:
     cost_measured: bool
 
 
+# Every /metrics scrape asks again for the same inputs until the next decode window arrives;
+# the answer (60 bisection steps, then a scan of candidate counts) is a pure function of them.
+@functools.lru_cache(maxsize=64)
 def assess(accept_length: float, num_draft_tokens: int, speedup: float | None = None) -> Assessment:
     """Break-even verdict for ``num_draft_tokens`` given the observed accept length and speedup.
 

@@ -24,10 +24,20 @@ WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 class _ThreadingServer(ThreadingMixIn, WSGIServer):
     daemon_threads = True
     allow_reuse_address = True
+    # socketserver's default backlog of 5 drops the SYNs of a burst of concurrent scrapers,
+    # which then retry a whole second later.
+    request_queue_size = 64
 
 
 class _QuietHandler(WSGIRequestHandler):
-    """No access log: scrapers hit us every few seconds and stderr is for problems."""
+    """No access log: scrapers hit us every few seconds and stderr is for problems.
+
+    The status line, headers and body go out in one buffered send, without Nagle's delay: as
+    separate small unbuffered writes they could wait on the scraper's delayed ACK (~40 ms).
+    """
+
+    disable_nagle_algorithm = True
+    wbufsize = 1 << 16
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -50,7 +60,7 @@ def make_app(
     guard: Callable[[WSGIApp], WSGIApp] | None = None,
 ) -> WSGIApp:
     """Route the three paths; ``guard`` (basic auth) wraps all but ``/healthz``."""
-    metrics = make_wsgi_app(registry)
+    metrics = CoalescedScrapes(make_wsgi_app(registry))
     page = landing_page(target_names)
 
     def pages(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
@@ -72,6 +82,47 @@ def make_app(
         return protected(environ, start_response)
 
     return app
+
+
+class CoalescedScrapes:
+    """Concurrent identical scrapes share one render, never one that began before they arrived.
+
+    Renders are Python and hold the GIL, so ten scrapers arriving together would queue ten
+    identical renders one after another. Here a request that finds a render running waits for
+    the next one to start and takes its result: no body is older than its request, so a window
+    that went stale is hidden exactly as with a render of its own.
+    """
+
+    def __init__(self, app: WSGIApp) -> None:
+        self._app = app
+        self._lock = threading.Lock()  # held while rendering
+        self._started = 0  # renders begun so far
+        # The newest render: (its number, request key, status, headers, body).
+        self._last: tuple[int, tuple[str, ...], str, list[tuple[str, str]], bytes] | None = None
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        # What the body depends on besides the metrics: format, compression, name[] filter.
+        key = tuple(
+            environ.get(name) or ""
+            for name in ("REQUEST_METHOD", "HTTP_ACCEPT", "HTTP_ACCEPT_ENCODING", "QUERY_STRING")
+        )
+        begun_before = self._started
+        with self._lock:
+            last = self._last
+            if last is None or last[0] <= begun_before or last[1] != key:
+                self._started += 1
+                last = self._last = (self._started, key, *self._render(environ))
+        start_response(last[2], last[3])
+        return [last[4]]
+
+    def _render(self, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
+        response: list[Any] = []
+
+        def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> None:
+            response[:] = [status, headers]
+
+        body = b"".join(self._app(environ, capture))
+        return response[0], response[1], body
 
 
 class WebServer:

@@ -1,0 +1,88 @@
+"""The HTTP side under concurrent scrapes, over real loopback HTTP."""
+
+from __future__ import annotations
+
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from exporter.web import WebServer, make_app
+
+
+class NumberedRenders(Collector):
+    """Each render is slow and exports its own sequence number."""
+
+    def __init__(self, seconds: float) -> None:
+        self.started = 0
+        self._seconds = seconds
+        self._lock = threading.Lock()
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        with self._lock:
+            self.started += 1
+            number = self.started
+        time.sleep(self._seconds)
+        yield GaugeMetricFamily("render_number", "Which render produced this body.", number)
+
+
+def serve(collector: Collector) -> WebServer:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    server = WebServer("127.0.0.1", 0, make_app(registry, ["node-a"]))
+    server.start()
+    return server
+
+
+def fetch(port: int, accept: str | None = None) -> tuple[str, str]:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics")
+    if accept:
+        request.add_header("Accept", accept)
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return response.headers["Content-Type"], response.read().decode()
+
+
+def served_number(body: str) -> int:
+    line = next(x for x in body.splitlines() if x.startswith("render_number "))
+    return int(float(line.split()[1]))
+
+
+def test_concurrent_scrapes_share_renders_but_never_one_begun_before_they_arrived() -> None:
+    collector = NumberedRenders(seconds=0.05)
+    server = serve(collector)
+    seen: list[tuple[int, int]] = []
+
+    def scrape() -> None:
+        begun_before = collector.started
+        seen.append((begun_before, served_number(fetch(server.port)[1])))
+
+    try:
+        threads = [threading.Thread(target=scrape) for _ in range(10)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        server.stop()
+    assert len(seen) == 10
+    assert all(served > begun_before for begun_before, served in seen), seen
+    assert collector.started < 10  # renders were shared
+
+
+def test_scrapes_asking_for_different_formats_get_their_own_render() -> None:
+    collector = NumberedRenders(seconds=0)
+    server = serve(collector)
+    try:
+        plain_type, plain = fetch(server.port)
+        open_type, open_metrics = fetch(server.port, "application/openmetrics-text; version=1.0.0")
+        again_type, again = fetch(server.port)
+    finally:
+        server.stop()
+    assert plain_type.startswith("text/plain") and again_type.startswith("text/plain")
+    assert open_type.startswith("application/openmetrics-text")
+    assert open_metrics.rstrip().endswith("# EOF") and "# EOF" not in plain
+    assert [served_number(b) for b in (plain, open_metrics, again)] == [1, 2, 3]
