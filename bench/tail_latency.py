@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import argparse
 import random
-import statistics
 import tempfile
 import threading
 import time
 from pathlib import Path
+
+from benchlib import percentile
 
 from exporter.tail import FileTailer, WakeupObserver
 
@@ -55,10 +56,6 @@ def write_lines(path: Path, count: int, rate: float, rng: random.Random) -> dict
             written[seq] = time.perf_counter()
             log.write(line.encode())
     return written
-
-
-def percentile(values: list[float], share: float) -> float:
-    return statistics.quantiles(values, n=1000, method="inclusive")[round(share * 1000) - 1]
 
 
 def measure(args: argparse.Namespace) -> None:

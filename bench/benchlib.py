@@ -1,0 +1,83 @@
+"""Helpers the bench scripts share: a real ``specwatch run`` daemon, HTTP, /proc, percentiles.
+
+Everything is measured from outside the daemon process, as an operator would see it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+SPECWATCH = [sys.executable, "-m", "exporter"]
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def fetch(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return resp.read()
+
+
+def wait_healthy(port: int, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            fetch(f"http://127.0.0.1:{port}/healthz")
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit("daemon did not become healthy")
+
+
+@contextmanager
+def running(args: list[str]) -> Iterator[subprocess.Popen[bytes]]:
+    """A ``specwatch`` subcommand running for the block, stopped with SIGTERM afterwards."""
+    proc = subprocess.Popen([*SPECWATCH, *args])
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=10)
+
+
+@contextmanager
+def daemon(log: Path, *flags: str) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """``specwatch run`` on ``log`` with a free loopback port, healthy when the block starts."""
+    port = free_port()
+    args = ["run", "--log-file", str(log), "--listen", f"127.0.0.1:{port}", *flags]
+    with running(args) as proc:
+        wait_healthy(port)
+        yield proc, port
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+
+
+def memory_kib(pid: int, key: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise KeyError(key)
+
+
+def percentile(values: list[float], share: float) -> float:
+    """The ``share`` quantile (0..1) by the nearest-rank method."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
