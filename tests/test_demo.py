@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.demo import Narrator, read_metrics
+from exporter.demo.narrator import Narrator, read_metrics
 from exporter.engines.sglang import parse_stats
 from exporter.record import StatsRecord
 from exporter.simulate import SCENARIOS, events

@@ -1,0 +1,91 @@
+"""Command lines and config files for the demo's Prometheus and Alertmanager.
+
+Both are told to act within seconds (1 s scrapes, ``DEMO_FOR`` on every rule), since a
+newcomer watches the demo for minutes, not the hours an on-call rotation allows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from exporter.demo.loopback import Ports
+
+REPO = Path(__file__).resolve().parents[2]
+RULES = REPO / "alerts" / "specwatch-rules.yaml"
+DEMO_FOR = "10s"  # the shipped rules wait minutes before firing; the demo cannot
+PROMETHEUS_JOB = "specwatch"  # the job name the shipped rules select
+
+
+def alertmanager_argv(binary: str, workdir: Path, ports: Ports) -> list[str]:
+    """Every notification goes to the demo's webhook, grouped per alert and target."""
+    config = {
+        "route": {
+            "receiver": "demo",
+            "group_by": ["alertname", "target"],
+            "group_wait": "1s",
+            "group_interval": "2s",
+            "repeat_interval": "1h",
+        },
+        "receivers": [
+            {
+                "name": "demo",
+                "webhook_configs": [
+                    {"url": f"http://127.0.0.1:{ports.webhook}/", "send_resolved": True}
+                ],
+            }
+        ],
+    }
+    return [
+        binary,
+        f"--config.file={_config_file(workdir / 'alertmanager.yml', config)}",
+        f"--storage.path={workdir / 'alertmanager-data'}",
+        f"--web.listen-address=127.0.0.1:{ports.alertmanager}",
+        "--cluster.listen-address=",
+    ]
+
+
+def prometheus_argv(binary: str, workdir: Path, ports: Ports) -> list[str]:
+    """Scrape the exporter under the shipped rules' job name, alert to the demo's Alertmanager."""
+    rules = workdir / "specwatch-rules.yaml"
+    demo_rules(rules)
+    config = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(rules)],
+        "alerting": {
+            "alertmanagers": [
+                {"static_configs": [{"targets": [f"127.0.0.1:{ports.alertmanager}"]}]}
+            ]
+        },
+        "scrape_configs": [
+            {
+                "job_name": PROMETHEUS_JOB,
+                "static_configs": [{"targets": [f"127.0.0.1:{ports.exporter}"]}],
+            }
+        ],
+    }
+    return [
+        binary,
+        f"--config.file={_config_file(workdir / 'prometheus.yml', config)}",
+        f"--storage.tsdb.path={workdir / 'prometheus-data'}",
+        f"--web.listen-address=127.0.0.1:{ports.prometheus}",
+        "--rules.alert.resend-delay=2s",
+    ]
+
+
+def demo_rules(target: Path) -> None:
+    """The project's rules with every ``for``/``keep_firing_for`` shortened to ``DEMO_FOR``."""
+    rules = yaml.safe_load(RULES.read_text())
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            for key in ("for", "keep_firing_for"):
+                if key in rule:
+                    rule[key] = DEMO_FOR
+    target.write_text(yaml.safe_dump(rules, sort_keys=False))
+
+
+def _config_file(path: Path, config: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump(config))
+    return path
