@@ -58,15 +58,6 @@ class ServerConfig:
         known = {f.name: getattr(newer, f.name) for f in fields(newer)}
         return replace(self, **{k: v for k, v in known.items() if v is not None})
 
-    def is_eagle3_draft(self) -> bool:
-        """The draft is an EAGLE-3 model: its class ends in ``Eagle3`` or it has ``eagle_config``.
-
-        ``eagle_config`` alone is enough because some EAGLE-3 drafts ship with a plain
-        ``LlamaForCausalLM`` architecture that SGLang rewrites at load time.
-        """
-        arch = self.draft_architecture or ""
-        return arch.endswith("Eagle3") or bool(self.draft_has_eagle_config)
-
     def to_json_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 

@@ -67,7 +67,6 @@ class UpstreamValues:
     """SGLang's current gauges, normalised; ``None`` where the server does not export one."""
 
     accept_length: float | None = None
-    reported_accept_rate: float | None = None  # SGLang's own rate; its meaning varies by version
     running_requests: float | None = None
     queued_requests: float | None = None
     gen_throughput: float | None = None
@@ -214,7 +213,6 @@ def metric_values(
     spec = {} if running == 0 else samples  # idle: the spec gauges hold an old window
     values = UpstreamValues(
         accept_length=_spec_value(spec.get("sglang_spec_accept_length", [])),
-        reported_accept_rate=_spec_value(spec.get("sglang_spec_accept_rate", [])),
         running_requests=running,
         queued_requests=_values(samples.get("sglang_num_queue_reqs", []), sum),
         gen_throughput=_values(samples.get("sglang_gen_throughput", []), sum),

@@ -6,8 +6,6 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
-Labels = dict[str, str]
-
 
 class Scrape:
     """Samples of one exposition, looked up by name and a subset of labels."""

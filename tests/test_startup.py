@@ -22,6 +22,7 @@ from exporter.engines.sglang_startup import (
     parse_event,
     parse_server_args,
 )
+from exporter.findings import eagle3_draft_evidence
 from exporter.server_config import (
     ConfigTracker,
     DraftConfigError,
@@ -254,7 +255,7 @@ def test_draft_config_folder_or_file(tmp_path: Path) -> None:
         assert config.draft_architecture == "LlamaForCausalLMEagle3"
         assert config.draft_has_eagle_config is True
         assert config.draft_vocab_size == 32000
-        assert config.is_eagle3_draft()
+        assert eagle3_draft_evidence(config) is not None
 
 
 def test_plain_architecture_with_eagle_config_is_an_eagle3_draft(tmp_path: Path) -> None:
@@ -263,7 +264,7 @@ def test_plain_architecture_with_eagle_config_is_an_eagle3_draft(tmp_path: Path)
     (folder / "config.json").write_text(
         json.dumps({"architectures": ["LlamaForCausalLM"], "eagle_config": {}})
     )
-    assert from_draft_config(folder).is_eagle3_draft()
+    assert "eagle_config" in (eagle3_draft_evidence(from_draft_config(folder)) or "")
 
 
 @pytest.mark.parametrize(

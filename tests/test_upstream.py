@@ -164,7 +164,6 @@ def test_healthy_server_values_in_both_name_spellings(sglang: FakeSGLang, sep: s
     assert values.gen_throughput == pytest.approx(1201.0)
     assert values.token_usage == pytest.approx(0.35)  # the fullest rank
     assert values.accept_length == pytest.approx(2.44)
-    assert values.reported_accept_rate == pytest.approx(0.6)
     assert values.cuda_graph_share is None  # needs two scrapes
     assert snap.metrics_endpoint == "ok"
     assert snap.errors == {}
@@ -214,7 +213,6 @@ def test_non_speculative_server_zero_gauges_are_absent(sglang: FakeSGLang) -> No
     snap = scraper(sglang).scrape_once()
     assert snap.values is not None
     assert snap.values.accept_length is None
-    assert snap.values.reported_accept_rate is None
 
 
 def test_secrets_of_server_info_are_nowhere_in_the_snapshot(sglang: FakeSGLang) -> None:
@@ -367,7 +365,6 @@ def test_idle_server_spec_gauges_are_not_shown_as_current(sglang: FakeSGLang) ->
     assert snap.values is not None
     assert snap.values.running_requests == 0 and snap.values.gen_throughput == 0
     assert snap.values.accept_length is None
-    assert snap.values.reported_accept_rate is None
 
 
 def test_unreadable_token_file_is_a_counted_failure_not_a_crash(
