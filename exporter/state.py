@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from exporter.engines.sglang import Prefix
 from exporter.engines.sglang_startup import ServerArgsEvent, parse_event
-from exporter.findings import Evidence
+from exporter.evidence import Evidence
 from exporter.record import StatsRecord
 from exporter.server_config import ConfigTracker
 

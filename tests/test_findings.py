@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from exporter.commands.doctor import read_log
+from exporter.evidence import Evidence
 from exporter.findings import (
     SEVERITIES,
-    Evidence,
     Observations,
     Window,
     drafts_only_accept_rate,

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from exporter.baseline import Baseline
 from exporter.record import StatsRecord
+from exporter.report.builder import ReportBuilder
 from exporter.report.series import Downsampler
-from exporter.report.summary import ReportBuilder
 
 
 def decode(

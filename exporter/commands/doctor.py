@@ -17,7 +17,8 @@ from typing import Any
 from exporter.cli import UsageError
 from exporter.engines.sglang import Prefix
 from exporter.engines.sglang_startup import ServerArgsEvent, parse_event
-from exporter.findings import CRITICAL, WARNING, Evidence, Finding, Window, evaluate
+from exporter.evidence import Evidence
+from exporter.findings import CRITICAL, WARNING, Finding, Window, evaluate
 from exporter.pipeline import LineProcessor, iter_line_batches
 from exporter.record import StatsRecord
 from exporter.server_config import (

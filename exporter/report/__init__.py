@@ -1,8 +1,9 @@
 """``specwatch report``: what a log says about speculation, after the fact.
 
 The tool an engineer runs after a benchmark instead of grepping the log: one streaming pass
-(:mod:`.reader`) folds records into a :class:`~.summary.Report`, rendered for the terminal
-(:mod:`.text`), as JSON, or as a page with charts (:mod:`.html`, optional extra).
+(:mod:`.reader`) through a :class:`~.builder.ReportBuilder` folds records into a
+:class:`~.summary.Report`, rendered for the terminal (:mod:`.text`), as JSON, or as a page
+with charts (:mod:`.html`, optional extra).
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from exporter.baseline import Baseline
+from exporter.report.builder import ReportBuilder
 from exporter.report.reader import Progress, read_logs
-from exporter.report.summary import Report, ReportBuilder
+from exporter.report.summary import Report
 
 
 def build_report(

@@ -1,0 +1,72 @@
+"""The evidence findings rest on: a bounded memory of recent stats records.
+
+The daemon, ``specwatch doctor`` and ``specwatch report`` each feed one :class:`Evidence`
+per server run from a live tail or a file read once; it turns into the plain
+:class:`~exporter.findings.Observations` that :func:`~exporter.findings.evaluate` judges.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Any
+
+from exporter.findings import Observations, Window
+from exporter.record import StatsRecord
+from exporter.server_config import ServerConfig
+
+
+class Evidence:
+    """Bounded memory of recent stats records, turned into :class:`Observations` on demand.
+
+    Keeps only the last ``max_windows`` decode windows and the last ``max_lines`` recognised /
+    unrecognised outcomes, so a long-running daemon's findings follow the present (a format
+    drift that stopped, a drafter that recovered) and memory stays flat. Times are seconds on
+    any one clock: wall clock in the daemon, log timestamps offline.
+    """
+
+    def __init__(self, started_at: float | None = None, max_windows: int = 20) -> None:
+        self._lock = threading.Lock()
+        self._windows: deque[Window] = deque(maxlen=max_windows)
+        self._outcomes: deque[bool] = deque(maxlen=10 * max_windows)
+        self._started_at = started_at
+        self._last_decode_at: float | None = None
+        self._silent_prefills = 0
+
+    def add_record(self, record: StatsRecord, at: float) -> None:
+        """Count one recognised stats record seen at ``at``."""
+        with self._lock:
+            if self._started_at is None:
+                self._started_at = at
+            self._outcomes.append(True)
+            if record.kind == "decode":
+                self._windows.append(Window.from_record(record))
+                self._last_decode_at = at
+                self._silent_prefills = 0
+            elif not _is_probe(record):
+                self._silent_prefills += 1
+
+    def add_unrecognized(self) -> None:
+        with self._lock:
+            self._outcomes.append(False)
+
+    def observations(self, config: ServerConfig, now: float, **upstream: Any) -> Observations:
+        """Inputs for :func:`evaluate` as of ``now``; ``upstream`` adds ``metrics_endpoint``,
+        ``cuda_graph_share`` and ``upstream_busy`` from a scrape."""
+        with self._lock:
+            since = self._last_decode_at or self._started_at
+            return Observations(
+                config=config,
+                windows=tuple(self._windows),
+                log_watched=self._started_at is not None,
+                prefills_without_decode=self._silent_prefills,
+                seconds_without_decode=0.0 if since is None else max(0.0, now - since),
+                stats_lines=len(self._outcomes),
+                unrecognized_lines=self._outcomes.count(False),
+                **upstream,
+            )
+
+
+def _is_probe(record: StatsRecord) -> bool:
+    """Health checks and warm-up prefill one token; they are not user traffic."""
+    return record.new_tokens is not None and record.new_tokens <= 1
