@@ -7,6 +7,7 @@ report and the simulator's round-trip tests agree without knowing any log format
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 
@@ -45,6 +46,20 @@ class StatsRecord:
         for key, value in extra.items():
             data.setdefault(key, value)
         return data
+
+
+def logged_seconds(time: str | None) -> float | None:
+    """Seconds of a logged local time, read as UTC whatever the zone it was logged in.
+
+    Only differences between a log's own times are used, and UTC has no daylight-saving jump
+    to fake an hour of silence (or a negative one) in them.
+    """
+    if not time:
+        return None
+    try:
+        return datetime.fromisoformat(time).replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return None
 
 
 class Unrecognized:

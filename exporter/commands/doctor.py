@@ -11,7 +11,6 @@ import argparse
 import json
 import sys
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from typing import Any
 
 from exporter.cli import UsageError
@@ -20,7 +19,7 @@ from exporter.engines.sglang_startup import ServerArgsEvent, parse_event
 from exporter.evidence import Evidence
 from exporter.findings import CRITICAL, WARNING, Finding, Window, evaluate
 from exporter.pipeline import LineProcessor, iter_line_batches
-from exporter.record import StatsRecord
+from exporter.record import StatsRecord, logged_seconds
 from exporter.server_config import (
     ConfigTracker,
     DraftConfigError,
@@ -59,7 +58,7 @@ class _LogSink:
         self.records = 0
 
     def _seen(self, iso_time: str | None) -> float:
-        at = _log_seconds(iso_time)
+        at = logged_seconds(iso_time)
         if at is None:
             at = self.newest or 0.0
         self.newest = at if self.newest is None else max(self.newest, at)
@@ -85,16 +84,6 @@ class _LogSink:
             self.evidence = Evidence()  # a restart: windows of the old run describe old flags
         if event is not None:
             self.tracker.observe(event, (prefix.dp_rank, prefix.tp_rank))
-
-
-def _log_seconds(iso_time: str | None) -> float | None:
-    """Seconds of a logged local time; only differences matter, so the zone does not."""
-    if not iso_time:
-        return None
-    try:
-        return datetime.fromisoformat(iso_time).timestamp()
-    except ValueError:
-        return None
 
 
 def read_log(path: str) -> _LogSink:

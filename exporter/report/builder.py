@@ -11,7 +11,6 @@ import math
 import random
 from collections import Counter
 from dataclasses import replace
-from datetime import datetime, timezone
 
 from exporter.baseline import Baseline
 from exporter.breakeven import Assessment, assess
@@ -19,7 +18,7 @@ from exporter.engines.sglang import Prefix
 from exporter.engines.sglang_startup import ServerArgsEvent, parse_event
 from exporter.evidence import Evidence
 from exporter.findings import Finding, Window, evaluate
-from exporter.record import StatsRecord
+from exporter.record import StatsRecord, logged_seconds
 from exporter.report.series import Downsampler
 from exporter.report.summary import COLLAPSED_ACCEPT_LENGTH, AcceptStats, BandStats, Report
 from exporter.server_config import ConfigTracker, ServerConfig
@@ -173,19 +172,22 @@ class ReportBuilder:
         event = parse_event(prefix.message)
         if isinstance(event, ServerArgsEvent):
             self._server_starts += 1
-            self._run = _LatestRun(_seconds(prefix.time))
+            self._run = _LatestRun(logged_seconds(prefix.time))
         if event is not None:
             self._tracker.observe(event, rank=(prefix.dp_rank, prefix.tp_rank))
 
     # Folding ------------------------------------------------------------------------------
     def _place(self, time: str | None) -> float | None:
-        """Seconds of a logged local time (treated as UTC: only differences matter)."""
+        """Seconds of a record's time, also kept as the log's first and last time seen.
+
+        Prefill and decode lines often share a second, so the last conversion is reused.
+        """
         if time is None:
             return None
         if time == self._last_time_text:  # prefill and decode lines often share a second
             at = self._last_at
         else:
-            at = _seconds(time)
+            at = logged_seconds(time)
             if at is None:
                 return None
             self._last_time_text, self._last_at = time, at
@@ -248,16 +250,6 @@ class ReportBuilder:
             findings=tuple(self._run.findings(config, self.last_time or 0.0)),
             series=tuple(self._series.points()),
         )
-
-
-def _seconds(time: str | None) -> float | None:
-    """Seconds of a logged local time (treated as UTC: only differences matter)."""
-    if time is None:
-        return None
-    try:
-        return datetime.fromisoformat(time).replace(tzinfo=timezone.utc).timestamp()
-    except ValueError:
-        return None
 
 
 def _band_index(running: int) -> int:
