@@ -42,12 +42,18 @@ class Daemon:
         self.registry = CollectorRegistry(auto_describe=False)
         for extra in (ProcessCollector, PlatformCollector, GCCollector):
             extra(registry=self.registry)
-        self.registry.register(SpecwatchCollector(self.targets, config.stale_after))
+        collector = SpecwatchCollector(self.targets, config.stale_after)
+        self.registry.register(collector)
         self._observer = WakeupObserver()
         self._sources: list[Source] = list(self._build_sources())
         host, port = parse_listen(config.listen)
         web = load_web_config(config.web_config) if config.web_config else None
-        app = make_app(self.registry, [t.name for t in self.targets], web.guard if web else None)
+        app = make_app(
+            self.registry,
+            [t.name for t in self.targets],
+            web.guard if web else None,
+            content=lambda: list(collector.collect()),
+        )
         self.web = WebServer(host, port, app, web.wrap_socket if web else None)
 
     def _build_sources(self) -> Iterator[Source]:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import html
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -58,9 +60,13 @@ def make_app(
     registry: CollectorRegistry,
     target_names: Sequence[str],
     guard: Callable[[WSGIApp], WSGIApp] | None = None,
+    content: Callable[[], object] | None = None,
 ) -> WSGIApp:
-    """Route the three paths; ``guard`` (basic auth) wraps all but ``/healthz``."""
-    metrics = CoalescedScrapes(make_wsgi_app(registry))
+    """Route the three paths; ``guard`` (basic auth) wraps all but ``/healthz``.
+
+    ``content`` tells whether a /metrics body may be reused (see CoalescedScrapes).
+    """
+    metrics = CoalescedScrapes(make_wsgi_app(registry), content)
     page = landing_page(target_names)
 
     def pages(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
@@ -84,36 +90,66 @@ def make_app(
     return app
 
 
+# How old a reused /metrics body may be: only process self-metrics (CPU seconds, memory, GC
+# counts) can age that much, every specwatch value is checked on each request.
+MAX_REUSE_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class _Render:
+    number: int  # renders begun before this one, plus one
+    request: tuple[str, ...]  # what the body depends on besides the metrics
+    content: object  # what ``content()`` returned just before this render began
+    at: float  # monotonic time this render began
+    status: str
+    headers: list[tuple[str, str]]
+    body: bytes
+
+
 class CoalescedScrapes:
-    """Concurrent identical scrapes share one render, never one that began before they arrived.
+    """Scrapes share a render while nothing it shows has changed, and never an outdated one.
 
     Renders are Python and hold the GIL, so ten scrapers arriving together would queue ten
-    identical renders one after another. Here a request that finds a render running waits for
-    the next one to start and takes its result: no body is older than its request, so a window
-    that went stale is hidden exactly as with a render of its own.
+    identical renders. A request may take the newest body when that render began after the
+    request arrived (it waited for it anyway), or when ``content()``, which recomputes every
+    specwatch value and is much cheaper than formatting them, still returns what it did for
+    that render, within MAX_REUSE_SECONDS. Either way a window that went stale vanishes at
+    once, as with a render of its own.
     """
 
-    def __init__(self, app: WSGIApp) -> None:
+    def __init__(self, app: WSGIApp, content: Callable[[], object] | None = None) -> None:
         self._app = app
+        self._content = content
         self._lock = threading.Lock()  # held while rendering
         self._started = 0  # renders begun so far
-        # The newest render: (its number, request key, status, headers, body).
-        self._last: tuple[int, tuple[str, ...], str, list[tuple[str, str]], bytes] | None = None
+        self._last: _Render | None = None
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        # What the body depends on besides the metrics: format, compression, name[] filter.
-        key = tuple(
+        # Format, compression and the name[] filter decide the body besides the metrics.
+        request = tuple(
             environ.get(name) or ""
             for name in ("REQUEST_METHOD", "HTTP_ACCEPT", "HTTP_ACCEPT_ENCODING", "QUERY_STRING")
         )
         begun_before = self._started
         with self._lock:
             last = self._last
-            if last is None or last[0] <= begun_before or last[1] != key:
+            content = self._content() if self._content is not None else None
+            if (
+                last is None
+                or last.request != request
+                or not (last.number > begun_before or self._unchanged(last, content))
+            ):
                 self._started += 1
-                last = self._last = (self._started, key, *self._render(environ))
-        start_response(last[2], last[3])
-        return [last[4]]
+                at = time.monotonic()
+                last = self._last = _Render(
+                    self._started, request, content, at, *self._render(environ)
+                )
+        start_response(last.status, last.headers)
+        return [last.body]
+
+    def _unchanged(self, last: _Render, content: object) -> bool:
+        young = time.monotonic() - last.at < MAX_REUSE_SECONDS
+        return young and content is not None and content == last.content
 
     def _render(self, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
         response: list[Any] = []

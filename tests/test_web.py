@@ -5,13 +5,18 @@ from __future__ import annotations
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
+import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from exporter import web
 from exporter.web import WebServer, make_app
+from tests.daemon import append, decode_line, run_daemon
+from tests.metrics import Scrape
 
 
 class NumberedRenders(Collector):
@@ -30,10 +35,10 @@ class NumberedRenders(Collector):
         yield GaugeMetricFamily("render_number", "Which render produced this body.", number)
 
 
-def serve(collector: Collector) -> WebServer:
+def serve(collector: Collector, content: Callable[[], object] | None = None) -> WebServer:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
-    server = WebServer("127.0.0.1", 0, make_app(registry, ["node-a"]))
+    server = WebServer("127.0.0.1", 0, make_app(registry, ["node-a"], content=content))
     server.start()
     return server
 
@@ -86,3 +91,44 @@ def test_scrapes_asking_for_different_formats_get_their_own_render() -> None:
     assert open_type.startswith("application/openmetrics-text")
     assert open_metrics.rstrip().endswith("# EOF") and "# EOF" not in plain
     assert [served_number(b) for b in (plain, open_metrics, again)] == [1, 2, 3]
+
+
+def test_a_body_is_reused_only_while_its_content_is_unchanged_and_young(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    collector, content = NumberedRenders(seconds=0), {"version": 1}
+    server = serve(collector, lambda: dict(content))
+    try:
+        numbers = [served_number(fetch(server.port)[1]) for _ in range(3)]
+        content["version"] = 2
+        numbers.append(served_number(fetch(server.port)[1]))
+        monkeypatch.setattr(web, "MAX_REUSE_SECONDS", 0.0)
+        numbers.append(served_number(fetch(server.port)[1]))
+    finally:
+        server.stop()
+    assert numbers == [1, 1, 1, 2, 3]
+
+
+def test_scrapes_back_to_back_never_show_a_window_past_stale_after(
+    tmp_path: Path, port: int
+) -> None:
+    """Reused bodies included: each scrape that shows the window was sent before it went stale."""
+    log = tmp_path / "server.log"
+    log.touch()
+    stale_after = 1.0
+    with run_daemon(["--log-file", str(log), "--stale-after", str(stale_after)], port) as d:
+        append(log, decode_line(2.5))
+        shown, sent_after_stale = [], 0
+        deadline = time.time() + 10
+        while time.time() < deadline and sent_after_stale < 50:
+            sent = time.time()
+            s: Scrape = d.scrape()
+            last = s.value("specwatch_last_decode_timestamp_seconds")
+            if last is None:
+                continue
+            if s.value("specwatch_accept_length") is not None:
+                shown.append((sent, last))
+            elif sent > last + stale_after:
+                sent_after_stale += 1
+    assert shown and sent_after_stale == 50
+    assert all(sent < last + stale_after for sent, last in shown)
