@@ -51,8 +51,10 @@ def test_rank_parts_are_read_by_name_in_any_order(
     assert (prefix.dp_rank, prefix.tp_rank) == (dp, tp)
 
 
-def test_ray_actor_tag_before_the_prefix_is_accepted() -> None:
-    line = "(SGLangEngine pid=41820) [2026-03-22 13:53:37 TP0] Decode batch, #running-req: 4"
+@pytest.mark.parametrize("tag", ["(SGLangEngine pid=41820)", "(pid=41820)"])
+def test_ray_actor_tag_before_the_prefix_is_accepted(tag: str) -> None:
+    # Ray names the actor when there is one; output of a plain task carries only its pid.
+    line = f"{tag} [2026-03-22 13:53:37 TP0] Decode batch, #running-req: 4"
     prefix = split_prefix(line)
     assert prefix is not None
     assert prefix.time == "2026-03-22T13:53:37"

@@ -38,7 +38,7 @@ EVENT_MARKERS: tuple[bytes, ...] = (
 # matched generically (DP, PP, ATTN_CP, MOE_DP, TP, EP so far) so a new parallelism kind or a
 # reordering in a future release still parses.
 _PREFIX = re.compile(
-    r"(?:\([^()\s]+ pid=\d+(?:, ip=[^()\s]*)?\) )?"
+    r"(?:\((?:[^()\s]+ )?pid=\d+(?:, ip=[^()\s]*)?\) )?"
     r"\[(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:[.,](\d{1,6}))?((?: [A-Z][A-Z_]*\d+)*)\] ?"
 )
 _RANK = re.compile(r" ([A-Z][A-Z_]*?)(\d+)")
