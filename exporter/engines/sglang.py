@@ -27,11 +27,8 @@ EVENT_MARKERS: tuple[bytes, ...] = (
     b"server_args=",
     b"Load weight end.",
     b"max_total_num_tokens=",
-    b"Capture cuda graph",
-    b"Capture draft cuda graph",
     b"fired up and ready",
     b"Max running requests is reset",
-    b"KV cache pool is full",
 )
 
 # Optional Ray actor tag, then "[YYYY-MM-DD HH:MM:SS(.mmm)? RANK...] message". Rank names are

@@ -74,16 +74,7 @@ class WeightsLoaded:
 class MemoryPlan:
     """``max_total_num_tokens=..., max_running_requests=N, ...`` from TP rank 0."""
 
-    max_total_num_tokens: int | None
     max_running_requests: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class GraphCapture:
-    """``Capture [draft [extend ]]cuda graph begin|end|failed``."""
-
-    draft: bool
-    phase: str  # "begin" | "end" | "failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,23 +89,11 @@ class ServerReady:
     """``The server is fired up and ready to roll!``."""
 
 
-@dataclass(frozen=True, slots=True)
-class KvPoolFull:
-    """``KV cache pool is full. Retract requests. #retracted_reqs: N``."""
-
-    retracted: int | None
-
-
-StartupEvent = (
-    ServerArgsEvent | WeightsLoaded | MemoryPlan | GraphCapture | MaxRunningReset | ServerReady
-)
-Event = StartupEvent | KvPoolFull
+Event = ServerArgsEvent | WeightsLoaded | MemoryPlan | MaxRunningReset | ServerReady
 
 _WEIGHTS = re.compile(r"Load weight end\..*?\btype=([A-Za-z_][A-Za-z0-9_]*)")
-_CAPTURE = re.compile(r"Capture (draft )?(?:extend )?cuda graph (begin|end|failed)")
 _INT_FIELD = r"\b{}=(\d+)"
 _RESET = re.compile(r"Max running requests is reset to (\d+)")
-_RETRACTED = re.compile(r"#retracted_reqs: (\d+)")
 
 
 def parse_event(message: str) -> Event | None:
@@ -125,20 +104,12 @@ def parse_event(message: str) -> Event | None:
         match = _WEIGHTS.search(message)
         return WeightsLoaded(match.group(1)) if match else None
     if "max_total_num_tokens=" in message:
-        return MemoryPlan(
-            _int_field(message, "max_total_num_tokens"), _int_field(message, "max_running_requests")
-        )
-    if "cuda graph" in message and "Capture" in message:
-        match = _CAPTURE.search(message)
-        return GraphCapture(bool(match.group(1)), match.group(2)) if match else None
+        return MemoryPlan(_int_field(message, "max_running_requests"))
     if "fired up and ready" in message:
         return ServerReady()
     if "Max running requests is reset" in message:
         match = _RESET.search(message)
         return MaxRunningReset(int(match.group(1))) if match else None
-    if "KV cache pool is full" in message:
-        match = _RETRACTED.search(message)
-        return KvPoolFull(int(match.group(1)) if match else None)
     return None
 
 
