@@ -102,7 +102,7 @@ class _Render:
     content: object  # what ``content()`` returned just before this render began
     at: float  # monotonic time this render began
     status: str
-    headers: list[tuple[str, str]]
+    headers: tuple[tuple[str, str], ...]
     body: bytes
 
 
@@ -144,21 +144,23 @@ class CoalescedScrapes:
                 last = self._last = _Render(
                     self._started, request, content, at, *self._render(environ)
                 )
-        start_response(last.status, last.headers)
+        # A list of its own: the server adds to the one it is given (wsgiref appends
+        # Content-Length) while other threads answer from the same render.
+        start_response(last.status, list(last.headers))
         return [last.body]
 
     def _unchanged(self, last: _Render, content: object) -> bool:
         young = time.monotonic() - last.at < MAX_REUSE_SECONDS
         return young and content is not None and content == last.content
 
-    def _render(self, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
+    def _render(self, environ: dict[str, Any]) -> tuple[str, tuple[tuple[str, str], ...], bytes]:
         response: list[Any] = []
 
         def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> None:
             response[:] = [status, headers]
 
         body = b"".join(self._app(environ, capture))
-        return response[0], response[1], body
+        return response[0], tuple(response[1]), body
 
 
 class WebServer:

@@ -109,6 +109,24 @@ def test_a_body_is_reused_only_while_its_content_is_unchanged_and_young(
     assert numbers == [1, 1, 1, 2, 3]
 
 
+def test_a_shared_render_gives_each_response_its_own_header_list() -> None:
+    """The server adds to the header list it is given (wsgiref appends Content-Length); a body
+    shared by threads answering at once must not share that list."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(NumberedRenders(seconds=0))
+    app = make_app(registry, ["node-a"], content=lambda: "unchanged")
+    given: list[list[tuple[str, str]]] = []
+
+    def start_response(status: str, headers: list[tuple[str, str]]) -> None:
+        given.append(headers)
+        headers.append(("Content-Length", "0"))
+
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/metrics", "QUERY_STRING": ""}
+    bodies = [b"".join(app(dict(environ), start_response)) for _ in range(2)]
+    assert served_number(bodies[0].decode()) == served_number(bodies[1].decode()) == 1
+    assert [h.count(("Content-Length", "0")) for h in given] == [1, 1]
+
+
 def test_scrapes_back_to_back_never_show_a_window_past_stale_after(
     tmp_path: Path, port: int
 ) -> None:
