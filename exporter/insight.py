@@ -95,8 +95,14 @@ def _sum(values: list[float | None]) -> float | None:
 def _speed(
     target: Target, tput: float | None, running: float | None
 ) -> tuple[float | None, float | None]:
-    """The baseline at ``running`` (1 when unknown) and the speedup against it."""
+    """The baseline at ``running`` (1 when unknown) and the speedup against it.
+
+    No speedup with nothing running: an idle server's 0 tok/s (SGLang's idle refresh of its
+    gauges) says nothing about how fast speculation decodes.
+    """
     if target.baseline is None:
         return None, None
     baseline = target.baseline.at(running if running is not None else 1)
-    return baseline, (tput / baseline if tput is not None and baseline > 0 else None)
+    if tput is None or running == 0 or baseline <= 0:
+        return baseline, None
+    return baseline, tput / baseline

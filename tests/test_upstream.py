@@ -356,11 +356,15 @@ def test_background_thread_never_blocks_readers(sglang: FakeSGLang) -> None:
         scrape.stop(timeout=3)
 
 
-def test_idle_server_spec_gauges_are_not_shown_as_current(sglang: FakeSGLang) -> None:
-    # SGLang's 30 s idle refresh zeroes running requests and throughput but leaves the spec
-    # gauges at the last decode window's values.
+def idle_exposition() -> str:
+    """The exposition after SGLang's 30 s idle refresh: running requests and throughput are 0,
+    the spec gauges still hold the last decode window's values."""
     body = exposition().replace('"} 31\n', '"} 0\n').replace('"} 30\n', '"} 0\n')
-    sglang.routes["/metrics"] = Route(body=body.replace(" 600.5\n", " 0\n").encode())
+    return body.replace(" 600.5\n", " 0\n")
+
+
+def test_idle_server_spec_gauges_are_not_shown_as_current(sglang: FakeSGLang) -> None:
+    sglang.routes["/metrics"] = Route(body=idle_exposition().encode())
     snap = scraper(sglang).scrape_once()
     assert snap.values is not None
     assert snap.values.running_requests == 0 and snap.values.gen_throughput == 0

@@ -16,7 +16,14 @@ from exporter.upstream import MAX_BODY_BYTES, REASONS
 from tests.conftest import free_port
 from tests.test_collector import Clock, render
 from tests.test_findings import decode
-from tests.test_upstream import FakeSGLang, Route, exposition, fake_sglang, server_info
+from tests.test_upstream import (
+    FakeSGLang,
+    Route,
+    exposition,
+    fake_sglang,
+    idle_exposition,
+    server_info,
+)
 
 FINDING = "specwatch_finding"
 WRONG_FLAG = "eagle3_draft_with_eagle_algorithm"
@@ -154,6 +161,19 @@ def test_speedup_from_upstream_gauges_when_there_is_no_log(server: FakeSGLang) -
     assert base == pytest.approx(1641.375)
     speedup = scrape.value("specwatch_speedup_ratio", target="sglang-0")
     assert speedup == pytest.approx(1201 / 1641.375)
+
+
+def test_idle_upstream_places_the_baseline_but_has_no_speedup(server: FakeSGLang) -> None:
+    # Nothing running generates 0 tok/s: that is idleness, not speculation being slow.
+    server.routes["/metrics"] = Route(body=idle_exposition().encode())
+    target = target_for(server.url, baseline={"curve": "1:82,48:1500,128:2370"})
+    assert target.upstream is not None
+    target.upstream.scrape_once()
+    scrape = render([target], live())
+    assert scrape.value("specwatch_gen_throughput_tokens_per_second", target="sglang-0") == 0
+    base = scrape.value("specwatch_baseline_gen_throughput_tokens_per_second", target="sglang-0")
+    assert base == 82
+    assert scrape.value("specwatch_speedup_ratio", target="sglang-0") is None
 
 
 def test_fresh_log_sets_the_speedup_not_the_upstream(server: FakeSGLang) -> None:
