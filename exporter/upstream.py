@@ -198,8 +198,9 @@ def metric_values(
 ) -> tuple[UpstreamValues, dict[str, float]]:
     """Gauges across all series (summed counts, averaged ratios) and the CUDA-graph share.
 
-    With no running request the accept gauges are left out: SGLang refreshes the other gauges
-    every 30 s while idle but not those, so they would show an old window as current.
+    The accept gauges of a rank with no running request are left out: SGLang refreshes the
+    other gauges every 30 s while idle but not those, so they would show an old window as
+    current (and, averaged with busy DP ranks, skew theirs).
 
     The share is the increase of ``cuda_graph_passes_total{mode="decode_cuda_graph"}`` over all
     decode modes since the previous scrape; ``None`` on the first scrape, when idle, or after a
@@ -209,11 +210,16 @@ def metric_values(
         labels.get("mode", ""): value
         for labels, value in samples.get("sglang_cuda_graph_passes_total", [])
     }
-    running = _values(samples.get("sglang_num_running_reqs", []), sum)
-    spec = {} if running == 0 else samples  # idle: the spec gauges hold an old window
+    running = samples.get("sglang_num_running_reqs", [])
+    idle = [labels for labels, value in running if value == 0]
+    accept = [
+        (labels, value)
+        for labels, value in samples.get("sglang_spec_accept_length", [])
+        if labels not in idle
+    ]
     values = UpstreamValues(
-        accept_length=_spec_value(spec.get("sglang_spec_accept_length", [])),
-        running_requests=running,
+        accept_length=_spec_value(accept),
+        running_requests=_values(running, sum),
         queued_requests=_values(samples.get("sglang_num_queue_reqs", []), sum),
         gen_throughput=_values(samples.get("sglang_gen_throughput", []), sum),
         token_usage=_values(samples.get("sglang_token_usage", []), max),

@@ -371,6 +371,16 @@ def test_idle_server_spec_gauges_are_not_shown_as_current(sglang: FakeSGLang) ->
     assert snap.values.accept_length is None
 
 
+def test_an_idle_dp_rank_does_not_skew_the_busy_ranks_accept_length(sglang: FakeSGLang) -> None:
+    # Rank 1 (30 running, accept length 2.47) went idle; rank 0 still decodes at 2.41.
+    body = exposition().replace('"} 30\n', '"} 0\n')
+    sglang.routes["/metrics"] = Route(body=body.encode())
+    snap = scraper(sglang).scrape_once()
+    assert snap.values is not None
+    assert snap.values.running_requests == 31
+    assert snap.values.accept_length == pytest.approx(2.41)
+
+
 def test_unreadable_token_file_is_a_counted_failure_not_a_crash(
     sglang: FakeSGLang, tmp_path: Path
 ) -> None:
