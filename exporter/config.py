@@ -159,7 +159,8 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
             continue
         suffix = var.removeprefix("SPECWATCH_")
         key = _ENV_ALIASES.get(suffix, suffix.lower())
-        if key not in known:
+        # An aliased key has one documented name: SPECWATCH_NAME is no second SPECWATCH_TARGET.
+        if key not in known or suffix.lower() in _ENV_ALIASES.values():
             raise ConfigError(f"{var}: unknown setting (known: {_env_names(known)})")
         out[key] = raw.split(os.pathsep) if key == "log_files" else raw
     return out

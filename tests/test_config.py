@@ -99,3 +99,10 @@ def test_invalid_yaml_and_missing_file_are_errors(tmp_path: Path) -> None:
 def test_nothing_to_watch_is_an_error() -> None:
     with pytest.raises(ConfigError, match="targets"):
         load_config(None, None, environ={})
+
+
+@pytest.mark.parametrize("var", ["SPECWATCH_NAME", "SPECWATCH_LOG_FILES"])
+def test_aliased_key_answers_only_to_its_documented_variable(var: str) -> None:
+    """SPECWATCH_TARGET and SPECWATCH_LOG_FILE are the names; the key's own spelling is a typo."""
+    with pytest.raises(ConfigError, match=var):
+        load_config(None, {"log_files": ["a"]}, environ={var: "x"})
