@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from exporter import __version__
 
 SPECWATCH = Path(sys.executable).with_name("specwatch")
@@ -32,3 +34,23 @@ def test_unknown_command_exits_2_on_one_line() -> None:
     result = run("serve")
     assert result.returncode == 2
     assert len(result.stderr.splitlines()) == 1 and "serve" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["simulate", "--scenario", "healthy", "--duration", "3600"],
+        ["parse", "LOG"],
+        ["parse", "--json", "LOG"],
+    ],
+)
+def test_a_reader_that_stops_early_is_not_an_error(tmp_path: Path, command: list[str]) -> None:
+    """`specwatch parse big.log | head`: exit 0, no complaint, whatever the command."""
+    log = tmp_path / "server.log"
+    run("simulate", "--scenario", "healthy", "--duration", "3600", "--out", str(log))
+    argv = [str(SPECWATCH), *(str(log) if arg == "LOG" else arg for arg in command)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline()
+    proc.stdout.close()  # the reader goes away with most of the output unread
+    _, stderr = proc.communicate(timeout=60)
+    assert (proc.returncode, stderr.decode()) == (0, "")

@@ -129,15 +129,6 @@ def _open_all(paths: list[str], stack: ExitStack) -> list[BinaryIO]:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        return _parse(args)
-    except BrokenPipeError:
-        # `specwatch parse big.log | head` is normal use, not an error.
-        sys.stderr.close()
-        return 0
-
-
-def _parse(args: argparse.Namespace) -> int:
     sink = _PrintingSink(sys.stdout, args.json)
     processor = LineProcessor(sink)
     with ExitStack() as stack:
@@ -149,6 +140,8 @@ def _parse(args: argparse.Namespace) -> int:
             try:
                 for batch in iter_line_batches(stream):
                     processor.process(batch)
+            except BrokenPipeError:
+                raise  # stdout's reader went away (`| head`); not a problem with this file
             except OSError as exc:
                 raise UsageError(f"cannot read {path}: {exc.strerror}") from None
     sys.stdout.flush()

@@ -9,7 +9,6 @@ end-to-end tests and the benchmarks tail.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -60,26 +59,21 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--rate and --speed both set the pace; give one of them")
     chosen = scenario(args.scenario)
     with _output(args.out) as out:
-        try:
-            if args.real_time or args.speed is not None or args.rate is not None:
-                speed = args.speed or 1.0
-                if args.rate is not None:
-                    speed = speed_for_rate(chosen, args.rate)
-                source = events(chosen, seed=args.seed, era=ERAS[args.format_version])
-                write_live(source, out, envelope=args.envelope, speed=speed, duration=args.duration)
-            else:
-                lines = generate(
-                    args.scenario,
-                    seed=args.seed,
-                    duration=args.duration or DEFAULT_DURATION,
-                    fmt=args.format_version,
-                    envelope=args.envelope,
-                )
-                out.writelines(line + "\n" for line in lines)
-        except BrokenPipeError:
-            # The reader (e.g. `| head`) has seen enough; that is not an error. Point stdout at
-            # /dev/null so the interpreter's final flush does not fail again.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        if args.real_time or args.speed is not None or args.rate is not None:
+            speed = args.speed or 1.0
+            if args.rate is not None:
+                speed = speed_for_rate(chosen, args.rate)
+            source = events(chosen, seed=args.seed, era=ERAS[args.format_version])
+            write_live(source, out, envelope=args.envelope, speed=speed, duration=args.duration)
+        else:
+            lines = generate(
+                args.scenario,
+                seed=args.seed,
+                duration=args.duration or DEFAULT_DURATION,
+                fmt=args.format_version,
+                envelope=args.envelope,
+            )
+            out.writelines(line + "\n" for line in lines)
     return 0
 
 
