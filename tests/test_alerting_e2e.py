@@ -350,6 +350,7 @@ def test_alertmanager_example_inhibits_symptoms_and_blind_spots(tmp_path: Path) 
         _alert("SpecwatchUpstreamDown", "warning", endpoint="server_info", **node_e),
         _alert("SpecDecodeStatsMissing", "warning", **node_e),  # server down: inhibited
         _alert("SpecDecodeSlowerThanBaseline", "warning", **node_e),  # likewise
+        _alert("SpecDecodeAcceptLengthCollapsed", "critical", **node_e),  # from the log: kept
     ]  # fmt: skip
     expected = {
         ("SpecDecodeAcceptLengthLow", "a:9477"),
