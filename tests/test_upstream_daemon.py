@@ -39,7 +39,9 @@ def test_slow_upstream_times_out_while_metrics_answer_fast(tmp_path: Path, port:
             labels = {"target": "sglang-0", "endpoint": "metrics", "reason": "timeout"}
             d.wait_metric("specwatch_upstream_scrape_errors_total", lambda v: bool(v), **labels)
             durations = sorted(timed_scrape(port) for _ in range(20))
-            assert durations[-1] < 0.5, durations
+            # Blocking on the 3 s upstream would make every scrape wait for it; the margins
+            # leave room for a loaded CI machine's occasional slow scrape.
+            assert durations[len(durations) // 2] < 0.25 and durations[-1] < 2.0, durations
             s = d.scrape()
             assert s.value("specwatch_upstream_up", target="sglang-0", endpoint="metrics") == 0
             assert s.value("specwatch_accept_length", target="sglang-0") is None
