@@ -15,29 +15,18 @@ from exporter.demo.loopback import Ports
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "alerts" / "specwatch-rules.yaml"
+ALERTMANAGER_EXAMPLE = REPO / "deploy" / "alertmanager" / "alertmanager.yml"
 DEMO_FOR = "10s"  # the shipped rules wait minutes before firing; the demo cannot
 PROMETHEUS_JOB = "specwatch"  # the job name the shipped rules select
 
 
 def alertmanager_argv(binary: str, workdir: Path, ports: Ports) -> list[str]:
-    """Every notification goes to the demo's webhook, grouped per alert and target."""
-    config = {
-        "route": {
-            "receiver": "demo",
-            "group_by": ["alertname", "target"],
-            "group_wait": "1s",
-            "group_interval": "2s",
-            "repeat_interval": "1h",
-        },
-        "receivers": [
-            {
-                "name": "demo",
-                "webhook_configs": [
-                    {"url": f"http://127.0.0.1:{ports.webhook}/", "send_resolved": True}
-                ],
-            }
-        ],
-    }
+    """The shipped example config, delivering to the demo's webhook within seconds.
+
+    Its routes and inhibitions are kept as they are, so the demo shows what an on-call would
+    get from them: the page, the ticket, and the twin alert held back.
+    """
+    config = demo_alertmanager_config(f"http://127.0.0.1:{ports.webhook}/")
     return [
         binary,
         f"--config.file={_config_file(workdir / 'alertmanager.yml', config)}",
@@ -73,6 +62,16 @@ def prometheus_argv(binary: str, workdir: Path, ports: Ports) -> list[str]:
         f"--web.listen-address=127.0.0.1:{ports.prometheus}",
         "--rules.alert.resend-delay=2s",
     ]
+
+
+def demo_alertmanager_config(webhook_url: str) -> dict[str, Any]:
+    """``deploy/alertmanager/alertmanager.yml`` with every receiver posting to ``webhook_url``."""
+    config = yaml.safe_load(ALERTMANAGER_EXAMPLE.read_text())
+    config["route"].update(group_wait="1s", group_interval="2s")
+    for receiver in config["receivers"]:
+        for webhook in receiver.get("webhook_configs", []):
+            webhook["url"] = webhook_url
+    return config
 
 
 def demo_rules(target: Path) -> None:

@@ -21,12 +21,13 @@ class WebhookHandler(BaseHTTPRequestHandler):
             payload = json.loads(body)
         except ValueError:
             return
+        receiver = payload.get("receiver", "?")
         for alert in payload.get("alerts", []):
             labels = alert.get("labels", {})
             summary = alert.get("annotations", {}).get("summary", "")
             state = "RESOLVED" if alert.get("status") == "resolved" else "FIRING"
             say(
-                f"  NOTIFY  Alertmanager webhook: {state} {labels.get('alertname')} "
+                f"  NOTIFY  {receiver}: {state} {labels.get('alertname')} "
                 f"({labels.get('severity', '?')}): {summary}"
             )
 
