@@ -14,7 +14,13 @@ import pytest
 
 from exporter.tail import FileTailer
 from tests.conftest import REPO, require_tool
-from tests.test_tail_support import Recorder, append, following, let_tailer_run, wait_until
+from tests.test_tail_support import (
+    FailingOnce,
+    append,
+    following,
+    let_tailer_run,
+    wait_until,
+)
 
 # Runs a tailer in a child process (so its file permissions can be those of an unprivileged
 # user) and prints every event as one JSON line.
@@ -87,20 +93,6 @@ def test_permission_denied_is_counted_and_retried_until_readable() -> None:
     assert {e["event"] for e in events[:-2]} == {"on_read_error"}
     assert events[-2]["lines"] == ["server args"]
     assert events[-1] == {"event": "on_lines", "args": [None], "lines": ["appended"]}
-
-
-class FailingOnce(Recorder):
-    """A consumer with a bug that raises on its first batch of lines."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.failed = False
-
-    def on_lines(self, lines: list[bytes]) -> None:
-        if not self.failed:
-            self.failed = True
-            raise RuntimeError("consumer bug")
-        super().on_lines(lines)
 
 
 def test_a_raising_consumer_is_counted_and_the_tailer_keeps_going(tmp_path: Path) -> None:

@@ -11,14 +11,16 @@ from contextlib import contextmanager
 from typing import BinaryIO
 
 from exporter.tail import StdinSource
-from tests.test_tail_support import Recorder, let_tailer_run, wait_until
+from tests.test_tail_support import FailingOnce, Recorder, let_tailer_run, wait_until
 
 
 @contextmanager
-def piped(**options: int) -> Iterator[tuple[BinaryIO, StdinSource, Recorder]]:
+def piped(
+    rec: Recorder | None = None, **options: int
+) -> Iterator[tuple[BinaryIO, StdinSource, Recorder]]:
     """A started ``StdinSource`` reading a real pipe; yields the pipe's unbuffered write end."""
     read_fd, write_fd = os.pipe()
-    rec = Recorder()
+    rec = rec if rec is not None else Recorder()
     with os.fdopen(read_fd, "rb") as stream, os.fdopen(write_fd, "wb", buffering=0) as writer:
         source = StdinSource(rec, stream, **options)
         source.start()
@@ -83,3 +85,13 @@ def test_output_of_a_real_process_is_read_through_its_pipe() -> None:
         child.wait()
         stream.close()
     assert rec.lines == [f"line {i}".encode() for i in range(20000)]
+
+
+def test_a_raising_consumer_costs_one_chunk_of_stdin_not_the_rest() -> None:
+    with piped(FailingOnce()) as (writer, source, rec):
+        writer.write(b"lost to the bug\n")
+        wait_until(lambda: rec.reasons("read_error")["internal"] == 1, "the counted failure")
+        writer.write(b"after the bug\n")
+        writer.close()
+        assert source.wait(2.0)
+    assert rec.lines == [b"after the bug"]

@@ -108,3 +108,17 @@ def numbered(prefix: str, count: int) -> list[bytes]:
 def joined(lines: list[bytes]) -> bytes:
     """Lines as written to a log: each one newline-terminated."""
     return b"".join(line + b"\n" for line in lines)
+
+
+class FailingOnce(Recorder):
+    """A consumer with a bug that raises on its first batch of lines."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    def on_lines(self, lines: list[bytes]) -> None:
+        if not self.failed:
+            self.failed = True
+            raise RuntimeError("consumer bug")
+        super().on_lines(lines)

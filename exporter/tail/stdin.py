@@ -66,12 +66,20 @@ class StdinSource:
                 if not chunk:
                     self._flush()
                     return
-                self._splitter.feed(chunk).deliver(self._events)
+                self._deliver(chunk)
         except OSError as exc:
             log.warning("reading standard input failed: %s", exc)
             self._events.on_read_error("io")
         finally:
             self._finished.set()
+
+    def _deliver(self, chunk: bytes) -> None:
+        """A consumer bug costs this chunk's lines, counted, never the rest of the input."""
+        try:
+            self._splitter.feed(chunk).deliver(self._events)
+        except Exception:
+            log.exception("handling standard input failed; reading on")
+            self._events.on_read_error("internal")
 
     def _input_ready(self) -> bool:
         """Wait briefly for input so stop() is noticed; streams without a descriptor block."""
