@@ -8,7 +8,10 @@ current), and a scrape never waits on a tailer or an upstream.
 from __future__ import annotations
 
 import itertools
+import logging
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from prometheus_client.metrics_core import Metric
@@ -24,6 +27,8 @@ from exporter.target import Target
 from exporter.upstream import ENDPOINTS, REASONS, UpstreamValues
 
 P = "specwatch_"
+
+log = logging.getLogger(__name__)
 
 # name -> (type, help). Declared once so every family has one help text and one type.
 FAMILIES: dict[str, tuple[str, str]] = {
@@ -78,6 +83,10 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "log_truncations": ("counter", "Log file truncations (copytruncate)."),
     "log_skipped_lines": ("counter", "Log lines skipped, by reason."),
     "log_read_errors": ("counter", "Errors reading the log (retried on the next poll)."),
+    "render_errors": (
+        "counter",
+        "Scrapes that left a target out because rendering it failed (a specwatch bug; see log).",
+    ),
 }
 
 # Per-window gauges and the record attribute each renders.
@@ -113,6 +122,15 @@ class Families:
         suffix = "_total" if sample.type == "counter" else ""
         metric.add_sample(sample.name + suffix, labels, sample.value)
 
+    def merge(self, other: Families) -> None:
+        """Append ``other``'s samples, family by family (one target's render into the scrape)."""
+        for mine, theirs in ((self._metrics, other._metrics), (self._custom, other._custom)):
+            for name, metric in theirs.items():
+                if name in mine:
+                    mine[name].samples.extend(metric.samples)
+                else:
+                    mine[name] = metric
+
     def __iter__(self) -> Iterator[Metric]:
         declared = (self._metrics[k] for k in FAMILIES if k in self._metrics)
         return itertools.chain(declared, self._custom.values())
@@ -130,6 +148,8 @@ class SpecwatchCollector(Collector):
         self._targets = targets
         self._stale_after = stale_after
         self._clock = clock
+        self._render_errors: Counter[str] = Counter()
+        self._errors_lock = threading.Lock()
 
     def describe(self) -> Iterable[Metric]:
         return []  # collect() is cheap but has no fixed shape; skip registration-time checks
@@ -139,8 +159,23 @@ class SpecwatchCollector(Collector):
         families = Families()
         families.add("build_info", {"version": __version__}, 1)
         for target in self._targets:
-            render_target(families, target, target.state.snapshot(), now, self._stale_after)
+            families.merge(self._render_guarded(target, now))
+            failed = self._render_errors[target.name]
+            families.add("render_errors", {"target": target.name}, failed, "_total")
         yield from families
+
+    def _render_guarded(self, target: Target, now: float) -> Families:
+        """One target's series, or none: a bug there must not cost the other targets theirs,
+        nor show half a target as if it were whole."""
+        rendered = Families()
+        try:
+            render_target(rendered, target, target.state.snapshot(), now, self._stale_after)
+        except Exception:
+            log.exception("rendering target %s failed; left out of this scrape", target.name)
+            with self._errors_lock:
+                self._render_errors[target.name] += 1
+            return Families()
+        return rendered
 
 
 def render_target(

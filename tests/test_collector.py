@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from exporter.baseline import Baseline
 from exporter.collector import SpecwatchCollector
 from exporter.config import TargetConfig
 from exporter.record import StatsRecord
-from exporter.state import TargetState
+from exporter.state import TargetSnapshot, TargetState
 from exporter.target import Target
 from tests.metrics import Scrape
 
@@ -182,3 +183,36 @@ def test_expected_accept_length_only_when_configured() -> None:
     s = render([configured, make_target("b")], Clock())
     assert s.value("specwatch_expected_accept_length", target="a") == 3.2
     assert s.value("specwatch_expected_accept_length", target="b") is None
+
+
+class BrokenState(TargetState):
+    """A state whose snapshot has a bug: what a scrape must survive."""
+
+    def snapshot(self) -> TargetSnapshot:
+        raise RuntimeError("state bug")
+
+
+class BrokenBaseline(Baseline):
+    """Fails half-way through a render, after the target's window series were added."""
+
+    def at(self, running_requests: float) -> float:
+        raise ZeroDivisionError("baseline bug")
+
+
+@pytest.mark.parametrize("broken", ["snapshot", "baseline"])
+def test_a_target_that_fails_to_render_is_left_out_whole_and_counted(broken: str) -> None:
+    good = make_target("good")
+    good.state.add_record(decode(), observed_at=T0)
+    if broken == "snapshot":
+        bad = Target(TargetConfig(name="bad"), BrokenState("bad"), None)
+    else:
+        baseline = BrokenBaseline(((1, 100.0),), "test")
+        bad = Target(TargetConfig(name="bad"), TargetState("bad"), baseline)
+        bad.state.add_record(decode(), observed_at=T0)
+    s = render([bad, good], Clock())
+    assert s.value("specwatch_accept_length", target="bad") is None
+    assert s.value("specwatch_accept_length", target="good") == 1.0
+    assert s.value("specwatch_target_info", target="bad", engine="sglang") is None
+    assert s.value("specwatch_log_lines_total", target="bad") is None
+    assert s.value("specwatch_render_errors_total", target="bad") == 1
+    assert s.value("specwatch_render_errors_total", target="good") == 0
