@@ -85,7 +85,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "log_read_errors": ("counter", "Errors reading the log (retried on the next poll)."),
     "render_errors": (
         "counter",
-        "Scrapes that left a target out because rendering it failed (a specwatch bug; see log).",
+        "Failed renders of a target, whose series those scrapes lack (a specwatch bug; see log).",
     ),
 }
 
@@ -171,9 +171,16 @@ class SpecwatchCollector(Collector):
         try:
             render_target(rendered, target, target.state.snapshot(), now, self._stale_after)
         except Exception:
-            log.exception("rendering target %s failed; left out of this scrape", target.name)
             with self._errors_lock:
                 self._render_errors[target.name] += 1
+                first = self._render_errors[target.name] == 1
+            # The traceback once; a persistent bug must not flood the log at every scrape.
+            log.log(
+                logging.ERROR if first else logging.DEBUG,
+                "rendering target %s failed; left out of this scrape",
+                target.name,
+                exc_info=True,
+            )
             return Families()
         return rendered
 
