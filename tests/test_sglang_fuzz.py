@@ -13,7 +13,14 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exporter.engines.sglang import _LAYOUTS, Prefix, _learn, _read_each, parse_stats
+from exporter.engines.sglang import (
+    _LAYOUTS,
+    _VALUE_FIELDS,
+    Prefix,
+    _learn,
+    _read_each,
+    parse_stats,
+)
 from exporter.pipeline import LineProcessor
 from exporter.record import StatsRecord, Unrecognized
 
@@ -276,7 +283,9 @@ def test_lines_of_one_layout_take_the_pattern_and_another_layout_is_relearnt() -
     assert parse_stats(decode.format(48, "1.00")) is not None
     learnt = _LAYOUTS["decode"]
     assert learnt is not None
-    assert learnt.read(decode.format(12, "3.25").split("Decode batch, ")[1], {}) == {
+    values = learnt.read(decode.format(12, "3.25").split("Decode batch, ")[1], {})
+    assert values is not None
+    assert {name: v for name, v in zip(_VALUE_FIELDS, values, strict=True) if v is not None} == {
         "running_requests": 12,
         "token_usage": 0.06,
         "accept_length": 3.25,

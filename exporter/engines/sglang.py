@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from exporter.record import StatsRecord, Unrecognized
@@ -158,13 +158,21 @@ def _stats(kind: str, word_end: int, head: _Head, message: str) -> StatsRecord |
         values = _read_fields(kind, body, extra)
     except ValueError:
         return Unrecognized("bad_value")
-    if "token_usage" not in values and "full_token_usage" in extra:
-        values["token_usage"] = extra["full_token_usage"]
-    if not values:
+    if values[_TOKEN_USAGE] is None and "full_token_usage" in extra:
+        values[_TOKEN_USAGE] = extra["full_token_usage"]
+    if values.count(None) == len(values):
         return Unrecognized("no_fields")
-    return StatsRecord(
-        kind=kind, time=head[0], dp_rank=head[1], tp_rank=head[2], extra=extra, **values
-    )
+    return StatsRecord(kind, head[0], "sglang", head[1], head[2], *values, extra)
+
+
+# StatsRecord's value fields, in the order its constructor takes them between
+# (kind, time, engine, dp_rank, tp_rank) and extra. Readers fill a list in this order and the
+# record is built from positional arguments, which costs about half of keyword arguments (the
+# hot path, see bench/). A field a line does not carry stays None, the record's default.
+_VALUE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(StatsRecord))[5:-1]
+_POSITION = {name: position for position, name in enumerate(_VALUE_FIELDS)}
+_TOKEN_USAGE = _POSITION["token_usage"]
+_CUDA_GRAPH = _POSITION["cuda_graph"]
 
 
 def _percent(value: str) -> float:
@@ -225,12 +233,13 @@ _FIELDS: dict[str, tuple[bool, str, Converter]] = {
 }
 
 
-def _read_fields(kind: str, body: str, extra: dict[str, Any]) -> dict[str, Any]:
-    """Record fields from the ``name: value`` pairs of ``body``; kept extras go to ``extra``.
+def _read_fields(kind: str, body: str, extra: dict[str, Any]) -> list[Any]:
+    """Record values (``_VALUE_FIELDS`` order) of the ``name: value`` pairs of ``body``.
 
-    A server writes every line of a kind with the same fields in the same order, so the layout
-    of the previous line of that kind is tried first (the hot path, see bench/); otherwise the
-    line is read field by field, which defines the result, and its layout is learnt.
+    Kept extras go to ``extra``. A server writes every line of a kind with the same fields in
+    the same order, so the layout of the previous line of that kind is tried first (the hot
+    path, see bench/); otherwise the line is read field by field, which defines the result,
+    and its layout is learnt.
     """
     layout = _LAYOUTS.get(kind)
     if layout is not None:
@@ -242,25 +251,25 @@ def _read_fields(kind: str, body: str, extra: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-def _read_each(body: str, extra: dict[str, Any]) -> dict[str, Any]:
+def _read_each(body: str, extra: dict[str, Any]) -> list[Any]:
     """Split ``body`` into its pieces and convert the known ones, in line order.
 
     Raises ValueError for a known field whose value is garbage: a half-understood line must be
     counted as format drift, not exported with a wrong number.
     """
-    values: dict[str, Any] = {}
+    values: list[Any] = [None] * len(_VALUE_FIELDS)
     for piece in body.split(", "):
         name, _, raw = piece.partition(": ")
         known = _FIELDS.get(name)
         if known is not None:
             is_record, key, convert = known
             if is_record:
-                values[key] = convert(raw)
+                values[_POSITION[key]] = convert(raw)
             else:
                 extra[key] = convert(raw)
         elif name.endswith(" graph"):
             # "cpu", "npu", "musa graph": the same flag as "cuda graph" on other devices.
-            values["cuda_graph"] = _flag(raw)
+            values[_CUDA_GRAPH] = _flag(raw)
             extra["graph_device"] = name[: -len(" graph")]
     return values
 
@@ -278,35 +287,42 @@ class _Layout:
 
     def __init__(self, names: tuple[str, ...]) -> None:
         parts: list[str] = []
-        # (index in match.groups(), key, converter) of the record fields and the kept extras.
-        self._records: list[tuple[int, str, Converter]] = []
+        # (index in match.groups(), position in _VALUE_FIELDS, converter) of the record fields;
+        # (index in match.groups(), key, converter) of the kept extras.
+        self._records: list[tuple[int, int, Converter]] = []
         self._extras: list[tuple[int, str, Converter]] = []
         groups = 0
         for name in names:
             known = _FIELDS.get(name)
             if known is not None:
                 is_record, key, convert = known
-                (self._records if is_record else self._extras).append((groups, key, convert))
+                if is_record:
+                    self._records.append((groups, _POSITION[key], convert))
+                else:
+                    self._extras.append((groups, key, convert))
                 groups += 1
                 parts.append(f"{re.escape(name)}: ([^,]*)")
             elif name.endswith(" graph"):
                 self._extras.append((groups, "graph_device", str))
-                self._records.append((groups + 1, "cuda_graph", _flag))
+                self._records.append((groups + 1, _CUDA_GRAPH, _flag))
                 groups += 2
                 parts.append(f"({re.escape(name[: -len(' graph')])}) graph: ([^,]*)")
             else:
                 parts.append(f"{re.escape(name)}: [^,]*")
         self._pattern = re.compile(", ".join(parts) + "(?:, )?")
 
-    def read(self, body: str, extra: dict[str, Any]) -> dict[str, Any] | None:
-        """Record fields of ``body`` (extras go to ``extra``); None when it has another layout."""
+    def read(self, body: str, extra: dict[str, Any]) -> list[Any] | None:
+        """Record values of ``body`` (extras go to ``extra``); None when it has another layout."""
         match = self._pattern.fullmatch(body)
         if match is None:
             return None
         raw = match.groups()
         for index, key, convert in self._extras:
             extra[key] = convert(raw[index])
-        return {key: convert(raw[index]) for index, key, convert in self._records}
+        values: list[Any] = [None] * len(_VALUE_FIELDS)
+        for index, position, convert in self._records:
+            values[position] = convert(raw[index])
+        return values
 
 
 # kind -> layout of the previous line of that kind read field by field (None: not learnable).
