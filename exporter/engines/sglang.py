@@ -146,16 +146,16 @@ def _stats(kind: str, word_end: int, head: _Head, message: str) -> StatsRecord |
     """
     extra: dict[str, Any] = {}
     if message.startswith(", ", word_end):
-        body = message[word_end + 2 :]  # the header since v0.5.4.post1: no regex needed
+        body_start = word_end + 2  # the header since v0.5.4.post1: no regex needed
     else:
         header = _HEADER.match(message)
         if header is None:
             return Unrecognized("header")
         if header.group(2) is not None:
             extra["forward_iter"] = int(header.group(2))
-        body = message[header.end() :]
+        body_start = header.end()
     try:
-        values = _read_fields(kind, body, extra)
+        values = _read_fields(kind, message, body_start, extra)
     except ValueError:
         return Unrecognized("bad_value")
     if values[_TOKEN_USAGE] is None and "full_token_usage" in extra:
@@ -233,9 +233,10 @@ _FIELDS: dict[str, tuple[bool, str, Converter]] = {
 }
 
 
-def _read_fields(kind: str, body: str, extra: dict[str, Any]) -> list[Any]:
-    """Record values (``_VALUE_FIELDS`` order) of the ``name: value`` pairs of ``body``.
+def _read_fields(kind: str, message: str, body_start: int, extra: dict[str, Any]) -> list[Any]:
+    """Record values (``_VALUE_FIELDS`` order) of the ``name: value`` pairs of the body.
 
+    The body is ``message`` from ``body_start`` on: the hot path reads it in place.
     Kept extras go to ``extra``. A server writes every line of a kind with the same fields in
     the same order, so the layout of the previous line of that kind is tried first (the hot
     path, see bench/); otherwise the line is read field by field, which defines the result,
@@ -243,9 +244,10 @@ def _read_fields(kind: str, body: str, extra: dict[str, Any]) -> list[Any]:
     """
     layout = _LAYOUTS.get(kind)
     if layout is not None:
-        values = layout.read(body, extra)
+        values = layout.read(message, extra, body_start)
         if values is not None:
             return values
+    body = message[body_start:]
     values = _read_each(body, extra)
     _LAYOUTS[kind] = _learn(body)
     return values
@@ -311,9 +313,12 @@ class _Layout:
                 parts.append(f"{re.escape(name)}: [^,]*")
         self._pattern = re.compile(", ".join(parts) + "(?:, )?")
 
-    def read(self, body: str, extra: dict[str, Any]) -> list[Any] | None:
-        """Record values of ``body`` (extras go to ``extra``); None when it has another layout."""
-        match = self._pattern.fullmatch(body)
+    def read(self, text: str, extra: dict[str, Any], start: int = 0) -> list[Any] | None:
+        """Record values of the body ``text[start:]`` (extras go to ``extra``), read in place.
+
+        None when the body has another layout.
+        """
+        match = self._pattern.fullmatch(text, start)
         if match is None:
             return None
         raw = match.groups()
