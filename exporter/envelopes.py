@@ -24,6 +24,10 @@ _DOCKER_START = b'{"log":'
 DEFAULT_MAX_JOINED_BYTES = 1 << 20
 
 
+# The bytes of what ``clean`` removes: text with none of them is already clean.
+DEBRIS: tuple[bytes, ...] = (b"\r", b"\x1b", b"\x00")
+
+
 def clean(text: str) -> str:
     """Return the text a terminal would finally show for one log line.
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import BinaryIO, Protocol
 
 from exporter.engines.sglang import EVENT_MARKERS, STATS_MARKERS, Prefix, classify
-from exporter.envelopes import EnvelopeDecoder, clean
+from exporter.envelopes import DEBRIS, EnvelopeDecoder, clean
 from exporter.record import StatsRecord, Unrecognized
 
 # A startup/config message names its subject within its first words ("Load weight end. ...",
@@ -64,21 +64,23 @@ class LineProcessor:
         markers = tuple(marker for marker in _ALL_MARKERS if marker in blob)
         if not markers:
             return
+        # Terminal debris is rare, and the same scan spares cleaning each line of a tidy batch.
+        tidy = not any(debris in blob for debris in DEBRIS)
         handle = self._handle
         for line in lines:
             for marker in markers:
                 if marker in line:
-                    handle(line)
+                    handle(line, tidy)
                     break
 
-    def _handle(self, line: bytes) -> None:
-        """Decode, clean and dispatch one line that carries a marker."""
+    def _handle(self, line: bytes, tidy: bool) -> None:
+        """Decode, clean (unless ``tidy``) and dispatch one line that carries a marker."""
         try:
             text = line.decode("utf-8")
         except UnicodeDecodeError:
             self._sink.on_skipped("invalid_utf8")
             return
-        result = classify(clean(text))
+        result = classify(text if tidy else clean(text))
         if type(result) is StatsRecord:
             self._sink.on_record(result)
         elif type(result) is Unrecognized:

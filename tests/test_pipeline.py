@@ -96,6 +96,14 @@ def test_crlf_ansi_nul_and_progress_bar_debris_around_stats_lines() -> None:
     assert all(r.gen_throughput == 637.19 for r in sink.records if r.kind == "decode")
 
 
+@pytest.mark.parametrize("debris", ["Capturing batches:  50%|#####\r", "\x1b[2K", "\x00"])
+def test_each_kind_of_debris_alone_gets_its_batch_cleaned(debris: str) -> None:
+    """Only a batch holding debris is cleaned, so each kind must trigger it on its own."""
+    sink = run([PREFILL.encode(), (debris + DECODE).encode(), ACCESS.encode()])
+    assert [r.kind for r in sink.records] == ["prefill", "decode"]
+    assert sink.records[1].gen_throughput == 637.19
+
+
 def test_prompt_text_quoting_a_stats_line_is_not_a_record() -> None:
     finish = (
         "[2026-02-23 00:14:35] Finish: obj=GenerateReqInput(text='Decode batch, accept len: 9.99,"
