@@ -155,7 +155,13 @@ def _stats(kind: str, word_end: int, head: _Head, message: str) -> StatsRecord |
             extra["forward_iter"] = int(header.group(2))
         body_start = header.end()
     try:
-        values = _read_fields(kind, message, body_start, extra)
+        # A server writes every line of a kind with the same fields in the same order, so the
+        # layout of the previous line of that kind is tried first, in place (the hot path, see
+        # bench/); otherwise the line is read field by field, which defines the result.
+        layout = _LAYOUTS.get(kind)
+        values = None if layout is None else layout.read(message, extra, body_start)
+        if values is None:
+            values = _read_and_learn(kind, message[body_start:], extra)
     except ValueError:
         return Unrecognized("bad_value")
     if values[_TOKEN_USAGE] is None and "full_token_usage" in extra:
@@ -233,21 +239,8 @@ _FIELDS: dict[str, tuple[bool, str, Converter]] = {
 }
 
 
-def _read_fields(kind: str, message: str, body_start: int, extra: dict[str, Any]) -> list[Any]:
-    """Record values (``_VALUE_FIELDS`` order) of the ``name: value`` pairs of the body.
-
-    The body is ``message`` from ``body_start`` on: the hot path reads it in place.
-    Kept extras go to ``extra``. A server writes every line of a kind with the same fields in
-    the same order, so the layout of the previous line of that kind is tried first (the hot
-    path, see bench/); otherwise the line is read field by field, which defines the result,
-    and its layout is learnt.
-    """
-    layout = _LAYOUTS.get(kind)
-    if layout is not None:
-        values = layout.read(message, extra, body_start)
-        if values is not None:
-            return values
-    body = message[body_start:]
+def _read_and_learn(kind: str, body: str, extra: dict[str, Any]) -> list[Any]:
+    """Read ``body`` field by field and learn its layout for the next line of ``kind``."""
     values = _read_each(body, extra)
     _LAYOUTS[kind] = _learn(body)
     return values
@@ -255,6 +248,8 @@ def _read_fields(kind: str, message: str, body_start: int, extra: dict[str, Any]
 
 def _read_each(body: str, extra: dict[str, Any]) -> list[Any]:
     """Split ``body`` into its pieces and convert the known ones, in line order.
+
+    Record values come back in ``_VALUE_FIELDS`` order; kept extras go to ``extra``.
 
     Raises ValueError for a known field whose value is garbage: a half-understood line must be
     counted as format drift, not exported with a wrong number.
