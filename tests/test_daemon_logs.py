@@ -191,6 +191,8 @@ def test_several_targets_from_a_config_file(tmp_path: Path, port: int) -> None:
     with run_daemon(["--config", str(config)], port) as d:
         append(a, decode_line(1.0))
         append(b, decode_line(3.0, tput=1800.0))
+        # Each target has its own tailer: wait for both before comparing them.
+        d.wait_metric("specwatch_accept_length", lambda v: v is not None, target="node-a")
         s = d.wait_metric("specwatch_speedup_ratio", lambda v: v is not None, target="node-b")
         assert s.value("specwatch_accept_length", target="node-a") == 1.0
         assert s.value("specwatch_accept_length", target="node-b") == 3.0
