@@ -175,7 +175,12 @@ def _stats(kind: str, word_end: int, head: _Head, message: str) -> StatsRecord |
 # (kind, time, engine, dp_rank, tp_rank) and extra. Readers fill a list in this order and the
 # record is built from positional arguments, which costs about half of keyword arguments (the
 # hot path, see bench/). A field a line does not carry stays None, the record's default.
-_VALUE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(StatsRecord))[5:-1]
+_LEADING_FIELDS = ("kind", "time", "engine", "dp_rank", "tp_rank")
+_RECORD_FIELDS = tuple(f.name for f in fields(StatsRecord))
+if _RECORD_FIELDS[: len(_LEADING_FIELDS)] != _LEADING_FIELDS or _RECORD_FIELDS[-1] != "extra":
+    # Fail at import, not by filling the wrong attributes of every record.
+    raise TypeError("StatsRecord's field order changed: update the positional call in _stats")
+_VALUE_FIELDS: tuple[str, ...] = _RECORD_FIELDS[len(_LEADING_FIELDS) : -1]
 _POSITION = {name: position for position, name in enumerate(_VALUE_FIELDS)}
 _TOKEN_USAGE = _POSITION["token_usage"]
 _CUDA_GRAPH = _POSITION["cuda_graph"]
