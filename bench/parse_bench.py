@@ -22,9 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from exporter.engines.record import StatsRecord
 from exporter.engines.sglang import Prefix
-from exporter.pipeline import LineProcessor, iter_line_batches
-from exporter.record import StatsRecord
+from exporter.parse.pipeline import LineProcessor, iter_line_batches
 
 
 class CountingSink:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from benchlib import percentile
 
-from exporter.tail import FileTailer, WakeupObserver
+from exporter.sources.tail import FileTailer, WakeupObserver
 
 
 class StampingSink:

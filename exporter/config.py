@@ -16,8 +16,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from exporter.custom_rules import CustomRule, CustomRuleSet
-from exporter.server_config import from_draft_config
+from exporter.engines.server_config import from_draft_config
+from exporter.parse.custom_rules import CustomRule, CustomRuleSet
 
 DEFAULT_LISTEN = "0.0.0.0:9477"
 DEFAULT_TARGET = "default"

@@ -17,13 +17,13 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
-from exporter.collector import SpecwatchCollector
 from exporter.config import Config, parse_listen
-from exporter.feed import LogFeed
-from exporter.tail import FileTailer, StdinSource, WakeupObserver
+from exporter.exposition.collector import SpecwatchCollector
+from exporter.exposition.server import WebServer, make_app
+from exporter.exposition.webconfig import load_web_config
+from exporter.sources import FileTailer, StdinSource, WakeupObserver
+from exporter.state.feed import LogFeed
 from exporter.target import Target
-from exporter.web import WebServer, make_app
-from exporter.webconfig import load_web_config
 
 log = logging.getLogger("specwatch")
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from exporter.baseline import Baseline
+from exporter.analysis.baseline import Baseline
 from exporter.config import TargetConfig
-from exporter.custom_rules import CustomRule, CustomRuleSet
-from exporter.server_config import ServerConfig, from_draft_config
-from exporter.state import TargetState
-from exporter.upstream import UpstreamScraper
+from exporter.engines.server_config import ServerConfig, from_draft_config
+from exporter.parse.custom_rules import CustomRule, CustomRuleSet
+from exporter.sources.upstream import UpstreamScraper
+from exporter.state.target_state import TargetState
 
 
 @dataclass

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from exporter.collector import FAMILIES, P
-from exporter.findings import SEVERITIES
+from exporter.analysis.findings import SEVERITIES
+from exporter.exposition.collector import FAMILIES, P
 from tests.conftest import REPO, require_tool
 
 ALERTS = REPO / "alerts"

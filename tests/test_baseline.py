@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exporter.baseline import Baseline, BaselineError
+from exporter.analysis.baseline import Baseline, BaselineError
 
 DATA = Path(__file__).parent / "data"
 CURVE = "1:82,48:1500,128:2370"

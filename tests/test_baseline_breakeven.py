@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exporter.breakeven import (
+from exporter.analysis.breakeven import (
     DEFAULT_COST_PER_DRAFT_TOKEN,
     assess,
     expected_speedup,

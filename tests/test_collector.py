@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from exporter.baseline import Baseline
-from exporter.collector import SpecwatchCollector
+from exporter.analysis.baseline import Baseline
 from exporter.config import TargetConfig
-from exporter.record import StatsRecord
-from exporter.state import TargetSnapshot, TargetState
+from exporter.engines.record import StatsRecord
+from exporter.exposition.collector import SpecwatchCollector
+from exporter.state.target_state import TargetSnapshot, TargetState
 from exporter.target import Target
 from tests.metrics import Scrape
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-import exporter.custom_rules as custom_rules_module
-from exporter.custom_rules import CustomRuleError, CustomRuleSet
+import exporter.parse.custom_rules as custom_rules_module
+from exporter.parse.custom_rules import CustomRuleError, CustomRuleSet
 
 # A real line from incident 4 (a team's own draft profiler).
 PROF_LINE = (

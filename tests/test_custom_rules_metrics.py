@@ -7,7 +7,7 @@ import time
 import pytest
 
 from exporter.config import ConfigError, build_config
-from exporter.feed import LogFeed
+from exporter.state.feed import LogFeed
 from exporter.target import Target
 from tests.test_collector import Clock, render
 from tests.test_custom_rules import PROF_LINE, documented_rules

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from exporter.demo.narrator import Narrator, read_metrics
+from exporter.engines.record import StatsRecord
 from exporter.engines.sglang import parse_stats
-from exporter.record import StatsRecord
 from exporter.simulate import SCENARIOS, events
 from exporter.simulate.realtime import schedule
 from tests.conftest import REPO, require_tool

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from exporter.envelopes import EnvelopeDecoder, clean
+from exporter.parse.envelopes import EnvelopeDecoder, clean
 
 STATS = "[2026-02-23 00:14:33 TP0] Decode batch, #running-req: 1, #queue-req: 0"
 

@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from exporter.commands.doctor import read_log
-from exporter.evidence import Evidence
-from exporter.findings import (
+from exporter.analysis.findings import (
     SEVERITIES,
     Observations,
     Window,
     drafts_only_accept_rate,
     evaluate,
 )
-from exporter.record import StatsRecord
-from exporter.server_config import ServerConfig
+from exporter.commands.doctor import read_log
+from exporter.engines.record import StatsRecord
+from exporter.engines.server_config import ServerConfig
+from exporter.state.evidence import Evidence
 
 T0 = datetime(2026, 2, 23, 0, 10, 2)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 
 from exporter.config import TargetConfig
-from exporter.feed import LogFeed
-from exporter.state import TargetState
+from exporter.state.feed import LogFeed
+from exporter.state.target_state import TargetState
 from exporter.target import Target
 from tests.metrics import Scrape
 from tests.test_collector import Clock, render

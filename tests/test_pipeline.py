@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from exporter.engines.record import StatsRecord
 from exporter.engines.sglang import Prefix
-from exporter.pipeline import LineProcessor, iter_line_batches
-from exporter.record import StatsRecord
+from exporter.parse.pipeline import LineProcessor, iter_line_batches
 
 DECODE = (
     "[2026-02-23 00:14:33 TP0] Decode batch, #running-req: 48, #token: 6460, token usage: 0.06, "

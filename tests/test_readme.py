@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from exporter.cli import main
-from exporter.collector import FAMILIES
 from exporter.config import ConfigError, build_config, env_overrides
+from exporter.exposition.collector import FAMILIES
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
 ENV_NAME = re.compile(r"\bSPECWATCH_[A-Z_]*[A-Z]\b")

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.baseline import Baseline
+from exporter.analysis.baseline import Baseline
 from exporter.cli import main
 from exporter.report import build_report
 from exporter.report.reader import Progress

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exporter.baseline import Baseline
-from exporter.record import StatsRecord
+from exporter.analysis.baseline import Baseline
+from exporter.engines.record import StatsRecord
 from exporter.report.builder import ReportBuilder
 from exporter.report.series import Downsampler
 

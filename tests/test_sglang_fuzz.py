@@ -13,6 +13,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from exporter.engines.record import StatsRecord, Unrecognized
 from exporter.engines.sglang import (
     _LAYOUTS,
     _VALUE_FIELDS,
@@ -21,8 +22,7 @@ from exporter.engines.sglang import (
     _read_each,
     parse_stats,
 )
-from exporter.pipeline import LineProcessor
-from exporter.record import StatsRecord, Unrecognized
+from exporter.parse.pipeline import LineProcessor
 
 
 @dataclass

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from exporter.engines.record import StatsRecord, Unrecognized
 from exporter.engines.sglang import parse_stats
-from exporter.record import StatsRecord, Unrecognized
 
 P = "[2026-02-23 00:14:33 TP0] "
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from exporter.envelopes import EnvelopeDecoder
+from exporter.parse.envelopes import EnvelopeDecoder
 from exporter.simulate import ERAS, SCENARIOS, events, generate
 from exporter.simulate.envelope import wrap
 

@@ -9,6 +9,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from exporter.analysis.findings import eagle3_draft_evidence
+from exporter.engines.server_config import (
+    ConfigTracker,
+    DraftConfigError,
+    ServerConfig,
+    from_draft_config,
+    from_server_info,
+    with_local_draft,
+)
 from exporter.engines.sglang import split_prefix
 from exporter.engines.sglang_startup import (
     MaxRunningReset,
@@ -19,15 +28,6 @@ from exporter.engines.sglang_startup import (
     is_secret_name,
     parse_event,
     parse_server_args,
-)
-from exporter.findings import eagle3_draft_evidence
-from exporter.server_config import (
-    ConfigTracker,
-    DraftConfigError,
-    ServerConfig,
-    from_draft_config,
-    from_server_info,
-    with_local_draft,
 )
 from tests.test_upstream import server_info
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.tail import FileTailer
+from exporter.sources.tail import FileTailer
 from tests.conftest import REPO, require_tool
 from tests.test_tail_support import (
     FailingOnce,
@@ -26,7 +26,7 @@ from tests.test_tail_support import (
 # user) and prints every event as one JSON line.
 CHILD = """
 import json, sys
-from exporter.tail import FileTailer
+from exporter.sources.tail import FileTailer
 
 class Printer:
     def __getattr__(self, name):

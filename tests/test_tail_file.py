@@ -7,7 +7,7 @@ import threading
 import time
 from pathlib import Path
 
-from exporter.tail import FileTailer, WakeupObserver
+from exporter.sources.tail import FileTailer, WakeupObserver
 from tests.test_tail_support import (
     Recorder,
     append,

@@ -7,7 +7,7 @@ from itertools import pairwise
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exporter.tail.lines import LineSplitter
+from exporter.sources.tail.lines import LineSplitter
 
 
 def feed_all(

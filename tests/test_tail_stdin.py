@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import BinaryIO
 
-from exporter.tail import StdinSource
+from exporter.sources import StdinSource
 from tests.test_tail_support import FailingOnce, Recorder, let_tailer_run, wait_until
 
 

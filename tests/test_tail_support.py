@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from exporter.tail import FileTailer
+from exporter.sources.tail import FileTailer
 
 FAST = {"poll_interval": 0.02, "rotate_wait": 0.3}
 """Tailer timings that keep each test well under a second of waiting."""

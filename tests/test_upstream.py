@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.upstream import MAX_BODY_BYTES, UpstreamScraper
+from exporter.sources.upstream import MAX_BODY_BYTES, UpstreamScraper
 from tests.conftest import free_port
 
 API_KEY = "sk-live-upstream-0123456789"

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from exporter.config import TargetConfig
-from exporter.feed import LogFeed
+from exporter.sources.upstream import MAX_BODY_BYTES, REASONS
+from exporter.state.feed import LogFeed
 from exporter.target import Target
-from exporter.upstream import MAX_BODY_BYTES, REASONS
 from tests.conftest import free_port
 from tests.test_collector import Clock, render
 from tests.test_findings import decode

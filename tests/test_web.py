@@ -13,8 +13,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from exporter import web
-from exporter.web import WebServer, make_app
+from exporter.exposition import server as web
+from exporter.exposition.server import WebServer, make_app
 from tests.daemon import append, decode_line, run_daemon
 from tests.metrics import Scrape
 

@@ -13,21 +13,21 @@ import sys
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from exporter.analysis.findings import CRITICAL, WARNING, Finding, Window, evaluate
 from exporter.cli import UsageError
-from exporter.engines.sglang import Prefix
-from exporter.engines.sglang_startup import ServerArgsEvent, parse_event
-from exporter.evidence import Evidence
-from exporter.findings import CRITICAL, WARNING, Finding, Window, evaluate
-from exporter.pipeline import LineProcessor, iter_line_batches
-from exporter.record import StatsRecord, logged_seconds
-from exporter.server_config import (
+from exporter.engines.record import StatsRecord, logged_seconds
+from exporter.engines.server_config import (
     ConfigTracker,
     DraftConfigError,
     ServerConfig,
     from_draft_config,
     with_local_draft,
 )
-from exporter.upstream import UpstreamScraper, UpstreamSnapshot
+from exporter.engines.sglang import Prefix
+from exporter.engines.sglang_startup import ServerArgsEvent, parse_event
+from exporter.parse.pipeline import LineProcessor, iter_line_batches
+from exporter.sources.upstream import UpstreamScraper, UpstreamSnapshot
+from exporter.state.evidence import Evidence
 
 EXIT_CLEAN, EXIT_WARNING, EXIT_CRITICAL = 0, 1, 3
 

@@ -15,9 +15,9 @@ from contextlib import ExitStack
 from typing import Any, BinaryIO, TextIO
 
 from exporter.cli import UsageError
+from exporter.engines.record import StatsRecord
 from exporter.engines.sglang import Prefix
-from exporter.pipeline import LineProcessor, iter_line_batches
-from exporter.record import StatsRecord
+from exporter.parse.pipeline import LineProcessor, iter_line_batches
 
 # (header, record attribute, width, decimals) of the readable table; widths fit SGLang's
 # value ranges. Text columns are left-aligned, numbers right-aligned.

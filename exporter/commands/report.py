@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from exporter.baseline import Baseline, BaselineError
+from exporter.analysis.baseline import Baseline, BaselineError
 from exporter.cli import UsageError
 from exporter.commands import add_baseline_flags
 from exporter.report import build_report

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from exporter.record import StatsRecord, Unrecognized
+from exporter.engines.record import StatsRecord, Unrecognized
 
 STATS_MARKERS: tuple[bytes, ...] = (b"Decode batch", b"Prefill batch")
 EVENT_MARKERS: tuple[bytes, ...] = (

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from exporter.baseline import Baseline
+from exporter.analysis.baseline import Baseline
 from exporter.report.builder import ReportBuilder
 from exporter.report.reader import Progress, read_logs
 from exporter.report.summary import Report

@@ -12,16 +12,16 @@ import random
 from collections import Counter
 from dataclasses import replace
 
-from exporter.baseline import Baseline
-from exporter.breakeven import Assessment, assess
+from exporter.analysis.baseline import Baseline
+from exporter.analysis.breakeven import Assessment, assess
+from exporter.analysis.findings import Finding, Window, evaluate
+from exporter.engines.record import StatsRecord, logged_seconds
+from exporter.engines.server_config import ConfigTracker, ServerConfig
 from exporter.engines.sglang import Prefix
 from exporter.engines.sglang_startup import ServerArgsEvent, parse_event
-from exporter.evidence import Evidence
-from exporter.findings import Finding, Window, evaluate
-from exporter.record import StatsRecord, logged_seconds
 from exporter.report.series import Downsampler
 from exporter.report.summary import COLLAPSED_ACCEPT_LENGTH, AcceptStats, BandStats, Report
-from exporter.server_config import ConfigTracker, ServerConfig
+from exporter.state.evidence import Evidence
 
 # (label, lowest, highest running requests); the top band is open-ended.
 BANDS: tuple[tuple[str, int, int | None], ...] = (
@@ -123,7 +123,7 @@ class _LatestRun:
 
 
 class ReportBuilder:
-    """A ``RecordSink`` for ``exporter.pipeline.LineProcessor`` that folds a whole log."""
+    """A ``RecordSink`` for ``exporter.parse.pipeline.LineProcessor`` that folds a whole log."""
 
     def __init__(
         self, baseline: Baseline | None = None, expected_accept_length: float | None = None

@@ -15,8 +15,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import BinaryIO, TextIO
 
-from exporter.pipeline import LineProcessor, RecordSink
-from exporter.tail.lines import CHUNK_BYTES, LineSplitter
+from exporter.parse.pipeline import LineProcessor, RecordSink
+from exporter.sources.tail.lines import CHUNK_BYTES, LineSplitter
 
 DEFAULT_MAX_LINE_BYTES = 1 << 20
 PROGRESS_INTERVAL = 0.2  # seconds between progress bar redraws

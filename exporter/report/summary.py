@@ -10,10 +10,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from exporter.breakeven import Assessment
-from exporter.findings import Finding
+from exporter.analysis.breakeven import Assessment
+from exporter.analysis.findings import Finding
+from exporter.engines.server_config import ServerConfig
 from exporter.report.series import Point
-from exporter.server_config import ServerConfig
 
 # A window at or below this accept length accepted (almost) no draft token: spec incident 1.
 COLLAPSED_ACCEPT_LENGTH = 1.05

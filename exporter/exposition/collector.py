@@ -18,13 +18,13 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from exporter import __version__
-from exporter.custom_rules import CustomSample
-from exporter.findings import drafts_only_accept_rate
-from exporter.insight import Insight, inspect
-from exporter.server_config import ServerConfig
-from exporter.state import ACCEPT_LENGTH_BUCKETS, TargetSnapshot, Window
+from exporter.analysis.findings import drafts_only_accept_rate
+from exporter.analysis.insight import Insight, inspect
+from exporter.engines.server_config import ServerConfig
+from exporter.parse.custom_rules import CustomSample
+from exporter.sources.upstream import ENDPOINTS, REASONS, UpstreamValues
+from exporter.state.target_state import ACCEPT_LENGTH_BUCKETS, TargetSnapshot, Window
 from exporter.target import Target
-from exporter.upstream import ENDPOINTS, REASONS, UpstreamValues
 
 P = "specwatch_"
 

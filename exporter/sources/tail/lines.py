@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from exporter.tail.events import TailEvents
+from exporter.sources.tail.events import TailEvents
 
 CHUNK_BYTES = 256 << 10
 """Read size for both sources: large reads keep the per-line cost low."""

@@ -7,11 +7,11 @@ each source keeps its own envelope detection and partial CRI joins.
 
 from __future__ import annotations
 
-from exporter.custom_rules import CustomRuleSet
+from exporter.engines.record import StatsRecord
 from exporter.engines.sglang import Prefix
-from exporter.pipeline import LineProcessor
-from exporter.record import StatsRecord
-from exporter.state import TargetState
+from exporter.parse.custom_rules import CustomRuleSet
+from exporter.parse.pipeline import LineProcessor
+from exporter.state.target_state import TargetState
 
 
 class StateSink:

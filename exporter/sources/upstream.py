@@ -33,8 +33,8 @@ from prometheus_client.openmetrics.parser import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
+from exporter.engines.server_config import ServerConfig, from_server_info
 from exporter.engines.sglang_startup import drop_secrets
-from exporter.server_config import ServerConfig, from_server_info
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Follow a log file, or the newest match of a glob, across rotation and truncation.
 
-Design (after mtail, Fluent Bit and Vector; see the module docs of ``exporter.tail``):
+Design (after mtail, Fluent Bit and Vector; see the module docs of ``exporter.sources.tail``):
 
 - Polling is the source of truth; a ``WakeupObserver`` only ends a sleep early.
 - A file is known by ``(st_dev, st_ino)``, never by its path. When the path (or the glob's
@@ -30,9 +30,9 @@ import threading
 import time
 from dataclasses import dataclass
 
-from exporter.tail.events import ReadErrorReason, TailEvents
-from exporter.tail.lines import CHUNK_BYTES, LineSplitter, Split
-from exporter.tail.wakeup import WakeupObserver
+from exporter.sources.tail.events import ReadErrorReason, TailEvents
+from exporter.sources.tail.lines import CHUNK_BYTES, LineSplitter, Split
+from exporter.sources.tail.wakeup import WakeupObserver
 
 __all__ = ["FileTailer", "WakeupObserver"]
 

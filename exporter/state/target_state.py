@@ -12,11 +12,11 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
+from exporter.engines.record import StatsRecord
+from exporter.engines.server_config import ConfigTracker
 from exporter.engines.sglang import Prefix
 from exporter.engines.sglang_startup import ServerArgsEvent, parse_event
-from exporter.evidence import Evidence
-from exporter.record import StatsRecord
-from exporter.server_config import ConfigTracker
+from exporter.state.evidence import Evidence
 
 # Spec section 6: upper bounds of `specwatch_accept_length_windows`.
 ACCEPT_LENGTH_BUCKETS: tuple[float, ...] = (1.0, 1.05, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8)

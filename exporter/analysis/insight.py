@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from exporter.findings import Finding, evaluate
-from exporter.server_config import ServerConfig, with_local_draft
-from exporter.state import TargetSnapshot, Window
+from exporter.analysis.findings import Finding, evaluate
+from exporter.engines.server_config import ServerConfig, with_local_draft
+from exporter.sources.upstream import UpstreamSnapshot, UpstreamValues
+from exporter.state.target_state import TargetSnapshot, Window
 from exporter.target import Target
-from exporter.upstream import UpstreamSnapshot, UpstreamValues
 
 
 @dataclass(frozen=True, slots=True)

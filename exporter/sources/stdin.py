@@ -14,8 +14,8 @@ import sys
 import threading
 from typing import BinaryIO
 
-from exporter.tail.events import TailEvents
-from exporter.tail.lines import CHUNK_BYTES, LineSplitter
+from exporter.sources.tail.events import TailEvents
+from exporter.sources.tail.lines import CHUNK_BYTES, LineSplitter
 
 log = logging.getLogger(__name__)
 

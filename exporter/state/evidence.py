@@ -2,7 +2,8 @@
 
 The daemon, ``specwatch doctor`` and ``specwatch report`` each feed one :class:`Evidence`
 per server run from a live tail or a file read once; it turns into the plain
-:class:`~exporter.findings.Observations` that :func:`~exporter.findings.evaluate` judges.
+:class:`~exporter.analysis.findings.Observations` that
+:func:`~exporter.analysis.findings.evaluate` judges.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ import threading
 from collections import deque
 from typing import Any
 
-from exporter.findings import Observations, Window
-from exporter.record import StatsRecord
-from exporter.server_config import ServerConfig
+from exporter.analysis.findings import Observations, Window
+from exporter.engines.record import StatsRecord
+from exporter.engines.server_config import ServerConfig
 
 
 class Evidence:

@@ -2,7 +2,7 @@
 
 :func:`evaluate` is a pure function over plain inputs (:class:`Observations`), so the daemon,
 ``specwatch doctor`` and ``specwatch report`` give the same verdict from the same evidence
-(gathered from a stream of records by :class:`exporter.evidence.Evidence`).
+(gathered from a stream of records by :class:`exporter.state.evidence.Evidence`).
 
 Rules rest on accept *length*, not SGLang's logged ``accept rate``: the rate changed meaning in
 April 2026 with the same text. Where a rate is needed, :func:`drafts_only_accept_rate` derives
@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import fmean
 
-from exporter.breakeven import Assessment, assess
-from exporter.record import StatsRecord
-from exporter.server_config import ServerConfig
+from exporter.analysis.breakeven import Assessment, assess
+from exporter.engines.record import StatsRecord
+from exporter.engines.server_config import ServerConfig
 
 CRITICAL, WARNING, INFO = "critical", "warning", "info"
 SEVERITY_ORDER = {CRITICAL: 0, WARNING: 1, INFO: 2}
@@ -268,7 +268,7 @@ def _speedup_note(speedup: float | None) -> str:
 
 
 def _draft_tokens_fix(tokens: int, advice: Assessment) -> str:
-    """Advice sized by the break-even estimate (``exporter.breakeven``), not a fixed number.
+    """Advice sized by the break-even estimate (``analysis.breakeven``), not a fixed number.
 
     With a baseline the estimate rests on the measured cost of a round; without one on an
     assumed draft cost, which the text says.

@@ -11,9 +11,9 @@ import re
 from collections.abc import Iterator
 from typing import BinaryIO, Protocol
 
+from exporter.engines.record import StatsRecord, Unrecognized
 from exporter.engines.sglang import EVENT_MARKERS, STATS_MARKERS, Prefix, classify
-from exporter.envelopes import DEBRIS, EnvelopeDecoder, clean
-from exporter.record import StatsRecord, Unrecognized
+from exporter.parse.envelopes import DEBRIS, EnvelopeDecoder, clean
 
 # A startup/config message names its subject within its first words ("Load weight end. ...",
 # "The server is fired up ..."). Request logs and access lines, which may echo user text,

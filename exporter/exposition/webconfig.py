@@ -19,7 +19,7 @@ import bcrypt
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from exporter.config import ConfigError, load_yaml
-from exporter.web import StartResponse, WSGIApp
+from exporter.exposition.server import StartResponse, WSGIApp
 
 _CLIENT_AUTH = {
     "NoClientCert": ssl.CERT_NONE,

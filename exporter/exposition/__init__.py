@@ -1,0 +1,1 @@
+"""What the outside world reads: the Collector, the HTTP server and its TLS and auth."""
