@@ -1,0 +1,37 @@
+"""The numbers every verdict is judged by, defined once.
+
+The alert rules in ``alerts/``, ``specwatch doctor`` and ``specwatch report`` must call the
+same node collapsed or slow, or an on-call gets a page that the one-shot tools contradict.
+``tests/test_thresholds.py`` keeps the shipped rule file equal to these values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """When accept length and speedup become a verdict, and how long they must hold."""
+
+    # At or below this accept length (5-minute average) the drafter contributes nothing:
+    # every round yields the bonus token only.
+    collapsed_accept_length: float = 1.05
+    # Below this share of the expected accept length the drafter underperforms.
+    low_accept_fraction: float = 0.7
+    # With no expected accept length configured, below this is low for any EAGLE drafter.
+    low_accept_length: float = 1.8
+    # Below this speedup over the non-speculative baseline, speculation costs more than it saves.
+    slower_than_baseline_speedup: float = 1.0
+    collapsed_for: str = "5m"
+    low_accept_for: str = "10m"
+    slower_for: str = "10m"
+
+    def low_accept_limit(self, expected_accept_length: float | None) -> float:
+        """The accept length below which the drafter counts as underperforming."""
+        if expected_accept_length is None:
+            return self.low_accept_length
+        return self.low_accept_fraction * expected_accept_length
+
+
+DEFAULT = Thresholds()

@@ -1,0 +1,48 @@
+"""The shipped alert rules judge by the same numbers as doctor and report."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from exporter.analysis.thresholds import DEFAULT
+
+RULES = Path(__file__).resolve().parent.parent / "alerts" / "specwatch-rules.yaml"
+
+
+def _alert(name: str) -> dict[str, str]:
+    for group in yaml.safe_load(RULES.read_text())["groups"]:
+        for rule in group["rules"]:
+            if rule.get("alert") == name:
+                return rule
+    raise AssertionError(f"no alert {name} in {RULES.name}")
+
+
+def _numbers(expr: str) -> list[float]:
+    return [float(n) for n in re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])", expr)]
+
+
+def test_collapse_alert_uses_the_collapse_threshold() -> None:
+    rule = _alert("SpecDecodeAcceptLengthCollapsed")
+    assert f"<= {DEFAULT.collapsed_accept_length}" in rule["expr"]
+    assert rule["for"] == DEFAULT.collapsed_for
+
+
+def test_low_accept_alert_uses_the_low_accept_thresholds() -> None:
+    rule = _alert("SpecDecodeAcceptLengthLow")
+    assert f"< {DEFAULT.low_accept_fraction} * specwatch_expected_accept_length" in rule["expr"]
+    assert f"< {DEFAULT.low_accept_length} unless" in rule["expr"]
+    assert rule["for"] == DEFAULT.low_accept_for
+
+
+def test_slower_alert_uses_the_speedup_threshold() -> None:
+    rule = _alert("SpecDecodeSlowerThanBaseline")
+    assert _numbers(rule["expr"].split("and")[0]) == [DEFAULT.slower_than_baseline_speedup]
+    assert rule["for"] == DEFAULT.slower_for
+
+
+def test_low_accept_limit_scales_with_the_expected_length() -> None:
+    assert DEFAULT.low_accept_limit(4.0) == DEFAULT.low_accept_fraction * 4.0
+    assert DEFAULT.low_accept_limit(None) == DEFAULT.low_accept_length
