@@ -212,7 +212,7 @@ def build_config(
         raise ConfigError(_describe(exc, origin if overrides else "config")) from None
 
 
-def _merge_target(targets: Any, over: dict[str, Any]) -> list[Any]:
+def _merge_target(targets: Any, over: dict[str, Any]) -> Any:
     if targets is None:
         targets = []
     if not isinstance(targets, list):

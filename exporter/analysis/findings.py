@@ -356,13 +356,14 @@ def _log_format_unrecognized(obs: Observations) -> Finding | None:
 
 def _running_requests_capped(obs: Observations) -> Finding | None:
     cap = obs.config.max_running_requests
-    windows = [w for w in obs.windows if w.running is not None]
+    # (running, queued) of the windows that logged a running count; queued absent counts as 0.
+    windows = [(w.running, w.queued or 0) for w in obs.windows if w.running is not None]
     if cap is None or len(windows) < MIN_WINDOWS:
         return None
-    pinned = [w for w in windows if w.running >= cap and (w.queued or 0) > 0]
+    pinned = [queued for running, queued in windows if running >= cap and queued > 0]
     if len(pinned) / len(windows) < CAPPED_SHARE:
         return None
-    queued = max(w.queued or 0 for w in pinned)
+    queued = max(pinned)
     return Finding(
         code="running_requests_capped",
         summary=f"Running requests pinned at max_running_requests={cap}",

@@ -32,7 +32,7 @@ from exporter.state.evidence import Evidence
 EXIT_CLEAN, EXIT_WARNING, EXIT_CRITICAL = 0, 1, 3
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "doctor",
         help="diagnose a server, log or draft config and suggest fixes",

@@ -12,7 +12,7 @@ import json
 import sys
 from collections import Counter
 from contextlib import ExitStack
-from typing import Any, BinaryIO, TextIO
+from typing import BinaryIO, TextIO
 
 from exporter.cli import UsageError
 from exporter.engines.record import StatsRecord
@@ -39,7 +39,7 @@ _COLUMNS: tuple[tuple[str, str, int, int | None], ...] = (
 )
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "parse",
         help="print the stats records of SGLang logs",

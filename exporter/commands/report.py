@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from exporter.analysis.baseline import Baseline, BaselineError
 from exporter.cli import UsageError
@@ -23,7 +22,7 @@ _FLAG_OF = {
 }
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "report",
         help="summarise a log: accept length, throughput vs baseline, findings",

@@ -19,7 +19,7 @@ _FLAG_OF = {
 }
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("run", help="run the exporter daemon", description=__doc__)
     p.add_argument("--config", type=Path, help="YAML config file (flags win over it)")
     p.add_argument(

@@ -21,7 +21,7 @@ from exporter.simulate.realtime import speed_for_rate, write_live
 DEFAULT_DURATION = 300.0
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "simulate",
         help="write a realistic SGLang log for an incident scenario",

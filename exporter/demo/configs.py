@@ -66,7 +66,7 @@ def prometheus_argv(binary: str, workdir: Path, ports: Ports) -> list[str]:
 
 def demo_alertmanager_config(webhook_url: str) -> dict[str, Any]:
     """``deploy/alertmanager/alertmanager.yml`` with every receiver posting to ``webhook_url``."""
-    config = yaml.safe_load(ALERTMANAGER_EXAMPLE.read_text())
+    config: dict[str, Any] = yaml.safe_load(ALERTMANAGER_EXAMPLE.read_text())
     config["route"].update(group_wait="1s", group_interval="2s")
     for receiver in config["receivers"]:
         for webhook in receiver.get("webhook_configs", []):

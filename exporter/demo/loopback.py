@@ -53,7 +53,8 @@ def fetch(url: str, timeout: float = 2.0) -> str | None:
     """The body, or None while the service is not (or no longer) answering."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
-            return resp.read().decode()
+            body: bytes = resp.read()
+            return body.decode()
     except (urllib.error.URLError, ConnectionError, TimeoutError):
         return None
 

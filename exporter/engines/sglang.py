@@ -168,7 +168,8 @@ def _stats(kind: str, word_end: int, head: _Head, message: str) -> StatsRecord |
         values[_TOKEN_USAGE] = extra["full_token_usage"]
     if values.count(None) == len(values):
         return Unrecognized("no_fields")
-    return StatsRecord(kind, head[0], "sglang", head[1], head[2], *values, extra)
+    values.append(extra)  # the last field: one starred list is what a type checker can follow
+    return StatsRecord(kind, head[0], "sglang", head[1], head[2], *values)
 
 
 # StatsRecord's value fields, in the order its constructor takes them between

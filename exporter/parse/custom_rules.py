@@ -33,7 +33,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -144,7 +144,7 @@ class CustomRuleSet:
         self.dropped: dict[tuple[str, str], int] = {}  # (rule, reason) -> lines
 
     @classmethod
-    def from_config(cls, entries: list[dict | CustomRule]) -> CustomRuleSet:
+    def from_config(cls, entries: list[dict[str, Any] | CustomRule]) -> CustomRuleSet:
         """Validate raw config entries; errors name the rule by its position and name."""
         rules = []
         for index, entry in enumerate(entries):

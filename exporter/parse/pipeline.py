@@ -81,9 +81,9 @@ class LineProcessor:
             self._sink.on_skipped("invalid_utf8")
             return
         result = classify(text if tidy else clean(text))
-        if type(result) is StatsRecord:
+        if isinstance(result, StatsRecord):
             self._sink.on_record(result)
-        elif type(result) is Unrecognized:
+        elif isinstance(result, Unrecognized):
             self._sink.on_unrecognized(result.reason)
         elif result is not None and _is_event(result.message):
             self._sink.on_event(result)

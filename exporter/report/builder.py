@@ -187,10 +187,11 @@ class ReportBuilder:
         if time == self._last_time_text:  # prefill and decode lines often share a second
             at = self._last_at
         else:
-            at = logged_seconds(time)
-            if at is None:
+            seconds = logged_seconds(time)
+            if seconds is None:
                 return None
-            self._last_time_text, self._last_at = time, at
+            at = self._last_at = seconds
+            self._last_time_text = time
         if self.first_time is None:
             self.first_time = at
         self.last_time = at

@@ -96,16 +96,18 @@ def _series(report: Report, name: str) -> tuple[list[datetime], list[float]]:
 
 
 def _over_time(
-    axes: Axes, report: Report, ylabel: str, lines: tuple[tuple[str, str, dict[str, str]], ...]
+    axes: Axes, report: Report, ylabel: str, lines: tuple[tuple[str, str, str, str], ...]
 ) -> bool:
-    """Plot ``(series, label, style)`` lines against time; ``False`` (nothing drawn) when the
-    first, main series is empty, since the others only make sense next to it."""
-    for index, (name, label, style) in enumerate(lines):
+    """Plot ``(series, label, color, linestyle)`` lines against time; ``False`` (nothing
+    drawn) when the first, main series is empty, since the others only make sense next to it."""
+    for index, (name, label, color, linestyle) in enumerate(lines):
         times, values = _series(report, name)
         if not values and index == 0:
             return False
         if values:
-            axes.plot(times, values, label=label, **style)
+            # matplotlib's stubs type x as numbers only; its date units convert datetimes.
+            x: Any = times
+            axes.plot(x, values, label=label, color=color, linestyle=linestyle)
     axes.set_ylabel(ylabel)
     _time_axis(axes)
     axes.set_ylim(bottom=0)
@@ -113,7 +115,7 @@ def _over_time(
 
 
 def _accept_length(axes: Axes, report: Report) -> bool:
-    line = (("accept_length", "accept length", {"color": "tab:blue"}),)
+    line = (("accept_length", "accept length", "tab:blue", "-"),)
     if not _over_time(axes, report, "tokens per verify round", line):
         return False
     axes.axhline(COLLAPSED_ACCEPT_LENGTH, color="tab:red", linestyle=":", label="collapsed")
@@ -126,16 +128,16 @@ def _accept_length(axes: Axes, report: Report) -> bool:
 
 def _throughput(axes: Axes, report: Report) -> bool:
     lines = (
-        ("gen_throughput", "with speculation", {"color": "tab:blue"}),
-        ("baseline", "baseline (same load)", {"color": "tab:gray", "linestyle": "--"}),
+        ("gen_throughput", "with speculation", "tab:blue", "-"),
+        ("baseline", "baseline (same load)", "tab:gray", "--"),
     )
     return _over_time(axes, report, "generated tok/s", lines)
 
 
 def _queue(axes: Axes, report: Report) -> bool:
     lines = (
-        ("running", "running", {"color": "tab:blue"}),
-        ("queued", "queued", {"color": "tab:orange"}),
+        ("running", "running", "tab:blue", "-"),
+        ("queued", "queued", "tab:orange", "-"),
     )
     return _over_time(axes, report, "requests", lines)
 

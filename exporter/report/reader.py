@@ -13,13 +13,19 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import BinaryIO, TextIO
+from typing import BinaryIO, Protocol, TextIO
 
 from exporter.parse.pipeline import LineProcessor, RecordSink
 from exporter.sources.tail.lines import CHUNK_BYTES, LineSplitter
 
 DEFAULT_MAX_LINE_BYTES = 1 << 20
 PROGRESS_INTERVAL = 0.2  # seconds between progress bar redraws
+
+
+class Readable(Protocol):
+    """What a log is read through: stdin, a file or a gzip stream (which is no ``BinaryIO``)."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
 
 
 class ReadError(Exception):
@@ -95,7 +101,7 @@ def read_logs(
 
 
 @contextmanager
-def _open(path: str) -> Iterator[tuple[BinaryIO, BinaryIO | None]]:
+def _open(path: str) -> Iterator[tuple[Readable, BinaryIO | None]]:
     """The decompressed stream and, for progress, the raw file under it."""
     if path == "-":
         yield sys.stdin.buffer, None
@@ -116,7 +122,7 @@ def _open(path: str) -> Iterator[tuple[BinaryIO, BinaryIO | None]]:
         raw.close()
 
 
-def _chunks(stream: BinaryIO, path: str) -> Iterator[bytes]:
+def _chunks(stream: Readable, path: str) -> Iterator[bytes]:
     while True:
         try:
             chunk = stream.read(CHUNK_BYTES)

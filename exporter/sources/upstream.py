@@ -178,10 +178,13 @@ def parse_server_info(body: bytes) -> dict[str, Any]:
         raise ScrapeError("garbage", f"not JSON: {exc}"[:200]) from None
     if not isinstance(data, dict):
         raise ScrapeError("garbage", "not a JSON object")
-    return drop_secrets(data)
+    cleaned: dict[str, Any] = drop_secrets(data)
+    return cleaned
 
 
-def _values(samples: Iterable[tuple[dict[str, str], float]], combine: Callable) -> float | None:
+def _values(
+    samples: Iterable[tuple[dict[str, str], float]], combine: Callable[[list[float]], float]
+) -> float | None:
     values = [value for _, value in samples]
     return combine(values) if values else None
 
