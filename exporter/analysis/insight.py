@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from exporter.analysis.findings import Finding, evaluate
 from exporter.engines.server_config import ServerConfig, with_local_draft
 from exporter.sources.upstream import UpstreamSnapshot, UpstreamValues
-from exporter.state.target_state import TargetSnapshot, Window
+from exporter.state.target_state import LatestDecode, TargetSnapshot
 from exporter.target import Target
 
 
@@ -41,7 +41,7 @@ def server_config(target: Target, upstream: UpstreamSnapshot | None) -> ServerCo
 def inspect(
     target: Target,
     snap: TargetSnapshot,
-    fresh: Mapping[int | None, Window],
+    fresh: Mapping[int | None, LatestDecode],
     now: float,
     stale_after: float,
 ) -> Insight:
@@ -69,7 +69,7 @@ def inspect(
 
 
 def _load(
-    snap: TargetSnapshot, fresh: Mapping[int | None, Window], fallback: UpstreamValues | None
+    snap: TargetSnapshot, fresh: Mapping[int | None, LatestDecode], fallback: UpstreamValues | None
 ) -> tuple[float | None, float | None]:
     """Throughput and running requests now: fresh log windows (summed over DP ranks, each
     logs its own share), else the upstream gauges standing in for them. Without either, the
@@ -82,7 +82,7 @@ def _load(
     return tput, running
 
 
-def _totals(windows: Iterable[Window]) -> tuple[float | None, float | None]:
+def _totals(windows: Iterable[LatestDecode]) -> tuple[float | None, float | None]:
     """Throughput and running requests summed over windows; ``None`` where any lacks it."""
     records = [w.record for w in windows]
     return _sum([r.gen_throughput for r in records]), _sum([r.running_requests for r in records])

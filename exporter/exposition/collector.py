@@ -23,7 +23,7 @@ from exporter.analysis.insight import Insight, inspect
 from exporter.engines.server_config import ServerConfig
 from exporter.parse.custom_rules import CustomSample
 from exporter.sources.upstream import ENDPOINTS, REASONS, UpstreamValues
-from exporter.state.target_state import ACCEPT_LENGTH_BUCKETS, TargetSnapshot, Window
+from exporter.state.target_state import ACCEPT_LENGTH_BUCKETS, LatestDecode, TargetSnapshot
 from exporter.target import Target
 
 P = "specwatch_"
@@ -90,7 +90,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
 }
 
 # Per-window gauges and the record attribute each renders.
-WINDOW_GAUGES: tuple[tuple[str, Callable[[Window], float | None]], ...] = (
+WINDOW_GAUGES: tuple[tuple[str, Callable[[LatestDecode], float | None]], ...] = (
     ("accept_length", lambda w: w.record.accept_length),
     ("cuda_graph", lambda w: None if w.record.cuda_graph is None else float(w.record.cuda_graph)),
     ("running_requests", lambda w: w.record.running_requests),
@@ -203,7 +203,9 @@ def _window_labels(base: dict[str, str], dp_rank: int | None) -> dict[str, str]:
     return base if dp_rank is None else {**base, "dp_rank": str(dp_rank)}
 
 
-def _render_windows(out: Families, base: dict[str, str], fresh: dict[int | None, Window]) -> None:
+def _render_windows(
+    out: Families, base: dict[str, str], fresh: dict[int | None, LatestDecode]
+) -> None:
     for dp_rank, window in sorted(fresh.items(), key=lambda kv: (kv[0] is not None, kv[0])):
         labels = _window_labels(base, dp_rank)
         for short, getter in WINDOW_GAUGES:
@@ -268,7 +270,7 @@ def _render_insight(
     out: Families,
     target: Target,
     base: dict[str, str],
-    fresh: dict[int | None, Window],
+    fresh: dict[int | None, LatestDecode],
     insight: Insight,
     stale_after: float,
 ) -> None:

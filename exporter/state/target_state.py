@@ -25,7 +25,7 @@ MAX_DP_RANKS = 64
 
 
 @dataclass(frozen=True, slots=True)
-class Window:
+class LatestDecode:
     """The newest decode stats of one DP rank and when specwatch saw them (wall clock)."""
 
     record: StatsRecord
@@ -37,7 +37,7 @@ class TargetSnapshot:
     """Everything the collector renders for one target, copied under the lock."""
 
     name: str
-    windows: dict[int | None, Window]
+    windows: dict[int | None, LatestDecode]
     last_decode_at: float | None
     decode_windows: dict[bool, int]
     accept_length_buckets: tuple[int, ...]
@@ -51,7 +51,7 @@ class TargetSnapshot:
     skipped: dict[str, int]
     read_errors: int
 
-    def fresh_windows(self, now: float, stale_after: float) -> dict[int | None, Window]:
+    def fresh_windows(self, now: float, stale_after: float) -> dict[int | None, LatestDecode]:
         """Windows young enough to be shown as current (spec section 6)."""
         return {k: w for k, w in self.windows.items() if now - w.observed_at < stale_after}
 
@@ -62,7 +62,7 @@ class TargetState:
     def __init__(self, name: str) -> None:
         self.name = name
         self._lock = threading.Lock()
-        self._windows: dict[int | None, Window] = {}
+        self._windows: dict[int | None, LatestDecode] = {}
         self._last_decode_at: float | None = None
         self._decode_windows = {True: 0, False: 0}
         self._buckets = [0] * len(ACCEPT_LENGTH_BUCKETS)
@@ -113,7 +113,7 @@ class TargetState:
             return
         current = self._windows.get(key)
         if current is None or observed_at >= current.observed_at:
-            self._windows[key] = Window(record, observed_at)
+            self._windows[key] = LatestDecode(record, observed_at)
         if self._last_decode_at is None or observed_at > self._last_decode_at:
             self._last_decode_at = observed_at
 
