@@ -13,8 +13,8 @@ import pytest
 
 from exporter.analysis.findings import (
     SEVERITIES,
+    DecodeSample,
     Observations,
-    Window,
     drafts_only_accept_rate,
     evaluate,
 )
@@ -255,12 +255,12 @@ def test_known_eagle_draft_class_overrides_a_misleading_path_name() -> None:
 
 def test_eight_tokens_with_good_acceptance_is_not_excessive() -> None:
     config = ServerConfig(num_draft_tokens=8)
-    windows = tuple(Window(accept_length=3.41, cuda_graph=True) for _ in range(5))
+    windows = tuple(DecodeSample(accept_length=3.41, cuda_graph=True) for _ in range(5))
     assert evaluate(Observations(config=config, windows=windows)) == []
 
 
 def test_one_window_without_graph_is_not_a_verdict() -> None:
-    windows = (Window(accept_length=3.0, cuda_graph=False),)
+    windows = (DecodeSample(accept_length=3.0, cuda_graph=False),)
     assert evaluate(Observations(windows=windows)) == []
 
 
@@ -311,7 +311,7 @@ def _excessive(obs: Observations) -> str:
 def test_draft_token_advice_follows_the_measured_speedup() -> None:
     # README worked example (incident 3): AL 2.5 with 16 draft tokens at 57 vs 90 tok/s costs
     # 2.5 / 0.63 = 3.95 steps per round, 0.20 per drafted token: about 3 tokens do best.
-    windows = tuple(Window(accept_length=2.5, cuda_graph=True) for _ in range(5))
+    windows = tuple(DecodeSample(accept_length=2.5, cuda_graph=True) for _ in range(5))
     config = ServerConfig(num_draft_tokens=16)
     measured = _excessive(Observations(config=config, windows=windows, speedup=57 / 90))
     assert "Lower --speculative-num-draft-tokens to about 3 " in measured
@@ -323,7 +323,7 @@ def test_draft_token_advice_follows_the_measured_speedup() -> None:
 
 
 def test_dead_drafter_with_many_tokens_is_told_no_count_helps() -> None:
-    windows = tuple(Window(accept_length=1.0, cuda_graph=True) for _ in range(5))
+    windows = tuple(DecodeSample(accept_length=1.0, cuda_graph=True) for _ in range(5))
     obs = Observations(config=ServerConfig(num_draft_tokens=8), windows=windows, speedup=0.4)
     assert _excessive(obs).startswith("No draft-token count is expected to beat plain decoding")
 
@@ -342,9 +342,9 @@ def test_metrics_endpoint_disabled_only_when_it_answers_without_sglang(
 
 def test_running_at_the_cap_without_a_queue_is_not_capped() -> None:
     config = ServerConfig(max_running_requests=48)
-    idle_queue = tuple(Window(accept_length=3.0, running=48, queued=0) for _ in range(5))
+    idle_queue = tuple(DecodeSample(accept_length=3.0, running=48, queued=0) for _ in range(5))
     assert evaluate(Observations(config=config, windows=idle_queue)) == []
-    queueing = tuple(Window(accept_length=3.0, running=48, queued=9) for _ in range(5))
+    queueing = tuple(DecodeSample(accept_length=3.0, running=48, queued=9) for _ in range(5))
     (finding,) = evaluate(Observations(config=config, windows=queueing))
     assert finding.code == "running_requests_capped"
     assert "5 of 5 recent decode windows at 48 running requests with up to 9 queued" in finding.seen
@@ -352,7 +352,7 @@ def test_running_at_the_cap_without_a_queue_is_not_capped() -> None:
 
 def test_eager_windows_above_the_graph_batch_cap_name_the_cap() -> None:
     config = ServerConfig(cuda_graph_max_bs=48)
-    windows = tuple(Window(accept_length=3.0, cuda_graph=False, running=64) for _ in range(4))
+    windows = tuple(DecodeSample(accept_length=3.0, cuda_graph=False, running=64) for _ in range(4))
     (finding,) = evaluate(Observations(config=config, windows=windows))
     assert finding.code == "cuda_graph_disabled"
     assert "up to 64 running requests, cuda_graph_max_bs=48" in finding.seen

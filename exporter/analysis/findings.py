@@ -70,7 +70,7 @@ class Finding:
 
 
 @dataclass(frozen=True, slots=True)
-class Window:
+class DecodeSample:
     """The part of one decode stats window the rules look at."""
 
     accept_length: float | None = None
@@ -79,7 +79,7 @@ class Window:
     queued: int | None = None
 
     @classmethod
-    def from_record(cls, record: StatsRecord) -> Window:
+    def from_record(cls, record: StatsRecord) -> DecodeSample:
         return cls(
             record.accept_length, record.cuda_graph, record.running_requests, record.queued_requests
         )
@@ -94,7 +94,7 @@ class Observations:
     """
 
     config: ServerConfig = field(default_factory=ServerConfig)
-    windows: tuple[Window, ...] = ()
+    windows: tuple[DecodeSample, ...] = ()
     cuda_graph_share: float | None = None
     log_watched: bool = False
     prefills_without_decode: int = 0
@@ -135,7 +135,7 @@ def evaluate(obs: Observations) -> list[Finding]:
     return sorted(found, key=lambda f: SEVERITY_ORDER[f.severity])
 
 
-def _mean_accept_length(windows: Sequence[Window]) -> float | None:
+def _mean_accept_length(windows: Sequence[DecodeSample]) -> float | None:
     lengths = [w.accept_length for w in windows if w.accept_length is not None]
     return fmean(lengths) if lengths else None
 

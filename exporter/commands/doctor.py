@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from exporter.analysis.findings import CRITICAL, WARNING, Finding, Window, evaluate
+from exporter.analysis.findings import CRITICAL, WARNING, DecodeSample, Finding, evaluate
 from exporter.cli import UsageError
 from exporter.engines.record import StatsRecord, logged_seconds
 from exporter.engines.server_config import (
@@ -139,7 +139,7 @@ def diagnose(args: argparse.Namespace) -> Diagnosis:
     problems: list[str] = []
     evidence, now = Evidence(), 0.0
     upstream: dict[str, Any] = {}
-    upstream_window: Window | None = None
+    upstream_window: DecodeSample | None = None
     if args.url:
         snap = scrape(args.url, args.timeout, args.bearer_token_file)
         for name, status in snap.endpoints.items():
@@ -166,14 +166,14 @@ def diagnose(args: argparse.Namespace) -> Diagnosis:
     return Diagnosis(evaluate(observations), config, sources, problems)
 
 
-def _upstream_inputs(snap: UpstreamSnapshot) -> tuple[dict[str, Any], Window | None]:
+def _upstream_inputs(snap: UpstreamSnapshot) -> tuple[dict[str, Any], DecodeSample | None]:
     """Finding inputs from one scrape; its gauges stand in for a window when no log is read."""
     inputs: dict[str, Any] = {"metrics_endpoint": snap.metrics_endpoint}
     values = snap.values
     if values is None:
         return inputs, None
     inputs["upstream_busy"] = bool(values.running_requests)
-    window = Window(
+    window = DecodeSample(
         accept_length=values.accept_length,
         running=None if values.running_requests is None else int(values.running_requests),
         queued=None if values.queued_requests is None else int(values.queued_requests),

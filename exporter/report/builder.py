@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from exporter.analysis.baseline import Baseline
 from exporter.analysis.breakeven import Assessment, assess
-from exporter.analysis.findings import Finding, Window, evaluate
+from exporter.analysis.findings import DecodeSample, Finding, evaluate
 from exporter.engines.record import StatsRecord, logged_seconds
 from exporter.engines.server_config import ConfigTracker, ServerConfig
 from exporter.engines.sglang import Prefix
@@ -71,7 +71,7 @@ class _LatestRun:
     def __init__(self, started_at: float | None = None) -> None:
         self.started_at = started_at
         self.evidence = Evidence()
-        self.sample: list[Window] = []
+        self.sample: list[DecodeSample] = []
         self.windows = 0
         self.stats_lines = 0
         self.unrecognized = 0
@@ -96,11 +96,11 @@ class _LatestRun:
             self.accept_sum += record.accept_length
             self.accept_count += 1
         if len(self.sample) < FINDINGS_SAMPLE:
-            self.sample.append(Window.from_record(record))
+            self.sample.append(DecodeSample.from_record(record))
             return
         slot = self._random.randrange(self.windows)
         if slot < FINDINGS_SAMPLE:
-            self.sample[slot] = Window.from_record(record)
+            self.sample[slot] = DecodeSample.from_record(record)
 
     def speedup(self) -> float | None:
         return self.load.result("run", True).speedup if self.load.windows else None

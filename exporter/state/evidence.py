@@ -12,7 +12,7 @@ import threading
 from collections import deque
 from typing import Any
 
-from exporter.analysis.findings import Observations, Window
+from exporter.analysis.findings import DecodeSample, Observations
 from exporter.engines.record import StatsRecord
 from exporter.engines.server_config import ServerConfig
 
@@ -28,7 +28,7 @@ class Evidence:
 
     def __init__(self, started_at: float | None = None, max_windows: int = 20) -> None:
         self._lock = threading.Lock()
-        self._windows: deque[Window] = deque(maxlen=max_windows)
+        self._windows: deque[DecodeSample] = deque(maxlen=max_windows)
         self._outcomes: deque[bool] = deque(maxlen=10 * max_windows)
         self._started_at = started_at
         self._last_decode_at: float | None = None
@@ -41,7 +41,7 @@ class Evidence:
                 self._started_at = at
             self._outcomes.append(True)
             if record.kind == "decode":
-                self._windows.append(Window.from_record(record))
+                self._windows.append(DecodeSample.from_record(record))
                 self._last_decode_at = at
                 self._silent_prefills = 0
             elif not _is_probe(record):
