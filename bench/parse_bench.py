@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from exporter.engines.record import StatsRecord
-from exporter.engines.sglang import Prefix
+from exporter.engines.sglang import LogLine
 from exporter.parse.pipeline import LineProcessor, iter_line_batches
 
 
@@ -45,7 +45,7 @@ class CountingSink:
     def on_skipped(self, reason: str) -> None:
         self.skipped += 1
 
-    def on_event(self, prefix: Prefix) -> None:
+    def on_event(self, line: LogLine) -> None:
         self.events += 1
 
 

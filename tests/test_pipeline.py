@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from exporter.engines.record import StatsRecord
-from exporter.engines.sglang import Prefix
+from exporter.engines.sglang import LogLine
 from exporter.parse.pipeline import LineProcessor, iter_line_batches
 
 DECODE = (
@@ -30,7 +30,7 @@ class ListSink:
     records: list[StatsRecord] = field(default_factory=list)
     unrecognized: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
-    events: list[Prefix] = field(default_factory=list)
+    events: list[LogLine] = field(default_factory=list)
     order: list[str] = field(default_factory=list)
 
     def on_lines(self, count: int) -> None:
@@ -46,8 +46,8 @@ class ListSink:
     def on_skipped(self, reason: str) -> None:
         self.skipped.append(reason)
 
-    def on_event(self, prefix: Prefix) -> None:
-        self.events.append(prefix)
+    def on_event(self, line: LogLine) -> None:
+        self.events.append(line)
         self.order.append("event")
 
 
@@ -127,7 +127,7 @@ def test_prompt_text_quoting_a_stats_line_is_not_a_record() -> None:
 )
 def test_startup_and_config_lines_are_delivered_as_events(message: str) -> None:
     sink = run([f"[2026-02-23 00:10:34 TP0] {message}".encode()])
-    assert sink.events == [Prefix("2026-02-23T00:10:34", None, 0, message)]
+    assert sink.events == [LogLine("2026-02-23T00:10:34", None, 0, message)]
 
 
 def test_request_logs_echoing_event_words_are_not_events() -> None:

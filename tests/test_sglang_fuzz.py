@@ -17,7 +17,7 @@ from exporter.engines.record import StatsRecord, Unrecognized
 from exporter.engines.sglang import (
     _LAYOUTS,
     _VALUE_FIELDS,
-    Prefix,
+    LogLine,
     _learn,
     _read_each,
     parse_stats,
@@ -44,8 +44,8 @@ class CountingSink:
     def on_skipped(self, reason: str) -> None:
         self.other += 1
 
-    def on_event(self, prefix: Prefix) -> None:
-        assert isinstance(prefix, Prefix)
+    def on_event(self, line: LogLine) -> None:
+        assert isinstance(line, LogLine)
         self.other += 1
 
 

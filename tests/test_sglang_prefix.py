@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.engines.sglang import Prefix, split_prefix
+from exporter.engines.sglang import LogLine, split_prefix
 
 
 def test_scheduler_prefix_with_tp_rank_gives_time_and_rank() -> None:
     prefix = split_prefix("[2026-02-23 00:14:33 TP0] Decode batch, #running-req: 1")
-    assert prefix == Prefix(
+    assert prefix == LogLine(
         time="2026-02-23T00:14:33",
         dp_rank=None,
         tp_rank=0,

@@ -23,7 +23,7 @@ from exporter.engines.server_config import (
     from_draft_config,
     with_local_draft,
 )
-from exporter.engines.sglang import Prefix
+from exporter.engines.sglang import LogLine
 from exporter.engines.sglang_startup import ServerArgsEvent, parse_event
 from exporter.parse.pipeline import LineProcessor, iter_line_batches
 from exporter.sources.upstream import UpstreamScraper, UpstreamSnapshot
@@ -77,13 +77,13 @@ class _LogSink:
     def on_skipped(self, reason: str) -> None:
         pass
 
-    def on_event(self, prefix: Prefix) -> None:
-        self._seen(prefix.time)
-        event = parse_event(prefix.message)
+    def on_event(self, line: LogLine) -> None:
+        self._seen(line.time)
+        event = parse_event(line.message)
         if isinstance(event, ServerArgsEvent):
             self.evidence = Evidence()  # a restart: windows of the old run describe old flags
         if event is not None:
-            self.tracker.observe(event, (prefix.dp_rank, prefix.tp_rank))
+            self.tracker.observe(event, (line.dp_rank, line.tp_rank))
 
 
 def read_log(path: str) -> _LogSink:

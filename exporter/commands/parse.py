@@ -16,7 +16,7 @@ from typing import BinaryIO, TextIO
 
 from exporter.cli import UsageError
 from exporter.engines.record import StatsRecord
-from exporter.engines.sglang import Prefix
+from exporter.engines.sglang import LogLine
 from exporter.parse.pipeline import LineProcessor, iter_line_batches
 
 # (header, record attribute, width, decimals) of the readable table; widths fit SGLang's
@@ -78,7 +78,7 @@ class _PrintingSink:
     def on_skipped(self, reason: str) -> None:
         self.skipped[reason] += 1
 
-    def on_event(self, prefix: Prefix) -> None:
+    def on_event(self, line: LogLine) -> None:
         """Startup events are the daemon's business; `parse` prints stats records only."""
 
     def summary(self) -> str:

@@ -45,8 +45,9 @@ _HEADER = re.compile(r"(Decode|Prefill) batch(?:\.|,| ?\[(\d+)\],?) ")
 
 
 @dataclass(slots=True, frozen=True)
-class Prefix:
-    """SGLang's line prefix, split off its message; ``time`` is ISO 8601 as logged (no zone)."""
+class LogLine:
+    """One SGLang-formatted line: its prefix read (``time`` is ISO 8601 as logged, no zone) and
+    the message after it."""
 
     time: str | None
     dp_rank: int | None
@@ -54,7 +55,7 @@ class Prefix:
     message: str
 
 
-def split_prefix(text: str) -> Prefix | None:
+def split_prefix(text: str) -> LogLine | None:
     """Split SGLang's ``[date time ranks] `` prefix (and a Ray actor tag) off a cleaned line.
 
     None means the line was not written by SGLang's log formatter: a traceback continuation,
@@ -64,19 +65,19 @@ def split_prefix(text: str) -> Prefix | None:
     if split is None:
         return None
     (time, dp_rank, tp_rank), message = split
-    return Prefix(time=time, dp_rank=dp_rank, tp_rank=tp_rank, message=message)
+    return LogLine(time=time, dp_rank=dp_rank, tp_rank=tp_rank, message=message)
 
 
 def parse_stats(text: str) -> StatsRecord | Unrecognized | None:
     """Parse one cleaned log line; None when it is not a scheduler stats line at all."""
     result = classify(text)
-    return None if isinstance(result, Prefix) else result
+    return None if isinstance(result, LogLine) else result
 
 
-def classify(text: str) -> StatsRecord | Unrecognized | Prefix | None:
+def classify(text: str) -> StatsRecord | Unrecognized | LogLine | None:
     """Everything the pipeline needs from one cleaned line, splitting its prefix only once.
 
-    A stats line gives its record (or Unrecognized); any other SGLang line gives its Prefix
+    A stats line gives its record (or Unrecognized); any other SGLang line gives its LogLine
     (the caller looks for startup events in it); a line SGLang did not format gives None.
     """
     split = _split(text)
@@ -87,7 +88,7 @@ def classify(text: str) -> StatsRecord | Unrecognized | Prefix | None:
         return _stats("decode", len("Decode batch"), head, message)
     if message.startswith("Prefill batch"):
         return _stats("prefill", len("Prefill batch"), head, message)
-    return Prefix(time=head[0], dp_rank=head[1], tp_rank=head[2], message=message)
+    return LogLine(time=head[0], dp_rank=head[1], tp_rank=head[2], message=message)
 
 
 _Head = tuple[str, "int | None", "int | None"]

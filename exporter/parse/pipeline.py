@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import BinaryIO, Protocol
 
 from exporter.engines.record import StatsRecord, Unrecognized
-from exporter.engines.sglang import EVENT_MARKERS, STATS_MARKERS, Prefix, classify
+from exporter.engines.sglang import EVENT_MARKERS, STATS_MARKERS, LogLine, classify
 from exporter.parse.envelopes import DEBRIS, EnvelopeDecoder, clean
 
 # A startup/config message names its subject within its first words ("Load weight end. ...",
@@ -35,7 +35,7 @@ class RecordSink(Protocol):
 
     def on_skipped(self, reason: str) -> None: ...
 
-    def on_event(self, prefix: Prefix) -> None: ...
+    def on_event(self, line: LogLine) -> None: ...
 
 
 class LineProcessor:

@@ -17,7 +17,7 @@ from exporter.analysis.breakeven import Assessment, assess
 from exporter.analysis.findings import DecodeSample, Finding, evaluate
 from exporter.engines.record import StatsRecord, logged_seconds
 from exporter.engines.server_config import ConfigTracker, ServerConfig
-from exporter.engines.sglang import Prefix
+from exporter.engines.sglang import LogLine
 from exporter.engines.sglang_startup import ServerArgsEvent, parse_event
 from exporter.report.series import Downsampler
 from exporter.report.summary import COLLAPSED_ACCEPT_LENGTH, AcceptStats, BandStats, Report
@@ -168,13 +168,13 @@ class ReportBuilder:
     def on_skipped(self, reason: str) -> None:
         self.skipped[reason] += 1
 
-    def on_event(self, prefix: Prefix) -> None:
-        event = parse_event(prefix.message)
+    def on_event(self, line: LogLine) -> None:
+        event = parse_event(line.message)
         if isinstance(event, ServerArgsEvent):
             self._server_starts += 1
-            self._run = _LatestRun(logged_seconds(prefix.time))
+            self._run = _LatestRun(logged_seconds(line.time))
         if event is not None:
-            self._tracker.observe(event, rank=(prefix.dp_rank, prefix.tp_rank))
+            self._tracker.observe(event, rank=(line.dp_rank, line.tp_rank))
 
     # Folding ------------------------------------------------------------------------------
     def _place(self, time: str | None) -> float | None:

@@ -8,7 +8,7 @@ each source keeps its own envelope detection and partial CRI joins.
 from __future__ import annotations
 
 from exporter.engines.record import StatsRecord
-from exporter.engines.sglang import Prefix
+from exporter.engines.sglang import LogLine
 from exporter.parse.custom_rules import CustomRuleSet
 from exporter.parse.pipeline import LineProcessor
 from exporter.state.target_state import TargetState
@@ -32,9 +32,9 @@ class StateSink:
     def on_skipped(self, reason: str) -> None:
         self.state.add_skipped(reason)
 
-    def on_event(self, prefix: Prefix) -> None:
+    def on_event(self, line: LogLine) -> None:
         """Startup and configuration lines; the findings engine consumes them."""
-        self.state.add_event(prefix)
+        self.state.add_event(line)
 
 
 class BootstrapSink(StateSink):

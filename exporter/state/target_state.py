@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from exporter.engines.record import StatsRecord
 from exporter.engines.server_config import ConfigTracker
-from exporter.engines.sglang import Prefix
+from exporter.engines.sglang import LogLine
 from exporter.engines.sglang_startup import ServerArgsEvent, parse_event
 from exporter.state.evidence import Evidence
 
@@ -135,18 +135,18 @@ class TargetState:
         with self._lock:
             self._unrecognized += 1
 
-    def add_event(self, prefix: Prefix) -> None:
+    def add_event(self, line: LogLine) -> None:
         """A startup/config line: update the server configuration the findings rest on.
 
         A new ``server_args`` line is a restart; windows of the old run no longer describe the
         server, so the findings evidence starts afresh.
         """
-        event = parse_event(prefix.message)
+        event = parse_event(line.message)
         if event is None:
             return
         if isinstance(event, ServerArgsEvent):
             self.evidence = Evidence(started_at=time.time())
-        self.tracker.observe(event, (prefix.dp_rank, prefix.tp_rank))
+        self.tracker.observe(event, (line.dp_rank, line.tp_rank))
 
     def add_skipped(self, reason: str) -> None:
         with self._lock:
