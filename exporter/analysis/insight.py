@@ -28,7 +28,7 @@ class Insight:
     speedup: float | None = None  # current throughput over that baseline
 
 
-def server_config(target: Target, upstream: UpstreamSnapshot | None) -> ServerConfig:
+def merged_config(target: Target, upstream: UpstreamSnapshot | None) -> ServerConfig:
     """The log describes the run that wrote it, so it wins over a scrape of ``/server_info``;
     a configured draft ``config.json`` is the most direct word on the draft."""
     config = ServerConfig()
@@ -50,7 +50,7 @@ def inspect(
     ``fresh`` are the log windows younger than ``stale_after``, by DP rank.
     """
     upstream = target.upstream.snapshot() if target.upstream is not None else None
-    config = server_config(target, upstream)
+    config = merged_config(target, upstream)
     inputs = {}
     fallback = None
     if upstream is not None and upstream.scraped_at is not None:
