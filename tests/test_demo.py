@@ -22,7 +22,7 @@ import pytest
 
 from exporter.demo.narrator import Narrator, read_metrics
 from exporter.engines.record import StatsRecord
-from exporter.engines.sglang import parse_stats
+from exporter.engines.sglang import classify
 from exporter.simulate import SCENARIOS, events
 from exporter.simulate.realtime import schedule
 from tests.conftest import REPO, require_tool
@@ -221,7 +221,7 @@ def test_live_recovery_scenario_recovers_well_within_two_minutes() -> None:
     decode_windows: list[tuple[float, float | None]] = []
     live = schedule(events(SCENARIOS["recovery"], duration=300), origin=0.0, speed=1.0)
     for when, event in live:
-        record = parse_stats(event.render(datetime(2026, 5, 20, 9, 0)))
+        record = classify(event.render(datetime(2026, 5, 20, 9, 0)))
         if isinstance(record, StatsRecord) and record.kind == "decode":
             decode_windows.append((when, record.accept_length))
     collapsed = [when for when, accept in decode_windows if accept == 1.0]

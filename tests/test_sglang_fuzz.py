@@ -20,7 +20,7 @@ from exporter.engines.sglang import (
     LogLine,
     _learn,
     _read_each,
-    parse_stats,
+    classify,
 )
 from exporter.parse.pipeline import LineProcessor
 
@@ -201,7 +201,7 @@ def test_generated_valid_lines_round_trip_to_the_intended_values(
     case: tuple[str, dict[str, Any]],
 ) -> None:
     line, expected = case
-    result = parse_stats(line)
+    result = classify(line)
     assert isinstance(result, StatsRecord), (line, result)
     _check(result, expected)
 
@@ -280,7 +280,7 @@ def test_lines_of_one_layout_take_the_pattern_and_another_layout_is_relearnt() -
         "[2026-02-23 00:14:33 TP0] Decode batch, #running-req: {}, #token: 6460, "
         "token usage: 0.06, accept len: {}, cuda graph: True, #queue-req: 0"
     )
-    assert parse_stats(decode.format(48, "1.00")) is not None
+    assert isinstance(classify(decode.format(48, "1.00")), StatsRecord)
     learnt = _LAYOUTS["decode"]
     assert learnt is not None
     values = learnt.read(decode.format(12, "3.25").split("Decode batch, ")[1], {})
@@ -293,13 +293,13 @@ def test_lines_of_one_layout_take_the_pattern_and_another_layout_is_relearnt() -
         "queued_requests": 0,
     }
     hybrid = "[2026-02-23 00:17:45] Decode batch, full token usage: 0.05, npu graph: False"
-    record = parse_stats(hybrid)
+    record = classify(hybrid)
     assert isinstance(record, StatsRecord)
     assert (record.token_usage, record.cuda_graph) == (0.05, False)
     assert record.extra == {"full_token_usage": 0.05, "graph_device": "npu"}
     assert _LAYOUTS["decode"] is not learnt
-    again = parse_stats(hybrid.replace("0.05", "0.07"))
+    again = classify(hybrid.replace("0.05", "0.07"))
     assert isinstance(again, StatsRecord) and again.token_usage == 0.07
     for garbage in ("garbage", "1,5"):  # the pattern's miss and its match both end as drift
-        drift = parse_stats(decode.format(12, garbage))
+        drift = classify(decode.format(12, garbage))
         assert isinstance(drift, Unrecognized) and drift.reason == "bad_value"

@@ -4,31 +4,44 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.engines.sglang import LogLine, split_prefix
+from exporter.engines.record import StatsRecord
+from exporter.engines.sglang import LogLine, classify
+
+# A message that is no stats line, so the pipeline's classifier hands back the line itself.
+MESSAGE = "Load weight begin. avail mem=78.50 GB"
+
+
+def split(text: str) -> LogLine:
+    logged = classify(text)
+    assert isinstance(logged, LogLine), logged
+    return logged
 
 
 def test_scheduler_prefix_with_tp_rank_gives_time_and_rank() -> None:
-    prefix = split_prefix("[2026-02-23 00:14:33 TP0] Decode batch, #running-req: 1")
-    assert prefix == LogLine(
+    assert split(f"[2026-02-23 00:14:33 TP0] {MESSAGE}") == LogLine(
         time="2026-02-23T00:14:33",
         dp_rank=None,
         tp_rank=0,
-        message="Decode batch, #running-req: 1",
+        message=MESSAGE,
     )
 
 
 def test_main_process_prefix_has_no_rank() -> None:
-    prefix = split_prefix("[2026-02-23 00:10:52] The server is fired up and ready to roll!")
-    assert prefix is not None
-    assert (prefix.time, prefix.dp_rank, prefix.tp_rank) == ("2026-02-23T00:10:52", None, None)
-    assert prefix.message == "The server is fired up and ready to roll!"
+    logged = split("[2026-02-23 00:10:52] The server is fired up and ready to roll!")
+    assert (logged.time, logged.dp_rank, logged.tp_rank) == ("2026-02-23T00:10:52", None, None)
+    assert logged.message == "The server is fired up and ready to roll!"
 
 
 def test_milliseconds_from_sglang_log_ms_are_kept_in_the_time() -> None:
-    prefix = split_prefix("[2026-02-23 00:14:33.042 TP1] Decode batch, #running-req: 1")
-    assert prefix is not None
-    assert prefix.time == "2026-02-23T00:14:33.042"
-    assert prefix.tp_rank == 1
+    logged = split(f"[2026-02-23 00:14:33.042 TP1] {MESSAGE}")
+    assert logged.time == "2026-02-23T00:14:33.042"
+    assert logged.tp_rank == 1
+
+
+def test_a_stats_line_carries_its_prefix_in_the_record() -> None:
+    record = classify("[2026-02-23 00:14:33.042 DP1 TP1] Decode batch, #running-req: 1")
+    assert isinstance(record, StatsRecord)
+    assert (record.time, record.dp_rank, record.tp_rank) == ("2026-02-23T00:14:33.042", 1, 1)
 
 
 @pytest.mark.parametrize(
@@ -46,30 +59,36 @@ def test_milliseconds_from_sglang_log_ms_are_kept_in_the_time() -> None:
 def test_rank_parts_are_read_by_name_in_any_order(
     ranks: str, dp: int | None, tp: int | None
 ) -> None:
-    prefix = split_prefix(f"[2026-02-23 00:14:33 {ranks}] Decode batch, #running-req: 1")
-    assert prefix is not None
-    assert (prefix.dp_rank, prefix.tp_rank) == (dp, tp)
+    logged = split(f"[2026-02-23 00:14:33 {ranks}] {MESSAGE}")
+    assert (logged.dp_rank, logged.tp_rank) == (dp, tp)
 
 
 @pytest.mark.parametrize("tag", ["(SGLangEngine pid=41820)", "(pid=41820)"])
 def test_ray_actor_tag_before_the_prefix_is_accepted(tag: str) -> None:
     # Ray names the actor when there is one; output of a plain task carries only its pid.
-    line = f"{tag} [2026-03-22 13:53:37 TP0] Decode batch, #running-req: 4"
-    prefix = split_prefix(line)
-    assert prefix is not None
-    assert prefix.time == "2026-03-22T13:53:37"
-    assert prefix.message == "Decode batch, #running-req: 4"
+    logged = split(f"{tag} [2026-03-22 13:53:37 TP0] {MESSAGE}")
+    assert logged.time == "2026-03-22T13:53:37"
+    assert logged.message == MESSAGE
 
 
 def test_ray_actor_tag_with_ip_and_repeat_note_leaves_the_plain_message() -> None:
     line = (
         "(SGLangEngine pid=41820, ip=10.0.0.3) [2026-03-22 13:53:37 DP1 TP1] "
+        f"{MESSAGE} [repeated 7x across cluster]"
+    )
+    logged = split(line)
+    assert logged.message == MESSAGE
+    assert logged.dp_rank == 1
+
+
+def test_a_repeat_note_does_not_spoil_the_last_stats_field() -> None:
+    line = (
+        "(SGLangEngine pid=41820, ip=10.0.0.3) [2026-03-22 13:53:37 DP1 TP1] "
         "Decode batch, #queue-req: 0 [repeated 7x across cluster]"
     )
-    prefix = split_prefix(line)
-    assert prefix is not None
-    assert prefix.message == "Decode batch, #queue-req: 0"
-    assert prefix.dp_rank == 1
+    record = classify(line)
+    assert isinstance(record, StatsRecord)
+    assert (record.queued_requests, record.dp_rank) == (0, 1)
 
 
 @pytest.mark.parametrize(
@@ -86,4 +105,4 @@ def test_ray_actor_tag_with_ip_and_repeat_note_leaves_the_plain_message() -> Non
     ],
 )
 def test_lines_not_formatted_by_sglang_have_no_prefix(line: str) -> None:
-    assert split_prefix(line) is None
+    assert classify(line) is None

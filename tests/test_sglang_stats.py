@@ -9,13 +9,13 @@ from __future__ import annotations
 import pytest
 
 from exporter.engines.record import StatsRecord, Unrecognized
-from exporter.engines.sglang import parse_stats
+from exporter.engines.sglang import LogLine, classify
 
 P = "[2026-02-23 00:14:33 TP0] "
 
 
 def record(line: str) -> StatsRecord:
-    result = parse_stats(line)
+    result = classify(line)
     assert isinstance(result, StatsRecord), result
     return result
 
@@ -353,7 +353,8 @@ def test_prefill_with_milliseconds_and_dp_rank() -> None:
     ],
 )
 def test_stats_text_outside_the_start_of_an_sglang_message_is_not_a_stats_line(line: str) -> None:
-    assert parse_stats(line) is None
+    result = classify(line)
+    assert result is None or isinstance(result, LogLine), result
 
 
 @pytest.mark.parametrize(
@@ -371,7 +372,7 @@ def test_stats_text_outside_the_start_of_an_sglang_message_is_not_a_stats_line(l
     ],
 )
 def test_a_stats_header_without_a_usable_record_is_unrecognized(line: str, reason: str) -> None:
-    result = parse_stats(line)
+    result = classify(line)
     assert isinstance(result, Unrecognized)
     assert result.reason == reason
 

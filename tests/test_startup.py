@@ -18,7 +18,7 @@ from exporter.engines.server_config import (
     from_server_info,
     with_local_draft,
 )
-from exporter.engines.sglang import split_prefix
+from exporter.engines.sglang import LogLine, classify
 from exporter.engines.sglang_startup import (
     MaxRunningReset,
     MemoryPlan,
@@ -143,11 +143,11 @@ def test_event_lines_become_typed_events(message: str, event: object) -> None:
 
 
 def _feed(tracker: ConfigTracker, line: str) -> None:
-    prefix = split_prefix(line)
-    assert prefix is not None
-    event = parse_event(prefix.message)
+    logged = classify(line)
+    assert isinstance(logged, LogLine)
+    event = parse_event(logged.message)
     assert event is not None
-    tracker.observe(event, (prefix.dp_rank, prefix.tp_rank))
+    tracker.observe(event, (logged.dp_rank, logged.tp_rank))
 
 
 def test_tracker_tells_target_from_draft_per_rank_with_interleaved_ranks() -> None:
@@ -173,7 +173,6 @@ def test_tracker_tells_target_from_draft_per_rank_with_interleaved_ranks() -> No
     assert config.draft_architecture == "LlamaForCausalLMEagle3"
     assert config.max_running_requests == 48
     assert config.num_draft_tokens == 4
-    assert tracker.ready
 
 
 def test_new_server_args_line_forgets_the_previous_run() -> None:

@@ -23,7 +23,6 @@ from exporter.engines.sglang_startup import (
     MaxRunningReset,
     MemoryPlan,
     ServerArgsEvent,
-    ServerReady,
     WeightsLoaded,
     drop_secrets,
 )
@@ -156,21 +155,16 @@ class ConfigTracker:
         self._lock = threading.Lock()
         self._config = ServerConfig()
         self._loads: dict[Hashable, int] = {}
-        self._ready = False
 
     @property
     def config(self) -> ServerConfig:
         return self._config
 
-    @property
-    def ready(self) -> bool:
-        return self._ready
-
     def observe(self, event: Event, rank: Hashable = None) -> None:
         """Apply one event; ``rank`` identifies the logging scheduler (e.g. ``(dp, tp)``)."""
         with self._lock:
             if isinstance(event, ServerArgsEvent):
-                self._config, self._loads, self._ready = from_server_args(event.args), {}, False
+                self._config, self._loads = from_server_args(event.args), {}
             elif isinstance(event, WeightsLoaded):
                 self._config = self._with_weights(event.model_class, rank)
             elif isinstance(event, MemoryPlan) and event.max_running_requests is not None:
@@ -179,8 +173,6 @@ class ConfigTracker:
                 )
             elif isinstance(event, MaxRunningReset):
                 self._config = replace(self._config, max_running_requests=event.value)
-            elif isinstance(event, ServerReady):
-                self._ready = True
 
     def _with_weights(self, model_class: str, rank: Hashable) -> ServerConfig:
         seen = self._loads.get(rank, 0)

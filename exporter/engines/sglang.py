@@ -55,25 +55,6 @@ class LogLine:
     message: str
 
 
-def split_prefix(text: str) -> LogLine | None:
-    """Split SGLang's ``[date time ranks] `` prefix (and a Ray actor tag) off a cleaned line.
-
-    None means the line was not written by SGLang's log formatter: a traceback continuation,
-    a tqdm bar, another program's output.
-    """
-    split = _split(text)
-    if split is None:
-        return None
-    (time, dp_rank, tp_rank), message = split
-    return LogLine(time=time, dp_rank=dp_rank, tp_rank=tp_rank, message=message)
-
-
-def parse_stats(text: str) -> StatsRecord | Unrecognized | None:
-    """Parse one cleaned log line; None when it is not a scheduler stats line at all."""
-    result = classify(text)
-    return None if isinstance(result, LogLine) else result
-
-
 def classify(text: str) -> StatsRecord | Unrecognized | LogLine | None:
     """Everything the pipeline needs from one cleaned line, splitting its prefix only once.
 
