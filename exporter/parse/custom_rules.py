@@ -33,13 +33,12 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    ValidationError,
     field_validator,
     model_validator,
 )
@@ -142,25 +141,6 @@ class CustomRuleSet:
         self._rules = [_CompiledRule(rule) for rule in rules]
         self._lock = threading.Lock()
         self.dropped: dict[tuple[str, str], int] = {}  # (rule, reason) -> lines
-
-    @classmethod
-    def from_config(cls, entries: list[dict[str, Any] | CustomRule]) -> CustomRuleSet:
-        """Validate raw config entries; errors name the rule by its position and name."""
-        rules = []
-        for index, entry in enumerate(entries):
-            if isinstance(entry, CustomRule):
-                rules.append(entry)
-                continue
-            try:
-                rules.append(CustomRule.model_validate(entry))
-            except ValidationError as exc:
-                name = entry.get("name", "?") if isinstance(entry, dict) else "?"
-                detail = "; ".join(
-                    f"{'.'.join(map(str, err['loc'])) or 'rule'}: {err['msg']}"
-                    for err in exc.errors()
-                )
-                raise CustomRuleError(f"custom_rules[{index}] ({name}): {detail}") from exc
-        return cls(rules)
 
     def __bool__(self) -> bool:
         return bool(self._rules)
