@@ -81,16 +81,14 @@ def test_curve_value_always_lies_between_neighbouring_points(
     ],
 )
 def test_bad_curve_is_rejected_with_a_clear_message(curve: str, fragment: str) -> None:
-    with pytest.raises(BaselineError, match=fragment) as info:
+    with pytest.raises(BaselineError, match=fragment):
         Baseline.from_curve(curve)
-    assert info.value.option == "curve"
 
 
 @pytest.mark.parametrize("value", [0, -1, float("inf"), True])
 def test_bad_single_value_is_rejected(value: float) -> None:
-    with pytest.raises(BaselineError) as info:
+    with pytest.raises(BaselineError):
         Baseline.from_tok_s(value)
-    assert info.value.option == "tok_s"
 
 
 def test_bench_file_builds_curve_from_non_speculative_runs() -> None:
@@ -112,7 +110,6 @@ def test_bench_file_from_a_speculative_run_is_rejected() -> None:
     with pytest.raises(BaselineError, match=r"line 1: .*speculative_algorithm='EAGLE3'") as info:
         Baseline.from_bench_file(path)
     assert str(path) in str(info.value)
-    assert info.value.option == "bench_file"
 
 
 def test_speculative_algorithm_found_in_per_rank_internal_states(tmp_path: Path) -> None:

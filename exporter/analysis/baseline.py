@@ -20,15 +20,7 @@ from typing import Any
 
 
 class BaselineError(ValueError):
-    """A baseline that cannot be used. ``option`` names the setting at fault.
-
-    ``option`` is one of ``tok_s``, ``curve``, ``bench_file`` (or ``None`` when the problem is
-    the combination), so the CLI can name its flag and the config loader its key.
-    """
-
-    def __init__(self, message: str, option: str | None = None) -> None:
-        super().__init__(message)
-        self.option = option
+    """A baseline that cannot be used; the caller names the flag or key that gave it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +63,7 @@ class Baseline:
     @classmethod
     def from_tok_s(cls, tok_s: float) -> Baseline:
         """The same throughput at every load: fine for single-stream benchmarks."""
-        value = _positive(tok_s, "baseline tok/s", option="tok_s")
+        value = _positive(tok_s, "baseline tok/s")
         return cls(points=((1.0, value),), source="single value")
 
     @classmethod
@@ -81,16 +73,14 @@ class Baseline:
         if not text.strip() or any(not item for item in items):
             raise BaselineError(
                 f"curve {text!r} is empty or has an empty point; expected e.g. "
-                '"1:82,48:1500,128:2370"',
-                option="curve",
+                '"1:82,48:1500,128:2370"'
             )
         points = [_curve_point(item) for item in items]
         for (x0, _), (x1, _) in itertools.pairwise(points):
             if x1 <= x0:
                 raise BaselineError(
                     f"curve {text!r}: running requests must be strictly increasing "
-                    f"({_fmt_num(x1)} follows {_fmt_num(x0)})",
-                    option="curve",
+                    f"({_fmt_num(x1)} follows {_fmt_num(x0)})"
                 )
         return cls(points=tuple(points), source="curve")
 
@@ -106,14 +96,14 @@ class Baseline:
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise BaselineError(f"cannot read bench file {path}: {exc}", "bench_file") from exc
+            raise BaselineError(f"cannot read bench file {path}: {exc}") from exc
         samples: dict[float, list[float]] = defaultdict(list)
         for number, line in enumerate(text.splitlines(), start=1):
             if line.strip():
                 concurrency, tok_s = _bench_point(path, number, line)
                 samples[concurrency].append(tok_s)
         if not samples:
-            raise BaselineError(f"bench file {path} has no benchmark results", "bench_file")
+            raise BaselineError(f"bench file {path} has no benchmark results")
         points = tuple((x, sum(ys) / len(ys)) for x, ys in sorted(samples.items()))
         return cls(points=points, source=f"bench_serving file {path.name}")
 
@@ -141,13 +131,13 @@ def _options(tok_s: Any, curve: Any, bench_file: Any) -> list[tuple[str, Any]]:
     return [("tok_s", tok_s), ("curve", curve), ("bench_file", bench_file)]
 
 
-def _positive(value: Any, what: str, option: str) -> float:
+def _positive(value: Any, what: str) -> float:
     """A finite number above zero; bools are rejected because JSON ``true`` is not a count."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise BaselineError(f"{what} must be a number, got {value!r}", option)
+        raise BaselineError(f"{what} must be a number, got {value!r}")
     number = float(value)
     if not math.isfinite(number) or number <= 0:
-        raise BaselineError(f"{what} must be a positive number, got {value!r}", option)
+        raise BaselineError(f"{what} must be a positive number, got {value!r}")
     return number
 
 
@@ -158,12 +148,10 @@ def _curve_point(item: str) -> tuple[float, float]:
             raise ValueError
         x, y = float(running), float(tok_s)
     except ValueError:
-        raise BaselineError(
-            f"curve point {item!r} is not RUNNING:TOK_S (e.g. 48:1500)", option="curve"
-        ) from None
+        raise BaselineError(f"curve point {item!r} is not RUNNING:TOK_S (e.g. 48:1500)") from None
     return (
-        _positive(x, f"running requests in curve point {item!r}", "curve"),
-        _positive(y, f"tok/s in curve point {item!r}", "curve"),
+        _positive(x, f"running requests in curve point {item!r}"),
+        _positive(y, f"tok/s in curve point {item!r}"),
     )
 
 
@@ -172,16 +160,15 @@ def _bench_point(path: Path, number: int, line: str) -> tuple[float, float]:
     try:
         result = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise BaselineError(f"{where}: not valid JSON ({exc.msg})", "bench_file") from None
+        raise BaselineError(f"{where}: not valid JSON ({exc.msg})") from None
     if not isinstance(result, dict):
-        raise BaselineError(f"{where}: expected a JSON object", "bench_file")
+        raise BaselineError(f"{where}: expected a JSON object")
     algorithm = _speculative_algorithm(result.get("server_info"))
     if algorithm:
         raise BaselineError(
             f"{where}: this run used speculative decoding (speculative_algorithm="
             f"{algorithm!r} in its server_info); a baseline must come from a server started "
-            "without --speculative-algorithm",
-            "bench_file",
+            "without --speculative-algorithm"
         )
     concurrency = result.get("max_concurrency")
     key = "max_concurrency"
@@ -189,16 +176,15 @@ def _bench_point(path: Path, number: int, line: str) -> tuple[float, float]:
         concurrency, key = result.get("concurrency"), "concurrency"
     if "output_throughput" not in result or concurrency is None:
         raise BaselineError(
-            f"{where}: needs output_throughput and max_concurrency (or concurrency)",
-            "bench_file",
+            f"{where}: needs output_throughput and max_concurrency (or concurrency)"
         )
     try:
         return (
-            _positive(concurrency, key, "bench_file"),
-            _positive(result["output_throughput"], "output_throughput", "bench_file"),
+            _positive(concurrency, key),
+            _positive(result["output_throughput"], "output_throughput"),
         )
     except BaselineError as exc:
-        raise BaselineError(f"{where}: {exc}", "bench_file") from None
+        raise BaselineError(f"{where}: {exc}") from None
 
 
 def _speculative_algorithm(server_info: Any) -> str | None:

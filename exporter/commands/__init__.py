@@ -13,7 +13,25 @@ def add_baseline_flags(parser: argparse.ArgumentParser) -> None:
     flags, exclusivity and help identical.
     """
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--baseline-tok-s", type=float, metavar="N", help="tok/s without spec")
-    group.add_argument("--baseline-curve", metavar="CURVE", help='e.g. "1:82,48:1500,128:2370"')
-    group.add_argument("--baseline-bench", type=Path, metavar="FILE", help="bench_serving JSONL")
+    tok_s, curve, bench = BASELINE_FLAGS
+    group.add_argument(tok_s, type=float, metavar="N", help="tok/s without spec")
+    group.add_argument(curve, metavar="CURVE", help='e.g. "1:82,48:1500,128:2370"')
+    group.add_argument(bench, type=Path, metavar="FILE", help="bench_serving JSONL")
     parser.add_argument("--expected-accept-length", type=float, metavar="X")
+
+
+BASELINE_FLAGS = ("--baseline-tok-s", "--baseline-curve", "--baseline-bench")
+
+
+def baseline_flag(args: argparse.Namespace) -> str:
+    """The baseline flag given, to name it when its baseline is refused.
+
+    The flags exclude each other, so the one given is the one at fault; "baseline" when none
+    was (the baseline came from the config file, whose error names its key).
+    """
+    given = (flag for flag in BASELINE_FLAGS if getattr(args, _dest(flag), None) is not None)
+    return next(given, "baseline")
+
+
+def _dest(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_")

@@ -9,17 +9,11 @@ from pathlib import Path
 
 from exporter.analysis.baseline import Baseline, BaselineError
 from exporter.cli import UsageError
-from exporter.commands import add_baseline_flags
+from exporter.commands import add_baseline_flags, baseline_flag
 from exporter.report import build_report
 from exporter.report.html import MissingExtra, render_html, require_matplotlib
 from exporter.report.reader import Progress, ReadError, total_size
 from exporter.report.text import render_text
-
-_FLAG_OF = {
-    "tok_s": "--baseline-tok-s",
-    "curve": "--baseline-curve",
-    "bench_file": "--baseline-bench",
-}
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -65,8 +59,7 @@ def _baseline(args: argparse.Namespace) -> Baseline | None:
             tok_s=args.baseline_tok_s, curve=args.baseline_curve, bench_file=args.baseline_bench
         )
     except BaselineError as exc:
-        flag = _FLAG_OF.get(exc.option or "", "baseline")
-        raise UsageError(f"{flag}: {exc}") from None
+        raise UsageError(f"{baseline_flag(args)}: {exc}") from None
 
 
 def _write_html(path: Path, page: str) -> None:

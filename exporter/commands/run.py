@@ -8,15 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from exporter.cli import UsageError
-from exporter.commands import add_baseline_flags
+from exporter.commands import add_baseline_flags, baseline_flag
 from exporter.config import Config, ConfigError, load_config
-
-# flag dest -> config key, for error messages that name the flag the user typed.
-_FLAG_OF = {
-    "baseline_tok_s": "--baseline-tok-s",
-    "baseline_curve": "--baseline-curve",
-    "baseline_bench": "--baseline-bench",
-}
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -86,8 +79,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         daemon = Daemon(config)
     except ValueError as exc:  # baseline curves and files are validated here
-        flag = next((f for k, f in _FLAG_OF.items() if getattr(args, k, None)), "baseline")
-        raise UsageError(f"{flag}: {exc}") from None
+        raise UsageError(f"{baseline_flag(args)}: {exc}") from None
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:
