@@ -28,11 +28,13 @@ class ConfigError(Exception):
     """Invalid configuration; the message names the offending key."""
 
 
-class _Strict(BaseModel):
+class Strict(BaseModel):
+    """A config section: an unknown key is an error, not a silently ignored typo."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class BaselineConfig(_Strict):
+class BaselineConfig(Strict):
     """Throughput of the same server without speculation: one of three forms."""
 
     tok_s: float | None = Field(default=None, gt=0)
@@ -49,7 +51,7 @@ class BaselineConfig(_Strict):
         return self
 
 
-class TargetConfig(_Strict):
+class TargetConfig(Strict):
     """One watched server. Several per process are allowed (daemonset mode)."""
 
     name: str = DEFAULT_TARGET
@@ -88,7 +90,7 @@ class TargetConfig(_Strict):
         return value
 
 
-class Config(_Strict):
+class Config(Strict):
     """The whole daemon configuration (spec section 11)."""
 
     listen: str = DEFAULT_LISTEN

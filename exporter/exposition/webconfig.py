@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import bcrypt
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import Field, ValidationError
 
-from exporter.config import ConfigError, load_yaml
+from exporter.config import ConfigError, Strict, load_yaml
 from exporter.exposition.server import StartResponse, WSGIApp
 
 _CLIENT_AUTH = {
@@ -34,11 +34,7 @@ _TLS_VERSIONS = {
 }
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class TLSConfig(_Strict):
+class TLSConfig(Strict):
     cert_file: Path
     key_file: Path
     client_auth_type: Literal[tuple(_CLIENT_AUTH)] = "NoClientCert"  # type: ignore[valid-type]
@@ -46,13 +42,13 @@ class TLSConfig(_Strict):
     min_version: Literal["TLS12", "TLS13"] = "TLS12"
 
 
-class HTTPServerConfig(_Strict):
-    headers: dict[str, str] = {}
+class HTTPServerConfig(Strict):
+    headers: dict[str, str] = Field(default_factory=dict)
 
 
-class WebConfig(_Strict):
+class WebConfig(Strict):
     tls_server_config: TLSConfig | None = None
-    basic_auth_users: dict[str, str] = {}
+    basic_auth_users: dict[str, str] = Field(default_factory=dict)
     http_server_config: HTTPServerConfig = HTTPServerConfig()
 
     def wrap_socket(self, sock: Any) -> Any:
