@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
@@ -11,6 +13,7 @@ from exporter.engines.record import StatsRecord
 from exporter.exposition.collector import SpecwatchCollector
 from exporter.state.target_state import TargetSnapshot, TargetState
 from exporter.target import Target
+from tests.conftest import require_tool
 from tests.metrics import Scrape
 
 T0 = 1_800_000_000.0
@@ -97,6 +100,31 @@ def test_histogram_buckets_follow_the_spec_bounds() -> None:
     assert s.value(bucket, le="+Inf") == 5
     assert s.value("specwatch_accept_length_windows_count") == 5
     assert abs(s.value("specwatch_accept_length_windows_sum") - 14.64) < 1e-9
+
+
+def test_a_scrape_with_every_kind_of_family_passes_promtool_lint() -> None:
+    """Counters named ``_total``, histogram series complete, one HELP and TYPE per family."""
+    clock = Clock()
+    plain, ranked = make_target("node-a"), make_target("node-b", Baseline.from_tok_s(500))
+    plain.state.add_record(decode(accept_length=2.6), observed_at=T0)
+    for rank in (0, 1):
+        ranked.state.add_record(decode(dp_rank=rank, cuda_graph=False), observed_at=T0)
+    plain.state.add_skipped("too_long")
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SpecwatchCollector([plain, ranked], 60, clock))
+    text = generate_latest(registry).decode()
+    result = subprocess.run(
+        [require_tool("promtool"), "check", "metrics"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (result.returncode, result.stdout + result.stderr) == (0, ""), text
+    assert text.count("# TYPE specwatch_accept_length_windows histogram\n") == 1
+    assert 'specwatch_accept_length_windows_count{target="node-b"} 2.0\n' in text
+    assert 'specwatch_decode_windows_total{cuda_graph="false",target="node-b"} 2.0\n' in text
+    assert 'specwatch_log_skipped_lines_total{reason="too_long",target="node-a"} 1.0\n' in text
 
 
 def test_decode_windows_counted_by_cuda_graph_state() -> None:

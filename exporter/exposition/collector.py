@@ -14,7 +14,12 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from prometheus_client.metrics_core import Metric
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from exporter import __version__
@@ -100,40 +105,71 @@ WINDOW_GAUGES: tuple[tuple[str, Callable[[LatestDecode], float | None]], ...] = 
 )
 
 
+# The prometheus_client family that writes a sample of each type (a counter's ``_total``).
+_SCALAR: dict[str, type[CounterMetricFamily] | type[GaugeMetricFamily]] = {
+    "counter": CounterMetricFamily,
+    "gauge": GaugeMetricFamily,
+}
+
+
 class Families:
-    """Lazily created metric families keyed by short name, yielded in declaration order."""
+    """Lazily created metric families keyed by short name, yielded in declaration order.
+
+    A series' label names vary within a family (``dp_rank`` only where ranks are logged), and
+    prometheus_client's families fix them, so each series is written by a family of its own
+    and its samples are appended, in order, to the family kept under its name.
+    """
 
     def __init__(self) -> None:
         self._metrics: dict[str, Metric] = {}
         self._custom: dict[str, Metric] = {}
 
-    def add(self, short: str, labels: dict[str, str], value: float, suffix: str = "") -> None:
-        metric = self._metrics.get(short)
-        if metric is None:
-            kind, doc = FAMILIES[short]
-            metric = self._metrics[short] = Metric(P + short, doc, kind)
-        metric.add_sample(P + short + suffix, labels, value)
+    def add(self, short: str, labels: dict[str, str], value: float) -> None:
+        """One series of a declared gauge or counter."""
+        kind, doc = FAMILIES[short]
+        _keep(self._metrics, short, _scalar(kind, P + short, doc, labels, value))
+
+    def add_histogram(
+        self,
+        short: str,
+        labels: dict[str, str],
+        buckets: Sequence[tuple[str, float]],
+        sum_value: float,
+    ) -> None:
+        """One series of a declared histogram; ``buckets`` are cumulative and end with +Inf."""
+        _, doc = FAMILIES[short]
+        family = HistogramMetricFamily(P + short, doc, labels=list(labels))
+        family.add_metric(list(labels.values()), buckets, sum_value)
+        _keep(self._metrics, short, family)
 
     def add_custom(self, sample: CustomSample, labels: dict[str, str]) -> None:
         """A user-defined ``specwatch_custom_*`` series (names validated at start)."""
-        metric = self._custom.get(sample.name)
-        if metric is None:
-            metric = self._custom[sample.name] = Metric(sample.name, sample.help, sample.type)
-        suffix = "_total" if sample.type == "counter" else ""
-        metric.add_sample(sample.name + suffix, labels, sample.value)
+        family = _scalar(sample.type, sample.name, sample.help, labels, sample.value)
+        _keep(self._custom, sample.name, family)
 
     def merge(self, other: Families) -> None:
         """Append ``other``'s samples, family by family (one target's render into the scrape)."""
         for mine, theirs in ((self._metrics, other._metrics), (self._custom, other._custom)):
             for name, metric in theirs.items():
-                if name in mine:
-                    mine[name].samples.extend(metric.samples)
-                else:
-                    mine[name] = metric
+                _keep(mine, name, metric)
 
     def __iter__(self) -> Iterator[Metric]:
         declared = (self._metrics[k] for k in FAMILIES if k in self._metrics)
         return itertools.chain(declared, self._custom.values())
+
+
+def _scalar(kind: str, name: str, doc: str, labels: dict[str, str], value: float) -> Metric:
+    family = _SCALAR[kind](name, doc, labels=list(labels))
+    family.add_metric(list(labels.values()), value)
+    return family
+
+
+def _keep(kept: dict[str, Metric], name: str, family: Metric) -> None:
+    """Keep ``family`` under ``name``, or append its samples to the family already kept."""
+    if name in kept:
+        kept[name].samples.extend(family.samples)
+    else:
+        kept[name] = family
 
 
 class SpecwatchCollector(Collector):
@@ -161,7 +197,7 @@ class SpecwatchCollector(Collector):
         for target in self._targets:
             families.merge(self._render_guarded(target, now))
             failed = self._render_errors[target.name]
-            families.add("render_errors", {"target": target.name}, failed, "_total")
+            families.add("render_errors", {"target": target.name}, failed)
         yield from families
 
     def _render_guarded(self, target: Target, now: float) -> Families:
@@ -228,13 +264,13 @@ def _render_counters(out: Families, base: dict[str, str], snap: TargetSnapshot) 
         out.add("last_decode_timestamp_seconds", base, snap.last_decode_at)
     for graph in (True, False):
         labels = {**base, "cuda_graph": "true" if graph else "false"}
-        out.add("decode_windows", labels, snap.decode_windows[graph], "_total")
-    for bound, count in zip(ACCEPT_LENGTH_BUCKETS, snap.accept_length_buckets, strict=True):
-        out.add("accept_length_windows", {**base, "le": _le(bound)}, count, "_bucket")
-    inf = {**base, "le": "+Inf"}
-    out.add("accept_length_windows", inf, snap.accept_length_count, "_bucket")
-    out.add("accept_length_windows", base, snap.accept_length_count, "_count")
-    out.add("accept_length_windows", base, snap.accept_length_sum, "_sum")
+        out.add("decode_windows", labels, snap.decode_windows[graph])
+    buckets = [
+        (_le(bound), float(count))
+        for bound, count in zip(ACCEPT_LENGTH_BUCKETS, snap.accept_length_buckets, strict=True)
+    ]
+    buckets.append(("+Inf", float(snap.accept_length_count)))
+    out.add_histogram("accept_length_windows", base, buckets, snap.accept_length_sum)
 
 
 def _le(bound: float) -> str:
@@ -242,16 +278,16 @@ def _le(bound: float) -> str:
 
 
 def _render_log_health(out: Families, base: dict[str, str], snap: TargetSnapshot) -> None:
-    out.add("log_lines", base, snap.log_lines, "_total")
+    out.add("log_lines", base, snap.log_lines)
     for kind, count in sorted(snap.stats_lines.items()):
-        out.add("log_stats_lines", {**base, "kind": kind}, count, "_total")
-    out.add("log_unrecognized_stats_lines", base, snap.unrecognized, "_total")
-    out.add("log_rotations", base, snap.rotations, "_total")
-    out.add("log_truncations", base, snap.truncations, "_total")
+        out.add("log_stats_lines", {**base, "kind": kind}, count)
+    out.add("log_unrecognized_stats_lines", base, snap.unrecognized)
+    out.add("log_rotations", base, snap.rotations)
+    out.add("log_truncations", base, snap.truncations)
     for reason in sorted({"too_long", "invalid_utf8", "partial_discarded", *snap.skipped}):
         labels = {**base, "reason": reason}
-        out.add("log_skipped_lines", labels, snap.skipped.get(reason, 0), "_total")
-    out.add("log_read_errors", base, snap.read_errors, "_total")
+        out.add("log_skipped_lines", labels, snap.skipped.get(reason, 0))
+    out.add("log_read_errors", base, snap.read_errors)
 
 
 # Upstream gauges that stand in for the log's window gauges, only while no log window is fresh:
@@ -335,7 +371,7 @@ def _render_upstream_health(out: Families, base: dict[str, str], insight: Insigh
         for reason in REASONS:  # every reason from zero, so rate() and increase() work
             labels = {**base, "endpoint": endpoint, "reason": reason}
             count = snap.errors.get((endpoint, reason), 0)
-            out.add("upstream_scrape_errors", labels, count, "_total")
+            out.add("upstream_scrape_errors", labels, count)
 
 
 def _render_custom(out: Families, base: dict[str, str], target: Target, stale_after: float) -> None:
@@ -346,4 +382,4 @@ def _render_custom(out: Families, base: dict[str, str], target: Target, stale_af
         out.add_custom(sample, {**base, **dict(sample.labels)})
     for (rule, reason), count in sorted(rules.dropped_counts().items()):
         labels = {**base, "rule": rule, "reason": reason}
-        out.add("custom_rule_dropped_lines", labels, count, "_total")
+        out.add("custom_rule_dropped_lines", labels, count)
