@@ -89,7 +89,8 @@ def _totals(windows: Iterable[LatestDecode]) -> tuple[float | None, float | None
 
 
 def _sum(values: list[float | None]) -> float | None:
-    return None if not values or None in values else sum(values)  # type: ignore[arg-type]
+    present = [value for value in values if value is not None]
+    return sum(present) if values and len(present) == len(values) else None
 
 
 def _speed(

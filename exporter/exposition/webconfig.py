@@ -21,7 +21,14 @@ from pydantic import Field, ValidationError
 from exporter.config import ConfigError, Strict, load_yaml
 from exporter.exposition.server import StartResponse, WSGIApp
 
-_CLIENT_AUTH = {
+ClientAuth = Literal[
+    "NoClientCert",
+    "RequestClientCert",
+    "RequireAnyClientCert",
+    "VerifyClientCertIfGiven",
+    "RequireAndVerifyClientCert",
+]
+_CLIENT_AUTH: dict[ClientAuth, ssl.VerifyMode] = {
     "NoClientCert": ssl.CERT_NONE,
     "RequestClientCert": ssl.CERT_OPTIONAL,
     "RequireAnyClientCert": ssl.CERT_REQUIRED,
@@ -37,7 +44,7 @@ _TLS_VERSIONS = {
 class TLSConfig(Strict):
     cert_file: Path
     key_file: Path
-    client_auth_type: Literal[tuple(_CLIENT_AUTH)] = "NoClientCert"  # type: ignore[valid-type]
+    client_auth_type: ClientAuth = "NoClientCert"
     client_ca_file: Path | None = None
     min_version: Literal["TLS12", "TLS13"] = "TLS12"
 
