@@ -55,7 +55,8 @@ class TargetConfig(Strict):
     """One watched server. Several per process are allowed (daemonset mode)."""
 
     name: str = DEFAULT_TARGET
-    engine: Literal["sglang"] = "sglang"
+    # "auto": the log's first stats lines (or the /metrics names) tell SGLang from vLLM.
+    engine: Literal["auto", "sglang", "vllm"] = "auto"
     log_files: list[str] = Field(default_factory=list)
     metrics_url: str | None = None
     server_info_url: str | None = None
@@ -135,6 +136,7 @@ def parse_listen(value: str) -> tuple[str, int]:
 _TOP_KEYS = ("listen", "stale_after", "max_line_bytes", "from_beginning", "web_config")
 _TARGET_KEYS = (
     "name",
+    "engine",
     "log_files",
     "metrics_url",
     "server_info_url",

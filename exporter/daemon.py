@@ -59,7 +59,7 @@ class Daemon:
     def _build_sources(self) -> Iterator[Source]:
         for target in self.targets:
             for pattern in target.config.log_files:
-                feed = LogFeed(target.state, target.custom_rules)
+                feed = LogFeed(target.state, target.custom_rules, target.config.engine)
                 if pattern == "-":
                     yield StdinSource(feed, max_line_bytes=self.config.max_line_bytes)
                     continue

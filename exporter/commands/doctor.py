@@ -94,6 +94,7 @@ def read_log(path: str) -> _LogSink:
         with open(path, "rb") as stream:
             for batch in iter_line_batches(stream):
                 processor.process(batch)
+        processor.finish()
     except OSError as exc:
         raise UsageError(f"--log-file: cannot read {path}: {exc.strerror}") from None
     return sink

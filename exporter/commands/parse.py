@@ -144,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
                 raise  # stdout's reader went away (`| head`); not a problem with this file
             except OSError as exc:
                 raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+        processor.finish()
     sys.stdout.flush()
     print(sink.summary(), file=sys.stderr)
     return 0

@@ -23,6 +23,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="server log to tail; a glob follows the newest match; '-' reads stdin; repeatable",
     )
     p.add_argument("--target", dest="name", metavar="NAME", help="value of the target label")
+    p.add_argument(
+        "--engine",
+        choices=["auto", "sglang", "vllm"],
+        help="the serving engine (default auto: detected from the log or /metrics)",
+    )
     p.add_argument("--metrics-url", metavar="URL", help="the server's /metrics")
     p.add_argument("--server-info-url", metavar="URL", help="the server's /server_info")
     p.add_argument("--bearer-token-file", type=Path, metavar="FILE", help="API key for upstream")
@@ -45,6 +50,7 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
     keys = (
         "log_files",
         "name",
+        "engine",
         "metrics_url",
         "server_info_url",
         "bearer_token_file",

@@ -34,6 +34,13 @@ class StatsRecord:
     new_tokens: int | None = None
     cached_tokens: int | None = None
     input_throughput: float | None = None
+    # Speculation counts of the window, where the engine logs them (vLLM): draft rounds, draft
+    # tokens proposed and accepted (the bonus token excluded), and the share of rounds whose
+    # first i+1 drafts were all accepted, by position i.
+    drafts: int | None = None
+    draft_tokens: int | None = None
+    accepted_tokens: int | None = None
+    accept_rate_by_position: tuple[float, ...] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -43,9 +50,15 @@ class StatsRecord:
         if self.kind == "decode":
             for key in ("new_tokens", "cached_tokens", "input_throughput"):
                 data.pop(key)
+        for key in _SPECULATION_COUNTS:
+            if data[key] is None:
+                data.pop(key)  # engines that do not log them keep their JSON shape
         for key, value in extra.items():
             data.setdefault(key, value)
         return data
+
+
+_SPECULATION_COUNTS = ("drafts", "draft_tokens", "accepted_tokens", "accept_rate_by_position")
 
 
 def logged_seconds(time: str | None) -> float | None:

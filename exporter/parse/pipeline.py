@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterator
 from typing import BinaryIO, Protocol
 
+from exporter.engines import vllm
 from exporter.engines.record import StatsRecord, Unrecognized
 from exporter.engines.sglang import EVENT_MARKERS, STATS_MARKERS, LogLine, classify
 from exporter.parse.envelopes import DEBRIS, EnvelopeDecoder, clean
@@ -38,12 +39,42 @@ class RecordSink(Protocol):
     def on_event(self, line: LogLine) -> None: ...
 
 
-class LineProcessor:
-    """Feed one file stream's raw lines through envelope decoding and the SGLang parser."""
+ENGINES = ("sglang", "vllm")
 
-    def __init__(self, sink: RecordSink) -> None:
+
+class LineProcessor:
+    """Feed one file stream's raw lines through envelope decoding and its engine's parser.
+
+    ``engine`` is ``sglang``, ``vllm`` or ``auto``: the first batch holding either engine's
+    stats lines decides, once for the whole source, so no line pays for the other parser.
+    """
+
+    def __init__(self, sink: RecordSink, engine: str = "auto") -> None:
         self._sink = sink
         self._decoder = EnvelopeDecoder()
+        self.engine: str | None = None
+        self._vllm: vllm.VllmParser | None = None
+        if engine != "auto":
+            self._decide(engine)
+
+    def _decide(self, engine: str) -> None:
+        if engine not in ENGINES:
+            raise ValueError(f"unknown engine {engine!r}")
+        self.engine = engine
+        if engine == "vllm":
+            self._vllm = vllm.VllmParser()
+
+    def _detect(self, blob: bytes) -> None:
+        """vLLM's stats markers first: SGLang never prints them; then SGLang's own."""
+        if any(marker in blob for marker in vllm.STATS_MARKERS):
+            self._decide("vllm")
+        elif any(marker in blob for marker in _ALL_MARKERS):
+            self._decide("sglang")
+
+    def finish(self) -> None:
+        """The source has ended: deliver what a parser still holds (vLLM's last engine line)."""
+        if self._vllm is not None:
+            self._deliver(self._vllm.flush())
 
     def reset(self) -> None:
         """A new file (rotation, truncation): its envelope is detected afresh."""
@@ -61,6 +92,11 @@ class LineProcessor:
         # One C-speed scan of the whole batch tells which markers can occur at all, so the
         # per-line test below usually checks the two stats markers only.
         blob = b"\n".join(lines)
+        if self.engine is None:
+            self._detect(blob)
+        if self._vllm is not None:
+            self._process_vllm(lines, blob)
+            return
         markers = tuple(marker for marker in _ALL_MARKERS if marker in blob)
         if not markers:
             return
@@ -72,6 +108,30 @@ class LineProcessor:
                 if marker in line:
                     handle(line, tidy)
                     break
+
+    def _process_vllm(self, lines: list[bytes], blob: bytes) -> None:
+        """vLLM's stats lines come in pairs (engine, then spec): one parser keeps the pair."""
+        if not any(marker in blob for marker in vllm.STATS_MARKERS):
+            return
+        parser = self._vllm
+        assert parser is not None
+        tidy = not any(debris in blob for debris in DEBRIS)
+        for line in lines:
+            if not any(marker in line for marker in vllm.STATS_MARKERS):
+                continue
+            try:
+                text = line.decode("utf-8")
+            except UnicodeDecodeError:
+                self._sink.on_skipped("invalid_utf8")
+                continue
+            self._deliver(parser.feed(text if tidy else clean(text)))
+
+    def _deliver(self, results: list[StatsRecord | Unrecognized]) -> None:
+        for result in results:
+            if type(result) is StatsRecord:
+                self._sink.on_record(result)
+            elif type(result) is Unrecognized:
+                self._sink.on_unrecognized(result.reason)
 
     def _handle(self, line: bytes, tidy: bool) -> None:
         """Decode, clean (unless ``tidy``) and dispatch one line that carries a marker."""

@@ -98,6 +98,7 @@ def read_logs(
         last = splitter.flush()
         if last:
             processor.process([last])
+    processor.finish()
 
 
 @contextmanager

@@ -63,10 +63,16 @@ class BootstrapSink(StateSink):
 class LogFeed:
     """The tailer's ``TailEvents`` for one source of one target."""
 
-    def __init__(self, state: TargetState, custom_rules: CustomRuleSet | None = None) -> None:
+    def __init__(
+        self,
+        state: TargetState,
+        custom_rules: CustomRuleSet | None = None,
+        engine: str = "auto",
+    ) -> None:
         self._state = state
+        self._engine = engine
         self._sink = StateSink(state)
-        self._processor = LineProcessor(self._sink)
+        self._processor = LineProcessor(self._sink, engine)
         self._custom_rules = custom_rules
 
     def on_lines(self, lines: list[bytes]) -> None:
@@ -75,7 +81,9 @@ class LogFeed:
             self._custom_rules.feed_raw(lines)
 
     def on_bootstrap(self, lines: list[bytes], mtime: float) -> None:
-        LineProcessor(BootstrapSink(self._state, mtime)).process(lines)
+        bootstrap = LineProcessor(BootstrapSink(self._state, mtime), self._engine)
+        bootstrap.process(lines)
+        bootstrap.finish()
 
     def on_new_file(self) -> None:
         self._processor.reset()

@@ -22,6 +22,8 @@ from exporter.state.evidence import Evidence
 ACCEPT_LENGTH_BUCKETS: tuple[float, ...] = (1.0, 1.05, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8)
 # More DP ranks than this would be a misparse or hostile input, not a real server.
 MAX_DP_RANKS = 64
+# Speculation counts a window may carry (vLLM logs them), summed into exported counters.
+SPECULATION_COUNTS = ("drafts", "draft_tokens", "accepted_tokens")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +52,9 @@ class TargetSnapshot:
     truncations: int
     skipped: dict[str, int]
     read_errors: int
+    # Sums of the windows' speculation counts, only for counts some window has carried.
+    speculation: dict[str, int]
+    engine: str | None  # the engine of the newest stats line
 
     def fresh_windows(self, now: float, stale_after: float) -> dict[int | None, LatestDecode]:
         """Windows young enough to be shown as current (spec section 6)."""
@@ -75,6 +80,8 @@ class TargetState:
         self._truncations = 0
         self._skipped: Counter[str] = Counter()
         self._read_errors = 0
+        self._speculation: dict[str, int] = {}
+        self._engine: str | None = None
         # Configuration from startup lines and recent windows for findings; both thread-safe.
         self.tracker = ConfigTracker()
         self.evidence = Evidence(started_at=time.time())
@@ -90,8 +97,10 @@ class TargetState:
         self.evidence.add_record(record, now)
         with self._lock:
             self._stats_lines[record.kind] += 1
+            self._engine = record.engine
             if record.kind == "decode":
                 self._count_window(record)
+                self._count_speculation(record)
                 self._set_window(record, now)
 
     def restore_window(self, record: StatsRecord, observed_at: float) -> None:
@@ -103,6 +112,7 @@ class TargetState:
             return
         self.evidence.add_record(record, observed_at)
         with self._lock:
+            self._engine = record.engine
             self._set_window(record, observed_at)
 
     def _set_window(self, record: StatsRecord, observed_at: float) -> None:
@@ -129,6 +139,12 @@ class TargetState:
             if value <= bound:
                 self._buckets[i] += 1
                 break
+
+    def _count_speculation(self, record: StatsRecord) -> None:
+        for name in SPECULATION_COUNTS:
+            value = getattr(record, name)
+            if value is not None:
+                self._speculation[name] = self._speculation.get(name, 0) + value
 
     def add_unrecognized(self) -> None:
         self.evidence.add_unrecognized()
@@ -186,4 +202,6 @@ class TargetState:
                 truncations=self._truncations,
                 skipped=dict(self._skipped),
                 read_errors=self._read_errors,
+                speculation=dict(self._speculation),
+                engine=self._engine,
             )
