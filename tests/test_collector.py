@@ -203,7 +203,16 @@ def test_targets_are_kept_apart_and_self_metrics_preinitialised() -> None:
 
 def test_every_configured_target_has_an_info_series_even_when_silent() -> None:
     s = render([make_target("quiet")], Clock())
-    assert s.value("specwatch_target_info", target="quiet", engine="sglang") == 1
+    assert s.value("specwatch_target_info", target="quiet", engine="unknown") == 1
+
+
+def test_info_series_names_the_configured_engine_else_the_one_the_log_showed() -> None:
+    configured = Target(TargetConfig(name="v", engine="vllm"), TargetState("v"))
+    detected = make_target("d")
+    detected.state.add_record(decode(), observed_at=T0)
+    s = render([configured, detected], Clock())
+    assert s.value("specwatch_target_info", target="v", engine="vllm") == 1
+    assert s.value("specwatch_target_info", target="d", engine="sglang") == 1
 
 
 def test_expected_accept_length_only_when_configured() -> None:
@@ -240,7 +249,7 @@ def test_a_target_that_fails_to_render_is_left_out_whole_and_counted(broken: str
     s = render([bad, good], Clock())
     assert s.value("specwatch_accept_length", target="bad") is None
     assert s.value("specwatch_accept_length", target="good") == 1.0
-    assert s.value("specwatch_target_info", target="bad", engine="sglang") is None
+    assert s.values("specwatch_target_info", target="bad") == []
     assert s.value("specwatch_log_lines_total", target="bad") is None
     assert s.value("specwatch_render_errors_total", target="bad") == 1
     assert s.value("specwatch_render_errors_total", target="good") == 0

@@ -221,6 +221,7 @@ def test_every_code_of_the_spec_has_its_severity() -> None:
         "metrics_endpoint_disabled": "info",
         "log_format_unrecognized": "warning",
         "running_requests_capped": "warning",
+        "draft_positions_unprofitable": "info",
     }
 
 

@@ -167,3 +167,49 @@ def _advice(n: int, alpha: float, cost: float, best: int, verdict: Verdict) -> s
 def _percent(fraction: float) -> str:
     """Two significant digits: a last position accepted 0.05% of the time must not read 0.0%."""
     return f"{100 * fraction:.2g}%"
+
+
+@dataclass(frozen=True, slots=True)
+class PositionAdvice:
+    """How many draft tokens the measured per-position acceptance pays for.
+
+    ``rates[i]`` is the share of rounds whose drafts 0..i were all accepted (vLLM's
+    per-position acceptance), so with ``n`` drafted tokens a round yields ``1 + sum(rates[:n])``
+    tokens for ``1 + cost * n`` decode steps: the same cost model as :func:`assess`, with the
+    acceptance measured instead of fitted.
+    """
+
+    suggested: int  # drafted tokens per round; 0 = no count beats plain decoding
+    cost_per_draft_token: float
+    cost_measured: bool
+    expected_speedup: float
+    current_speedup: float
+
+
+def assess_positions(rates: tuple[float, ...], speedup: float | None = None) -> PositionAdvice:
+    """The draft count (at most the current ``len(rates)``) the measured acceptance pays for.
+
+    Raises ``ValueError`` for an empty profile or a non-positive speedup.
+    """
+    if not rates:
+        raise ValueError("no per-position acceptance")
+    if speedup is not None and speedup <= 0:
+        raise ValueError(f"speedup must be positive, got {speedup}")
+    drafted = len(rates)
+    length = 1.0 + sum(rates)
+    # assess() counts verified positions (drafted + 1), as SGLang's num_draft_tokens does.
+    cost = _cost_per_draft_token(length, drafted + 1, speedup)
+
+    def gain(n: int) -> float:
+        return (1.0 + sum(rates[:n])) / (1.0 + cost * n)
+
+    best = max(range(drafted + 1), key=gain)
+    if gain(best) < gain(drafted) * MIN_GAIN:
+        best = drafted
+    return PositionAdvice(
+        suggested=best,
+        cost_per_draft_token=cost,
+        cost_measured=speedup is not None,
+        expected_speedup=gain(best),
+        current_speedup=gain(drafted),
+    )

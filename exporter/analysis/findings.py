@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import fmean
 
-from exporter.analysis.breakeven import Assessment, assess
+from exporter.analysis.breakeven import Assessment, assess, assess_positions
 from exporter.engines.record import StatsRecord
 from exporter.engines.server_config import ServerConfig
 
@@ -32,6 +32,7 @@ SEVERITIES: dict[str, str] = {
     "metrics_endpoint_disabled": INFO,
     "log_format_unrecognized": WARNING,
     "running_requests_capped": WARNING,
+    "draft_positions_unprofitable": INFO,
 }
 
 MIN_WINDOWS = 3  # window-based rules need a few windows so one odd batch is not a verdict
@@ -77,11 +78,16 @@ class DecodeSample:
     cuda_graph: bool | None = None
     running: int | None = None
     queued: int | None = None
+    accept_rate_by_position: tuple[float, ...] | None = None
 
     @classmethod
     def from_record(cls, record: StatsRecord) -> DecodeSample:
         return cls(
-            record.accept_length, record.cuda_graph, record.running_requests, record.queued_requests
+            record.accept_length,
+            record.cuda_graph,
+            record.running_requests,
+            record.queued_requests,
+            record.accept_rate_by_position,
         )
 
 
@@ -120,6 +126,14 @@ def drafts_only_accept_rate(
     return max(0.0, (accept_length - 1.0) / (num_draft_tokens - 1))
 
 
+def window_accept_rate(record: StatsRecord, num_draft_tokens: int | None) -> float | None:
+    """Accepted per proposed draft token: exact where the window counts tokens (vLLM),
+    else derived from the accept length."""
+    if record.draft_tokens:
+        return (record.accepted_tokens or 0) / record.draft_tokens
+    return drafts_only_accept_rate(record.accept_length, num_draft_tokens)
+
+
 def evaluate(obs: Observations) -> list[Finding]:
     """All findings that hold for ``obs``, most severe first."""
     rules = (
@@ -130,6 +144,7 @@ def evaluate(obs: Observations) -> list[Finding]:
         _log_format_unrecognized,
         _running_requests_capped,
         _metrics_endpoint_disabled,
+        _draft_positions_unprofitable,
     )
     found = [finding for rule in rules if (finding := rule(obs)) is not None]
     return sorted(found, key=lambda f: SEVERITY_ORDER[f.severity])
@@ -237,8 +252,8 @@ def _draft_tokens_excessive(obs: Observations) -> Finding | None:
     tree (4-6 draft tokens) keeps most of ``L`` at a fraction of the verify cost.
     """
     tokens = obs.config.num_draft_tokens
-    if tokens is None or tokens < EXCESSIVE_DRAFT_TOKENS:
-        return None
+    if tokens is None or tokens < EXCESSIVE_DRAFT_TOKENS or _position_profile(obs.windows):
+        return None  # measured per-position acceptance has its own, sharper finding
     lengths = [w.accept_length for w in obs.windows if w.accept_length is not None]
     if len(lengths) < MIN_WINDOWS:
         return None
@@ -260,6 +275,64 @@ def _draft_tokens_excessive(obs: Observations) -> Finding | None:
             "this acceptance the wasted verify width outweighs the extra tokens gained."
         ),
         fix=_draft_tokens_fix(tokens, advice),
+    )
+
+
+def _position_profile(windows: Sequence[Window]) -> tuple[float, ...] | None:
+    """Mean acceptance by draft position over recent windows of the newest draft length."""
+    profiles = [w.accept_rate_by_position for w in windows if w.accept_rate_by_position]
+    if len(profiles) < MIN_WINDOWS:
+        return None
+    length = len(profiles[-1])
+    same = [profile for profile in profiles if len(profile) == length]
+    if len(same) < MIN_WINDOWS:
+        return None
+    return tuple(fmean(profile[i] for profile in same) for i in range(length))
+
+
+def _draft_positions_unprofitable(obs: Observations) -> Finding | None:
+    """Draft positions whose measured acceptance no longer pays for drafting them.
+
+    Where the engine logs acceptance by position (vLLM), the break-even model needs no fitted
+    acceptance curve: position ``i`` earns ``rate[i]`` tokens per round for ``cost`` steps.
+    """
+    rates = _position_profile(obs.windows)
+    if rates is None or len(rates) < 2:
+        return None
+    speedup = obs.speedup if obs.speedup and obs.speedup > 0 else None
+    advice = assess_positions(rates, speedup)
+    drafted = len(rates)
+    if advice.suggested >= drafted:
+        return None
+    basis = "measured speedup" if advice.cost_measured else "assumed draft cost"
+    profile = ", ".join(f"{rate:.2f}" for rate in rates)
+    if advice.suggested == 0:
+        fix = (
+            "No number of speculative tokens is expected to beat plain decoding with this "
+            f"drafter (break-even estimate from the {basis}): fix or retrain the drafter, or "
+            "serve without speculation."
+        )
+    else:
+        fix = (
+            f"Set the number of speculative tokens to {advice.suggested} (vLLM "
+            f"num_speculative_tokens; SGLang --speculative-num-steps): estimated "
+            f"{advice.expected_speedup:.2f}x plain decoding instead of "
+            f"{advice.current_speedup:.2f}x (break-even estimate from the {basis})."
+        )
+    return Finding(
+        code="draft_positions_unprofitable",
+        summary=f"More than {advice.suggested} speculative tokens per round do not pay",
+        seen=(
+            f"acceptance by draft position, first to last: {profile} ({drafted} speculative "
+            f"tokens); a drafted token costs about {advice.cost_per_draft_token:.2f} of a "
+            f"decode step{_speedup_note(obs.speedup)}."
+        ),
+        why=(
+            "Every drafted token is proposed and verified whether or not it is accepted. A "
+            "position adds its acceptance in tokens to a round but its cost to every round: "
+            "past the suggested count the positions are accepted too rarely to pay for it."
+        ),
+        fix=fix,
     )
 
 

@@ -65,7 +65,9 @@ def inspect(
     baseline_tok_s, speedup = _speed(target, *_load(snap, fresh, fallback))
     observations = target.state.evidence.observations(config, now, speedup=speedup, **inputs)
     observations = replace(observations, log_watched=bool(target.config.log_files))
-    return Insight(config, evaluate(observations), upstream, fallback, baseline_tok_s, speedup)
+    return Insight(
+        observations.config, evaluate(observations), upstream, fallback, baseline_tok_s, speedup
+    )
 
 
 def _load(

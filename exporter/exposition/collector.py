@@ -23,12 +23,17 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector
 
 from exporter import __version__
-from exporter.analysis.findings import drafts_only_accept_rate
+from exporter.analysis.findings import drafts_only_accept_rate, window_accept_rate
 from exporter.analysis.insight import Insight, inspect
 from exporter.engines.server_config import ServerConfig
 from exporter.parse.custom_rules import CustomSample
 from exporter.sources.upstream import ENDPOINTS, REASONS, UpstreamValues
-from exporter.state.target_state import ACCEPT_LENGTH_BUCKETS, LatestDecode, TargetSnapshot
+from exporter.state.target_state import (
+    ACCEPT_LENGTH_BUCKETS,
+    SPECULATION_COUNTS,
+    LatestDecode,
+    TargetSnapshot,
+)
 from exporter.target import Target
 
 P = "specwatch_"
@@ -50,6 +55,18 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "queued_requests": ("gauge", "Queued requests in the newest decode window."),
     "token_usage_ratio": ("gauge", "KV cache token usage (0-1) in the newest decode window."),
     "gen_throughput_tokens_per_second": ("gauge", "Generation throughput of the newest window."),
+    "accept_rate_by_position": (
+        "gauge",
+        "Share of draft rounds whose drafts up to this position (0 = first) were all accepted, "
+        "in the newest window (vLLM's per-position acceptance).",
+    ),
+    "drafts": ("counter", "Draft rounds (one per request and verify step with drafts)."),
+    "draft_tokens": ("counter", "Draft tokens proposed."),
+    "accepted_tokens": (
+        "counter",
+        "Draft tokens accepted (the target's own token excluded); accept length is "
+        "1 + rate(accepted) / rate(drafts).",
+    ),
     "speedup_ratio": (
         "gauge",
         "Generation throughput divided by the baseline at the current running requests.",
@@ -225,14 +242,51 @@ def render_target(
     out: Families, target: Target, snap: TargetSnapshot, now: float, stale_after: float
 ) -> None:
     base = {"target": target.name}
-    out.add("target_info", {**base, "engine": target.config.engine}, 1)
     fresh = snap.fresh_windows(now, stale_after)
     insight = inspect(target, snap, fresh, now, stale_after)
+    out.add("target_info", {**base, "engine": engine_of(target, snap, insight)}, 1)
     _render_windows(out, base, fresh)
     _render_speed(out, target, base, insight)
     _render_counters(out, base, snap)
+    _render_speculation_counts(out, target, base, snap, insight)
     _render_log_health(out, base, snap)
     _render_insight(out, target, base, fresh, insight, stale_after)
+
+
+def engine_of(target: Target, snap: TargetSnapshot, insight: Insight) -> str:
+    """The configured engine, else the one the log or ``/metrics`` revealed, else unknown."""
+    if target.config.engine != "auto":
+        return target.config.engine
+    upstream = insight.upstream.values if insight.upstream is not None else None
+    return snap.engine or (upstream.engine if upstream is not None else None) or "unknown"
+
+
+def _render_speculation_counts(
+    out: Families, target: Target, base: dict[str, str], snap: TargetSnapshot, insight: Insight
+) -> None:
+    """The engine's counters from one source for good: ``/metrics`` when configured (absent
+    while it is down), else the log's sums; switching would make the counters jump."""
+    if target.config.metrics_url:
+        values = insight.upstream.values if insight.upstream is not None else None
+        if values is None:
+            return
+        counts = {
+            "drafts": values.drafts_total,
+            "draft_tokens": values.draft_tokens_total,
+            "accepted_tokens": values.accepted_tokens_total,
+        }
+    else:
+        counts = {name: snap.speculation.get(name) for name in SPECULATION_COUNTS}
+    for short, value in counts.items():
+        if value is not None:
+            out.add(short, base, value)
+
+
+def _render_positions(
+    out: Families, labels: dict[str, str], positions: Sequence[float] | None
+) -> None:
+    for position, rate in enumerate(positions or ()):
+        out.add("accept_rate_by_position", {**labels, "position": str(position)}, rate)
 
 
 def _window_labels(base: dict[str, str], dp_rank: int | None) -> dict[str, str]:
@@ -248,6 +302,7 @@ def _render_windows(
             value = getter(window)
             if value is not None:
                 out.add(short, labels, value)
+        _render_positions(out, labels, window.record.accept_rate_by_position)
 
 
 def _render_speed(out: Families, target: Target, base: dict[str, str], insight: Insight) -> None:
@@ -313,7 +368,7 @@ def _render_insight(
     """Configuration, findings, upstream health and values, and custom rule series."""
     tokens = insight.config.num_draft_tokens
     for dp_rank, window in fresh.items():
-        rate = drafts_only_accept_rate(window.record.accept_length, tokens)
+        rate = window_accept_rate(window.record, tokens)
         if rate is not None:
             out.add("accept_rate", _window_labels(base, dp_rank), rate)
     if insight.fallback is not None:
@@ -334,9 +389,12 @@ def _render_upstream_values(
         value = getter(values)
         if value is not None:
             out.add(short, base, value)
-    rate = drafts_only_accept_rate(values.accept_length, tokens)
+    rate = values.accept_rate
+    if rate is None:
+        rate = drafts_only_accept_rate(values.accept_length, tokens)
     if rate is not None:
         out.add("accept_rate", base, rate)
+    _render_positions(out, base, values.accept_rate_by_position)
 
 
 def speculative_labels(config: ServerConfig) -> dict[str, str]:

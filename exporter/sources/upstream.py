@@ -35,6 +35,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.engines.server_config import ServerConfig, from_server_info
 from exporter.engines.sglang_startup import drop_secrets
+from exporter.sources import upstream_vllm
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,14 @@ class UpstreamValues:
     gen_throughput: float | None = None
     token_usage: float | None = None
     cuda_graph_share: float | None = None  # decode passes with CUDA graph since the last scrape
+    engine: str | None = None  # "sglang" or "vllm", by the exposition's metric names
+    # From counters over the scrape window, where the engine has them (vLLM).
+    accept_rate: float | None = None
+    accept_rate_by_position: tuple[float, ...] | None = None
+    # The engine's own speculation counters, summed over its ranks, exported as they are.
+    drafts_total: float | None = None
+    draft_tokens_total: float | None = None
+    accepted_tokens_total: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +229,8 @@ def metric_values(
         for labels, value in samples.get("sglang_spec_accept_length", [])
         if labels not in idle
     ]
+    verify_calls = _values(samples.get("sglang_spec_verify_calls_total", []), sum)
+    generated = _values(samples.get("sglang_generation_tokens_total", []), sum)
     values = UpstreamValues(
         accept_length=_spec_value(accept),
         running_requests=_values(running, sum),
@@ -227,8 +238,37 @@ def metric_values(
         gen_throughput=_values(samples.get("sglang_gen_throughput", []), sum),
         token_usage=_values(samples.get("sglang_token_usage", []), max),
         cuda_graph_share=_graph_share(passes, previous_passes),
+        engine="sglang",
+        drafts_total=verify_calls,
+        # Each verify call yields one token of the target's own; the rest were drafts.
+        accepted_tokens_total=(
+            None if verify_calls is None or generated is None else max(generated - verify_calls, 0)
+        ),
     )
     return values, passes
+
+
+def vllm_metric_values(
+    samples: upstream_vllm.Samples, previous: upstream_vllm.Counters | None, at: float
+) -> tuple[UpstreamValues, upstream_vllm.Counters]:
+    """vLLM's gauges and its counters' rates over the window since ``previous``."""
+    now = upstream_vllm.counters(samples, at)
+    window = upstream_vllm.rates(previous, now)
+    running, waiting, usage = upstream_vllm.gauges(samples)
+    values = UpstreamValues(
+        accept_length=window.accept_length,
+        running_requests=running,
+        queued_requests=waiting,
+        gen_throughput=window.gen_throughput,
+        token_usage=usage,
+        engine="vllm",
+        accept_rate=window.accept_rate,
+        accept_rate_by_position=window.accept_rate_by_position,
+        drafts_total=now.drafts,
+        draft_tokens_total=now.draft_tokens,
+        accepted_tokens_total=now.accepted,
+    )
+    return values, now
 
 
 def _graph_share(now: Mapping[str, float], before: Mapping[str, float] | None) -> float | None:
@@ -269,6 +309,7 @@ class UpstreamScraper:
         self._token_env = token_env
         self._errors: dict[tuple[str, str], int] = {}
         self._passes: dict[str, float] | None = None
+        self._vllm_counters: upstream_vllm.Counters | None = None
         self._snapshot = UpstreamSnapshot()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -338,6 +379,11 @@ class UpstreamScraper:
         assert self.metrics_url is not None
         body, content_type = fetch(self.metrics_url, self.timeout, self._token())
         samples = parse_metrics(body, content_type)
+        if upstream_vllm.is_vllm(samples):
+            values, self._vllm_counters = vllm_metric_values(
+                samples, self._vllm_counters, time.monotonic()
+            )
+            return replace(snapshot, values=values, metrics_endpoint="ok")
         values, self._passes = metric_values(samples, self._passes)
         has_sglang = any(name.startswith("sglang_") for name in samples)
         return replace(snapshot, values=values, metrics_endpoint="ok" if has_sglang else "empty")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from dataclasses import replace
 from typing import Any
 
 from exporter.analysis.findings import DecodeSample, Observations
@@ -57,7 +58,7 @@ class Evidence:
         with self._lock:
             since = self._last_decode_at or self._started_at
             return Observations(
-                config=config,
+                config=_with_draft_length(config, self._windows),
                 windows=tuple(self._windows),
                 log_watched=self._started_at is not None,
                 prefills_without_decode=self._silent_prefills,
@@ -66,6 +67,19 @@ class Evidence:
                 unrecognized_lines=self._outcomes.count(False),
                 **upstream,
             )
+
+
+def _with_draft_length(config: ServerConfig, windows: deque[Window]) -> ServerConfig:
+    """The draft length the windows show (vLLM logs one acceptance per drafted position) when
+    nothing else told it: ``k`` drafted tokens are SGLang's ``num_steps`` of a chain, and
+    ``k + 1`` verified positions its ``num_draft_tokens``."""
+    if config.num_steps is not None or config.num_draft_tokens is not None:
+        return config
+    for window in reversed(windows):
+        if window.accept_rate_by_position:
+            drafted = len(window.accept_rate_by_position)
+            return replace(config, num_steps=drafted, eagle_topk=1, num_draft_tokens=drafted + 1)
+    return config
 
 
 def _is_probe(record: StatsRecord) -> bool:
