@@ -164,7 +164,7 @@ def diagnose(args: argparse.Namespace) -> Diagnosis:
     observations = evidence.observations(config, now, **upstream)
     if not observations.windows and upstream_window is not None:
         observations = replace(observations, windows=(upstream_window,))
-    return Diagnosis(evaluate(observations), config, sources, problems)
+    return Diagnosis(evaluate(observations), observations.config, sources, problems)
 
 
 def _upstream_inputs(snap: UpstreamSnapshot) -> tuple[dict[str, Any], DecodeSample | None]:

@@ -51,6 +51,12 @@ _SPEC_FIELDS: dict[str, re.Pattern[str]] = {
 }
 
 
+# Each field's name as it appears in the line, to tell a missing field from an unreadable one.
+_SPEC_LABELS = {
+    key: pattern.pattern.split(":", 1)[0] + ":" for key, pattern in _SPEC_FIELDS.items()
+}
+
+
 @dataclass(frozen=True, slots=True)
 class _EngineLine:
     time: str
@@ -233,6 +239,8 @@ def _spec_values(body: str) -> _Spec | Unrecognized:
     """Record fields from a spec line body, found field by field (the order changed)."""
     found = {key: pattern.search(body) for key, pattern in _SPEC_FIELDS.items()}
     raw = {key: match.group(1) for key, match in found.items() if match is not None}
+    if any(key not in raw and label in body for key, label in _SPEC_LABELS.items()):
+        return Unrecognized("bad_value")  # a field named but unreadable: drift, not a guess
     if "accepted" not in raw or "drafted" not in raw:
         return Unrecognized("no_fields")
     accepted, drafted = int(raw["accepted"]), int(raw["drafted"])

@@ -1,0 +1,173 @@
+"""vLLM's /metrics over real loopback HTTP: counters that grow, idle, and reset on a restart."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from exporter.config import TargetConfig
+from exporter.target import Target
+from tests.test_collector import Clock, render
+from tests.test_upstream import FakeSGLang, Route, exposition, fake_sglang
+
+
+def vllm_exposition(
+    drafts: float, accepted: float, per_position: tuple[float, ...], generation: float = 0.0
+) -> bytes:
+    """Two DP engines splitting the given totals, as vLLM's prometheus_client writes them."""
+    labels = ('engine="0",model_name="llama"', 'engine="1",model_name="llama"')
+    k = len(per_position)
+    out = []
+
+    def counter(name: str, total: float, extra: str = "") -> None:
+        out.append(f"# HELP vllm:{name} Counter of {name}.")
+        out.append(f"# TYPE vllm:{name} counter")
+        for label in labels:
+            out.append(f"vllm:{name}_total{{{label}{extra}}} {total / 2}")
+            out.append(f"vllm:{name}_created{{{label}{extra}}} 1.7e9")
+
+    counter("spec_decode_num_drafts", drafts)
+    counter("spec_decode_num_draft_tokens", drafts * k)
+    counter("spec_decode_num_accepted_tokens", accepted)
+    out.append("# HELP vllm:spec_decode_num_accepted_tokens_per_pos Per position.")
+    out.append("# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter")
+    for position, value in enumerate(per_position):
+        for label in labels:
+            out.append(
+                f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{label},position="{position}"}}'
+                f" {value / 2}"
+            )
+    counter("generation_tokens", generation)
+    for name, value in (("num_requests_running", 12), ("num_requests_waiting", 1)):
+        out.append(f"# HELP vllm:{name} Gauge.")
+        out.append(f"# TYPE vllm:{name} gauge")
+        out += [f"vllm:{name}{{{label}}} {value}" for label in labels]
+    out.append("# HELP vllm:kv_cache_usage_perc KV usage.")
+    out.append("# TYPE vllm:kv_cache_usage_perc gauge")
+    out.append(f"vllm:kv_cache_usage_perc{{{labels[0]}}} 0.25")
+    out.append(f"vllm:kv_cache_usage_perc{{{labels[1]}}} 0.4")
+    return ("\n".join(out) + "\n").encode()
+
+
+@pytest.fixture
+def server() -> Iterator[FakeSGLang]:
+    with fake_sglang() as fake:
+        yield fake
+
+
+def serve(server: FakeSGLang, *args: object, **kwargs: object) -> None:
+    server.routes["/metrics"] = Route(body=vllm_exposition(*args, **kwargs))  # type: ignore[arg-type]
+
+
+def scrape(target: Target) -> dict[str, object]:
+    assert target.upstream is not None
+    target.upstream.scrape_once()
+    clock = Clock()
+    clock.now = time.time()
+    s = render([target], clock)
+    positions = {
+        sample.labels["position"]: sample.value
+        for sample in s.samples
+        if sample.name == "specwatch_accept_rate_by_position"
+    }
+    return {
+        "accept_length": s.value("specwatch_accept_length", target="v"),
+        "accept_rate": s.value("specwatch_accept_rate", target="v"),
+        "running": s.value("specwatch_running_requests", target="v"),
+        "queued": s.value("specwatch_queued_requests", target="v"),
+        "usage": s.value("specwatch_token_usage_ratio", target="v"),
+        "drafts": s.value("specwatch_drafts_total", target="v"),
+        "draft_tokens": s.value("specwatch_draft_tokens_total", target="v"),
+        "accepted": s.value("specwatch_accepted_tokens_total", target="v"),
+        "positions": positions,
+        "engine": [x.labels["engine"] for x in s.samples if x.name == "specwatch_target_info"],
+        "up": s.value("specwatch_upstream_up", target="v", endpoint="metrics"),
+    }
+
+
+def vllm_target(server: FakeSGLang) -> Target:
+    return Target.from_config(TargetConfig(name="v", metrics_url=f"{server.url}/metrics"))
+
+
+def test_accept_length_comes_from_the_window_between_two_scrapes_never_one(
+    server: FakeSGLang,
+) -> None:
+    target = vllm_target(server)
+    serve(server, drafts=1000, accepted=1500, per_position=(700, 500, 300))
+    first = scrape(target)
+    assert first["up"] == 1 and first["engine"] == ["vllm"]
+    assert first["accept_length"] is None  # one sample is a lifetime average, not now
+    assert first["positions"] == {}
+    assert (first["running"], first["queued"], first["usage"]) == (24, 2, 0.4)
+    assert (first["drafts"], first["draft_tokens"], first["accepted"]) == (1000, 3000, 1500)
+
+    # This window: 400 drafts, 120 accepted (the drafter broke): 1.30, not the lifetime 1.5.
+    serve(server, drafts=1400, accepted=1620, per_position=(780, 530, 310))
+    second = scrape(target)
+    assert second["accept_length"] == pytest.approx(1.30)
+    assert second["accept_rate"] == pytest.approx(120 / 1200)
+    assert second["positions"] == pytest.approx({"0": 0.2, "1": 0.075, "2": 0.025})
+    assert second["drafts"] == 1400
+
+
+def test_an_idle_window_gives_no_value_rather_than_the_last_one(server: FakeSGLang) -> None:
+    target = vllm_target(server)
+    serve(server, drafts=1000, accepted=1500, per_position=(700, 500, 300))
+    scrape(target)
+    serve(server, drafts=1100, accepted=1700, per_position=(780, 560, 360))
+    assert scrape(target)["accept_length"] == pytest.approx(3.0)
+    idle = scrape(target)  # the same counters: nothing was drafted since
+    assert idle["accept_length"] is None
+    assert idle["positions"] == {}
+    assert idle["drafts"] == 1100  # the counters themselves are still exported
+
+
+def test_a_restart_resets_the_counters_and_starts_a_new_window(server: FakeSGLang) -> None:
+    target = vllm_target(server)
+    serve(server, drafts=5000, accepted=9000, per_position=(4000, 3000, 2000))
+    scrape(target)
+    serve(server, drafts=100, accepted=200, per_position=(80, 70, 50))  # restarted
+    after_restart = scrape(target)
+    assert after_restart["accept_length"] is None  # no negative or mixed-run rate
+    assert after_restart["drafts"] == 100  # exported as vLLM has it: rate() sees the reset
+    serve(server, drafts=300, accepted=500, per_position=(200, 170, 130))
+    assert scrape(target)["accept_length"] == pytest.approx(2.5)
+
+
+def test_a_down_upstream_exports_no_counters(server: FakeSGLang) -> None:
+    target = vllm_target(server)
+    serve(server, drafts=1000, accepted=1500, per_position=(700, 500, 300))
+    scrape(target)
+    server.routes["/metrics"] = Route(status=500, body=b"oops")
+    down = scrape(target)
+    assert down["up"] == 0
+    assert (down["drafts"], down["accepted"], down["accept_length"]) == (None, None, None)
+
+
+def test_sglang_verify_calls_and_generated_tokens_become_the_same_counters(
+    server: FakeSGLang,
+) -> None:
+    body = exposition() + "\n".join(
+        [
+            "# HELP sglang:spec_verify_calls_total Number of speculative decoding verify calls.",
+            "# TYPE sglang:spec_verify_calls_total counter",
+            'sglang:spec_verify_calls_total{model_name="kimi"} 4000',
+            "# HELP sglang:generation_tokens_total Number of generation tokens processed.",
+            "# TYPE sglang:generation_tokens_total counter",
+            'sglang:generation_tokens_total{model_name="kimi"} 13000',
+            "",
+        ]
+    )
+    server.routes["/metrics"] = Route(body=body.encode())
+    target = Target.from_config(TargetConfig(name="v", metrics_url=f"{server.url}/metrics"))
+    seen = scrape(target)
+    assert seen["engine"] == ["sglang"]
+    assert (seen["drafts"], seen["accepted"], seen["draft_tokens"]) == (4000, 9000, None)
+
+
+def test_sglang_without_the_verify_counter_exports_none_of_them(server: FakeSGLang) -> None:
+    server.routes["/metrics"] = Route(body=exposition().encode())
+    seen = scrape(Target.from_config(TargetConfig(name="v", metrics_url=f"{server.url}/metrics")))
+    assert (seen["drafts"], seen["accepted"]) == (None, None)

@@ -1,0 +1,184 @@
+"""vLLM's stats lines of every era, with and without its (ANSI-coloured) process tag."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from exporter.engines.record import StatsRecord, Unrecognized
+from exporter.engines.vllm import VllmParser
+from exporter.parse.pipeline import LineProcessor
+from tests.test_pipeline import ListSink
+
+NOW = datetime(2026, 5, 6, 12, 0, tzinfo=timezone.utc)
+TAG = "(APIServer pid=1) "
+ANSI_TAG = "\x1b[0;36m(APIServer pid=1)\x1b[0;0m "
+ENGINE = (
+    "INFO 05-06 06:11:23 [loggers.py:271] Engine 000: Avg prompt throughput: 2841.7 tokens/s, "
+    "Avg generation throughput: 1631.4 tokens/s, Running: 24 reqs, Waiting: 3 reqs, "
+    "GPU KV cache usage: 31.6%, Prefix cache hit rate: 42.8%"
+)
+# (era, spec line body, accept length, drafts, accept rate, per position)
+ERAS = [
+    (
+        "current",
+        "Mean acceptance length: 2.71, Accepted throughput: 1026.00 tokens/s, Drafted "
+        "throughput: 1800.00 tokens/s, Accepted: 10260 tokens, Drafted: 18000 tokens, "
+        "Per-position acceptance rate: 0.780, 0.560, 0.370, Avg Draft acceptance rate: 57.0%",
+        2.71,
+        6000,
+        0.57,
+        (0.78, 0.56, 0.37),
+    ),
+    (
+        "2025 interim",
+        "Draft acceptance rate: 88.8%, Mean acceptance length: 5.44, Accepted throughput: 4.37 "
+        "tokens/s, Drafted throughput: 4.92 tokens/s, Accepted: 262 tokens, Drafted: 295 tokens, "
+        "Per-position acceptance rate: 0.983, 0.949, 0.915, 0.881, 0.712",
+        5.44,
+        59,
+        262 / 295,
+        (0.983, 0.949, 0.915, 0.881, 0.712),
+    ),
+    (
+        "0.8.5 to 0.10",
+        "Draft acceptance rate: 57.0%, Mean acceptance length: 2.71, Accepted: 5130 tokens, "
+        "Drafted: 9000 tokens, Per-position acceptance rate: 0.780, 0.560, 0.370",
+        2.71,
+        3000,
+        0.57,
+        (0.78, 0.56, 0.37),
+    ),
+    (
+        "first V1",
+        "Draft acceptance rate: 100.0%, Accepted: 66 tokens, Drafted: 66 tokens",
+        None,
+        None,
+        1.0,
+        None,
+    ),
+]
+
+
+def spec(body: str, stamp: str = "05-06 06:11:23") -> str:
+    return f"INFO {stamp} [metrics.py:101] SpecDecoding metrics: {body}"
+
+
+def feed(*lines: str) -> list[StatsRecord | Unrecognized]:
+    parser = VllmParser(now=NOW)
+    out = [result for line in lines for result in parser.feed(line)]
+    return out + parser.flush()
+
+
+@pytest.mark.parametrize("tag", ["", TAG, ANSI_TAG], ids=["untagged", "tagged", "ansi"])
+@pytest.mark.parametrize("era", ERAS, ids=[era[0] for era in ERAS])
+def test_every_era_pairs_the_engine_line_with_its_spec_line(
+    era: tuple[str, str, float | None, int | None, float, tuple[float, ...] | None], tag: str
+) -> None:
+    _, body, length, drafts, rate, positions = era
+    sink = ListSink()
+    processor = LineProcessor(sink, "vllm")
+    processor.process([(tag + ENGINE).encode(), (tag + spec(body)).encode()])
+    processor.finish()
+    assert sink.unrecognized == []
+    [record] = sink.records
+    assert record.engine == "vllm"
+    assert record.time is not None and record.time.endswith("-05-06T06:11:23")
+    assert (record.running_requests, record.queued_requests) == (24, 3)
+    assert record.gen_throughput == 1631.4
+    assert record.token_usage == pytest.approx(0.316)
+    assert record.dp_rank == 0
+    assert record.accept_length == length
+    assert record.drafts == drafts
+    assert record.accept_rate == pytest.approx(rate)
+    assert record.accept_rate_by_position == positions
+
+
+def test_nothing_accepted_is_accept_length_one_even_where_the_line_has_no_length() -> None:
+    [record] = feed(spec("Draft acceptance rate: 0.0%, Accepted: 0 tokens, Drafted: 900 tokens"))
+    assert isinstance(record, StatsRecord)
+    assert record.accept_length == 1.0
+    assert record.accept_rate == 0.0
+
+
+def test_v0_engine_line_and_aggregated_engines_are_read() -> None:
+    v0 = (
+        "INFO 05-06 06:11:13 metrics.py:467] Avg prompt throughput: 2841.7 tokens/s, Avg "
+        "generation throughput: 1631.4 tokens/s, Running: 24 reqs, Swapped: 0 reqs, Pending: 5 "
+        "reqs, GPU KV cache usage: 31.6%, CPU KV cache usage: 0.0%."
+    )
+    aggregated = TAG + ENGINE.replace("Engine 000:", "2 Engines Aggregated:")
+    first, second = feed(v0, aggregated)
+    assert isinstance(first, StatsRecord) and isinstance(second, StatsRecord)
+    assert (first.queued_requests, first.dp_rank, first.accept_length) == (5, None, None)
+    assert (second.running_requests, second.dp_rank) == (24, None)
+
+
+def test_engine_line_without_spec_line_is_a_window_of_its_own_once_the_next_one_comes() -> None:
+    parser = VllmParser(now=NOW)
+    assert parser.feed(ENGINE) == []  # held: its spec line may follow
+    later = ENGINE.replace("06:11:23", "06:11:33").replace("Running: 24", "Running: 7")
+    [first] = parser.feed(later)
+    assert isinstance(first, StatsRecord)
+    assert (first.running_requests, first.accept_length) == (24, None)
+    [second] = parser.flush()
+    assert isinstance(second, StatsRecord) and second.running_requests == 7
+
+
+def test_an_engine_line_from_before_an_idle_stretch_is_not_shown_as_current() -> None:
+    """Idle intervals are logged at DEBUG: the next INFO line may come an hour later."""
+    parser = VllmParser(now=NOW)
+    parser.feed(ENGINE)
+    an_hour_later = ENGINE.replace("06:11:23", "07:11:23")
+    assert parser.feed(an_hour_later) == []
+
+
+def test_a_spec_line_logged_long_after_the_engine_line_is_not_paired_with_it() -> None:
+    _, body, *_ = ERAS[0]
+    parser = VllmParser(now=NOW)
+    parser.feed(ENGINE)
+    [alone] = parser.feed(spec(body, "05-06 06:15:00"))
+    assert isinstance(alone, StatsRecord)
+    assert alone.running_requests is None and alone.accept_length == 2.71
+
+
+def test_prompt_text_echoing_a_stats_line_is_never_a_record() -> None:
+    _, body, *_ = ERAS[0]
+    echoed = (
+        f"{TAG}INFO 05-06 06:11:23 [logger.py:40] Received request chatcmpl-1: prompt: "
+        f"'SpecDecoding metrics: {body}'"
+    )
+    assert feed(echoed) == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "Mean acceptance length: 2.71, Accepted: 10 tokens",  # no Drafted
+        "Accepted: 900 tokens, Drafted: 10 tokens",  # more accepted than drafted
+        "Mean acceptance length: x, Accepted: 1 tokens, Drafted: 3 tokens",
+    ],
+)
+def test_a_spec_line_that_does_not_add_up_is_format_drift(body: str) -> None:
+    [result] = feed(spec(body))
+    assert isinstance(result, Unrecognized)
+
+
+def test_a_year_is_chosen_that_puts_the_stamp_in_the_past() -> None:
+    parser = VllmParser(now=datetime(2026, 1, 2, tzinfo=timezone.utc))
+    [record] = parser.feed(spec("Accepted: 0 tokens, Drafted: 3 tokens", "12-31 23:59:50"))
+    assert isinstance(record, StatsRecord) and record.time == "2025-12-31T23:59:50"
+
+
+def test_auto_detection_decides_once_per_source() -> None:
+    _, body, *_ = ERAS[0]
+    sink = ListSink()
+    processor = LineProcessor(sink)
+    processor.process([b"some startup chatter", (TAG + ENGINE).encode()])
+    assert processor.engine == "vllm"
+    processor.process([(TAG + spec(body)).encode()])
+    assert [record.accept_length for record in sink.records] == [2.71]
+    # An SGLang-looking line later on is not a vLLM stats line: the source stays vLLM.
+    processor.process([b"[2026-05-06 06:11:30 TP0] Decode batch, #running-req: 1, accept len: 2.0"])
+    assert processor.engine == "vllm" and len(sink.records) == 1
