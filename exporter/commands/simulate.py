@@ -15,7 +15,17 @@ from contextlib import contextmanager
 from typing import TextIO
 
 from exporter.cli import UsageError
-from exporter.simulate import DEFAULT_ERA, ENVELOPES, ERAS, SCENARIOS, events, generate, scenario
+from exporter.simulate import (
+    DEFAULT_ERA,
+    ENGINES,
+    ENVELOPES,
+    ERAS,
+    SCENARIOS,
+    engine_events,
+    generate,
+    scenario,
+    vllm,
+)
 from exporter.simulate.realtime import speed_for_rate, write_live
 
 DEFAULT_DURATION = 300.0
@@ -24,7 +34,7 @@ DEFAULT_DURATION = 300.0
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "simulate",
-        help="write a realistic SGLang log for an incident scenario",
+        help="write a realistic SGLang (or vLLM) log for an incident scenario",
         description=__doc__.split("\n\n")[1],
     )
     parser.add_argument("--scenario", required=True, choices=list(SCENARIOS))
@@ -36,7 +46,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "to run (default: until interrupted)",
     )
     parser.add_argument("--seed", type=int, default=0, help="same seed, same log (default 0)")
-    parser.add_argument("--format-version", choices=list(ERAS), default=DEFAULT_ERA)
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="sglang",
+        help="the server to simulate (default sglang)",
+    )
+    parser.add_argument(
+        "--format-version",
+        choices=[*ERAS, *vllm.FORMATS],
+        help=f"how the stats lines are written (default {DEFAULT_ERA}, or "
+        f"{vllm.DEFAULT_FORMAT} with --engine vllm)",
+    )
     parser.add_argument("--envelope", choices=ENVELOPES, default="plain")
     parser.add_argument("--real-time", action="store_true", help="pace lines like a live server")
     parser.add_argument("--speed", type=float, help="real-time speed factor (implies --real-time)")
@@ -58,12 +79,15 @@ def run(args: argparse.Namespace) -> int:
     if args.speed is not None and args.rate is not None:
         raise UsageError("--rate and --speed both set the pace; give one of them")
     chosen = scenario(args.scenario)
+    _check_engine(args)
     with _output(args.out) as out:
         if args.real_time or args.speed is not None or args.rate is not None:
             speed = args.speed or 1.0
             if args.rate is not None:
-                speed = speed_for_rate(chosen, args.rate)
-            source = events(chosen, seed=args.seed, era=ERAS[args.format_version])
+                speed = speed_for_rate(chosen, args.rate, args.engine)
+            source = engine_events(
+                chosen, engine=args.engine, seed=args.seed, fmt=args.format_version
+            )
             write_live(source, out, envelope=args.envelope, speed=speed, duration=args.duration)
         else:
             lines = generate(
@@ -72,9 +96,26 @@ def run(args: argparse.Namespace) -> int:
                 duration=args.duration or DEFAULT_DURATION,
                 fmt=args.format_version,
                 envelope=args.envelope,
+                engine=args.engine,
             )
             out.writelines(line + "\n" for line in lines)
     return 0
+
+
+def _check_engine(args: argparse.Namespace) -> None:
+    """Scenario and format must exist for the chosen engine; one line names what does."""
+    if args.engine == "vllm":
+        if args.scenario not in vllm.VLLM_SCENARIOS:
+            known = ", ".join(vllm.VLLM_SCENARIOS)
+            raise UsageError(f"--scenario {args.scenario} is SGLang's own; with vLLM: {known}")
+        formats = list(vllm.FORMATS)
+    else:
+        formats = list(ERAS)
+    if args.format_version is not None and args.format_version not in formats:
+        raise UsageError(
+            f"--format-version {args.format_version} is not {args.engine}'s; "
+            f"known: {', '.join(formats)}"
+        )
 
 
 @contextmanager

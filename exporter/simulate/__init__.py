@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from itertools import chain
 
+from exporter.simulate import vllm
 from exporter.simulate.envelope import ENVELOPES, wrap
 from exporter.simulate.events import LogEvent
 from exporter.simulate.formats import DEFAULT_ERA, ERAS, Era
@@ -20,7 +21,18 @@ from exporter.simulate.scenarios import SCENARIOS, Scenario
 from exporter.simulate.startup import startup
 from exporter.simulate.traffic import Traffic
 
-__all__ = ["DEFAULT_ERA", "ENVELOPES", "ERAS", "SCENARIOS", "events", "generate", "scenario"]
+__all__ = [
+    "DEFAULT_ERA",
+    "ENGINES",
+    "ENVELOPES",
+    "ERAS",
+    "SCENARIOS",
+    "events",
+    "generate",
+    "scenario",
+]
+
+ENGINES = ("sglang", "vllm")
 
 RESTART_SECONDS = 4.0  # between the last line of one server run and the next launch
 
@@ -52,21 +64,44 @@ def events(
         offset = traffic.now + RESTART_SECONDS
 
 
+def engine_events(
+    chosen: Scenario,
+    *,
+    engine: str = "sglang",
+    seed: int = 0,
+    fmt: str | None = None,
+    duration: float | None = None,
+) -> Iterator[LogEvent]:
+    """:func:`events` for SGLang (``fmt`` an era of :data:`ERAS`) or vLLM (one of
+    ``vllm.FORMATS``); a KeyError names what that engine knows."""
+    if engine == "vllm":
+        fmt = fmt or vllm.DEFAULT_FORMAT
+        if fmt not in vllm.FORMATS:
+            raise KeyError(f"unknown vLLM format {fmt!r}; known: {', '.join(vllm.FORMATS)}")
+        return vllm.events(chosen, seed=seed, fmt=fmt, duration=duration)
+    fmt = fmt or DEFAULT_ERA
+    if fmt not in ERAS:
+        raise KeyError(f"unknown SGLang format {fmt!r}; known: {', '.join(ERAS)}")
+    return events(chosen, seed=seed, era=ERAS[fmt], duration=duration)
+
+
 def generate(
     name: str,
     *,
     seed: int = 0,
     duration: float | None = 300.0,
-    fmt: str = DEFAULT_ERA,
+    fmt: str | None = None,
     start: datetime | None = None,
     envelope: str = "plain",
+    engine: str = "sglang",
 ) -> Iterator[str]:
     """The log's physical lines (without newline), stamped from ``start``.
 
-    ``start`` defaults to the era's fixed base time, so the same seed gives the same bytes.
+    ``start`` defaults to a fixed base time per era, so the same seed gives the same bytes.
     """
-    era = ERAS[fmt]
-    base = start or era.base_time
-    for event in events(scenario(name), seed=seed, era=era, duration=duration):
+    chosen = scenario(name)
+    source = engine_events(chosen, engine=engine, seed=seed, fmt=fmt, duration=duration)
+    base = start or (vllm.BASE_TIME if engine == "vllm" else ERAS[fmt or DEFAULT_ERA].base_time)
+    for event in source:
         moment = base + timedelta(seconds=event.offset)
         yield from wrap(event.render(moment), event.stream, moment, envelope)

@@ -14,15 +14,21 @@ from datetime import datetime
 from itertools import chain
 from typing import TextIO
 
+from exporter.simulate import vllm
 from exporter.simulate.envelope import wrap
 from exporter.simulate.events import LogEvent
 from exporter.simulate.scenarios import DECODE_LOG_INTERVAL, Scenario
 
 READY = "The server is fired up and ready to roll!"
+_READY_LINES = (READY, vllm.VLLM_TAG + vllm.READY)
 
 
-def speed_for_rate(chosen: Scenario, decode_lines_per_second: float) -> float:
+def speed_for_rate(
+    chosen: Scenario, decode_lines_per_second: float, engine: str = "sglang"
+) -> float:
     """The speed at which the scenario's first run writes this many decode lines per second."""
+    if engine == "vllm":
+        return decode_lines_per_second * vllm.STATS_INTERVAL
     window_seconds = DECODE_LOG_INTERVAL * chosen.phases[0].behaviour.step_seconds
     return decode_lines_per_second * window_seconds
 
@@ -34,7 +40,7 @@ def schedule(
     backlog: list[LogEvent] = []
     for event in source:
         backlog.append(event)
-        if event.message == READY:
+        if event.message in _READY_LINES:
             break
     ready = backlog[-1].offset if backlog else 0.0
     for event in chain(backlog, source):
