@@ -96,14 +96,17 @@ def run_daemon(
 
 
 @contextmanager
-def live_simulation(scenario: str, log: Path, rate: int = 4) -> Iterator[Path]:
+def live_simulation(
+    scenario: str, log: Path, rate: int = 4, engine: str = "sglang"
+) -> Iterator[Path]:
     """``specwatch simulate`` appending ``scenario`` to ``log`` in real time until the block ends.
 
     Wall-clock stamped lines arriving as they would from a server, for tests that need a
     running exporter (and the Prometheus scraping it) to see an incident unfold.
     """
     errors = log.with_suffix(".stderr")
-    cmd = specwatch_cmd("simulate", "--scenario", scenario, "--out", str(log), "--rate", str(rate))
+    flags = ("--scenario", scenario, "--engine", engine, "--rate", str(rate))
+    cmd = specwatch_cmd("simulate", *flags, "--out", str(log))
     with errors.open("w") as stderr:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr)
     try:

@@ -69,6 +69,9 @@ INTENDED_ALERTS = {
     },
     "mismatched": {"SpecDecodeAcceptLengthLow", "SpecDecodeSlowerThanBaseline"},
 }
+# The same incidents on vLLM (target -> scenario): the same rules must fire, from its log alone.
+VLLM_TARGETS = {"vllm-collapsed": "collapsed", "vllm-healthy": "healthy"}
+INTENDED_ALERTS.update({target: INTENDED_ALERTS[s] for target, s in VLLM_TARGETS.items()})
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600}
 NOTIFY_TIMEOUT = 60.0
 
@@ -137,11 +140,12 @@ def alerting(tmp_path: Path) -> Iterator[tuple[WebhookReceiver, RunningAlertmana
         yield webhook, alertmanager
 
 
-def exporter_args(log: Path, scenario: str, server_url: str) -> list[str]:
+def exporter_args(log: Path, target: str, server_url: str) -> list[str]:
     """``specwatch run`` flags for a scenario's log with the baseline its incident reports."""
+    scenario = VLLM_TARGETS.get(target, target)
     baseline = BASELINE_FLAGS.get(scenario, ("--baseline-curve", BASELINE_CURVE))
-    upstream = ("--metrics-url", f"{server_url}/metrics") if scenario == METRICS_DISABLED else ()
-    return ["--log-file", str(log), "--from-beginning", "--target", scenario, *baseline, *upstream]
+    upstream = ("--metrics-url", f"{server_url}/metrics") if target == METRICS_DISABLED else ()
+    return ["--log-file", str(log), "--from-beginning", "--target", target, *baseline, *upstream]
 
 
 @dataclass
@@ -216,11 +220,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         webhook, alertmanager = stack.enter_context(alerting(tmp))
         server = stack.enter_context(fake_sglang())  # no routes: every path answers 404
         instances = {}
-        for scenario in INTENDED_ALERTS:
-            log = stack.enter_context(live_simulation(scenario, tmp / f"{scenario}.log"))
-            port = free_port()
-            stack.enter_context(run_daemon(exporter_args(log, scenario, server.url), port))
-            instances[scenario] = f"127.0.0.1:{port}"
+        for target in INTENDED_ALERTS:
+            scenario = VLLM_TARGETS.get(target, target)
+            engine = "vllm" if target in VLLM_TARGETS else "sglang"
+            simulation = live_simulation(scenario, tmp / f"{target}.log", engine=engine)
+            log = stack.enter_context(simulation)
+            args = exporter_args(log, target, server.url)
+            stack.enter_context(run_daemon(args, port := free_port()))
+            instances[target] = f"127.0.0.1:{port}"
         prometheus = stack.enter_context(
             running_prometheus(tmp, list(instances.values()), [rules], alertmanager.url)
         )
@@ -260,6 +267,22 @@ def test_collapsed_drafter_pages_with_labels_and_annotations(stack: Stack) -> No
     assert page["annotations"]["description"].startswith(
         f"Accept length on collapsed ({instance}) averaged 1.00 over 5 minutes"
     )
+
+
+def test_collapsed_vllm_drafter_pages_through_the_same_rules(stack: Stack) -> None:
+    """vLLM's log alone: its SpecDecoding lines carry the collapse to the same page."""
+    instance = stack.instances["vllm-collapsed"]
+    page = stack.wait_paged("vllm-collapsed", "SpecDecodeAcceptLengthCollapsed")
+    assert page["annotations"]["description"].startswith(
+        f"Accept length on vllm-collapsed ({instance}) averaged 1.00 over 5 minutes"
+    )
+    info = 'specwatch_target_info{target="vllm-collapsed",engine="vllm"}'
+    assert stack.prometheus.query(info)
+    # Its counters: drafts keep coming, and not one draft token is accepted.
+    drafts = 'specwatch_drafts_total{target="vllm-collapsed"}'
+    assert float(stack.prometheus.query(drafts)[0]["value"][1]) > 0
+    accepted = 'specwatch_accepted_tokens_total{target="vllm-collapsed"}'
+    assert float(stack.prometheus.query(accepted)[0]["value"][1]) == 0
 
 
 def test_slower_than_baseline_goes_to_tickets_with_the_measured_speedup(stack: Stack) -> None:
