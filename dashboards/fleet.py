@@ -27,6 +27,7 @@ from dashboards.common import (
     explained,
     finding_explanations,
     query,
+    rate,
     sel,
     severity_colors,
     steps,
@@ -198,6 +199,22 @@ def distribution_row() -> list[Item]:
             [query(per_target("specwatch_accept_length"), "{{instance}} {{target}}")],
             steps((None, "transparent"), (1.0, "red")),
             height=9,
+        ).min(0),
+        graph(
+            "Fleet accept length (from counters)",
+            "1 + accepted draft tokens / draft rounds, summed over every selected target whose "
+            "engine counts them (vLLM; SGLang with spec_verify_calls_total): exact, weighted by "
+            "each node's drafts, never a mean of per-node values.",
+            "short",
+            [
+                query(
+                    f"1 + sum({rate('specwatch_accepted_tokens_total', FLEET_SCOPE)})\n"
+                    f"/ sum({rate('specwatch_drafts_total', FLEET_SCOPE)} > 0)",
+                    "fleet",
+                )
+            ],
+            steps((None, "transparent"), (1.0, "red")),
+            width=24,
         ).min(0),
     ]
 

@@ -50,6 +50,12 @@ SPEEDUP_STEPS = ((None, "red"), (1.0, "orange"), (1.1, "green"))
 NODE_THROUGHPUT = (
     f"sum by (instance, target) ({sel('specwatch_gen_throughput_tokens_per_second', WINDOW_SCOPE)})"
 )
+# Exact accept length from the engine's counters (vLLM, SGLang with verify-call counters):
+# tokens pooled over the rate interval; no drafts, no value.
+COUNTER_ACCEPT_LENGTH = (
+    f"1 + sum by (instance, target) ({rate('specwatch_accepted_tokens_total', NODE_SCOPE)})\n"
+    f"/ sum by (instance, target) ({rate('specwatch_drafts_total', NODE_SCOPE)} > 0)"
+)
 
 
 def _dashed(name_regex: str) -> tuple[str, list[dm.DynamicConfigValue]]:
@@ -141,13 +147,16 @@ def speculation_row() -> list[Item]:
     accept = graph(
         "Accept length",
         "Per-window accept length against the collapse line (1.0, red) and the expected value "
-        "configured for this drafter (dashed). Sitting on 1.0 is a broken or mismatched draft.",
+        "configured for this drafter (dashed). Sitting on 1.0 is a broken or mismatched draft. "
+        "Where the engine counts drafts (vLLM), 'from counters' is the exact value over the "
+        "rate interval.",
         "short",
         [
             query(sel("specwatch_accept_length", WINDOW_SCOPE), PER_RANK, "A"),
             query(
                 sel("specwatch_expected_accept_length", NODE_SCOPE), "expected {{instance}}", "B"
             ),
+            query(COUNTER_ACCEPT_LENGTH, "from counters {{instance}}", "C"),
         ],
         steps((None, "transparent"), (1.0, "red")),
         alerts=(
@@ -186,6 +195,22 @@ def speculation_row() -> list[Item]:
             [query(sel("specwatch_accept_rate", WINDOW_SCOPE), PER_RANK)],
             steps((None, "transparent"), (0.05, "red")),
             alerts=("SpecDecodeDraftTokensWasted",),
+        )
+        .min(0)
+        .max(1),
+        graph(
+            "Acceptance by draft position",
+            "Share of draft rounds whose drafts up to each position (0 = the first) were all "
+            "accepted (vLLM). A steep drop after some position means the positions past it are "
+            "drafted and verified for little: see the draft_positions_unprofitable finding.",
+            "percentunit",
+            [
+                query(
+                    sel("specwatch_accept_rate_by_position", WINDOW_SCOPE),
+                    "position {{position}} {{dp_rank}}",
+                )
+            ],
+            steps((None, "transparent")),
         )
         .min(0)
         .max(1),

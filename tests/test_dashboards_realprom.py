@@ -8,6 +8,8 @@ test. Two ``specwatch run`` processes tail logs that ``specwatch simulate`` writ
   the upstream panels show a down endpoint and counted errors.
 - ``ok``: the healthy scenario; its server's /metrics and /server_info are served on loopback in
   SGLang's formats, so the upstream panels also show endpoints that are up.
+- ``vllm``: the healthy scenario on vLLM, from its log alone: the panels of what only vLLM
+  logs (acceptance by draft position, accept length from its draft counters).
 
 One Prometheus scrapes both every second as job ``specwatch`` and evaluates the project's alert
 rules with every ``for:`` cut to zero, so firing alerts exist for the annotation query. Each
@@ -75,7 +77,8 @@ class Node:
 
     name: str
     scenario: str
-    upstream: str  # base URL of the server's HTTP API
+    upstream: str | None  # base URL of the server's HTTP API; None: the log alone
+    engine: str = "sglang"
 
 
 class _SGLangHandler(BaseHTTPRequestHandler):
@@ -114,16 +117,17 @@ def sglang_http_api() -> Iterator[str]:
 @contextmanager
 def specwatch(node: Node, log: Path) -> Iterator[RunningDaemon]:
     """``specwatch run`` for one node, with the baseline and expected accept length set."""
+    upstream = [
+        *("--metrics-url", f"{node.upstream}/metrics"),
+        *("--server-info-url", f"{node.upstream}/server_info"),
+    ]
     args = [
         "--log-file",
         str(log),
         "--from-beginning",
         "--target",
         node.name,
-        "--metrics-url",
-        f"{node.upstream}/metrics",
-        "--server-info-url",
-        f"{node.upstream}/server_info",
+        *(upstream if node.upstream else []),
         "--baseline-curve",
         SCENARIOS[node.scenario].baseline_flag(),
         "--expected-accept-length",
@@ -158,12 +162,15 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningProm
         nodes = [
             Node("sick", "undertrained", refused),
             Node("ok", "healthy", stack.enter_context(sglang_http_api())),
+            Node("vllm", "healthy", None, engine="vllm"),
         ]
         daemons = [
             stack.enter_context(
                 specwatch(
                     node,
-                    stack.enter_context(live_simulation(node.scenario, tmp / f"{node.name}.log")),
+                    stack.enter_context(
+                        live_simulation(node.scenario, tmp / f"{node.name}.log", engine=node.engine)
+                    ),
                 )
             )
             for node in nodes
