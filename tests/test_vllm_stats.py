@@ -7,6 +7,8 @@ from datetime import datetime, timezone
 import pytest
 
 from exporter.engines.record import StatsRecord, Unrecognized
+from exporter.engines.server_config import from_server_args
+from exporter.engines.sglang_startup import ServerArgsEvent, parse_event
 from exporter.engines.vllm import VllmParser
 from exporter.parse.pipeline import LineProcessor
 from tests.test_pipeline import ListSink
@@ -182,3 +184,34 @@ def test_auto_detection_decides_once_per_source() -> None:
     # An SGLang-looking line later on is not a vLLM stats line: the source stays vLLM.
     processor.process([b"[2026-05-06 06:11:30 TP0] Decode batch, #running-req: 1, accept len: 2.0"])
     assert processor.engine == "vllm" and len(sink.records) == 1
+
+
+def test_the_engine_configuration_line_is_a_startup_event_with_the_draft_setup() -> None:
+    startup = (
+        "(EngineCore_DP0 pid=88) INFO 05-06 06:00:02 [core.py:77] Initializing a V1 LLM engine "
+        "(v0.11.0) with config: model='meta-llama/Llama-3.1-8B-Instruct', speculative_config="
+        "SpeculativeConfig(method='eagle3', model='yuhuili/EAGLE3-LLaMA3.1-Instruct-8B', "
+        "num_spec_tokens=3), tensor_parallel_size=1, enforce_eager=True, seed=0"
+    )
+    sink = ListSink()
+    processor = LineProcessor(sink)
+    processor.process([startup.encode()])
+    assert processor.engine == "vllm"
+    [event] = sink.events
+    parsed = parse_event(event.message)
+    assert isinstance(parsed, ServerArgsEvent)
+    config = from_server_args(parsed.args)
+    assert (config.algorithm, config.num_steps, config.num_draft_tokens) == ("EAGLE3", 3, 4)
+    assert config.draft_model_path == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+    assert config.disable_cuda_graph is True
+
+
+def test_a_prompt_naming_a_speculative_config_is_no_startup_event() -> None:
+    echoed = (
+        "(APIServer pid=1) INFO 05-06 06:11:23 [logger.py:40] Received request x: prompt: "
+        "'Initializing a V1 LLM engine speculative_config=SpeculativeConfig(method='ngram', "
+        "model='', num_spec_tokens=9)'"
+    )
+    sink = ListSink()
+    LineProcessor(sink, "vllm").process([echoed.encode()])
+    assert sink.events == []

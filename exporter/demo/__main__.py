@@ -19,7 +19,8 @@ from exporter.demo.loopback import fetch
 from exporter.demo.narrator import Narrator, read_metrics
 from exporter.demo.prometheus import alert_states
 from exporter.demo.stack import Demo
-from exporter.simulate import SCENARIOS
+from exporter.simulate import ENGINES, SCENARIOS
+from exporter.simulate.vllm import VLLM_SCENARIOS
 
 POLL_SECONDS = 3.0
 
@@ -73,13 +74,18 @@ def main() -> int:
         print("demo: DEMO_SECONDS must be a positive number of seconds", file=sys.stderr)
         return 2
     scenario = os.environ.get("DEMO_SCENARIO", "recovery")
-    if scenario not in SCENARIOS:
-        print(f"demo: DEMO_SCENARIO must be one of {', '.join(SCENARIOS)}", file=sys.stderr)
+    engine = os.environ.get("DEMO_ENGINE", "sglang")
+    if engine not in ENGINES:
+        print(f"demo: DEMO_ENGINE must be one of {', '.join(ENGINES)}", file=sys.stderr)
+        return 2
+    known = VLLM_SCENARIOS if engine == "vllm" else tuple(SCENARIOS)
+    if scenario not in known:
+        print(f"demo: DEMO_SCENARIO must be one of {', '.join(known)}", file=sys.stderr)
         return 2
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _interrupt)
     with tempfile.TemporaryDirectory(prefix="specwatch-demo-") as workdir:
-        demo = Demo(Path(workdir), scenario)
+        demo = Demo(Path(workdir), scenario, engine)
         try:
             status = watch(demo, deadline) if demo.start() else _failed(demo)
         except KeyboardInterrupt:

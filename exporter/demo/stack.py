@@ -32,9 +32,10 @@ def alerting_tools() -> tuple[str, str] | None:
 
 
 class Demo:
-    def __init__(self, workdir: Path, scenario: str) -> None:
+    def __init__(self, workdir: Path, scenario: str, engine: str = "sglang") -> None:
         self.workdir = workdir
         self.scenario = SCENARIOS[scenario]
+        self.engine = engine
         self.ports = Ports.choose()
         self.processes = Processes(workdir)
         self.webhook: ThreadingHTTPServer | None = None
@@ -46,9 +47,9 @@ class Demo:
 
     def start(self) -> bool:
         """Exporter first (so it reads the new log from its first byte), then the server."""
-        log = self.workdir / "sglang-server.log"
+        log = self.workdir / f"{self.engine}-server.log"
         say(f"specwatch demo: scenario '{self.scenario.name}' ({self.scenario.summary})")
-        say(f"  simulated SGLang log: {log}")
+        say(f"  simulated {'vLLM' if self.engine == 'vllm' else 'SGLang'} log: {log}")
         exporter = self.processes.spawn("exporter", self._exporter_argv(log))
         up = wait_until(
             lambda: exporter.proc.poll() is not None or fetch(self.metrics_url) is not None, 20
@@ -73,7 +74,8 @@ class Demo:
     def _simulator_argv(self, log: Path) -> list[str]:
         return [
             sys.executable, "-m", "exporter", "simulate",
-            "--scenario", self.scenario.name, "--real-time", "--out", str(log),
+            "--scenario", self.scenario.name, "--engine", self.engine,
+            "--real-time", "--out", str(log),
         ]  # fmt: skip
 
     def _start_alerting(self) -> None:

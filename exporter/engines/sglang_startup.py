@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from exporter.engines import vllm
+
 SERVER_ARGS_OPEN = "server_args=ServerArgs("
 
 # Name parts that mark a credential. Matching whole ``_``-separated parts (not substrings)
@@ -98,6 +100,9 @@ _RESET = re.compile(r"Max running requests is reset to (\d+)")
 
 def parse_event(message: str) -> Event | None:
     """The typed event a message carries, or ``None`` for any other line."""
+    vllm_args = vllm.engine_config_args(message)
+    if vllm_args is not None:
+        return ServerArgsEvent(vllm_args)  # vLLM's start: the same restart, other names
     if SERVER_ARGS_OPEN in message:
         return ServerArgsEvent(parse_server_args(message))
     if "Load weight end." in message:

@@ -21,9 +21,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 
 from exporter.engines.record import StatsRecord, Unrecognized
+from exporter.engines.sglang import Prefix
 
 ENGINE = "vllm"
 STATS_MARKERS: tuple[bytes, ...] = (b"Avg generation throughput", b"SpecDecoding metrics:")
+# The engine's configuration, logged once per start ("Initializing a V1 LLM engine ...").
+EVENT_MARKERS: tuple[bytes, ...] = (b"speculative_config=",)
+ENGINE_CONFIG = "Initializing a V1 LLM engine"
 # Longest per-position list kept: vLLM's k is single-digit in practice; more is hostile input.
 MAX_POSITIONS = 32
 # An engine line held longer than this (in logged time) before the next one is not shown: the
@@ -80,8 +84,9 @@ class VllmParser:
         self._pending: _EngineLine | None = None
         self._now = now
 
-    def feed(self, text: str) -> list[StatsRecord | Unrecognized]:
-        """Records (and drift) completed by one cleaned line; empty for any other line."""
+    def feed(self, text: str) -> list[StatsRecord | Unrecognized | Prefix]:
+        """Records (and drift) completed by one cleaned line, or the engine's startup line as
+        an event; empty for any other line."""
         match = _PREFIX.match(text)
         if match is None:
             return []
@@ -90,7 +95,9 @@ class VllmParser:
         if time is None:
             return []
         if message.startswith("SpecDecoding metrics: "):
-            return self._spec(time, message[len("SpecDecoding metrics: ") :])
+            return [*self._spec(time, message[len("SpecDecoding metrics: ") :])]
+        if message.startswith(ENGINE_CONFIG):
+            return [Prefix(time, None, None, message)]
         head = _ENGINE_HEAD.match(message)
         if head is None:
             return []
@@ -99,7 +106,7 @@ class VllmParser:
             return [line]
         held = self._take_pending(_seconds(time))
         self._pending = line
-        return held
+        return [*held]
 
     def flush(self) -> list[StatsRecord | Unrecognized]:
         """The held engine line as a window of its own (the source has ended)."""
@@ -138,6 +145,39 @@ class VllmParser:
             if moment.replace(tzinfo=timezone.utc) <= now + timedelta(days=1):
                 return moment.isoformat()
         return None
+
+
+_SPEC_CONFIG = re.compile(
+    r"speculative_config=SpeculativeConfig\(method='([\w.-]{1,64})', "
+    r"model='([^'\s]{0,512})', num_spec_tokens=(\d{1,3})\)"
+)
+_EAGER = re.compile(r"\benforce_eager=(True|False)\b")
+
+
+def engine_config_args(message: str) -> dict[str, object] | None:
+    """The engine's speculative setup as SGLang's argument names, for the shared config.
+
+    vLLM drafts ``num_spec_tokens`` in a chain: SGLang's ``num_steps`` with top-k 1, and
+    ``num_draft_tokens`` counting the verified positions, one more. ``enforce_eager`` is
+    SGLang's ``disable_cuda_graph``. None for a line that is not vLLM's engine configuration.
+    """
+    if not message.startswith(ENGINE_CONFIG):
+        return None
+    args: dict[str, object] = {}
+    eager = _EAGER.search(message)
+    if eager is not None:
+        args["disable_cuda_graph"] = eager.group(1) == "True"
+    spec = _SPEC_CONFIG.search(message)
+    if spec is not None:
+        method, model, tokens = spec.group(1), spec.group(2), int(spec.group(3))
+        args.update(
+            speculative_algorithm=method.upper(),
+            speculative_draft_model_path=model or None,
+            speculative_num_steps=tokens,
+            speculative_eagle_topk=1,
+            speculative_num_draft_tokens=tokens + 1,
+        )
+    return args
 
 
 def _engine_line(time: str, head: re.Match[str], body: str) -> _EngineLine | Unrecognized:

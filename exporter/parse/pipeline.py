@@ -65,8 +65,8 @@ class LineProcessor:
             self._vllm = vllm.VllmParser()
 
     def _detect(self, blob: bytes) -> None:
-        """vLLM's stats markers first: SGLang never prints them; then SGLang's own."""
-        if any(marker in blob for marker in vllm.STATS_MARKERS):
+        """vLLM's markers first: SGLang never prints them; then SGLang's own."""
+        if any(marker in blob for marker in _VLLM_MARKERS):
             self._decide("vllm")
         elif any(marker in blob for marker in _ALL_MARKERS):
             self._decide("sglang")
@@ -111,13 +111,13 @@ class LineProcessor:
 
     def _process_vllm(self, lines: list[bytes], blob: bytes) -> None:
         """vLLM's stats lines come in pairs (engine, then spec): one parser keeps the pair."""
-        if not any(marker in blob for marker in vllm.STATS_MARKERS):
+        if not any(marker in blob for marker in _VLLM_MARKERS):
             return
         parser = self._vllm
         assert parser is not None
         tidy = not any(debris in blob for debris in DEBRIS)
         for line in lines:
-            if not any(marker in line for marker in vllm.STATS_MARKERS):
+            if not any(marker in line for marker in _VLLM_MARKERS):
                 continue
             try:
                 text = line.decode("utf-8")
@@ -126,12 +126,14 @@ class LineProcessor:
                 continue
             self._deliver(parser.feed(text if tidy else clean(text)))
 
-    def _deliver(self, results: list[StatsRecord | Unrecognized]) -> None:
+    def _deliver(self, results: list[StatsRecord | Unrecognized | Prefix]) -> None:
         for result in results:
-            if type(result) is StatsRecord:
+            if isinstance(result, StatsRecord):
                 self._sink.on_record(result)
-            elif type(result) is Unrecognized:
+            elif isinstance(result, Unrecognized):
                 self._sink.on_unrecognized(result.reason)
+            else:
+                self._sink.on_event(result)
 
     def _handle(self, line: bytes, tidy: bool) -> None:
         """Decode, clean (unless ``tidy``) and dispatch one line that carries a marker."""
@@ -150,6 +152,7 @@ class LineProcessor:
 
 
 _ALL_MARKERS = STATS_MARKERS + EVENT_MARKERS
+_VLLM_MARKERS = vllm.STATS_MARKERS + vllm.EVENT_MARKERS
 _EVENT_TEXT = re.compile("|".join(re.escape(marker.decode()) for marker in EVENT_MARKERS))
 _EVENT_SCAN = EVENT_MARKER_WINDOW + max(map(len, EVENT_MARKERS))
 

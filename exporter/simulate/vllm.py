@@ -79,11 +79,11 @@ def _startup(phase: Phase, at: float) -> list[LogEvent]:
             vllm_file="core.py:77",
         ),
         LogEvent(
-            at + 30.0,
+            at + 12.0,
             "Starting vLLM API server 0 on http://0.0.0.0:8000",
             vllm_file="api_server.py:1912",
         ),
-        LogEvent(at + 30.5, VLLM_TAG + READY, bare=True, stream="stdout"),
+        LogEvent(at + 12.5, VLLM_TAG + READY, bare=True, stream="stdout"),
     ]
 
 
