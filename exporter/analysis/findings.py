@@ -321,7 +321,11 @@ def _draft_positions_unprofitable(obs: Observations) -> Finding | None:
         )
     return Finding(
         code="draft_positions_unprofitable",
-        summary=f"More than {advice.suggested} speculative tokens per round do not pay",
+        summary=(
+            f"More than {advice.suggested} speculative tokens per round do not pay"
+            if advice.suggested
+            else "No speculative token pays for itself"
+        ),
         seen=(
             f"acceptance by draft position, first to last: {profile} ({drafted} speculative "
             f"tokens); a drafted token costs about {advice.cost_per_draft_token:.2f} of a "

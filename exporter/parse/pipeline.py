@@ -8,7 +8,7 @@ parsed only when its raw bytes contain a marker; everything else is only counted
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import BinaryIO, Protocol
 
 from exporter.engines import vllm
@@ -126,7 +126,7 @@ class LineProcessor:
                 continue
             self._deliver(parser.feed(text if tidy else clean(text)))
 
-    def _deliver(self, results: list[StatsRecord | Unrecognized | Prefix]) -> None:
+    def _deliver(self, results: Sequence[StatsRecord | Unrecognized | Prefix]) -> None:
         for result in results:
             if isinstance(result, StatsRecord):
                 self._sink.on_record(result)

@@ -16,11 +16,11 @@ from typing import TextIO
 
 from exporter.simulate import vllm
 from exporter.simulate.envelope import wrap
-from exporter.simulate.events import LogEvent
+from exporter.simulate.events import VLLM_TAG, LogEvent
 from exporter.simulate.scenarios import DECODE_LOG_INTERVAL, Scenario
 
 READY = "The server is fired up and ready to roll!"
-_READY_LINES = (READY, vllm.VLLM_TAG + vllm.READY)
+_READY_LINES = (READY, VLLM_TAG + vllm.READY)
 
 
 def speed_for_rate(
