@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from exporter.engines.record import StatsRecord, Unrecognized
 from exporter.engines.server_config import from_server_args
@@ -215,3 +217,43 @@ def test_a_prompt_naming_a_speculative_config_is_no_startup_event() -> None:
     sink = ListSink()
     LineProcessor(sink, "vllm").process([echoed.encode()])
     assert sink.events == []
+
+
+FRAGMENTS = [
+    TAG,
+    ANSI_TAG,
+    "INFO 05-06 06:11:23 [metrics.py:101] ",
+    "INFO 13-45 99:99:99 [x.py:1] ",
+    "SpecDecoding metrics: ",
+    "Engine 000: ",
+    "Avg prompt throughput: 1.0 tokens/s, ",
+    "Avg generation throughput: ",
+    "Mean acceptance length: ",
+    "Accepted: ",
+    "Drafted: ",
+    "Per-position acceptance rate: ",
+    "Running: ",
+    "nan",
+    "inf",
+    "1e400",
+    "-3",
+    "0.5",
+    "7",
+    " tokens",
+    " reqs",
+    "%",
+    ", ",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(FRAGMENTS), max_size=14).map("".join), max_size=6))
+def test_hostile_lines_never_raise_and_never_give_impossible_values(lines: list[str]) -> None:
+    for result in feed(*lines):
+        if isinstance(result, StatsRecord):
+            for value in (result.accept_length, result.accept_rate, result.gen_throughput):
+                assert value is None or value == value  # no NaN exported
+            assert result.accept_rate is None or 0 <= result.accept_rate <= 1
+            assert (
+                result.accept_rate_by_position is None or len(result.accept_rate_by_position) <= 32
+            )

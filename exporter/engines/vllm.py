@@ -292,7 +292,7 @@ def _spec_values(body: str) -> _Spec | Unrecognized:
     length = _finite(raw.get("accept_length"))
     if length is None and accepted == 0 and drafted > 0:
         length = 1.0  # nothing accepted: every round yielded the target's own token only
-    rate = accepted / drafted if drafted else _scaled(_finite(raw.get("rate")))
+    rate = accepted / drafted if drafted else None  # vLLM's own rate is nan then
     return _Spec(length, rate, _drafts(drafted, positions), drafted, accepted, positions)
 
 
@@ -315,7 +315,3 @@ def _finite(raw: str | None) -> float | None:
         return None
     value = float(raw)
     return value if math.isfinite(value) else None
-
-
-def _scaled(percent: float | None) -> float | None:
-    return None if percent is None else percent / 100

@@ -231,6 +231,8 @@ def metric_values(
     ]
     verify_calls = _values(samples.get("sglang_spec_verify_calls_total", []), sum)
     generated = _values(samples.get("sglang_generation_tokens_total", []), sum)
+    if verify_calls is None or generated is None:
+        verify_calls = generated = None  # one without the other would skew a fleet's sums
     values = UpstreamValues(
         accept_length=_spec_value(accept),
         running_requests=_values(running, sum),
