@@ -44,24 +44,23 @@ def test_every_format_holds_together_as_vllm_computes_it(fmt: str) -> None:
     records = read_back(list(generate("healthy", engine="vllm", fmt=fmt, duration=120)))
     assert records
     for record in records:
-        assert record.draft_tokens and record.accepted_tokens is not None
-        assert record.accept_rate == pytest.approx(record.accepted_tokens / record.draft_tokens)
-        if record.accept_rate_by_position is None:
+        counts = record.draft_counts
+        assert counts is not None and counts.draft_tokens
+        assert record.accept_rate == pytest.approx(counts.accepted_tokens / counts.draft_tokens)
+        positions = counts.accept_rate_by_position
+        if positions is None:
             continue  # the 0.8.3 line has neither per-position rates nor draft rounds
-        k = len(record.accept_rate_by_position)
-        assert record.drafts == record.draft_tokens // k
+        assert counts.drafts == counts.draft_tokens // len(positions)
         assert record.accept_length == pytest.approx(
-            1 + record.accepted_tokens / record.drafts, abs=0.006
+            1 + counts.accepted_tokens / counts.drafts, abs=0.006
         )
-        assert sum(record.accept_rate_by_position) == pytest.approx(
-            record.accept_length - 1, abs=0.01
-        )
+        assert sum(positions) == pytest.approx(record.accept_length - 1, abs=0.01)
 
 
 def test_collapsed_drafter_accepts_nothing_in_any_window() -> None:
     records = read_back(list(generate("collapsed", engine="vllm", duration=120)))
     assert {r.accept_length for r in records} == {1.0}
-    assert {r.accepted_tokens for r in records} == {0}
+    assert {r.draft_counts.accepted_tokens for r in records if r.draft_counts} == {0}
 
 
 def test_same_seed_same_bytes() -> None:

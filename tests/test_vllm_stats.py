@@ -94,9 +94,10 @@ def test_every_era_pairs_the_engine_line_with_its_spec_line(
     assert record.token_usage == pytest.approx(0.316)
     assert record.dp_rank == 0
     assert record.accept_length == length
-    assert record.drafts == drafts
+    assert record.draft_counts is not None
+    assert record.draft_counts.drafts == drafts
     assert record.accept_rate == pytest.approx(rate)
-    assert record.accept_rate_by_position == positions
+    assert record.draft_counts.accept_rate_by_position == positions
 
 
 def test_nothing_accepted_is_accept_length_one_even_where_the_line_has_no_length() -> None:
@@ -254,6 +255,6 @@ def test_hostile_lines_never_raise_and_never_give_impossible_values(lines: list[
             for value in (result.accept_length, result.accept_rate, result.gen_throughput):
                 assert value is None or value == value  # no NaN exported
             assert result.accept_rate is None or 0 <= result.accept_rate <= 1
-            assert (
-                result.accept_rate_by_position is None or len(result.accept_rate_by_position) <= 32
-            )
+            counts = result.draft_counts
+            positions = None if counts is None else counts.accept_rate_by_position
+            assert positions is None or len(positions) <= 32

@@ -87,7 +87,7 @@ class DecodeSample:
             record.cuda_graph,
             record.running_requests,
             record.queued_requests,
-            record.accept_rate_by_position,
+            None if record.draft_counts is None else record.draft_counts.accept_rate_by_position,
         )
 
 
@@ -129,8 +129,9 @@ def drafts_only_accept_rate(
 def window_accept_rate(record: StatsRecord, num_draft_tokens: int | None) -> float | None:
     """Accepted per proposed draft token: exact where the window counts tokens (vLLM),
     else derived from the accept length."""
-    if record.draft_tokens:
-        return (record.accepted_tokens or 0) / record.draft_tokens
+    counts = record.draft_counts
+    if counts is not None and counts.draft_tokens:
+        return counts.accepted_tokens / counts.draft_tokens
     return drafts_only_accept_rate(record.accept_length, num_draft_tokens)
 
 

@@ -11,6 +11,18 @@ from datetime import datetime, timezone
 from typing import Any
 
 
+@dataclass(frozen=True, slots=True)
+class DraftCounts:
+    """A window's speculation counts, where the engine logs them (vLLM): draft tokens proposed
+    and accepted (the bonus token excluded), draft rounds, and the share of rounds whose first
+    ``i + 1`` drafts were all accepted, by position ``i``."""
+
+    draft_tokens: int
+    accepted_tokens: int
+    drafts: int | None = None
+    accept_rate_by_position: tuple[float, ...] | None = None
+
+
 @dataclass(slots=True)
 class StatsRecord:
     """One scheduler stats line (decode or prefill window), spec section 5.
@@ -34,13 +46,8 @@ class StatsRecord:
     new_tokens: int | None = None
     cached_tokens: int | None = None
     input_throughput: float | None = None
-    # Speculation counts of the window, where the engine logs them (vLLM): draft rounds, draft
-    # tokens proposed and accepted (the bonus token excluded), and the share of rounds whose
-    # first i+1 drafts were all accepted, by position i.
-    drafts: int | None = None
-    draft_tokens: int | None = None
-    accepted_tokens: int | None = None
-    accept_rate_by_position: tuple[float, ...] | None = None
+    # One field for what only some engines log, so the others pay one default per record.
+    draft_counts: DraftCounts | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -50,15 +57,12 @@ class StatsRecord:
         if self.kind == "decode":
             for key in ("new_tokens", "cached_tokens", "input_throughput"):
                 data.pop(key)
-        for key in _SPECULATION_COUNTS:
-            if data[key] is None:
-                data.pop(key)  # engines that do not log them keep their JSON shape
+        counts = data.pop("draft_counts")
+        if counts is not None:  # flattened; engines that do not log them keep their shape
+            data.update({key: value for key, value in counts.items() if value is not None})
         for key, value in extra.items():
             data.setdefault(key, value)
         return data
-
-
-_SPECULATION_COUNTS = ("drafts", "draft_tokens", "accepted_tokens", "accept_rate_by_position")
 
 
 def logged_seconds(time: str | None) -> float | None:

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 
-from exporter.engines.record import StatsRecord, Unrecognized
+from exporter.engines.record import DraftCounts, StatsRecord, Unrecognized
 from exporter.engines.sglang import Prefix
 
 ENGINE = "vllm"
@@ -257,10 +257,7 @@ def _record(line: _EngineLine) -> StatsRecord:
 class _Spec:
     accept_length: float | None
     accept_rate: float | None
-    drafts: int | None
-    draft_tokens: int
-    accepted_tokens: int
-    accept_rate_by_position: tuple[float, ...] | None
+    counts: DraftCounts
 
 
 def _with_spec(record: StatsRecord, spec: _Spec) -> StatsRecord:
@@ -268,10 +265,7 @@ def _with_spec(record: StatsRecord, spec: _Spec) -> StatsRecord:
         record,
         accept_length=spec.accept_length,
         accept_rate=spec.accept_rate,
-        drafts=spec.drafts,
-        draft_tokens=spec.draft_tokens,
-        accepted_tokens=spec.accepted_tokens,
-        accept_rate_by_position=spec.accept_rate_by_position,
+        draft_counts=spec.counts,
     )
 
 
@@ -293,7 +287,8 @@ def _spec_values(body: str) -> _Spec | Unrecognized:
     if length is None and accepted == 0 and drafted > 0:
         length = 1.0  # nothing accepted: every round yielded the target's own token only
     rate = accepted / drafted if drafted else None  # vLLM's own rate is nan then
-    return _Spec(length, rate, _drafts(drafted, positions), drafted, accepted, positions)
+    counts = DraftCounts(drafted, accepted, _drafts(drafted, positions), positions)
+    return _Spec(length, rate, counts)
 
 
 def _positions(raw: str | None) -> tuple[float, ...] | None:

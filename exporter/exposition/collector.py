@@ -302,7 +302,9 @@ def _render_windows(
             value = getter(window)
             if value is not None:
                 out.add(short, labels, value)
-        _render_positions(out, labels, window.record.accept_rate_by_position)
+        counts = window.record.draft_counts
+        if counts is not None:
+            _render_positions(out, labels, counts.accept_rate_by_position)
 
 
 def _render_speed(out: Families, target: Target, base: dict[str, str], insight: Insight) -> None:

@@ -141,8 +141,11 @@ class TargetState:
                 break
 
     def _count_speculation(self, record: StatsRecord) -> None:
+        counts = record.draft_counts
+        if counts is None:
+            return
         for name in SPECULATION_COUNTS:
-            value = getattr(record, name)
+            value = getattr(counts, name)
             if value is not None:
                 self._speculation[name] = self._speculation.get(name, 0) + value
 
