@@ -397,7 +397,10 @@ def _decode_stats_not_logged(obs: Observations) -> Finding | None:
             "Accept length, CUDA-graph use and throughput per window come from the decode "
             "stats lines; without them specwatch cannot tell whether speculation helps."
         ),
-        fix="Run the server with --log-level info and the default --decode-log-interval 40.",
+        fix=(
+            "Run the server with --log-level info and the default --decode-log-interval 40 "
+            "(SGLang), or without --disable-log-stats at the default log level (vLLM)."
+        ),
     )
 
 
