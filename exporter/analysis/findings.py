@@ -279,7 +279,7 @@ def _draft_tokens_excessive(obs: Observations) -> Finding | None:
     )
 
 
-def _position_profile(windows: Sequence[Window]) -> tuple[float, ...] | None:
+def _position_profile(windows: Sequence[DecodeSample]) -> tuple[float, ...] | None:
     """Mean acceptance by draft position over recent windows of the newest draft length."""
     profiles = [w.accept_rate_by_position for w in windows if w.accept_rate_by_position]
     if len(profiles) < MIN_WINDOWS:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 
 from exporter.engines.record import DraftCounts, StatsRecord, Unrecognized
-from exporter.engines.sglang import Prefix
+from exporter.engines.sglang import LogLine
 
 ENGINE = "vllm"
 STATS_MARKERS: tuple[bytes, ...] = (b"Avg generation throughput", b"SpecDecoding metrics:")
@@ -84,7 +84,7 @@ class VllmParser:
         self._pending: _EngineLine | None = None
         self._now = now
 
-    def feed(self, text: str) -> list[StatsRecord | Unrecognized | Prefix]:
+    def feed(self, text: str) -> list[StatsRecord | Unrecognized | LogLine]:
         """Records (and drift) completed by one cleaned line, or the engine's startup line as
         an event; empty for any other line."""
         match = _PREFIX.match(text)
@@ -97,7 +97,7 @@ class VllmParser:
         if message.startswith("SpecDecoding metrics: "):
             return [*self._spec(time, message[len("SpecDecoding metrics: ") :])]
         if message.startswith(ENGINE_CONFIG):
-            return [Prefix(time, None, None, message)]
+            return [LogLine(time, None, None, message)]
         head = _ENGINE_HEAD.match(message)
         if head is None:
             return []

@@ -126,7 +126,7 @@ class LineProcessor:
                 continue
             self._deliver(parser.feed(text if tidy else clean(text)))
 
-    def _deliver(self, results: Sequence[StatsRecord | Unrecognized | Prefix]) -> None:
+    def _deliver(self, results: Sequence[StatsRecord | Unrecognized | LogLine]) -> None:
         for result in results:
             if isinstance(result, StatsRecord):
                 self._sink.on_record(result)

@@ -69,7 +69,7 @@ class Evidence:
             )
 
 
-def _with_draft_length(config: ServerConfig, windows: deque[Window]) -> ServerConfig:
+def _with_draft_length(config: ServerConfig, windows: deque[DecodeSample]) -> ServerConfig:
     """The draft length the windows show (vLLM logs one acceptance per drafted position) when
     nothing else told it: ``k`` drafted tokens are SGLang's ``num_steps`` of a chain, and
     ``k + 1`` verified positions its ``num_draft_tokens``."""
