@@ -173,6 +173,7 @@ class ReportBuilder:
         if isinstance(event, ServerArgsEvent):
             self._server_starts += 1
             self._run = _LatestRun(logged_seconds(line.time))
+            self._series.restart(self._run.started_at)
         if event is not None:
             self._tracker.observe(event, rank=(line.dp_rank, line.tp_rank))
 
@@ -250,6 +251,7 @@ class ReportBuilder:
             breakeven=self._run.breakeven(config.num_draft_tokens),
             findings=tuple(self._run.findings(config, self.last_time or 0.0)),
             series=tuple(self._series.points()),
+            restarts=tuple(self._series.restarts),
         )
 
 

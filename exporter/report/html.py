@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import math
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,7 @@ from exporter.report.text import render_text
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 EXTRA = "specwatch[report]"
 
@@ -43,13 +45,10 @@ def require_matplotlib() -> Any:
 
 def render_html(report: Report) -> str:
     """The whole page; raises :class:`MissingExtra` without matplotlib."""
-    figure_class = require_matplotlib()
-    charts = [(title, _png(figure_class, title, draw, report)) for title, draw in _CHARTS]
     figures = "\n".join(
         f'<figure><h2>{html.escape(title)}</h2><img alt="{html.escape(title)}" '
-        f'src="data:image/png;base64,{data}"></figure>'
-        for title, data in charts
-        if data is not None
+        f'src="data:image/png;base64,{_png(figure)}"></figure>'
+        for title, figure in charts(report)
     )
     return _PAGE.format(
         title=html.escape(f"specwatch report: {', '.join(report.files)}"),
@@ -59,18 +58,36 @@ def render_html(report: Report) -> str:
     )
 
 
-def _png(
-    figure_class: Any, title: str, draw: Callable[[Axes, Report], bool], report: Report
-) -> str | None:
-    """Draw one chart; ``None`` when the log holds nothing to plot for it."""
-    figure = figure_class(figsize=(10, 3.6), dpi=100, layout="constrained")
-    axes = figure.add_subplot()
-    if not draw(axes, report):
-        return None
-    axes.set_title(title)
-    axes.grid(True, alpha=0.3)
-    if axes.get_legend_handles_labels()[0]:
-        axes.legend(loc="best")
+def charts(report: Report) -> list[tuple[str, Figure]]:
+    """``(title, figure)`` of each chart the log has data for; :class:`MissingExtra` without
+    matplotlib."""
+    figure_class = require_matplotlib()
+    drawn = []
+    for title, draw in _CHARTS:
+        figure = figure_class(figsize=(10, 3.6), dpi=100)
+        # Fixed margins: the time axes of all charts line up on the page, and the right
+        # margin holds the reference lines' labels, off the data.
+        figure.subplots_adjust(left=0.09, right=0.87, top=0.88, bottom=0.13)
+        axes = figure.add_subplot()
+        if not draw(axes, report):
+            continue
+        # The page heads each chart with its title; the legend sits above the plot, never
+        # over a line a reader has to follow.
+        axes.grid(True, alpha=0.3)
+        handles = axes.get_legend_handles_labels()[0]
+        if handles:
+            axes.legend(
+                loc="lower left",
+                bbox_to_anchor=(0.0, 1.0),
+                ncols=len(handles),
+                fontsize="small",
+                frameon=False,
+            )
+        drawn.append((title, figure))
+    return drawn
+
+
+def _png(figure: Figure) -> str:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     return base64.b64encode(buffer.getvalue()).decode("ascii")
@@ -85,21 +102,55 @@ def _time_axis(axes: Axes) -> None:
     axes.xaxis.set_major_formatter(ConciseDateFormatter(locator))
 
 
+def _date(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, tz=timezone.utc)
+
+
 def _series(report: Report, name: str) -> tuple[list[datetime], list[float]]:
-    times, values = [], []
+    """One field's points; a NaN where an idle spell or a restart lies between two, so the
+    line breaks there instead of pretending the server decoded through it."""
+    times: list[datetime] = []
+    values: list[float] = []
+    broken = False
     for point in report.series:
+        broken = broken or point.after_break
         value = point.values.get(name)
-        if value is not None:
-            times.append(datetime.fromtimestamp(point.time, tz=timezone.utc))
-            values.append(value)
+        if value is None:
+            continue
+        if broken and values:
+            times.append(_date(point.time))
+            values.append(math.nan)
+        broken = False
+        times.append(_date(point.time))
+        values.append(value)
     return times, values
 
 
+def _alone(values: list[float]) -> list[int]:
+    """Indexes of points with no neighbour to draw a line to: they get a marker instead."""
+    padded = [math.nan, *values, math.nan]
+    return [
+        i
+        for i, value in enumerate(values)
+        if not math.isnan(value) and math.isnan(padded[i]) and math.isnan(padded[i + 2])
+    ]
+
+
+# (value, label, colour) of a horizontal line the data is judged against.
+Reference = tuple[float, str, str]
+
+
 def _over_time(
-    axes: Axes, report: Report, ylabel: str, lines: tuple[tuple[str, str, str, str], ...]
+    axes: Axes,
+    report: Report,
+    ylabel: str,
+    lines: tuple[tuple[str, str, str, str], ...],
+    references: tuple[Reference, ...] = (),
 ) -> bool:
-    """Plot ``(series, label, color, linestyle)`` lines against time; ``False`` (nothing
-    drawn) when the first, main series is empty, since the others only make sense next to it."""
+    """Plot ``(series, label, color, linestyle)`` lines against time, with restarts and
+    ``references`` marked; ``False`` (nothing drawn) when the first, main series is empty,
+    since the others only make sense next to it."""
+    top = 0.0
     for index, (name, label, color, linestyle) in enumerate(lines):
         times, values = _series(report, name)
         if not values and index == 0:
@@ -108,22 +159,65 @@ def _over_time(
             # matplotlib's stubs type x as numbers only; its date units convert datetimes.
             x: Any = times
             axes.plot(x, values, label=label, color=color, linestyle=linestyle)
+            alone = _alone(values)
+            if alone:
+                dots: Any = [times[i] for i in alone]
+                axes.plot(dots, [values[i] for i in alone], "o", color=color, markersize=3)
+            top = max(top, max(v for v in values if not math.isnan(v)))
     axes.set_ylabel(ylabel)
     _time_axis(axes)
-    axes.set_ylim(bottom=0)
+    for at in report.restarts:
+        _restart(axes, at)
+    for value, label, color in references:
+        _reference(axes, value, label, color)
+    # Room above the highest line or reference for its label; axhline alone would not widen
+    # the limits, so a reference above the data would fall outside the chart.
+    axes.set_ylim(0, max([top, *(value for value, _, _ in references)]) * 1.15 or 1.0)
     return True
+
+
+def _restart(axes: Axes, at: float) -> None:
+    from matplotlib.dates import date2num
+
+    x = date2num(_date(at))
+    axes.axvline(x, color="tab:purple", linewidth=1.2, alpha=0.8)
+    axes.annotate(
+        "restart",
+        xy=(x, 1.0),
+        xycoords=axes.get_xaxis_transform(),
+        xytext=(3, -3),
+        textcoords="offset points",
+        ha="left",
+        va="top",
+        fontsize="small",
+        color="tab:purple",
+    )
+
+
+def _reference(axes: Axes, value: float, label: str, color: str) -> None:
+    """A threshold line, labelled at its height in the right margin, off the data."""
+    axes.axhline(value, color=color, linestyle=":", linewidth=1.5)
+    axes.annotate(
+        label,
+        xy=(1.0, value),
+        xycoords=axes.get_yaxis_transform(),
+        xytext=(4, 0),
+        textcoords="offset points",
+        ha="left",
+        va="center",
+        fontsize="small",
+        color=color,
+        annotation_clip=False,
+    )
 
 
 def _accept_length(axes: Axes, report: Report) -> bool:
     line = (("accept_length", "accept length", "tab:blue", "-"),)
-    if not _over_time(axes, report, "tokens per verify round", line):
-        return False
-    axes.axhline(COLLAPSED_ACCEPT_LENGTH, color="tab:red", linestyle=":", label="collapsed")
+    references = [(COLLAPSED_ACCEPT_LENGTH, f"collapsed\n{COLLAPSED_ACCEPT_LENGTH:.2f}", "tab:red")]
     if report.expected_accept_length is not None:
-        axes.axhline(
-            report.expected_accept_length, color="tab:green", linestyle="--", label="expected"
-        )
-    return True
+        expected = report.expected_accept_length
+        references.append((expected, f"expected\n{expected:.2f}", "tab:green"))
+    return _over_time(axes, report, "tokens per verify round", line, tuple(references))
 
 
 def _throughput(axes: Axes, report: Report) -> bool:
@@ -139,7 +233,9 @@ def _queue(axes: Axes, report: Report) -> bool:
         ("running", "running", "tab:blue", "-"),
         ("queued", "queued", "tab:orange", "-"),
     )
-    return _over_time(axes, report, "requests", lines)
+    cap = report.config.max_running_requests
+    references = () if cap is None else ((float(cap), f"max running\n{cap}", "tab:red"),)
+    return _over_time(axes, report, "requests", lines, references)
 
 
 def _bands(axes: Axes, report: Report) -> bool:

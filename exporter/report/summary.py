@@ -12,11 +12,12 @@ from typing import Any
 
 from exporter.analysis.breakeven import Assessment
 from exporter.analysis.findings import Finding
+from exporter.analysis.thresholds import DEFAULT
 from exporter.engines.server_config import ServerConfig
 from exporter.report.series import Point
 
-# A window at or below this accept length accepted (almost) no draft token: spec incident 1.
-COLLAPSED_ACCEPT_LENGTH = 1.05
+# A window at or below this accept length accepted (almost) no draft token; the charts draw it.
+COLLAPSED_ACCEPT_LENGTH = DEFAULT.collapsed_accept_length
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +76,7 @@ class Report:
     breakeven: Assessment | None  # for the newest run
     findings: tuple[Finding, ...]  # for the newest run
     series: tuple[Point, ...] = field(repr=False)
+    restarts: tuple[float, ...] = ()  # server starts after decode windows of an earlier run
 
     @property
     def span_seconds(self) -> float | None:
