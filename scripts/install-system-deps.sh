@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install the Debian tools the tests run for real (promtool, prometheus, alertmanager, amtool).
+# Install the Debian tools the tests run for real (promtool, prometheus, alertmanager, amtool,
+# chromium).
 # Does nothing when they are present; needs root (or sudo) when they are not.
 set -euo pipefail
 
@@ -15,6 +16,8 @@ done
 command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)
 command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
+# The HTML report test opens the page in headless Chromium, as a reader would.
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 packages=$(printf '%s\n' "${missing[@]}" | sort -u | tr '\n' ' ')
