@@ -180,7 +180,7 @@ def _restart(axes: Axes, at: float) -> None:
     from matplotlib.dates import date2num
 
     x = date2num(_date(at))
-    axes.axvline(x, color="tab:purple", linewidth=1.2, alpha=0.8)
+    axes.axvline(x, color="tab:purple", linewidth=1.2)
     axes.annotate(
         "restart",
         xy=(x, 1.0),

@@ -1,0 +1,217 @@
+"""The HTML report's charts as a reader sees them: lines broken where the server did not
+decode, restarts marked where they happened, thresholds inside the plot with their labels.
+
+The log is written in SGLang's line formats: a server run at 12 then 40 running requests with
+ten idle minutes between, a restart an hour after the first start, then a collapsed drafter.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+import re
+import subprocess
+from datetime import timezone
+from pathlib import Path
+
+import pytest
+from matplotlib.axes import Axes
+from matplotlib.dates import date2num, num2date
+from PIL import Image
+
+from exporter.analysis.baseline import Baseline
+from exporter.analysis.thresholds import DEFAULT
+from exporter.cli import main
+from exporter.report import build_report
+from exporter.report.html import charts
+from tests.conftest import require_tool
+from tests.test_findings import T0, decode, startup
+
+BASELINE_TOK_S = 700.0
+EXPECTED_ACCEPT = 3.8  # above every accept length in the log: its line must widen the chart
+RESTART = T0.replace(hour=1)  # the second run's server_args line (startup() stamps +0 s)
+IDLE_FROM, IDLE_TO = 300, 900  # seconds after T0 with no decode window
+
+
+def restart_log() -> list[str]:
+    first = startup()  # server_args at T0, max running requests 48
+    first += [decode(60 + 2 * i, 3.2, 0.8, running=12, tput=900) for i in range(121)]
+    first += [decode(900 + 2 * i, 3.0, 0.7, running=40, queued=8, tput=1800) for i in range(100)]
+    second = [line.replace("[2026-02-23 00:", "[2026-02-23 01:") for line in startup()]
+    second += [decode(3660 + 2 * i, 1.0, 0.0, running=40, tput=500) for i in range(90)]
+    return first + second
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Path:
+    path = tmp_path / "server.log"
+    path.write_text("\n".join(restart_log()) + "\n", encoding="utf-8")
+    return path
+
+
+def drawn(log: Path) -> dict[str, Axes]:
+    """The report's charts of ``log`` by title, with the reference values the CLI would get."""
+    report = build_report(
+        [str(log)], Baseline.from_tok_s(BASELINE_TOK_S), expected_accept_length=EXPECTED_ACCEPT
+    )
+    return {title: figure.axes[0] for title, figure in charts(report)}
+
+
+def data_line(axes: Axes, label: str) -> tuple[list[float], list[float]]:
+    """x (matplotlib date numbers) and y of the data line ``label``."""
+    (line,) = [line for line in axes.get_lines() if line.get_label() == label]
+    return [float(x) for x in line.get_xdata(orig=False)], [float(y) for y in line.get_ydata()]
+
+
+def seconds(x: float) -> float:
+    return (num2date(x) - T0.replace(tzinfo=timezone.utc)).total_seconds()
+
+
+TIME_CHARTS = {
+    "Accept length over time": "accept length",
+    "Throughput vs baseline over time": "with speculation",
+    "Running and queued requests over time": "running",
+}
+
+
+@pytest.mark.parametrize(("title", "label"), TIME_CHARTS.items())
+def test_no_line_is_drawn_across_the_idle_spell_or_the_restart(
+    log: Path, title: str, label: str
+) -> None:
+    xs, ys = data_line(drawn(log)[title], label)
+    restart = (RESTART - T0).total_seconds()
+    joined = [
+        (seconds(x0), seconds(x1))
+        for x0, y0, x1, y1 in zip(xs, ys, xs[1:], ys[1:], strict=False)
+        if not (math.isnan(y0) or math.isnan(y1))
+    ]
+    assert joined, "the runs themselves are drawn as lines"
+    for start, end in joined:
+        assert not start < IDLE_FROM + 60 < IDLE_TO - 60 < end, (start, end)
+        assert not start < restart < end, (start, end)
+    # Data on every side of both breaks: the breaks cut the line, they do not hide the runs.
+    times = [seconds(x) for x, y in zip(xs, ys, strict=True) if not math.isnan(y)]
+    assert min(times) < IDLE_FROM < IDLE_TO < max(t for t in times if t < restart) < restart
+    assert max(times) > restart
+
+
+@pytest.mark.parametrize("title", TIME_CHARTS)
+def test_the_restart_is_marked_at_its_server_args_line(log: Path, title: str) -> None:
+    axes = drawn(log)[title]
+    restart = float(date2num(RESTART.replace(tzinfo=timezone.utc)))
+    verticals = [
+        float(line.get_xdata(orig=False)[0])
+        for line in axes.get_lines()
+        if list(line.get_ydata()) == [0, 1] and len(set(line.get_xdata(orig=False))) == 1
+    ]
+    # One mark: the first server_args line opens the log, it restarts nothing.
+    assert verticals == [pytest.approx(restart)]
+    assert "restart" in [text.get_text() for text in axes.texts]
+
+
+@pytest.mark.parametrize(
+    ("title", "value", "label"),
+    [
+        ("Accept length over time", DEFAULT.collapsed_accept_length, "collapsed"),
+        ("Accept length over time", EXPECTED_ACCEPT, "expected"),  # above all accept lengths
+        ("Running and queued requests over time", 48, "max running"),  # above 40 running
+    ],
+)
+def test_reference_lines_and_their_labels_are_inside_the_chart(
+    log: Path, title: str, value: float, label: str
+) -> None:
+    axes = drawn(log)[title]
+    bottom, top = axes.get_ylim()
+    assert bottom <= value < top
+    horizontals = [tuple(map(float, line.get_ydata())) for line in axes.get_lines()]
+    assert (value, value) in horizontals
+    (text,) = [text for text in axes.texts if text.get_text().startswith(label)]
+    figure = axes.figure
+    figure.canvas.draw()
+    box = text.get_window_extent()
+    page = figure.bbox
+    assert page.x0 <= box.x0 < box.x1 <= page.x1  # not cut off at the image's edge
+    plot = axes.get_window_extent()
+    assert plot.y0 <= (box.y0 + box.y1) / 2 <= plot.y1  # beside its line, within the plot
+
+
+# Marks each image with what the browser made of it, for --dump-dom to show.
+PROBE = """<script>
+window.addEventListener("load", () => {
+  for (const img of document.images) {
+    const box = img.getBoundingClientRect();
+    img.dataset.seen = [img.complete, img.naturalWidth, img.naturalHeight, box.width].join(",");
+  }
+});
+</script>
+"""
+TAB_BLUE, RESTART_PURPLE, REFERENCE_RED = (31, 119, 180), (148, 103, 189), (214, 39, 40)
+
+
+def chromium(page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Headless Chromium on ``page``, bounded in time; root needs --no-sandbox."""
+    command = [
+        require_tool("chromium"),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+        "--window-size=1100,2600",
+        "--virtual-time-budget=5000",
+        *args,
+        page.as_uri(),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result
+
+
+def near(counts: dict[tuple[int, int, int], int], colour: tuple[int, int, int]) -> int:
+    """Pixels of about ``colour``: thin lines are antialiased into the white around them."""
+    return sum(
+        n
+        for seen, n in counts.items()
+        if sum(abs(a - b) for a, b in zip(seen, colour, strict=True)) < 60
+    )
+
+
+def test_the_page_shows_its_charts_in_a_browser(
+    log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = tmp_path / "report.html"
+    flags = ["--baseline-tok-s", str(BASELINE_TOK_S), "--expected-accept-length", "3.8"]
+    assert main(["report", str(log), *flags, "--html", str(page)]) == 0
+    capsys.readouterr()
+    text = page.read_text(encoding="utf-8")
+
+    probed = tmp_path / "probed.html"
+    probed.write_text(text.replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    dom = chromium(probed, tmp_path / "profile-dom", "--dump-dom").stdout
+    seen = re.findall(r'<img alt="([^"]+)"[^>]*data-seen="([^"]+)"', dom)
+    assert [alt for alt, _ in seen] == [
+        "Accept length over time",
+        "Throughput vs baseline over time",
+        "Throughput vs baseline by concurrency band",
+        "Running and queued requests over time",
+    ]
+    for alt, state in seen:
+        complete, width, height, shown = state.split(",")
+        assert complete == "true" and int(width) > 0 and int(height) > 0, alt
+        assert float(shown) > 500, alt  # laid out across the page, not shrunk to nothing
+
+    shot = tmp_path / "page.png"
+    chromium(page, tmp_path / "profile-shot", f"--screenshot={shot}")
+    pixels = Image.open(shot).convert("RGB")
+    counts = {colour: n for n, colour in pixels.getcolors(maxcolors=1 << 20) or []}
+    assert len(counts) > 200  # text, axes and lines, not a blank page
+    # What a reader looks for: the data lines, the restart mark and a threshold line.
+    for colour in (TAB_BLUE, RESTART_PURPLE, REFERENCE_RED):
+        assert near(counts, colour) > 100, colour
+
+    # The embedded charts themselves decode as the PNGs they claim to be.
+    for data in re.findall(r'src="data:image/png;base64,([^"]+)"', text):
+        chart = Image.open(io.BytesIO(base64.b64decode(data)))
+        assert chart.format == "PNG" and chart.size == (1000, 360)
