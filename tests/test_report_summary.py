@@ -98,3 +98,50 @@ def test_downsampler_leaves_missing_values_out_of_the_mean() -> None:
         series.add(0.0, (value, None))
     means = [p.values for p in series.points()]
     assert means == [{"a": 2.0, "b": None}, {"a": 5.0, "b": None}]
+
+
+def test_downsampler_breaks_after_an_idle_gap() -> None:
+    series = Downsampler(("value",), max_points=100, idle_gap=60.0)
+    for at in (0.0, 30.0, 60.0, 121.0, 150.0):  # 61 s without a window between 60 and 121
+        series.add(at, (1.0,))
+    assert [(p.time, p.after_break) for p in series.points()] == [
+        (0.0, False),
+        (30.0, False),
+        (60.0, False),
+        (121.0, True),
+        (150.0, False),
+    ]
+
+
+def test_downsampler_breaks_and_marks_a_restart_after_windows_only() -> None:
+    series = Downsampler(("value",), max_points=100)
+    series.restart(0.0)  # the log's first server start: no earlier run to set apart
+    series.add(5.0, (1.0,))
+    series.restart(7.0)  # restarted quicker than any idle gap
+    series.add(9.0, (2.0,))
+    assert [(p.time, p.after_break) for p in series.points()] == [(5.0, True), (9.0, True)]
+    assert list(series.restarts) == [7.0]
+
+
+def test_downsampler_never_averages_across_a_break_while_merging() -> None:
+    series = Downsampler(("value",), max_points=8, idle_gap=60.0)
+    for i in range(100):
+        series.add(float(i), (1.0,))
+    for i in range(100):
+        series.add(1000.0 + i, (5.0,))
+    points = series.points()
+    assert len(points) <= 8
+    assert {p.values["value"] for p in points if p.time < 1000} == {1.0}
+    assert {p.values["value"] for p in points if p.time >= 1000} == {5.0}
+    after = [p for p in points if p.after_break]
+    assert [(p.time, p.values["value"]) for p in after] == [(1000.0, 5.0)]
+    assert all(p.end < 1000 or p.time >= 1000 for p in points)  # no point spans the gap
+
+
+def test_downsampler_stays_bounded_when_breaks_crowd_it() -> None:
+    series = Downsampler(("value",), max_points=10, idle_gap=60.0)
+    for i in range(1000):  # an idle gap after every window
+        series.add(100.0 * i, (float(i),))
+    points = series.points()
+    assert len(points) <= 10
+    assert (points[0].time, points[-1].end) == (0.0, 99_900.0)  # every window still plotted
