@@ -136,6 +136,8 @@ def _alone(values: list[float]) -> list[int]:
     ]
 
 
+# Marks sit beneath the data lines (zorder 2): running requests at the cap must still show.
+_UNDER_DATA = 1.5
 # (value, label, colour) of a horizontal line the data is judged against.
 Reference = tuple[float, str, str]
 
@@ -180,7 +182,7 @@ def _restart(axes: Axes, at: float) -> None:
     from matplotlib.dates import date2num
 
     x = date2num(_date(at))
-    axes.axvline(x, color="tab:purple", linewidth=1.2)
+    axes.axvline(x, color="tab:purple", linewidth=1.2, zorder=_UNDER_DATA)
     axes.annotate(
         "restart",
         xy=(x, 1.0),
@@ -196,7 +198,7 @@ def _restart(axes: Axes, at: float) -> None:
 
 def _reference(axes: Axes, value: float, label: str, color: str) -> None:
     """A threshold line, labelled at its height in the right margin, off the data."""
-    axes.axhline(value, color=color, linestyle=":", linewidth=1.5)
+    axes.axhline(value, color=color, linestyle=":", linewidth=1.5, zorder=_UNDER_DATA)
     axes.annotate(
         label,
         xy=(1.0, value),
