@@ -215,3 +215,22 @@ def test_the_page_shows_its_charts_in_a_browser(
     for data in re.findall(r'src="data:image/png;base64,([^"]+)"', text):
         chart = Image.open(io.BytesIO(base64.b64decode(data)))
         assert chart.format == "PNG" and chart.size == (1000, 360)
+
+
+def test_a_baseline_above_all_throughput_is_inside_the_chart_and_named(log: Path) -> None:
+    report = build_report([str(log)], Baseline.from_tok_s(5000))  # the log peaks at 1800 tok/s
+    (axes,) = [
+        figure.axes[0]
+        for title, figure in charts(report)
+        if title == "Throughput vs baseline over time"
+    ]
+    _, ys = data_line(axes, "baseline (same load)")
+    assert {y for y in ys if not math.isnan(y)} == {5000.0}
+    assert axes.get_ylim()[1] > 5000
+    legend = axes.get_legend()
+    assert legend is not None
+    assert "baseline (same load)" in [text.get_text() for text in legend.get_texts()]
+    figure = axes.figure
+    figure.canvas.draw()
+    box, page = legend.get_window_extent(), figure.bbox
+    assert page.x0 <= box.x0 < box.x1 <= page.x1 and page.y0 <= box.y0 < box.y1 <= page.y1
