@@ -234,3 +234,18 @@ def test_a_baseline_above_all_throughput_is_inside_the_chart_and_named(log: Path
     figure.canvas.draw()
     box, page = legend.get_window_extent(), figure.bbox
     assert page.x0 <= box.x0 < box.x1 <= page.x1 and page.y0 <= box.y0 < box.y1 <= page.y1
+
+
+def test_a_lone_window_between_idle_spells_is_drawn_as_a_dot(tmp_path: Path) -> None:
+    lines = startup()
+    lines += [decode(60 + 2 * i, 3.2, 0.8, running=12) for i in range(10)]
+    lines.append(decode(500, 2.0, 0.3, running=1))  # one request, alone between idle spells
+    lines += [decode(900 + 2 * i, 3.2, 0.8, running=12) for i in range(10)]
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    axes = drawn(log)["Accept length over time"]
+    dots = [line for line in axes.get_lines() if line.get_marker() == "o"]
+    assert [
+        [(seconds(x), y) for x, y in zip(line.get_xdata(orig=False), line.get_ydata(), strict=True)]
+        for line in dots
+    ] == [[(500.0, 2.0)]]
