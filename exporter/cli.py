@@ -12,7 +12,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from exporter import __version__
 
@@ -25,7 +25,19 @@ class UsageError(Exception):
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """Report usage errors on one line: scripts and log collectors read the last line only."""
+    """Report usage errors on one line: scripts and log collectors read the last line only.
+
+    Abbreviated options are refused: ``--baseline-curv`` silently taken as ``--baseline-curve``
+    works until another flag shares the prefix, and then a deployment stops starting.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def format_help(self) -> str:
+        # Descriptions come from docstrings, whose ``literal`` markup means nothing in a terminal.
+        return super().format_help().replace("``", "")
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")

@@ -75,6 +75,39 @@ class TargetConfig(Strict):
             raise ValueError("must be 1-64 characters of letters, digits, '_', '.', ':' or '-'")
         return value
 
+    @field_validator("log_files")
+    @classmethod
+    def _no_empty_path(cls, value: list[str]) -> list[str]:
+        if any(not path.strip() for path in value):
+            raise ValueError("an empty path names no file")
+        return value
+
+    @field_validator("bearer_token_file", "draft_config", mode="before")
+    @classmethod
+    def _not_empty(cls, value: Any) -> Any:
+        # Path("") is ".", the working directory: an empty value is a mistake, not a path.
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("an empty path names no file")
+        return value
+
+    @field_validator("bearer_token_file")
+    @classmethod
+    def _readable_token(cls, value: Path | None) -> Path | None:
+        # Read at start: a wrong path would otherwise show only as 401s from the server.
+        if value is not None:
+            try:
+                value.read_bytes()
+            except OSError as exc:
+                raise ValueError(f"cannot read {value}: {exc.strerror or exc}") from None
+        return value
+
+    @field_validator("bearer_token_env")
+    @classmethod
+    def _variable_set(cls, value: str | None) -> str | None:
+        if value is not None and not os.environ.get(value):
+            raise ValueError(f"environment variable {value} is not set or empty")
+        return value
+
     @field_validator("draft_config")
     @classmethod
     def _readable_draft(cls, value: Path | None) -> Path | None:
@@ -92,15 +125,24 @@ class TargetConfig(Strict):
 
 
 class Config(Strict):
-    """The whole daemon configuration (spec section 11)."""
+    """The whole daemon configuration (README "Flags, environment variables and the config
+    file")."""
 
     listen: str = DEFAULT_LISTEN
     stale_after: float = Field(default=60.0, gt=0)
+    log_missing_grace: float = Field(default=60.0, ge=0)
     max_line_bytes: int = Field(default=1 << 20, ge=1024)
     from_beginning: bool = False
     web_config: Path | None = None
     targets: list[TargetConfig] = Field(default_factory=list)
     custom_rules: list[CustomRule] = Field(default_factory=list)
+
+    @field_validator("web_config", mode="before")
+    @classmethod
+    def _not_empty(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("an empty path names no file")
+        return value
 
     @field_validator("listen")
     @classmethod
@@ -126,14 +168,24 @@ class Config(Strict):
 
 def parse_listen(value: str) -> tuple[str, int]:
     """``HOST:PORT`` (IPv6 as ``[::1]:9477``) -> (host, port)."""
-    match = re.match(r"^(\[[0-9a-fA-F:.]+\]|[^:\s]*):(\d{1,5})$", value)
-    if not match or not 0 <= int(match.group(2)) <= 65535:
+    match = re.match(r"^(\[[0-9a-fA-F:.]+\]|[^:\s]*):(\d+)$", value)
+    if not match:
         raise ValueError("must be HOST:PORT, e.g. 0.0.0.0:9477")
-    return match.group(1).strip("[]") or "0.0.0.0", int(match.group(2))
+    port = int(match.group(2))
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port {port} is out of range (0-65535)")
+    return match.group(1).strip("[]") or "0.0.0.0", port
 
 
 # Top-level keys and target keys that may come from SPECWATCH_* variables or flags.
-_TOP_KEYS = ("listen", "stale_after", "max_line_bytes", "from_beginning", "web_config")
+_TOP_KEYS = (
+    "listen",
+    "stale_after",
+    "log_missing_grace",
+    "max_line_bytes",
+    "from_beginning",
+    "web_config",
+)
 _TARGET_KEYS = (
     "name",
     "engine",
@@ -171,17 +223,19 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _env_names(keys: set[str]) -> str:
-    reverse = {v: k for k, v in _ENV_ALIASES.items()}
-    return ", ".join(sorted("SPECWATCH_" + reverse.get(k, k.upper()) for k in keys))
+    return ", ".join(sorted(env_name(k) for k in keys))
 
 
 def load_yaml(path: Path) -> dict[str, Any]:
+    """A YAML mapping; every error names the file, and for bad YAML the line and column."""
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"config file {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path}: not UTF-8 text (byte {exc.start})") from exc
     except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {path}: not valid YAML: {exc}") from exc
+        raise ConfigError(f"config file {path}: {_yaml_problem(exc)}") from exc
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -189,15 +243,25 @@ def load_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or "not valid YAML"
+    if mark is None:
+        return f"not valid YAML: {problem}"
+    return f"line {mark.line + 1}, column {mark.column + 1}: not valid YAML: {problem}"
+
+
 def build_config(
     file_data: Mapping[str, Any] | None = None,
     overrides: Mapping[str, Any] | None = None,
-    origin: str = "flags",
+    origins: Mapping[str, str] | None = None,
+    file_origin: str = "config",
 ) -> Config:
     """Merge file data with flat overrides (env or flags) and validate.
 
     Overrides for target keys shape a single flag-defined target: it updates the file's target
-    of the same name (or the only one), otherwise it is added.
+    of the same name (or the only one), otherwise it is added. ``origins`` names where each
+    override came from (a flag or a variable) and ``file_origin`` the file, for the errors.
     """
     data = dict(file_data or {})
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
@@ -213,7 +277,7 @@ def build_config(
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, origin if overrides else "config")) from None
+        raise ConfigError(_describe(exc, origins or {}, file_origin)) from None
 
 
 def _merge_target(targets: Any, over: dict[str, Any]) -> Any:
@@ -234,14 +298,33 @@ def _merge_target(targets: Any, over: dict[str, Any]) -> Any:
     return targets
 
 
-def _describe(exc: ValidationError, origin: str) -> str:
-    err = exc.errors()[0]
-    key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+def _describe(exc: ValidationError, origins: Mapping[str, str], file_origin: str) -> str:
+    """Every error on one line, each naming its key and where the value came from."""
+    return "; ".join(_describe_one(err, origins, file_origin) for err in exc.errors())
+
+
+def _describe_one(err: Any, origins: Mapping[str, str], file_origin: str) -> str:
+    loc = [str(p) for p in err["loc"]]
+    key = ".".join(loc) or "(top level)"
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = "unknown key"
-    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return f"{key}: {msg}{more} [{origin}]"
+    # The flat override key a location came from: baseline.tok_s was baseline_tok_s.
+    leaf = "_".join(loc[-2:]) if loc[-2:-1] == ["baseline"] else (loc[-1] if loc else "")
+    if leaf not in origins and loc[-1:] == ["baseline"]:
+        leaf = next((k for k in _BASELINE_KEYS if k in origins), leaf)
+    return f"{key}: {msg} ({origins.get(leaf, file_origin)})"
+
+
+def flag_name(key: str) -> str:
+    """The ``specwatch run`` flag that sets an override key."""
+    return {"log_files": "--log-file", "name": "--target"}.get(key, "--" + key.replace("_", "-"))
+
+
+def env_name(key: str) -> str:
+    """The ``SPECWATCH_*`` variable that sets an override key."""
+    reverse = {v: k for k, v in _ENV_ALIASES.items()}
+    return "SPECWATCH_" + reverse.get(key, key.upper())
 
 
 def load_config(
@@ -251,12 +334,17 @@ def load_config(
 ) -> Config:
     """The effective configuration: file, then ``SPECWATCH_*``, then flags."""
     env = env_overrides(os.environ if environ is None else environ)
-    config_path = path or (Path(env.pop("config")) if "config" in env else None)
-    env.pop("config", None)
-    file_data = load_yaml(config_path) if config_path else {}
-    merged = {**env, **{k: v for k, v in (flags or {}).items() if v is not None}}
-    origin = "flags" if flags and any(v is not None for v in flags.values()) else "environment"
-    config = build_config(file_data, merged, origin=origin)
+    env_config = env.pop("config", None)
+    if path is None and env_config is not None:
+        if not env_config.strip():
+            raise ConfigError("SPECWATCH_CONFIG: an empty path names no file")
+        path = Path(env_config)
+    file_data = load_yaml(path) if path else {}
+    given = {k: v for k, v in (flags or {}).items() if v is not None}
+    origins = {k: f"environment variable {env_name(k)}" for k in env}
+    origins.update({k: flag_name(k) for k in given})
+    file_origin = f"config file {path}" if path else "defaults"
+    config = build_config(file_data, {**env, **given}, origins, file_origin)
     if not config.targets:
         raise ConfigError("targets: nothing to watch: give --log-file, --metrics-url or a config")
     return config

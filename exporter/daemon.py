@@ -6,6 +6,7 @@ daemon only starts and stops these parts; it holds no metric logic of its own.
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 import threading
@@ -19,6 +20,7 @@ from prometheus_client.process_collector import ProcessCollector
 
 from exporter.config import Config, parse_listen
 from exporter.exposition.collector import SpecwatchCollector
+from exporter.exposition.landing import landing_page
 from exporter.exposition.server import WebServer, make_app
 from exporter.exposition.webconfig import load_web_config
 from exporter.sources import FileTailer, StdinSource, WakeupObserver
@@ -38,6 +40,8 @@ class Daemon:
 
     def __init__(self, config: Config) -> None:
         self.config = config
+        self.stopping = threading.Event()
+        self.exit_status = 0
         self.targets = [Target.from_config(t, config.custom_rules) for t in config.targets]
         self.registry = CollectorRegistry(auto_describe=False)
         for extra in (ProcessCollector, PlatformCollector, GCCollector):
@@ -50,7 +54,7 @@ class Daemon:
         web = load_web_config(config.web_config) if config.web_config else None
         app = make_app(
             self.registry,
-            [t.name for t in self.targets],
+            functools.partial(landing_page, self.targets, config.stale_after),
             web.guard if web else None,
             content=lambda: list(collector.collect()),
         )
@@ -60,8 +64,12 @@ class Daemon:
         for target in self.targets:
             for pattern in target.config.log_files:
                 feed = LogFeed(target.state, target.custom_rules, target.config.engine)
+                status = functools.partial(target.state.set_log_source, pattern)
                 if pattern == "-":
-                    yield StdinSource(feed, max_line_bytes=self.config.max_line_bytes)
+                    status("ok")
+                    yield StdinSource(
+                        feed, max_line_bytes=self.config.max_line_bytes, on_end=self._input_ended
+                    )
                     continue
                 yield FileTailer(
                     pattern,
@@ -69,7 +77,16 @@ class Daemon:
                     from_beginning=self.config.from_beginning,
                     max_line_bytes=self.config.max_line_bytes,
                     observer=self._observer,
+                    on_status=status,
+                    missing_grace=self.config.log_missing_grace,
                 )
+
+    def _input_ended(self) -> None:
+        """Standard input is the server's output: when it ends, the server is gone, and a
+        service manager should restart the pair rather than keep a sidecar watching nothing."""
+        log.warning("standard input ended (the server's output closed); exiting with status 1")
+        self.exit_status = 1
+        self.stopping.set()
 
     def start(self) -> None:
         self._observer.start()
@@ -94,8 +111,9 @@ class Daemon:
 
 
 def serve(daemon: Daemon) -> int:
-    """Run until SIGTERM or SIGINT, then stop every thread cleanly."""
-    stop = threading.Event()
+    """Run until SIGTERM or SIGINT (status 0) or the end of standard input (status 1), then
+    stop every thread cleanly."""
+    stop = daemon.stopping
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     daemon.start()
@@ -104,4 +122,4 @@ def serve(daemon: Daemon) -> int:
             pass
     finally:
         daemon.stop()
-    return 0
+    return daemon.exit_status

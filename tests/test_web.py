@@ -38,7 +38,7 @@ class NumberedRenders(Collector):
 def serve(collector: Collector, content: Callable[[], object] | None = None) -> WebServer:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
-    server = WebServer("127.0.0.1", 0, make_app(registry, ["node-a"], content=content))
+    server = WebServer("127.0.0.1", 0, make_app(registry, lambda: b"landing", content=content))
     server.start()
     return server
 
@@ -114,7 +114,7 @@ def test_a_shared_render_gives_each_response_its_own_header_list() -> None:
     shared by threads answering at once must not share that list."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(NumberedRenders(seconds=0))
-    app = make_app(registry, ["node-a"], content=lambda: "unchanged")
+    app = make_app(registry, lambda: b"landing", content=lambda: "unchanged")
     given: list[list[tuple[str, str]]] = []
 
     def start_response(status: str, headers: list[tuple[str, str]]) -> None:

@@ -6,18 +6,42 @@ import argparse
 from pathlib import Path
 
 
+def path_arg(value: str) -> Path:
+    """An argparse type for paths: an empty value is refused, never taken as the working
+    directory (what ``Path("")`` would make of it)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("an empty path names no file")
+    return Path(value)
+
+
 def add_baseline_flags(parser: argparse.ArgumentParser) -> None:
-    """The baseline (spec section 11) and expected accept length, alike wherever they appear.
+    """The baseline (README "Baselines") and expected accept length, alike wherever they appear.
 
     ``run`` and ``report`` both judge throughput against a baseline; one definition keeps their
     flags, exclusivity and help identical.
     """
     group = parser.add_mutually_exclusive_group()
     tok_s, curve, bench = BASELINE_FLAGS
-    group.add_argument(tok_s, type=float, metavar="N", help="tok/s without spec")
-    group.add_argument(curve, metavar="CURVE", help='e.g. "1:82,48:1500,128:2370"')
-    group.add_argument(bench, type=Path, metavar="FILE", help="bench_serving JSONL")
-    parser.add_argument("--expected-accept-length", type=float, metavar="X")
+    group.add_argument(
+        tok_s, type=float, metavar="N", help="tok/s of the server without speculation"
+    )
+    group.add_argument(
+        curve,
+        metavar="CURVE",
+        help='running requests:tok/s without speculation, e.g. "1:82,48:1500,128:2370"',
+    )
+    group.add_argument(
+        bench,
+        type=path_arg,
+        metavar="FILE",
+        help="sglang.bench_serving JSONL output of a run without speculation",
+    )
+    parser.add_argument(
+        "--expected-accept-length",
+        type=float,
+        metavar="X",
+        help="accept length this drafter should reach (e.g. 3.0)",
+    )
 
 
 BASELINE_FLAGS = ("--baseline-tok-s", "--baseline-curve", "--baseline-bench")

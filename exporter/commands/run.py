@@ -4,23 +4,31 @@ from __future__ import annotations
 
 import argparse
 import logging
-from pathlib import Path
 from typing import Any
 
 from exporter.cli import UsageError
-from exporter.commands import add_baseline_flags, baseline_flag
+from exporter.commands import add_baseline_flags, baseline_flag, path_arg
 from exporter.config import Config, ConfigError, load_config
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("run", help="run the exporter daemon", description=__doc__)
-    p.add_argument("--config", type=Path, help="YAML config file (flags win over it)")
+    p.add_argument(
+        "--config", type=path_arg, metavar="FILE", help="YAML config file (flags win over it)"
+    )
     p.add_argument(
         "--log-file",
         dest="log_files",
         action="append",
         metavar="PATH",
-        help="server log to tail; a glob follows the newest match; '-' reads stdin; repeatable",
+        help="server log to tail; a glob follows the newest match; '-' reads stdin (specwatch "
+        "exits with status 1 when it ends); repeatable",
+    )
+    p.add_argument(
+        "--log-missing-grace",
+        type=float,
+        metavar="SECONDS",
+        help="how long a log path may not exist before it is reported missing (default 60)",
     )
     p.add_argument("--target", dest="name", metavar="NAME", help="value of the target label")
     p.add_argument(
@@ -30,9 +38,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument("--metrics-url", metavar="URL", help="the server's /metrics")
     p.add_argument("--server-info-url", metavar="URL", help="the server's /server_info")
-    p.add_argument("--bearer-token-file", type=Path, metavar="FILE", help="API key for upstream")
-    p.add_argument("--draft-config", type=Path, metavar="PATH", help="draft config.json or dir")
-    p.add_argument("--listen", metavar="HOST:PORT", help="default 0.0.0.0:9477")
+    p.add_argument(
+        "--bearer-token-file",
+        type=path_arg,
+        metavar="FILE",
+        help="file holding the server's API key, sent as a bearer token to its endpoints",
+    )
+    p.add_argument(
+        "--draft-config", type=path_arg, metavar="PATH", help="the draft's config.json or folder"
+    )
+    p.add_argument(
+        "--listen", metavar="HOST:PORT", help="address to serve on (default 0.0.0.0:9477)"
+    )
     p.add_argument(
         "--from-beginning",
         action="store_const",
@@ -40,15 +57,31 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="replay files present at start instead of starting at their end",
     )
     add_baseline_flags(p)
-    p.add_argument("--stale-after", type=float, metavar="SECONDS", help="default 60")
-    p.add_argument("--web-config", type=Path, metavar="FILE", help="TLS / basic auth config")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument(
+        "--stale-after",
+        type=float,
+        metavar="SECONDS",
+        help="age after which a decode window is no longer exported as current (default 60)",
+    )
+    p.add_argument(
+        "--web-config",
+        type=path_arg,
+        metavar="FILE",
+        help="TLS and basic auth, in the Prometheus exporter-toolkit format",
+    )
+    p.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="level of specwatch's own log lines (default info)",
+    )
     p.set_defaults(func=main)
 
 
 def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
     keys = (
         "log_files",
+        "log_missing_grace",
         "name",
         "engine",
         "metrics_url",

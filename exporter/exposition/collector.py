@@ -1,4 +1,4 @@
-"""The one Collector: renders every target's snapshot into spec section 6 metrics per scrape.
+"""The one Collector: renders every target's snapshot into the README's metrics per scrape.
 
 Nothing is stored in prometheus_client metric objects: each scrape builds fresh families from
 snapshots, so a value that went stale simply is not rendered (instead of lingering as if
@@ -87,13 +87,21 @@ FAMILIES: dict[str, tuple[str, str]] = {
         "gauge",
         "Speculative decoding configuration of the server (log, /server_info, draft config); 1.",
     ),
-    "finding": ("gauge", "1 for each active finding (spec section 7 codes); absent otherwise."),
+    "finding": (
+        "gauge",
+        "1 for each active finding (codes in the README's Findings table); absent otherwise.",
+    ),
     "upstream_up": ("gauge", "1 if the newest scrape of the server's endpoint succeeded."),
     "upstream_scrape_duration_seconds": ("gauge", "Duration of the newest upstream scrape."),
     "upstream_scrape_errors": ("counter", "Failed upstream scrapes, by endpoint and reason."),
     "custom_rule_dropped_lines": (
         "counter",
         "Lines a custom rule matched but did not export: series_limit or bad_value.",
+    ),
+    "log_source_up": (
+        "gauge",
+        "1 while a configured log path is followed; 0 with the reason it is not: waiting (not "
+        "there yet, within the grace period), missing, directory, not_regular, unreadable.",
     ),
     "log_lines": ("counter", "Log lines read."),
     "log_stats_lines": ("counter", "Scheduler stats lines parsed, by kind."),
@@ -345,6 +353,9 @@ def _render_log_health(out: Families, base: dict[str, str], snap: TargetSnapshot
         labels = {**base, "reason": reason}
         out.add("log_skipped_lines", labels, snap.skipped.get(reason, 0))
     out.add("log_read_errors", base, snap.read_errors)
+    for path, reason in sorted(snap.log_sources.items()):
+        labels = {**base, "path": path, "reason": reason}
+        out.add("log_source_up", labels, 1 if reason == "ok" else 0)
 
 
 # Upstream gauges that stand in for the log's window gauges, only while no log window is fresh:
@@ -377,7 +388,9 @@ def _render_insight(
         _render_upstream_values(out, base, insight.fallback, tokens)
     if insight.config.max_running_requests is not None:
         out.add("max_running_requests", base, insight.config.max_running_requests)
-    out.add("speculative_info", {**base, **speculative_labels(insight.config)}, 1)
+    spec_labels = speculative_labels(insight.config)
+    if any(spec_labels.values()):  # nothing known yet: no series, rather than one of blanks
+        out.add("speculative_info", {**base, **spec_labels}, 1)
     for finding in insight.findings:
         out.add("finding", {**base, "code": finding.code, "severity": finding.severity}, 1)
     _render_upstream_health(out, base, insight)

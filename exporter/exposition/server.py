@@ -6,18 +6,15 @@ the collector underneath only copies in-memory snapshots.
 
 from __future__ import annotations
 
-import html
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
-
-from exporter import __version__
 
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
@@ -45,29 +42,18 @@ class _QuietHandler(WSGIRequestHandler):
         pass
 
 
-def landing_page(target_names: Sequence[str]) -> bytes:
-    items = "".join(f"<li>{html.escape(name)}</li>" for name in target_names)
-    return (
-        "<!doctype html><html><head><title>specwatch</title></head><body>"
-        f"<h1>specwatch {html.escape(__version__)}</h1>"
-        "<p>Prometheus exporter for speculative decoding.</p>"
-        '<ul><li><a href="metrics">/metrics</a></li><li><a href="healthz">/healthz</a></li></ul>'
-        f"<h2>Targets</h2><ul>{items}</ul></body></html>"
-    ).encode()
-
-
 def make_app(
     registry: CollectorRegistry,
-    target_names: Sequence[str],
+    landing: Callable[[], bytes],
     guard: Callable[[WSGIApp], WSGIApp] | None = None,
     content: Callable[[], object] | None = None,
 ) -> WSGIApp:
     """Route the three paths; ``guard`` (basic auth) wraps all but ``/healthz``.
 
-    ``content`` tells whether a /metrics body may be reused (see CoalescedScrapes).
+    ``landing`` renders the page at ``/`` per request; ``content`` tells whether a /metrics
+    body may be reused (see CoalescedScrapes).
     """
     metrics = CoalescedScrapes(make_wsgi_app(registry), content)
-    page = landing_page(target_names)
 
     def pages(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO") or "/"
@@ -75,7 +61,7 @@ def make_app(
             return metrics(environ, start_response)
         if path == "/":
             start_response("200 OK", [("Content-Type", "text/html; charset=utf-8")])
-            return [page]
+            return [landing()]
         start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
         return [b"not found: try /metrics\n"]
 

@@ -12,6 +12,7 @@ import logging
 import select
 import sys
 import threading
+from collections.abc import Callable
 from typing import BinaryIO
 
 from exporter.sources.tail.events import TailEvents
@@ -32,8 +33,10 @@ class StdinSource:
         stream: BinaryIO | None = None,
         *,
         max_line_bytes: int = 1 << 20,
+        on_end: Callable[[], None] | None = None,
     ) -> None:
         self._events = events
+        self._on_end = on_end
         self._stream = stream if stream is not None else sys.stdin.buffer
         self._splitter = LineSplitter(max_line_bytes)
         self._stopping = threading.Event()
@@ -65,13 +68,20 @@ class StdinSource:
                 chunk = self._read_chunk()
                 if not chunk:
                     self._flush()
+                    self._end()
                     return
                 self._deliver(chunk)
         except OSError as exc:
             log.warning("reading standard input failed: %s", exc)
             self._events.on_read_error("io")
+            self._end()
         finally:
             self._finished.set()
+
+    def _end(self) -> None:
+        """No more input will come: tell the owner, which decides whether that ends the run."""
+        if self._on_end is not None:
+            self._on_end()
 
     def _deliver(self, chunk: bytes) -> None:
         """A consumer bug costs this chunk's lines, counted, never the rest of the input."""

@@ -55,6 +55,7 @@ class TargetSnapshot:
     # Sums of the windows' speculation counts, only for counts some window has carried.
     speculation: dict[str, int]
     engine: str | None  # the engine of the newest stats line
+    log_sources: dict[str, str]  # configured path -> SourceReason of its newest pass
 
     def fresh_windows(self, now: float, stale_after: float) -> dict[int | None, LatestDecode]:
         """Windows young enough to be shown as current (spec section 6)."""
@@ -82,6 +83,7 @@ class TargetState:
         self._read_errors = 0
         self._speculation: dict[str, int] = {}
         self._engine: str | None = None
+        self._log_sources: dict[str, str] = {}
         # Configuration from startup lines and recent windows for findings; both thread-safe.
         self.tracker = ConfigTracker()
         self.evidence = Evidence(started_at=time.time())
@@ -183,6 +185,11 @@ class TargetState:
         with self._lock:
             self._read_errors += 1
 
+    def set_log_source(self, path: str, reason: str) -> None:
+        """Whether a configured log path is followed (``ok``) or what stands in the way."""
+        with self._lock:
+            self._log_sources[path] = reason
+
     # --- reading ----------------------------------------------------------------------------
     def snapshot(self) -> TargetSnapshot:
         with self._lock:
@@ -207,4 +214,5 @@ class TargetState:
                 read_errors=self._read_errors,
                 speculation=dict(self._speculation),
                 engine=self._engine,
+                log_sources=dict(self._log_sources),
             )

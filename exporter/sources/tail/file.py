@@ -9,14 +9,17 @@ Design (after mtail, Fluent Bit and Vector; see the module docs of ``exporter.so
   that still hold it (late flushes, other processes) lose nothing. While the path is missing
   the old descriptor is simply kept.
 - A file that shrinks below the read offset was truncated in place (copytruncate): the held
-  fragment is dropped and reading restarts at 0. This is lossy by nature: lines written and
-  truncated between two passes are gone, and a file that regrew past the old offset before the
-  pass cannot be told from one that grew.
+  fragment is dropped and reading restarts at 0. So does a file whose first bytes changed
+  (kept as a small fingerprint): truncated and rewritten to the same size or beyond before a
+  pass, it would otherwise look unchanged or grown. Lines written and truncated between two
+  passes are still gone: that is in the nature of copytruncate.
 - A file present at start is followed from its end; its head and tail lines go to
   ``on_bootstrap`` so the consumer can learn the server's arguments and latest state. Files
   that appear later are read from their first byte.
 - Filesystem errors are counted through ``on_read_error`` and retried on the next pass; the
   thread survives anything, including a consumer that raises.
+- Each pass ends with a verdict on the path (``SourceHealth``): followed, not there yet, or
+  what stands in the way (a directory, a FIFO, no permission), so a wrong path is never silent.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import time
 from dataclasses import dataclass
 
 from exporter.sources.tail.events import ReadErrorReason, TailEvents
+from exporter.sources.tail.health import SourceHealth, SourceReason, StatusCallback
 from exporter.sources.tail.lines import CHUNK_BYTES, LineSplitter, Split
 from exporter.sources.tail.wakeup import WakeupObserver
 
@@ -45,6 +49,9 @@ PASS_BUDGET_BYTES = 16 * CHUNK_BYTES
 
 IDLE_INTERVAL = 1.0
 """Longest sleep while idle, used only when directory notifications can wake the tailer."""
+
+FINGERPRINT_BYTES = 64
+"""First bytes of a followed file compared when it changes, to notice a rewrite in place."""
 
 _ERRNO_REASONS: dict[int, ReadErrorReason] = {
     errno.EACCES: "permission",
@@ -64,10 +71,19 @@ class _Stream:
     ident: Identity
     splitter: LineSplitter
     offset: int = 0
+    head: bytes = b""  # up to FINGERPRINT_BYTES of the file's start, as last read
+    seen: tuple[int, int] = (0, 0)  # (size, mtime_ns) at the last check of the fingerprint
+
+
+_DENIED = (errno.EACCES, errno.EPERM)
 
 
 def _identity(st: os.stat_result) -> Identity:
     return (st.st_dev, st.st_ino)
+
+
+def _not_a_file(st: os.stat_result) -> SourceReason:
+    return "directory" if stat.S_ISDIR(st.st_mode) else "not_regular"
 
 
 class FileTailer:
@@ -85,8 +101,12 @@ class FileTailer:
         bootstrap_head_bytes: int = 256 << 10,
         bootstrap_tail_bytes: int = 1 << 20,
         observer: WakeupObserver | None = None,
+        on_status: StatusCallback | None = None,
+        missing_grace: float = 60.0,
     ) -> None:
         self._pattern = pattern
+        self._health = SourceHealth(pattern, on_status, missing_grace=missing_grace)
+        self._problem: SourceReason | None = None  # what kept this pass from a readable file
         self._is_glob = glob.has_magic(pattern)
         self._events = events
         self._from_beginning = from_beginning
@@ -170,6 +190,7 @@ class FileTailer:
         self._discover()
         if self._current is not None:
             read += self._follow(self._current)
+        self._health.observe(self._problem, self._current is not None)
         return read
 
     def _close_all(self) -> None:
@@ -185,6 +206,7 @@ class FileTailer:
         """Regular files the pattern names now, with their stat results."""
         paths = sorted(glob.glob(self._pattern)) if self._is_glob else [self._pattern]
         found: list[tuple[str, os.stat_result]] = []
+        problems: list[SourceReason] = []
         for path in paths:
             try:
                 st = os.stat(path)
@@ -192,9 +214,13 @@ class FileTailer:
                 continue
             except OSError as exc:
                 self._error(exc, "stat")
+                problems.append("unreadable" if exc.errno in _DENIED else "missing")
                 continue
             if stat.S_ISREG(st.st_mode):
                 found.append((path, st))
+            else:
+                problems.append(_not_a_file(st))
+        self._problem = None if found else (problems or ["missing"])[0]
         return found
 
     def _discover(self) -> None:
@@ -260,6 +286,7 @@ class FileTailer:
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError as exc:
             self._error(exc, "open")
+            self._problem = "unreadable" if exc.errno in _DENIED else "missing"
             return None
         try:
             st = os.fstat(fd)
@@ -269,8 +296,10 @@ class FileTailer:
             return None
         if not stat.S_ISREG(st.st_mode):  # replaced by a FIFO or directory after the stat
             os.close(fd)
+            self._problem = _not_a_file(st)
             return None
-        return _Stream(fd, path, _identity(st), LineSplitter(self._max_line_bytes))
+        seen = (st.st_size, st.st_mtime_ns)
+        return _Stream(fd, path, _identity(st), LineSplitter(self._max_line_bytes), seen=seen)
 
     def _retire(self, stream: _Stream) -> None:
         """Keep a replaced file open for late writes; only one retired file is kept."""
@@ -302,17 +331,34 @@ class FileTailer:
     def _follow(self, stream: _Stream) -> int:
         """Detect truncation of the open file, then read what is new."""
         try:
-            size = os.fstat(stream.fd).st_size
+            st = os.fstat(stream.fd)
+            rewritten = self._rewritten(stream, st)
         except OSError as exc:
             self._error(exc, "stat")
             return 0
-        if size < stream.offset:
+        if st.st_size < stream.offset or rewritten:
+            if rewritten:
+                log.info("log %s: its first bytes changed, reading it again", stream.path)
             if stream.splitter.discard():
                 self._events.on_skipped("partial_discarded")
             stream.offset = 0
+            stream.head = b""
             self._events.on_truncation()
             self._events.on_new_file()
-        return self._read(stream, PASS_BUDGET_BYTES)
+        read = self._read(stream, PASS_BUDGET_BYTES)
+        if len(stream.head) < FINGERPRINT_BYTES and stream.offset > len(stream.head):
+            stream.head = os.pread(stream.fd, min(FINGERPRINT_BYTES, stream.offset), 0)
+        return read
+
+    @staticmethod
+    def _rewritten(stream: _Stream, st: os.stat_result) -> bool:
+        """Whether the bytes already read were replaced (same size or longer, so no shrink)."""
+        seen = (st.st_size, st.st_mtime_ns)
+        if seen == stream.seen or not stream.head or st.st_size < len(stream.head):
+            stream.seen = seen
+            return False
+        stream.seen = seen
+        return os.pread(stream.fd, len(stream.head), 0) != stream.head
 
     def _read(self, stream: _Stream, budget: int) -> int:
         """Read up to ``budget`` bytes in large chunks and deliver the complete lines."""

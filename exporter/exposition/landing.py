@@ -1,0 +1,73 @@
+"""The landing page ``/``: per target, what an on-call wants to know first.
+
+Whether each log path is followed (and why not), how old the newest decode window is, and the
+active findings: enough to tell a sidecar pointed at the wrong file from an idle server without
+reading ``/metrics``. Built per request from the same snapshots the collector renders.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from collections.abc import Callable, Sequence
+
+from exporter import __version__
+from exporter.analysis.insight import inspect
+from exporter.target import Target
+
+_REASON_TEXT = {
+    "ok": "followed",
+    "waiting": "not there yet (waiting for it)",
+    "missing": "NOT FOLLOWED: no such file",
+    "directory": "NOT FOLLOWED: a directory, not a log file",
+    "not_regular": "NOT FOLLOWED: not a regular file (FIFO, device or socket)",
+    "unreadable": "NOT FOLLOWED: permission denied",
+}
+
+
+def landing_page(
+    targets: Sequence[Target], stale_after: float, clock: Callable[[], float] = time.time
+) -> bytes:
+    now = clock()
+    sections = "".join(_target_section(t, now, stale_after) for t in targets)
+    return (
+        "<!doctype html><html><head><title>specwatch</title></head><body>"
+        f"<h1>specwatch {html.escape(__version__)}</h1>"
+        "<p>Prometheus exporter for speculative decoding.</p>"
+        '<ul><li><a href="metrics">/metrics</a></li><li><a href="healthz">/healthz</a></li></ul>'
+        f"<h2>Targets</h2>{sections}</body></html>"
+    ).encode()
+
+
+def _target_section(target: Target, now: float, stale_after: float) -> str:
+    snap = target.state.snapshot()
+    fresh = snap.fresh_windows(now, stale_after)
+    findings = inspect(target, snap, fresh, now, stale_after).findings
+    logs = (
+        "".join(
+            f"<li><code>{html.escape(path)}</code>: {_REASON_TEXT.get(reason, html.escape(reason))}"
+            "</li>"
+            for path, reason in sorted(snap.log_sources.items())
+        )
+        or "<li>no log configured</li>"
+    )
+    if snap.last_decode_at is None:
+        window = "no decode window seen yet"
+    else:
+        age = max(0.0, now - snap.last_decode_at)
+        shown = "" if age < stale_after else f" (stale: older than {stale_after:g} s, not exported)"
+        window = f"newest decode window {age:.0f} s ago{shown}"
+    active = (
+        "".join(
+            f"<li>{html.escape(f.severity)} <code>{html.escape(f.code)}</code>: "
+            f"{html.escape(f.summary)}</li>"
+            for f in findings
+        )
+        or "<li>none</li>"
+    )
+    return (
+        f"<h3>{html.escape(target.name)}</h3>"
+        f"<p>Logs:</p><ul>{logs}</ul>"
+        f"<p>{window}</p>"
+        f"<p>Active findings:</p><ul>{active}</ul>"
+    )
