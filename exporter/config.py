@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -119,8 +120,8 @@ class TargetConfig(Strict):
     @field_validator("metrics_url", "server_info_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^https?://[^/\s]+", value):
-            raise ValueError("must be an http:// or https:// URL")
+        if value is not None:
+            check_http_url(value)
         return value
 
 
@@ -164,6 +165,19 @@ class Config(Strict):
         if dupes:
             raise ValueError(f"target names must be unique (repeated: {', '.join(dupes)})")
         return targets
+
+
+def check_http_url(value: str) -> None:
+    """Raise ``ValueError`` saying what is wrong unless ``value`` is a usable http(s) URL."""
+    if not re.match(r"^https?://[^/\s]+", value) or re.search(r"\s", value):
+        raise ValueError("must be an http:// or https:// URL")
+    parts = urlsplit(value)
+    try:
+        parts.port  # noqa: B018 - parsing the port is the check
+    except ValueError:
+        raise ValueError("the port is not a number from 0 to 65535") from None
+    if not parts.hostname:
+        raise ValueError("names no host")
 
 
 def parse_listen(value: str) -> tuple[str, int]:

@@ -12,9 +12,11 @@ import json
 import sys
 from dataclasses import dataclass, field, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from exporter.analysis.findings import CRITICAL, WARNING, DecodeSample, Finding, evaluate
 from exporter.cli import UsageError
+from exporter.config import check_http_url
 from exporter.engines.record import StatsRecord, logged_seconds
 from exporter.engines.server_config import (
     ConfigTracker,
@@ -125,8 +127,31 @@ class Diagnosis:
         }
 
 
-def scrape(url: str, timeout: float, token_file: str | None) -> UpstreamSnapshot:
+_ENDPOINTS = ("/metrics", "/server_info")
+
+
+def base_url(url: str) -> str:
+    """The server's base URL from ``--url``, checked as ``specwatch run`` checks its URLs.
+
+    An endpoint's URL is refused with the base URL to give instead: doctor appends the
+    endpoints itself, and ``.../metrics/metrics`` would answer 404, read as metrics disabled.
+    """
+    try:
+        check_http_url(url)
+    except ValueError as exc:
+        raise UsageError(f"--url {url}: {exc}") from None
     base = url.rstrip("/")
+    for endpoint in _ENDPOINTS:
+        if urlsplit(base).path.endswith(endpoint):
+            server = base.removesuffix(endpoint)
+            raise UsageError(
+                f"--url {url}: give the server's base URL ({server}), not its {endpoint}"
+            )
+    return base
+
+
+def scrape(url: str, timeout: float, token_file: str | None) -> UpstreamSnapshot:
+    base = base_url(url)
     scraper = UpstreamScraper(
         f"{base}/metrics", f"{base}/server_info", timeout=timeout, token_file=token_file
     )
@@ -206,6 +231,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give at least one of --url, --log-file, --draft-config")
     if args.timeout <= 0:
         raise UsageError("--timeout: must be positive")
+    if args.url:
+        base_url(args.url)  # refuse a bad URL before reading a long log
     diagnosis = diagnose(args)
     if args.json:
         print(json.dumps(diagnosis.to_json_dict(), indent=2))

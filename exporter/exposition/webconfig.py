@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import re
 import ssl
 from collections.abc import Iterable
 from pathlib import Path
@@ -124,15 +125,65 @@ def _check(password: str, hashed: bytes) -> bool:
 
 
 def load_web_config(path: Path) -> WebConfig:
+    """The validated file: every problem stops the start with the file and key named."""
     try:
         config = WebConfig.model_validate(load_yaml(path))
     except ValidationError as exc:
-        err = exc.errors()[0]
-        key = ".".join(str(p) for p in err["loc"])
-        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        raise ConfigError(f"web config {path}: {key}: {msg}") from None
-    tls = config.tls_server_config
-    for file in (tls.cert_file, tls.key_file, tls.client_ca_file) if tls else ():
-        if file is not None and not file.is_file():
-            raise ConfigError(f"web config {path}: tls_server_config: no such file: {file}")
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: "
+            + ("unknown key" if err["type"] == "extra_forbidden" else err["msg"])
+            for err in exc.errors()
+        )
+        raise ConfigError(f"web config {path}: {problems}") from None
+    for user, hashed in config.basic_auth_users.items():
+        if not _is_bcrypt(hashed):
+            # Accepted, it would answer 401 to everyone and log nothing.
+            raise ConfigError(
+                f"web config {path}: basic_auth_users.{user}: not a bcrypt hash (give the hash, "
+                "e.g. from `htpasswd -nbBC 10 USER PASSWORD`, never the password itself)"
+            )
+    if config.tls_server_config is not None:
+        _check_tls(path, config.tls_server_config)
     return config
+
+
+_BCRYPT_RE = re.compile(r"^\$2[abxy]?\$\d{2}\$[./A-Za-z0-9]{53}$")
+
+
+def _is_bcrypt(hashed: str) -> bool:
+    return bool(_BCRYPT_RE.match(hashed))
+
+
+def _check_tls(path: Path, tls: TLSConfig) -> None:
+    """Load each file once at start, so a bad one is named here rather than at first use
+    (where OpenSSL's message names neither the file nor the problem in words)."""
+    for key in ("cert_file", "key_file", "client_ca_file"):
+        file = getattr(tls, key)
+        if file is None:
+            continue
+        try:
+            file.read_bytes()
+        except OSError as exc:
+            raise ConfigError(
+                f"web config {path}: tls_server_config.{key}: cannot read {file}: "
+                f"{exc.strerror or exc}"
+            ) from None
+    where = f"web config {path}: tls_server_config"
+    _load_certs(f"{where}.cert_file", tls.cert_file)
+    if tls.client_ca_file is not None:
+        _load_certs(f"{where}.client_ca_file", tls.client_ca_file)
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(tls.cert_file, tls.key_file)
+    except ssl.SSLError as exc:
+        if exc.reason == "KEY_VALUES_MISMATCH":
+            problem = f"does not belong to the certificate in {tls.cert_file}"
+        else:
+            problem = "not a PEM private key (or one protected by a passphrase)"
+        raise ConfigError(f"{where}.key_file: {tls.key_file}: {problem}") from None
+
+
+def _load_certs(where: str, file: Path) -> None:
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_verify_locations(file)
+    except ssl.SSLError:
+        raise ConfigError(f"{where}: {file}: not a PEM certificate") from None
