@@ -40,6 +40,7 @@ SPEC_ALERTS = {
     "SpecDecodeStatsMissing": "warning",
     "SpecDecodeLogFormatUnrecognized": "warning",
     "SpecwatchUpstreamDown": "warning",
+    "SpecwatchLogNotFollowed": "warning",
     "SpecwatchDown": "warning",
     "SpecwatchAbsent": "critical",
 }
