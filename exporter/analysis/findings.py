@@ -1,4 +1,4 @@
-"""Diagnosis: turn what was seen into named causes with a fix (spec section 7).
+"""Diagnosis: turn what was seen into named causes with a fix (README "Findings").
 
 :func:`evaluate` is a pure function over plain inputs (:class:`Observations`), so the daemon,
 ``specwatch doctor`` and ``specwatch report`` give the same verdict from the same evidence
@@ -23,7 +23,7 @@ from exporter.engines.server_config import ServerConfig
 CRITICAL, WARNING, INFO = "critical", "warning", "info"
 SEVERITY_ORDER = {CRITICAL: 0, WARNING: 1, INFO: 2}
 
-# Every code of spec section 7 with its fixed severity.
+# Every finding code with its fixed severity.
 SEVERITIES: dict[str, str] = {
     "eagle3_draft_with_eagle_algorithm": CRITICAL,
     "cuda_graph_disabled": WARNING,

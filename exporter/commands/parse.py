@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--json", action="store_true", help="one JSON object per record (spec §5)")
+    p.add_argument("--json", action="store_true", help="one JSON object per record")
     p.add_argument("files", nargs="+", metavar="FILE", help="log file; '-' reads stdin")
     p.set_defaults(func=run)
 

@@ -32,12 +32,22 @@ DEFAULT_DURATION = 300.0
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    width = max(len(name) for name in SCENARIOS)
+    listing = "\n".join(f"  {name:<{width}}  {s.summary}" for name, s in SCENARIOS.items())
     parser = subparsers.add_parser(
         "simulate",
         help="write a realistic SGLang (or vLLM) log for an incident scenario",
         description=__doc__.split("\n\n")[1],
+        epilog=f"scenarios:\n{listing}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--scenario", required=True, choices=list(SCENARIOS))
+    parser.add_argument(
+        "--scenario",
+        required=True,
+        choices=list(SCENARIOS),
+        metavar="NAME",
+        help=f"what the server does (one of: {', '.join(SCENARIOS)}; each described below)",
+    )
     parser.add_argument("--out", default="-", help="file to write (default: stdout)")
     parser.add_argument(
         "--duration",
@@ -58,7 +68,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"how the stats lines are written (default {DEFAULT_ERA}, or "
         f"{vllm.DEFAULT_FORMAT} with --engine vllm)",
     )
-    parser.add_argument("--envelope", choices=ENVELOPES, default="plain")
+    parser.add_argument(
+        "--envelope",
+        choices=ENVELOPES,
+        default="plain",
+        help="plain lines, or as a container runtime stores them: cri or docker (default plain)",
+    )
     parser.add_argument("--real-time", action="store_true", help="pace lines like a live server")
     parser.add_argument("--speed", type=float, help="real-time speed factor (implies --real-time)")
     parser.add_argument(

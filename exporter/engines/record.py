@@ -25,7 +25,7 @@ class DraftCounts:
 
 @dataclass(slots=True)
 class StatsRecord:
-    """One scheduler stats line (decode or prefill window), spec section 5.
+    """One scheduler stats line (decode or prefill window): the fields `specwatch parse` prints.
 
     A field the line does not carry stays ``None``: absence is information (an old SGLang
     without ``accept rate``, a non-speculative server) and must not be faked as zero.
@@ -51,7 +51,7 @@ class StatsRecord:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json_dict(self) -> dict[str, Any]:
-        """Spec section 5 keys first; extras are flattened after them and never override."""
+        """The record's own keys first; extras are flattened after them and never override."""
         data = asdict(self)
         extra = data.pop("extra")
         if self.kind == "decode":

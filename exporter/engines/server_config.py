@@ -3,7 +3,7 @@
 Three sources describe the same server: the ``server_args=ServerArgs(...)`` startup line and
 ``Load weight end`` lines in the log, SGLang's ``/server_info`` JSON, and the draft model's own
 ``config.json``. Findings need one merged view, and must work when any one of them is missing
-(incident 5: no metrics endpoint; a sidecar started after the server: no startup lines).
+(a server without a metrics endpoint; a sidecar started after the server: no startup lines).
 
 Only non-secret, whitelisted fields are kept: the server's API key never enters this object.
 """

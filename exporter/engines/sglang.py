@@ -193,7 +193,7 @@ def _text(value: str) -> str:
 
 Converter = Callable[[str], Any]
 
-# SGLang field name -> (is a spec section 5 field, record/extra key, converter). Extras are the
+# SGLang field name -> (is a StatsRecord field, record/extra key, converter). Extras are the
 # few worth keeping for diagnosis (hybrid pools, PD queues, DSpark, occupancy); every other
 # field a line carries is ignored. ``int``/``float`` reject garbage with ValueError.
 _FIELDS: dict[str, tuple[bool, str, Converter]] = {

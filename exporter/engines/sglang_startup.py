@@ -1,7 +1,7 @@
 """Typed events from SGLang's startup and scheduler event lines.
 
 The stats lines tell how speculation performs; these lines tell how it was *configured*, which
-is what names a cause (spec section 7). They arrive once, early, before any request: reading
+is what names a cause (a finding). They arrive once, early, before any request: reading
 them is the only way to diagnose a wrong flag before the first window is logged.
 
 Input is the message part of a line, after SGLang's ``[time RANKS]`` prefix was split off.

@@ -1,4 +1,4 @@
-"""A realistic SGLang server log for each incident of spec section 2 (``specwatch simulate``).
+"""A realistic SGLang server log for each incident scenario (``specwatch simulate``).
 
 The simulator is the demo's server, the end-to-end tests' load and the benchmarks' input, so
 it writes real line formats (per SGLang era, optionally in a container envelope) with values

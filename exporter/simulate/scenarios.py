@@ -1,4 +1,4 @@
-"""The incidents of spec section 2 as simulator scenarios, with the values each one intends.
+"""Incident scenarios for the simulator, with the values each one intends.
 
 Every scenario models the same node (an 8-GPU SGLang server with an EAGLE-3 drafter) so that one
 baseline curve fits all of them. The intended values live here, in data, because the tests and
@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-# Non-speculative throughput of the node by running requests (incident 1: 2,370 tok/s at
-# concurrency 128; incident 4: 82 tok/s single-stream). Piecewise linear, clamped at both ends.
+# Non-speculative throughput of the node by running requests (2,370 tok/s at concurrency 128,
+# 82 tok/s single-stream). Piecewise linear, clamped at both ends.
 NODE_BASELINE: tuple[tuple[int, float], ...] = ((1, 82.0), (48, 1500.0), (128, 2370.0))
-# Incident 3 measured its own single-stream baseline on that day: 90 tok/s.
+# The undertrained scenario's node measured its own single-stream baseline: 90 tok/s.
 UNDERTRAINED_BASELINE: tuple[tuple[int, float], ...] = ((1, 90.0),)
 
 DECODE_LOG_INTERVAL = 40  # SGLang's default --decode-log-interval
@@ -67,7 +67,7 @@ class Scenario:
     summary: str
     phases: tuple[Phase, ...]
     baseline: tuple[tuple[int, float], ...]
-    findings: tuple[str, ...]  # finding codes (spec section 7) active at the end of the log
+    findings: tuple[str, ...]  # finding codes (README "Findings") active at the end of the log
 
     def baseline_flag(self) -> str:
         """The ``--baseline-curve`` value that describes this scenario's baseline."""
@@ -82,13 +82,13 @@ _EAGLE3_4 = Deployment("EAGLE3", _HEALTHY_DRAFT, _EAGLE3_ARCH, 3, 1, 4)
 _BROKEN_4 = Deployment("EAGLE3", _BROKEN_DRAFT, _EAGLE3_ARCH, 3, 1, 4)
 
 _HEALTHY = Phase(_EAGLE3_4, Behaviour(3.2, 0.12, 48, 0, 2700.0))
-# Incident 1: every window `accept len: 1.00`, ~600 tok/s at 48 running, 32 waiting.
+# A collapsed drafter: every window `accept len: 1.00`, ~600 tok/s at 48 running, 32 waiting.
 _COLLAPSED = Phase(_BROKEN_4, Behaviour(1.0, 0.0, 48, 32, 600.0))
 
 
 def _scenarios() -> dict[str, Scenario]:
     eagle_flag = Deployment("EAGLE", _HEALTHY_DRAFT, _EAGLE3_ARCH, 3, 1, 4)
-    # Incident 3: 16 draft tokens, graphs disabled, one stream at a time, metrics not enabled.
+    # Undertrained: 16 draft tokens, graphs disabled, one stream at a time, metrics not enabled.
     undertrained = Deployment(
         "EAGLE3",
         "/models/drafts/kimi-k25-eagle3-synth10k",
@@ -99,7 +99,7 @@ def _scenarios() -> dict[str, Scenario]:
         disable_cuda_graph=True,
         enable_metrics=False,
     )
-    # Incident 4: a drafter trained for the previous model version.
+    # Mismatched: a drafter trained for the previous model version.
     mismatched = Deployment("EAGLE3", "AQ-MedAI/Kimi-K2-Instruct-eagle3", _EAGLE3_ARCH, 3, 1, 4)
     listing = (
         Scenario(
@@ -111,35 +111,35 @@ def _scenarios() -> dict[str, Scenario]:
         ),
         Scenario(
             "collapsed",
-            "incident 1: broken drafter, accept length 1.00, 600 tok/s at 48 running",
+            "broken drafter: accept length 1.00, 600 tok/s at 48 running",
             (_COLLAPSED,),
             NODE_BASELINE,
             ("running_requests_capped",),
         ),
         Scenario(
             "eagle-flag",
-            "incident 2: EAGLE-3 draft started with --speculative-algorithm EAGLE",
+            "EAGLE-3 draft started with --speculative-algorithm EAGLE",
             (Phase(eagle_flag, _COLLAPSED.behaviour),),
             NODE_BASELINE,
             ("eagle3_draft_with_eagle_algorithm", "running_requests_capped"),
         ),
         Scenario(
             "undertrained",
-            "incident 3: accept length ~2.45 of 16 draft tokens, no CUDA graphs, 57 vs 90 tok/s",
+            "accept length ~2.45 of 16 draft tokens, no CUDA graphs, 57 vs 90 tok/s",
             (Phase(undertrained, Behaviour(2.45, 0.1, 1, 0, 57.0)),),
             UNDERTRAINED_BASELINE,
             ("cuda_graph_disabled", "draft_tokens_excessive", "metrics_endpoint_disabled"),
         ),
         Scenario(
             "mismatched",
-            "incident 4: drafter for another model version, accept length ~1.1, 52 vs 82 tok/s",
+            "drafter for another model version: accept length ~1.1, 52 vs 82 tok/s",
             (Phase(mismatched, Behaviour(1.1, 0.04, 1, 0, 52.0)),),
             NODE_BASELINE,
             (),
         ),
         Scenario(
             "recovery",
-            "incident 1 for 60 s, then a restart with a working drafter",
+            "broken drafter for 60 s, then a restart with a working drafter",
             (
                 Phase(_COLLAPSED.deployment, _COLLAPSED.behaviour, traffic_seconds=60.0),
                 _HEALTHY,

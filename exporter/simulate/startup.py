@@ -1,7 +1,7 @@
 """The startup sequence of an SGLang server with speculative decoding (Feb 2026 strings).
 
 specwatch reads the algorithm, the draft architecture and the CUDA-graph settings from these
-lines before the first request is served (spec section 2, incident 2), so they must carry the
+lines before the first request is served (the eagle-flag scenario), so they must carry the
 scenario's flags exactly where SGLang puts them: ``server_args=ServerArgs(...)`` from the main
 process, then each scheduler's target and draft ``Load weight end.`` lines.
 """

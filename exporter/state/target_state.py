@@ -18,7 +18,7 @@ from exporter.engines.sglang import LogLine
 from exporter.engines.sglang_startup import ServerArgsEvent, parse_event
 from exporter.state.evidence import Evidence
 
-# Spec section 6: upper bounds of `specwatch_accept_length_windows`.
+# Upper bounds of `specwatch_accept_length_windows`.
 ACCEPT_LENGTH_BUCKETS: tuple[float, ...] = (1.0, 1.05, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8)
 # More DP ranks than this would be a misparse or hostile input, not a real server.
 MAX_DP_RANKS = 64
@@ -58,7 +58,7 @@ class TargetSnapshot:
     log_sources: dict[str, str]  # configured path -> SourceReason of its newest pass
 
     def fresh_windows(self, now: float, stale_after: float) -> dict[int | None, LatestDecode]:
-        """Windows young enough to be shown as current (spec section 6)."""
+        """Windows young enough to be shown as current (younger than ``stale_after``)."""
         return {k: w for k, w in self.windows.items() if now - w.observed_at < stale_after}
 
 
