@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from exporter.sources.tail import FileTailer
 from tests.test_tail_support import (
     Recorder,
     append,
@@ -158,3 +159,36 @@ def test_glob_without_a_match_waits_for_the_first_file(tmp_path: Path) -> None:
         wait_until(lambda: rec.lines == [b"container started"], "the first match")
     assert rec.count("bootstrap") == 0
     assert rec.count("rotation") == 0
+
+
+def test_rewrite_to_the_same_size_is_read_again_as_a_truncation(tmp_path: Path) -> None:
+    """Truncated and rewritten between two passes: the size says nothing, the first bytes do."""
+    log = tmp_path / "server.log"
+    log.touch()
+    rec = Recorder()
+    tailer = FileTailer(str(log), rec, poll_interval=30.0)
+    tailer.poll()
+    log.write_bytes(b"first run line\n")
+    tailer.poll()
+    assert rec.lines == [b"first run line"]
+    with open(log, "r+b") as handle:  # truncate and rewrite, same length, no pass in between
+        handle.truncate(0)
+        handle.write(b"second run ln!\n")
+    tailer.poll()
+    tailer.stop()
+    assert rec.lines == [b"first run line", b"second run ln!"]
+    assert rec.count("truncation") == 1
+
+
+def test_appending_is_never_taken_for_a_rewrite(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.touch()
+    rec = Recorder()
+    tailer = FileTailer(str(log), rec, poll_interval=30.0)
+    tailer.poll()  # past the start-up bootstrap
+    for i in range(100):  # the fingerprint is complete after 64 bytes; keep going past it
+        append(log, f"line {i}\n".encode())
+        tailer.poll()
+    tailer.stop()
+    assert rec.lines == [f"line {i}".encode() for i in range(100)]
+    assert rec.count("truncation") == 0

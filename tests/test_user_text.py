@@ -18,6 +18,7 @@ from exporter.cli import COMMANDS, build_parser
 from exporter.exposition.collector import FAMILIES
 from exporter.simulate import SCENARIOS
 from tests.daemon import run_daemon, specwatch_cmd
+from tests.test_log_source_daemon import simulated_log
 
 # Pointers to documents that ship with nothing a user has.
 PRIVATE_REFERENCE = re.compile(r"spec (section|§)|spec §|\(spec [0-9]|incident [0-9]", re.I)
@@ -84,14 +85,7 @@ def test_every_metric_help_string_is_readable() -> None:
 
 def test_a_live_scrape_has_readable_help_strings(tmp_path: Path, port: int) -> None:
     """The HELP lines as Prometheus stores them, from a daemon that has something to say."""
-    log = tmp_path / "server.log"
-    subprocess.run(
-        specwatch_cmd(
-            "simulate", "--scenario", "eagle-flag", "--duration", "60", "--out", str(log)
-        ),
-        check=True,
-        timeout=60,
-    )
+    log = simulated_log(tmp_path, "eagle-flag")
     args = ["--log-file", str(log), "--from-beginning", "--metrics-url", "http://127.0.0.1:9/m"]
     with run_daemon(args, port) as daemon:
         daemon.wait_metric(

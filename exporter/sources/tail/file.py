@@ -72,7 +72,6 @@ class _Stream:
     splitter: LineSplitter
     offset: int = 0
     head: bytes = b""  # up to FINGERPRINT_BYTES of the file's start, as last read
-    seen: tuple[int, int] = (0, 0)  # (size, mtime_ns) at the last check of the fingerprint
 
 
 _DENIED = (errno.EACCES, errno.EPERM)
@@ -298,8 +297,7 @@ class FileTailer:
             os.close(fd)
             self._problem = _not_a_file(st)
             return None
-        seen = (st.st_size, st.st_mtime_ns)
-        return _Stream(fd, path, _identity(st), LineSplitter(self._max_line_bytes), seen=seen)
+        return _Stream(fd, path, _identity(st), LineSplitter(self._max_line_bytes))
 
     def _retire(self, stream: _Stream) -> None:
         """Keep a replaced file open for late writes; only one retired file is kept."""
@@ -352,12 +350,13 @@ class FileTailer:
 
     @staticmethod
     def _rewritten(stream: _Stream, st: os.stat_result) -> bool:
-        """Whether the bytes already read were replaced (same size or longer, so no shrink)."""
-        seen = (st.st_size, st.st_mtime_ns)
-        if seen == stream.seen or not stream.head or st.st_size < len(stream.head):
-            stream.seen = seen
+        """Whether the bytes already read were replaced in place (the size alone cannot tell).
+
+        One small read per pass; modification times are too coarse on some filesystems to
+        decide when it can be skipped.
+        """
+        if not stream.head or st.st_size < len(stream.head):
             return False
-        stream.seen = seen
         return os.pread(stream.fd, len(stream.head), 0) != stream.head
 
     def _read(self, stream: _Stream, budget: int) -> int:

@@ -1,0 +1,114 @@
+"""A log path that cannot be followed is named, with the reason, never passed over in silence."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from exporter.sources.tail import FileTailer
+from exporter.sources.tail.health import REPEAT_SECONDS, SourceHealth, SourceReason
+from tests.test_tail_support import Recorder
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def tail_once(pattern: Path | str, **options: float) -> list[SourceReason]:
+    """The status one synchronous pass reports for ``pattern``."""
+    reported: list[SourceReason] = []
+    tailer = FileTailer(str(pattern), Recorder(), on_status=reported.append, **options)
+    tailer.poll()
+    tailer.stop()
+    return reported
+
+
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [
+        (lambda p: p.mkdir(), "directory"),
+        (lambda p: os.mkfifo(p), "not_regular"),
+        (lambda p: p.symlink_to("/dev/zero"), "not_regular"),
+        (lambda p: p.write_text("line\n"), "ok"),
+    ],
+    ids=["directory", "fifo", "symlink-to-dev-zero", "regular"],
+)
+def test_what_is_at_the_path_is_reported_after_one_pass(
+    tmp_path: Path, make: object, reason: str
+) -> None:
+    log = tmp_path / "server.log"
+    make(log)  # type: ignore[operator]
+    assert tail_once(log) == [reason]
+
+
+def test_a_glob_matching_only_directories_says_so(tmp_path: Path) -> None:
+    (tmp_path / "a.log").mkdir()
+    assert tail_once(tmp_path / "*.log") == ["directory"]
+
+
+def test_a_glob_with_one_readable_match_is_followed(tmp_path: Path) -> None:
+    (tmp_path / "a.log").mkdir()
+    (tmp_path / "b.log").write_text("line\n")
+    assert tail_once(tmp_path / "*.log") == ["ok"]
+
+
+def test_a_missing_path_waits_for_the_grace_then_is_missing(tmp_path: Path) -> None:
+    assert tail_once(tmp_path / "later.log", missing_grace=3600) == ["waiting"]
+    assert tail_once(tmp_path / "later.log", missing_grace=0) == ["missing"]
+
+
+def test_a_file_appearing_after_the_grace_is_followed(tmp_path: Path) -> None:
+    log = tmp_path / "late.log"
+    reported: list[SourceReason] = []
+    rec = Recorder()
+    tailer = FileTailer(str(log), rec, on_status=reported.append, missing_grace=0)
+    tailer.poll()
+    log.write_text("finally\n")
+    tailer.poll()
+    tailer.stop()
+    assert reported == ["missing", "ok"]
+    assert rec.lines == [b"finally"]
+
+
+def test_missing_is_logged_once_per_change_and_repeated_only_after_a_while(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = Clock()
+    reported: list[SourceReason] = []
+    health = SourceHealth("/logs/x.log", reported.append, missing_grace=60, clock=clock)
+    caplog.set_level(logging.INFO, logger="exporter.sources.tail.health")
+    for step in range(0, 120, 1):  # a pass a second for two minutes
+        clock.now = 1000.0 + step
+        health.observe("missing", following=False)
+    assert reported[:60] == ["waiting"] * 60
+    assert set(reported[60:]) == {"missing"}
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "/logs/x.log" in warnings[0].getMessage()
+    assert "no such file for 60 s" in warnings[0].getMessage()
+    clock.now += REPEAT_SECONDS
+    health.observe("missing", following=False)
+    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 2
+    health.observe(None, following=True)
+    assert reported[-1] == "ok"
+    assert "readable again" in caplog.records[-1].getMessage()
+
+
+def test_a_rotation_in_progress_is_no_problem(tmp_path: Path) -> None:
+    """The path briefly missing while the old file is still open: followed, within the grace."""
+    clock = Clock()
+    health = SourceHealth("x.log", missing_grace=60, clock=clock)
+    health.observe(None, following=True)
+    clock.now += 5
+    health.observe("missing", following=True)
+    assert health.reason == "ok"
+    clock.now += 61
+    health.observe("missing", following=True)
+    assert health.reason == "missing"
