@@ -1,0 +1,41 @@
+"""``specwatch doctor --url`` checks its URL as ``specwatch run`` does, before any request."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tests.daemon import specwatch_cmd
+
+
+def doctor(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        specwatch_cmd("doctor", *args), capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("localhost:30000", "must be an http:// or https:// URL"),
+        ("ftp://127.0.0.1:30000", "must be an http:// or https:// URL"),
+        ("http://127.0.0.1:99999", "the port is not a number from 0 to 65535"),
+        ("http://127.0.0.1:30000 /x", "must be an http:// or https:// URL"),
+    ],
+)
+def test_a_bad_url_is_refused_on_one_line(url: str, problem: str) -> None:
+    result = doctor("--url", url)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"specwatch doctor: error: --url {url}: {problem}"
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("endpoint", ["/metrics", "/server_info", "/metrics/"])
+def test_an_endpoint_url_asks_for_the_base_url_instead(endpoint: str) -> None:
+    """Not "start SGLang with --enable-metrics": the server was never asked for /metrics."""
+    url = f"http://127.0.0.1:30000{endpoint}"
+    result = doctor("--url", url)
+    assert result.returncode == 2
+    assert "give the server's base URL (http://127.0.0.1:30000)" in result.stderr
+    assert "--enable-metrics" not in result.stdout + result.stderr
