@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from exporter.sources.tail import FileTailer
 from exporter.sources.tail.health import REPEAT_SECONDS, SourceHealth, SourceReason
+from tests.conftest import REPO
+from tests.test_tail_errors import unprivileged
 from tests.test_tail_support import Recorder
 
 
@@ -112,3 +117,44 @@ def test_a_rotation_in_progress_is_no_problem(tmp_path: Path) -> None:
     clock.now += 61
     health.observe("missing", following=True)
     assert health.reason == "missing"
+
+
+# One pass of a tailer in a child process, whose file permissions can be an unprivileged
+# user's; prints the status it reported.
+STATUS_CHILD = """
+import sys
+from exporter.sources.tail import FileTailer
+
+class Quiet:
+    def __getattr__(self, name):
+        return lambda *args: None
+
+reported = []
+tailer = FileTailer(sys.argv[1], Quiet(), on_status=reported.append)
+tailer.poll()
+tailer.stop()
+print(" ".join(reported))
+"""
+
+
+@pytest.mark.parametrize("where", ["file", "folder"])
+def test_a_path_specwatch_may_not_read_is_unreadable(where: str) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        log = Path(folder) / "logs" / "server.log"
+        log.parent.mkdir()
+        log.write_text("line\n")
+        (log if where == "file" else log.parent).chmod(0)
+        try:
+            result = subprocess.run(
+                [*unprivileged(), sys.executable, "-c", STATUS_CHILD, str(log)],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                cwd=REPO,
+                env={**os.environ, "PYTHONPATH": str(REPO)},
+            )
+        finally:
+            log.parent.chmod(0o755)
+            log.chmod(0o644)
+    assert result.stdout.split() == ["unreadable"], result.stderr
+    assert f"log {log}: permission denied" in result.stderr
