@@ -61,7 +61,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except UsageError as exc:
-        print(f"specwatch {args.command}: error: {exc}", file=sys.stderr)
+        # One line whatever the message holds: scripts and log collectors read the last line.
+        message = " ".join(str(exc).split())
+        print(f"specwatch {args.command}: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -240,20 +240,20 @@ def _env_names(keys: set[str]) -> str:
     return ", ".join(sorted(env_name(k) for k in keys))
 
 
-def load_yaml(path: Path) -> dict[str, Any]:
+def load_yaml(path: Path, what: str = "config file") -> dict[str, Any]:
     """A YAML mapping; every error names the file, and for bad YAML the line and column."""
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ConfigError(f"config file {path}: {exc.strerror or exc}") from exc
+        raise ConfigError(f"{what} {path}: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"config file {path}: not UTF-8 text (byte {exc.start})") from exc
+        raise ConfigError(f"{what} {path}: not UTF-8 text (byte {exc.start})") from exc
     except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {path}: {_yaml_problem(exc)}") from exc
+        raise ConfigError(f"{what} {path}: {_yaml_problem(exc)}") from exc
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"config file {path}: top level must be a mapping of keys")
+        raise ConfigError(f"{what} {path}: top level must be a mapping of keys")
     return data
 
 

@@ -127,7 +127,7 @@ def _check(password: str, hashed: bytes) -> bool:
 def load_web_config(path: Path) -> WebConfig:
     """The validated file: every problem stops the start with the file and key named."""
     try:
-        config = WebConfig.model_validate(load_yaml(path))
+        config = WebConfig.model_validate(load_yaml(path, "web config"))
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc'])}: "

@@ -83,7 +83,7 @@ class SourceHealth:
 
     def _changed(self, reason: SourceReason, now: float) -> None:
         if reason in ("ok", "waiting"):
-            if self.reason not in (None, "ok", "waiting"):
+            if reason == "ok" and self.reason not in (None, "waiting"):
                 log.info("log %s: readable again, following it", self._pattern)
             return
         self._warn(reason, now, "")
