@@ -393,6 +393,17 @@ def health_row() -> list[Item]:
             width=8,
             height=6,
         ).min(0),
+        timeline(
+            "Log paths followed",
+            "Whether specwatch follows each configured log path; the legend gives the reason "
+            "when it does not (missing, directory, not_regular, unreadable; waiting while a "
+            "file has yet to appear). Nothing is read from a path that is down.",
+            query(sel("specwatch_log_source_up", NODE_SCOPE), "{{instance}} {{path}} ({{reason}})"),
+            value_text(UP_DOWN),
+            width=24,
+            height=4,
+            alerts=("SpecwatchLogNotFollowed",),
+        ),
         graph(
             "Log lines read",
             "Lines read from the server log and how many were stats lines. Unrecognized stats "
