@@ -43,7 +43,7 @@ def test_paths_that_cannot_be_followed_are_named_in_the_log_the_metrics_and_the_
         assert s.value(up, path=str(fifo), reason="not_regular") == 0
         assert s.value(up, path=str(device), reason="not_regular") == 0
         page = landing(d.port)
-        assert f"<code>{folder}</code>: NOT FOLLOWED: a directory" in page
+        assert f"<code>{folder}</code>: NOT FOLLOWED: is a directory" in page
         assert f"<code>{late}</code>: NOT FOLLOWED: no such file" in page
         # A file that appears after the grace is still followed.
         late.write_text(decode_line(2.5) + "\n")

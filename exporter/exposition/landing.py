@@ -13,16 +13,12 @@ from collections.abc import Callable, Sequence
 
 from exporter import __version__
 from exporter.analysis.insight import inspect
+from exporter.sources.tail.health import explain
 from exporter.target import Target
 
-_REASON_TEXT = {
-    "ok": "followed",
-    "waiting": "not there yet (waiting for it)",
-    "missing": "NOT FOLLOWED: no such file",
-    "directory": "NOT FOLLOWED: a directory, not a log file",
-    "not_regular": "NOT FOLLOWED: not a regular file (FIFO, device or socket)",
-    "unreadable": "NOT FOLLOWED: permission denied",
-}
+
+def _state(reason: str) -> str:
+    return explain(reason) if reason in ("ok", "waiting") else f"NOT FOLLOWED: {explain(reason)}"
 
 
 def landing_page(
@@ -45,8 +41,7 @@ def _target_section(target: Target, now: float, stale_after: float) -> str:
     findings = inspect(target, snap, fresh, now, stale_after).findings
     logs = (
         "".join(
-            f"<li><code>{html.escape(path)}</code>: {_REASON_TEXT.get(reason, html.escape(reason))}"
-            "</li>"
+            f"<li><code>{html.escape(path)}</code>: {html.escape(_state(reason))}</li>"
             for path, reason in sorted(snap.log_sources.items())
         )
         or "<li>no log configured</li>"

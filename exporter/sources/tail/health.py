@@ -24,12 +24,20 @@ there instead of a readable file. A bounded set, usable as a metric label as is.
 
 SOURCE_REASONS: tuple[SourceReason, ...] = get_args(SourceReason)
 
-_EXPLAIN: dict[SourceReason, str] = {
+_EXPLAIN: dict[str, str] = {
+    "ok": "followed",
+    "waiting": "not there yet (waiting for it)",
     "missing": "no such file",
     "directory": "is a directory, not a log file",
     "not_regular": "is not a regular file (a FIFO, device or socket cannot be tailed)",
     "unreadable": "permission denied",
 }
+
+
+def explain(reason: str) -> str:
+    """A reason in words, for log lines and the landing page."""
+    return _EXPLAIN.get(reason, reason)
+
 
 REPEAT_SECONDS = 600.0
 """How often a persisting problem is logged again: visible in any log window, never a flood."""
@@ -92,5 +100,5 @@ class SourceHealth:
         self._logged_at = now
         extra = f" for {self._grace:g} s" if reason == "missing" else ""
         log.warning(
-            "log %s: %s%s%s; nothing is read from it", self._pattern, still, _EXPLAIN[reason], extra
+            "log %s: %s%s%s; nothing is read from it", self._pattern, still, explain(reason), extra
         )
