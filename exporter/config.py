@@ -126,8 +126,7 @@ class TargetConfig(Strict):
 
 
 class Config(Strict):
-    """The whole daemon configuration (README "Flags, environment variables and the config
-    file")."""
+    """The whole daemon configuration; the README's Configuration section lists every key."""
 
     listen: str = DEFAULT_LISTEN
     stale_after: float = Field(default=60.0, gt=0)

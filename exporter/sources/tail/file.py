@@ -51,7 +51,7 @@ IDLE_INTERVAL = 1.0
 """Longest sleep while idle, used only when directory notifications can wake the tailer."""
 
 FINGERPRINT_BYTES = 64
-"""First bytes of a followed file compared when it changes, to notice a rewrite in place."""
+"""First bytes of a followed file, compared on every pass to notice a rewrite in place."""
 
 _ERRNO_REASONS: dict[int, ReadErrorReason] = {
     errno.EACCES: "permission",
