@@ -58,7 +58,7 @@ class Daemon:
             web.guard if web else None,
             content=lambda: list(collector.collect()),
         )
-        self.web = WebServer(host, port, app, web.wrap_socket if web else None)
+        self.web = WebServer(host, port, app, web.tls_context() if web else None)
 
     def _build_sources(self) -> Iterator[Source]:
         for target in self.targets:
@@ -110,16 +110,37 @@ class Daemon:
         log.info("stopped")
 
 
+# Taken by the main thread alone; see serve().
+_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+# How soon the main thread notices that another thread asked to stop (standard input ended).
+_STOP_CHECK_SECONDS = 0.25
+
+
 def serve(daemon: Daemon) -> int:
     """Run until SIGTERM or SIGINT (status 0) or the end of standard input (status 1), then
-    stop every thread cleanly."""
-    stop = daemon.stopping
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    daemon.start()
+    stop every thread cleanly.
+
+    The signals are blocked before any thread starts (threads inherit the mask) and taken by
+    the main thread with ``sigtimedwait``. With a Python handler instead, the kernel may hand
+    the signal to a busy worker thread, and the handler then waits until the main thread
+    next wakes up. SIGHUP is logged and ignored: the configuration is read once, at start.
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
     try:
-        while not stop.wait(3600):
-            pass
+        daemon.start()
+        while not daemon.stopping.is_set():
+            received = signal.sigtimedwait(_SIGNALS, _STOP_CHECK_SECONDS)
+            if received is not None and not _hangup(received):
+                log.info("%s received, stopping", signal.Signals(received.si_signo).name)
+                break
     finally:
         daemon.stop()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
     return daemon.exit_status
+
+
+def _hangup(received: signal.struct_siginfo) -> bool:
+    if received.si_signo != signal.SIGHUP:
+        return False
+    log.warning("SIGHUP ignored: specwatch reads its configuration at start; restart it to apply")
+    return True

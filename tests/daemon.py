@@ -69,10 +69,18 @@ def specwatch_cmd(*args: str) -> list[str]:
 
 @contextmanager
 def run_daemon(
-    args: Sequence[str], port: int, env: dict[str, str] | None = None
+    args: Sequence[str],
+    port: int,
+    env: dict[str, str] | None = None,
+    ready: Callable[[int], bool] = healthy,
+    host: str = "127.0.0.1",
 ) -> Iterator[RunningDaemon]:
-    """Start ``specwatch run`` on ``port``; on exit, SIGTERM it and insist on a clean stop."""
-    cmd = specwatch_cmd("run", "--listen", f"127.0.0.1:{port}", *args)
+    """Start ``specwatch run`` on ``port``; on exit, SIGTERM it and insist on a clean stop.
+
+    ``ready(port)`` tells when it answers (plain HTTP ``/healthz`` unless told otherwise).
+    """
+    listen = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    cmd = specwatch_cmd("run", "--listen", listen, *args)
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,
@@ -80,7 +88,7 @@ def run_daemon(
         text=True,
         env={**os.environ, **(env or {})},
     )
-    wait_for(lambda: healthy(port) or proc.poll() is not None, timeout=15)
+    wait_for(lambda: ready(port) or proc.poll() is not None, timeout=15)
     if proc.poll() is not None:
         raise AssertionError(f"daemon exited {proc.returncode}: {proc.stderr.read()}")
     try:

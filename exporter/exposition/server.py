@@ -1,31 +1,40 @@
 """The HTTP side: ``/metrics``, a cheap unauthenticated ``/healthz`` and a landing page.
 
-A threading WSGI server, as prometheus_client uses, so a slow scraper never holds up another;
+prometheus_client's threading WSGI server, so a slow scraper never holds up another, with
+connections admitted by a :class:`Lobby` so an idle or slow one never holds up the server;
 the collector underneath only copies in-memory snapshots.
 """
 
 from __future__ import annotations
 
+import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from socketserver import ThreadingMixIn
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.simple_server import WSGIRequestHandler
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer, _get_best_family
+
+from exporter.exposition.connections import DEFAULT_LIMITS, Limits, Lobby
 
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
 
-class _ThreadingServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
+class _Server(ThreadingWSGIServer):
     allow_reuse_address = True
     # socketserver's default backlog of 5 drops the SYNs of a burst of concurrent scrapers,
     # which then retry a whole second later.
     request_queue_size = 64
+
+    def __init__(self, host: str, port: int) -> None:
+        # IPv6 listen addresses need their own socket family, as in start_http_server.
+        self.address_family, host = _get_best_family(host, port)  # type: ignore[no-untyped-call]
+        super().__init__((host, port), _QuietHandler)
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -150,14 +159,20 @@ class CoalescedScrapes:
 
 
 class WebServer:
-    """Owns the listening socket and its serving thread."""
+    """Owns the listening socket and the thread that admits its connections."""
 
-    def __init__(self, host: str, port: int, app: WSGIApp, wrap_socket: Any = None) -> None:
-        self._server = make_server(host, port, app, _ThreadingServer, _QuietHandler)
-        if wrap_socket is not None:
-            self._server.socket = wrap_socket(self._server.socket)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="http")
-        self._thread.daemon = True
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        app: WSGIApp,
+        tls: ssl.SSLContext | None = None,
+        limits: Limits = DEFAULT_LIMITS,
+    ) -> None:
+        self._server = _Server(host, port)
+        self._server.set_app(app)
+        self._lobby = Lobby(self._server.socket, self._serve, tls, limits)
+        self._thread = threading.Thread(target=self._lobby.run, name="http-accept", daemon=True)
 
     @property
     def port(self) -> int:
@@ -167,6 +182,9 @@ class WebServer:
         self._thread.start()
 
     def stop(self) -> None:
-        self._server.shutdown()
+        self._lobby.stop()
+        self._thread.join(timeout=2)
         self._server.server_close()
-        self._thread.join(timeout=5)
+
+    def _serve(self, conn: socket.socket, address: Any) -> None:
+        self._server.finish_request(conn, address)

@@ -11,7 +11,9 @@ import base64
 import binascii
 import hashlib
 import re
+import secrets
 import ssl
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
@@ -59,29 +61,31 @@ class WebConfig(Strict):
     basic_auth_users: dict[str, str] = Field(default_factory=dict)
     http_server_config: HTTPServerConfig = HTTPServerConfig()
 
-    def wrap_socket(self, sock: Any) -> Any:
-        """Server-side TLS for the listening socket (identity when TLS is not configured)."""
+    def tls_context(self) -> ssl.SSLContext | None:
+        """Server-side TLS for each connection (the handshake happens in its worker thread)."""
         tls = self.tls_server_config
         if tls is None:
-            return sock
+            return None
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = _TLS_VERSIONS[tls.min_version]
         context.load_cert_chain(tls.cert_file, tls.key_file)
         context.verify_mode = _CLIENT_AUTH[tls.client_auth_type]
         if tls.client_ca_file:
             context.load_verify_locations(tls.client_ca_file)
-        return context.wrap_socket(sock, server_side=True)
+        return context
 
     def guard(self, app: WSGIApp) -> WSGIApp:
         """Basic auth and extra headers around every page but ``/healthz``."""
         headers = list(self.http_server_config.headers.items())
         users = {u: h.encode() for u, h in self.basic_auth_users.items()}
+        stand_in = _stand_in_hash(users.values())
 
         def guarded(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
             def start(status: str, hdrs: list[tuple[str, str]], *exc: Any) -> Any:
                 return start_response(status, hdrs + headers, *exc)
 
-            if users and not _authorised(environ.get("HTTP_AUTHORIZATION", ""), users):
+            header = environ.get("HTTP_AUTHORIZATION", "")
+            if users and not _authorised(header, users, stand_in):
                 start(
                     "401 Unauthorized",
                     [
@@ -95,7 +99,12 @@ class WebConfig(Strict):
         return guarded
 
 
-def _authorised(header: str, users: dict[str, bytes]) -> bool:
+def _authorised(header: str, users: dict[str, bytes], stand_in: bytes) -> bool:
+    """Whether ``header`` names a user and their password.
+
+    An unknown user is checked against ``stand_in``, a hash of the same cost, so the time an
+    answer takes does not tell which users exist.
+    """
     scheme, _, encoded = header.partition(" ")
     if scheme.lower() != "basic":
         return False
@@ -104,24 +113,43 @@ def _authorised(header: str, users: dict[str, bytes]) -> bool:
     except (binascii.Error, UnicodeDecodeError):
         return False
     hashed = users.get(user)
-    return hashed is not None and _check(password, hashed)
+    matches = _check(password, stand_in if hashed is None else hashed)
+    return matches and hashed is not None
 
 
-_verified: dict[bytes, bool] = {}
+def _stand_in_hash(hashes: Iterable[bytes]) -> bytes:
+    """A hash of a random password, at the cost of the first configured hash."""
+    first = next(iter(hashes), b"")
+    try:
+        cost = min(max(int(first.split(b"$")[2]), 4), 16)
+    except (IndexError, ValueError):
+        cost = 10
+    return bcrypt.hashpw(secrets.token_bytes(16), bcrypt.gensalt(rounds=cost))
+
+
+# Digests of (password, hash) pairs that passed, never the passwords themselves. Failures are
+# not remembered: each guess costs a full check, one at a time.
+_passed: set[bytes] = set()
+_checking = threading.Lock()
 
 
 def _check(password: str, hashed: bytes) -> bool:
-    """bcrypt is slow on purpose; remember verdicts (keyed by a digest, never the password)
-    so a scrape every few seconds does not cost 100 ms of CPU each time."""
+    """bcrypt is slow on purpose: a scraper's password, once checked, costs a digest lookup
+    instead of 100 ms of CPU per scrape; guesses wait for one another, so password guessers
+    cost at most one core while scrapers with the right password are answered at once."""
     key = hashlib.sha256(password.encode() + b"\0" + hashed).digest()
-    if key not in _verified:
-        if len(_verified) >= 256:
-            _verified.clear()  # wrong guesses must not grow memory without bound
+    if key in _passed:
+        return True
+    with _checking:
         try:
-            _verified[key] = bcrypt.checkpw(password.encode(), hashed)
+            matches = bcrypt.checkpw(password.encode(), hashed)
         except ValueError:
-            _verified[key] = False  # malformed hash in the file: never authorise
-    return _verified[key]
+            matches = False  # malformed hash in the file, over-long password: never authorise
+    if matches:
+        if len(_passed) >= 256:
+            _passed.clear()  # bounded even when users rotate passwords often
+        _passed.add(key)
+    return matches
 
 
 def load_web_config(path: Path) -> WebConfig:

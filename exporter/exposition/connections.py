@@ -1,0 +1,202 @@
+"""Admission of HTTP connections: no single client can hold a thread, the accept loop or memory.
+
+A connection that has sent nothing yet waits in a selector, without a thread, and the oldest
+of them makes room when too many wait (a scraper sends its request at once, an idle socket
+never does). Only a connection with bytes to read gets one of ``max_workers`` threads, where
+the TLS handshake happens (never in the accept loop), each read and write has a timeout and
+the whole exchange a deadline, after which the socket is shut down under the worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import itertools
+import logging
+import selectors
+import socket
+import ssl
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+Serve = Callable[[socket.socket, Any], None]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The bounds every connection is held to; the README's reliability table states them."""
+
+    io_timeout: float = 10.0  # one read, write or TLS handshake step
+    idle_timeout: float = 10.0  # connected without sending a byte
+    deadline: float = 30.0  # from the first byte to the last of the answer
+    max_workers: int = 32  # connections served at once, one thread each
+    max_waiting: int = 512  # connected, not yet served
+
+
+DEFAULT_LIMITS = Limits()
+
+
+@dataclass
+class _Busy:
+    sock: socket.socket  # the TLS socket once the handshake has begun
+    deadline: float
+
+
+class Lobby:
+    """Accepts on ``listener`` and hands connections with something to read to ``serve``."""
+
+    def __init__(
+        self,
+        listener: socket.socket,
+        serve: Serve,
+        tls: ssl.SSLContext | None = None,
+        limits: Limits = DEFAULT_LIMITS,
+    ) -> None:
+        self._listener = listener
+        self._serve = serve
+        self._tls = tls
+        self.limits = limits
+        self._selector = selectors.DefaultSelector()
+        self._waiting: dict[socket.socket, tuple[Any, float]] = {}  # oldest first
+        self._ready: deque[tuple[socket.socket, Any]] = deque()
+        self._busy: dict[int, _Busy] = {}
+        self._ids = itertools.count()
+        self._lock = threading.Lock()  # guards _busy, shared with the workers
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_w.setblocking(False)
+        self._stopping = False
+        listener.setblocking(False)
+        self._selector.register(listener, selectors.EVENT_READ)
+        self._selector.register(self._wake_r, selectors.EVENT_READ)
+
+    def run(self) -> None:
+        """The accept loop; returns after :meth:`stop`."""
+        try:
+            while not self._stopping:
+                for key, _ in self._selector.select(self._next_timeout()):
+                    if key.fileobj is self._listener:
+                        self._accept()
+                    elif key.fileobj is self._wake_r:
+                        self._wake_r.recv(4096)
+                    else:
+                        self._readable(key.fileobj)  # type: ignore[arg-type]
+                self._expire()
+                self._dispatch()
+        finally:
+            self._close_all()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake()
+
+    def _next_timeout(self) -> float:
+        now = time.monotonic()
+        soonest = now + 1.0
+        if self._waiting:
+            soonest = min(soonest, next(iter(self._waiting.values()))[1])
+        with self._lock:
+            for busy in self._busy.values():
+                soonest = min(soonest, busy.deadline)
+        return max(0.0, soonest - now)
+
+    def _accept(self) -> None:
+        for _ in range(64):  # then let the other sockets have their turn
+            try:
+                conn, address = self._listener.accept()
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE) and self._waiting:
+                    self._drop(next(iter(self._waiting)))  # out of descriptors: make room
+                    continue
+                log.debug("accept failed: %s", exc)
+                return
+            if len(self._waiting) >= self.limits.max_waiting:
+                self._drop(next(iter(self._waiting)))
+            self._waiting[conn] = (address, time.monotonic() + self.limits.idle_timeout)
+            self._selector.register(conn, selectors.EVENT_READ)
+
+    def _readable(self, conn: socket.socket) -> None:
+        address, _ = self._waiting.pop(conn)
+        self._selector.unregister(conn)
+        self._ready.append((conn, address))
+
+    def _drop(self, conn: socket.socket) -> None:
+        del self._waiting[conn]
+        self._selector.unregister(conn)
+        conn.close()
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        while self._waiting:
+            conn, (_, expires) = next(iter(self._waiting.items()))
+            if expires > now:
+                break
+            self._drop(conn)
+        with self._lock:
+            late = [busy.sock for busy in self._busy.values() if busy.deadline <= now]
+        for sock in late:
+            _shut(sock)
+
+    def _dispatch(self) -> None:
+        while self._ready:
+            with self._lock:
+                if len(self._busy) >= self.limits.max_workers:
+                    return
+                ident = next(self._ids)
+                conn, address = self._ready.popleft()
+                deadline = time.monotonic() + self.limits.deadline
+                self._busy[ident] = _Busy(conn, deadline)
+            threading.Thread(
+                target=self._work, args=(ident, conn, address), name="http", daemon=True
+            ).start()
+
+    def _work(self, ident: int, conn: socket.socket, address: Any) -> None:
+        try:
+            conn.settimeout(self.limits.io_timeout)
+            if self._tls is not None:
+                conn = self._tls.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
+                with self._lock:
+                    self._busy[ident].sock = conn
+                conn.do_handshake()
+            self._serve(conn, address)
+        except (OSError, ValueError) as exc:  # timeouts, resets, handshake failures
+            log.debug("connection from %s ended: %s", address, exc)
+        finally:
+            _shut(conn)
+            conn.close()
+            with self._lock:
+                del self._busy[ident]
+            self._wake()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"\0")
+
+    def _close_all(self) -> None:
+        for conn in list(self._waiting):
+            self._drop(conn)
+        for conn, _ in self._ready:
+            conn.close()
+        self._ready.clear()
+        with self._lock:
+            for busy in self._busy.values():
+                _shut(busy.sock)
+        self._selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+
+def _shut(sock: socket.socket) -> None:
+    """Wake a worker blocked on ``sock``: its read or write fails at once.
+
+    The plain socket call, also for a TLS socket, so another thread's TLS state is not touched.
+    """
+    with contextlib.suppress(OSError):
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)

@@ -1,0 +1,238 @@
+"""Hostile HTTP clients against a real daemon: none of them stalls, blinds or bloats the server.
+
+Each attack is bounded in count and time, and each test asserts that a normal scrape is
+answered within its budget while the attack runs.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import socket
+import ssl
+import statistics
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import bcrypt
+import pytest
+from prometheus_client import CollectorRegistry
+
+from exporter.exposition.connections import Limits
+from exporter.exposition.server import WebServer, make_app
+from tests.conftest import require_tool
+from tests.daemon import run_daemon
+from tests.proc import cpu_seconds, rss_mib, threads
+
+pytestmark = pytest.mark.e2e
+
+# The memory limit the shipped deploy manifests set.
+MEMORY_LIMIT_MIB = 128
+SCRAPE_BUDGET = 3.0  # seconds a normal scrape may take while an attack runs
+
+
+def get(url: str, headers: dict[str, str] | None = None, tls: bool = False) -> int:
+    context = ssl._create_unverified_context() if tls else None
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=SCRAPE_BUDGET, context=context) as resp:
+            resp.read()
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+@contextlib.contextmanager
+def idle_connections(port: int, count: int, host: str = "127.0.0.1") -> Iterator[None]:
+    """``count`` TCP connections that never send a byte."""
+    socks = []
+    try:
+        for _ in range(count):
+            socks.append(socket.create_connection((host, port), timeout=5))
+        yield
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    request = ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=x"]
+    subprocess.run(
+        [require_tool("openssl"), *request, "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return cert, key
+
+
+def tls_healthy(port: int) -> bool:
+    try:
+        return get(f"https://127.0.0.1:{port}/healthz", tls=True) == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def test_an_idle_connection_does_not_block_a_tls_server_nor_its_shutdown(
+    tmp_path: Path, port: int
+) -> None:
+    cert, key = self_signed(tmp_path)
+    web = tmp_path / "web.yml"
+    web.write_text(f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n")
+    log = tmp_path / "server.log"
+    log.touch()
+    args = ["--log-file", str(log), "--web-config", str(web)]
+    with run_daemon(args, port, ready=tls_healthy) as daemon, idle_connections(port, 5):
+        for path in ("/healthz", "/metrics"):
+            started = time.monotonic()
+            assert get(f"https://127.0.0.1:{port}{path}", tls=True) == 200
+            assert time.monotonic() - started < SCRAPE_BUDGET
+        # run_daemon insists on a clean exit after SIGTERM; the idle sockets are still open.
+        proc = daemon.proc
+    assert proc.returncode == 0
+
+
+def test_idle_plain_connections_cost_neither_threads_nor_memory_nor_scrapes(
+    tmp_path: Path, port: int
+) -> None:
+    log = tmp_path / "server.log"
+    log.touch()
+    with run_daemon(["--log-file", str(log)], port) as daemon:
+        before = threads(daemon.proc.pid)
+        with idle_connections(port, 1000):
+            started = time.monotonic()
+            assert get(f"http://127.0.0.1:{port}/metrics") == 200
+            assert time.monotonic() - started < SCRAPE_BUDGET
+            assert threads(daemon.proc.pid) <= before + Limits().max_workers
+            assert rss_mib(daemon.proc.pid) < MEMORY_LIMIT_MIB
+
+
+def serve_plain(limits: Limits) -> WebServer:
+    server = WebServer("127.0.0.1", 0, make_app(CollectorRegistry(), ["a"]), limits=limits)
+    server.start()
+    return server
+
+
+def test_a_connection_that_sends_nothing_is_closed_after_the_idle_timeout() -> None:
+    server = serve_plain(Limits(idle_timeout=0.3))
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+            started = time.monotonic()
+            assert sock.recv(1) == b""  # closed by the server, not by our timeout
+            assert time.monotonic() - started < 2
+    finally:
+        server.stop()
+
+
+def test_a_client_trickling_its_request_is_cut_off_at_the_deadline() -> None:
+    server = serve_plain(Limits(io_timeout=5, deadline=0.5))
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+            started = time.monotonic()
+            with contextlib.suppress(OSError):  # reset by the server is as good as closed
+                for byte in b"GET /metrics HTTP/1.1\r\n":
+                    sock.send(bytes([byte]))
+                    time.sleep(0.1)
+                assert sock.recv(1) == b""
+            assert time.monotonic() - started < 4
+    finally:
+        server.stop()
+
+
+def test_the_oldest_idle_connection_makes_room_when_too_many_wait() -> None:
+    server = serve_plain(Limits(max_waiting=3))
+    try:
+        oldest = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        with oldest, idle_connections(server.port, 3):
+            assert oldest.recv(1) == b""
+            assert get(f"http://127.0.0.1:{server.port}/healthz") == 200
+    finally:
+        server.stop()
+
+
+def basic(user: str, password: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+
+def test_basic_auth_neither_tells_which_users_exist_nor_lets_guessers_take_the_cpu(
+    tmp_path: Path, port: int
+) -> None:
+    hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=10)).decode()
+    web = tmp_path / "web.yml"
+    web.write_text(f"basic_auth_users:\n  prometheus: '{hashed}'\n")
+    log = tmp_path / "server.log"
+    log.touch()
+    url = f"http://127.0.0.1:{port}/metrics"
+    with run_daemon(["--log-file", str(log), "--web-config", str(web)], port) as daemon:
+        assert get(url, basic("prometheus", "s3cret")) == 200
+
+        def timed(user: str, password: str) -> float:
+            started = time.monotonic()
+            assert get(url, basic(user, password)) == 401
+            return time.monotonic() - started
+
+        known = [timed("prometheus", f"guess{i}") for i in range(8)]
+        unknown = [timed(f"nobody{i}", f"guess{i}") for i in range(8)]
+        assert statistics.median(unknown) > 0.5 * statistics.median(known), (known, unknown)
+
+        stop = threading.Event()
+
+        def guess(worker: int) -> None:
+            for i in range(1000):
+                if stop.is_set():
+                    return
+                with contextlib.suppress(OSError):  # a guess may wait its turn past our timeout
+                    get(url, basic("prometheus", f"w{worker}-{i}"))
+
+        guessers = [threading.Thread(target=guess, args=(n,)) for n in range(8)]
+        cpu, started = cpu_seconds(daemon.proc.pid), time.monotonic()
+        for thread in guessers:
+            thread.start()
+        try:
+            time.sleep(1)
+            scrape_started = time.monotonic()
+            assert get(url, basic("prometheus", "s3cret")) == 200
+            assert time.monotonic() - scrape_started < SCRAPE_BUDGET
+            time.sleep(2)
+        finally:
+            stop.set()
+            for thread in guessers:
+                thread.join(timeout=10)
+        used = cpu_seconds(daemon.proc.pid) - cpu
+        # One core at most for password checks, plus a little for HTTP itself.
+        assert used < 1.25 * (time.monotonic() - started), used
+
+
+def ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as sock:
+            sock.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+def test_listens_on_ipv6_loopback(tmp_path: Path) -> None:
+    if not ipv6_loopback() and os.environ.get("CI") != "true":
+        pytest.skip("this machine has no IPv6 loopback")
+    with socket.socket(socket.AF_INET6) as sock:
+        sock.bind(("::1", 0))
+        port = sock.getsockname()[1]
+    log = tmp_path / "server.log"
+    log.touch()
+
+    def ready(port: int) -> bool:
+        try:
+            return get(f"http://[::1]:{port}/healthz") == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    with run_daemon(["--log-file", str(log)], port, ready=ready, host="::1"):
+        assert get(f"http://[::1]:{port}/metrics") == 200
