@@ -1,0 +1,69 @@
+"""Signals reach a real daemon under load: SIGTERM ends it at once, SIGHUP does not."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.daemon import append, decode_line, healthy, run_daemon, specwatch_cmd, wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+def hammer(port: int, stop: threading.Event) -> None:
+    while not stop.is_set():
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
+                resp.read()
+        except OSError:
+            pass  # the daemon going away mid-scrape is the point of the test
+
+
+@pytest.mark.parametrize("trial", range(3))
+def test_sigterm_under_fifty_scrapers_ends_the_daemon_within_two_seconds(
+    tmp_path: Path, port: int, trial: int
+) -> None:
+    log = tmp_path / "server.log"
+    append(log, *(decode_line(2.5) for _ in range(10)))
+    cmd = specwatch_cmd("run", "--listen", f"127.0.0.1:{port}", "--log-file", str(log))
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    stop = threading.Event()
+    scrapers = [threading.Thread(target=hammer, args=(port, stop)) for _ in range(50)]
+    try:
+        wait_for(lambda: healthy(port) or proc.poll() is not None, timeout=15)
+        for thread in scrapers:
+            thread.start()
+        time.sleep(1)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=10)
+        assert time.monotonic() - sent < 2
+        assert code == 0, proc.stderr.read() if proc.stderr else ""
+    finally:
+        stop.set()
+        for thread in scrapers:
+            thread.join(timeout=5)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+def test_sighup_is_logged_and_ignored(tmp_path: Path, port: int) -> None:
+    log = tmp_path / "server.log"
+    log.touch()
+    with run_daemon(["--log-file", str(log)], port) as daemon:
+        daemon.proc.send_signal(signal.SIGHUP)
+        daemon.proc.send_signal(signal.SIGHUP)
+        assert daemon.proc.stderr is not None
+        line = wait_for(daemon.proc.stderr.readline, timeout=10)
+        while "SIGHUP" not in line:
+            line = wait_for(daemon.proc.stderr.readline, timeout=10)
+        assert "ignored" in line
+        assert daemon.proc.poll() is None
+        assert healthy(port)
