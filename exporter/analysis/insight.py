@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from exporter.analysis.findings import Finding, evaluate
-from exporter.engines.server_config import ServerConfig, with_local_draft
+from exporter.engines.server_config import ServerConfig
 from exporter.sources.upstream import UpstreamSnapshot, UpstreamValues
 from exporter.state.target_state import LatestDecode, TargetSnapshot
 from exporter.target import Target
@@ -30,12 +30,15 @@ class Insight:
 
 def merged_config(target: Target, upstream: UpstreamSnapshot | None) -> ServerConfig:
     """The log describes the run that wrote it, so it wins over a scrape of ``/server_info``;
-    a configured draft ``config.json`` is the most direct word on the draft."""
+    a configured draft ``config.json`` is the most direct word on the draft.
+
+    No file is read here (each source read the draft it names when it learnt the path): a
+    path from the server must not be able to stall or bloat a scrape.
+    """
     config = ServerConfig()
     if upstream is not None and upstream.config is not None:
         config = upstream.config
-    config = config.merged(target.state.tracker.config).merged(target.draft)
-    return with_local_draft(config)
+    return config.merged(target.state.tracker.config).merged(target.draft)
 
 
 def inspect(

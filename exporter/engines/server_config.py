@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import stat
 import threading
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, fields, replace
@@ -122,10 +124,10 @@ def from_draft_config(path: str | Path) -> ServerConfig:
     if file.is_dir():
         file = file / "config.json"
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = json.loads(_read_small_file(file))
     except OSError as exc:
         raise DraftConfigError(f"cannot read {file}: {exc.strerror}") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise DraftConfigError(f"{file} is not valid JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise DraftConfigError(f"{file} is not a JSON object")
@@ -136,6 +138,29 @@ def from_draft_config(path: str | Path) -> ServerConfig:
         draft_has_eagle_config=isinstance(data.get("eagle_config"), dict),
         draft_vocab_size=_coerce(data.get("draft_vocab_size"), int),
     )
+
+
+# A draft's config.json is a few kB.
+MAX_DRAFT_CONFIG_BYTES = 1 << 20
+
+
+def _read_small_file(file: Path) -> bytes:
+    """The bytes of a regular file of at most MAX_DRAFT_CONFIG_BYTES.
+
+    The path may come from the watched server (its log or ``/server_info``): a FIFO would
+    block the reader forever and ``/dev/zero`` never ends, so anything but a small regular
+    file is refused without reading it.
+    """
+    fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise DraftConfigError(f"{file} is not a regular file")
+        if info.st_size > MAX_DRAFT_CONFIG_BYTES:
+            raise DraftConfigError(f"{file} is larger than {MAX_DRAFT_CONFIG_BYTES} bytes")
+        return os.read(fd, MAX_DRAFT_CONFIG_BYTES + 1)
+    finally:
+        os.close(fd)
 
 
 # Class-name fragments of draft models (SGLang's EntryClass names for EAGLE/MTP drafts).
@@ -164,7 +189,8 @@ class ConfigTracker:
         """Apply one event; ``rank`` identifies the logging scheduler (e.g. ``(dp, tp)``)."""
         with self._lock:
             if isinstance(event, ServerArgsEvent):
-                self._config, self._loads = from_server_args(event.args), {}
+                config = with_local_draft(from_server_args(event.args))
+                self._config, self._loads = config, {}
             elif isinstance(event, WeightsLoaded):
                 self._config = self._with_weights(event.model_class, rank)
             elif isinstance(event, MemoryPlan) and event.max_running_requests is not None:
@@ -188,7 +214,8 @@ def with_local_draft(config: ServerConfig) -> ServerConfig:
 
     A sidecar usually mounts the same model volume as the server, and ``/server_info`` names
     the draft only by path: reading the file turns a guess into proof. Unreadable or remote
-    paths (hub ids) leave the config as it was.
+    paths (hub ids) leave the config as it was. Called where the path is learnt (the upstream
+    scraper, the tailer), never while rendering a scrape.
     """
     path = config.draft_model_path
     if not path or config.draft_architecture is not None:
@@ -199,7 +226,7 @@ def with_local_draft(config: ServerConfig) -> ServerConfig:
 
 @functools.lru_cache(maxsize=16)
 def _local_draft(path: str) -> ServerConfig | None:
-    """Read once per path: the daemon asks on every scrape, and a draft does not change."""
+    """Read once per path: the scraper asks on each of its scrapes, and a draft does not change."""
     if not Path(path).exists():
         return None
     try:

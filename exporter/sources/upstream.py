@@ -12,34 +12,36 @@ no values, following the exporter rule that stale upstream values are not re-exp
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 import logging
 import os
 import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from email.message import Message
 from pathlib import Path
 from statistics import fmean
 from types import MappingProxyType
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from prometheus_client.openmetrics.parser import (
     text_string_to_metric_families as openmetrics_families,
 )
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.engines.server_config import ServerConfig, from_server_info
+from exporter.engines.server_config import ServerConfig, from_server_info, with_local_draft
 from exporter.engines.sglang_startup import drop_secrets
 from exporter.sources import upstream_vllm
 
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 10 * 1024 * 1024
+MAX_SAMPLES = 20_000  # a server with 64 DP ranks exports a few thousand
 REASONS = ("timeout", "refused", "http", "garbage", "too_large", "other")
 ENDPOINTS = ("metrics", "server_info")
 _CHUNK = 64 * 1024
@@ -110,28 +112,79 @@ def bearer_token(token_file: str | None = None, token_env: str | None = None) ->
 def fetch(url: str, timeout: float, token: str | None = None) -> tuple[bytes, str]:
     """GET ``url``: body (at most ``MAX_BODY_BYTES``) and content type, or :class:`ScrapeError`.
 
-    ``timeout`` bounds the whole exchange, not just each socket read, so a server that
-    trickles bytes cannot hold the scraper beyond its deadline.
+    ``timeout`` bounds the whole exchange (connect, response headers, body, redirects), not
+    each socket read, so a server that trickles bytes cannot hold the scraper beyond its
+    deadline. Redirects are followed only to the same scheme, host and port: another
+    host's numbers are not this server's.
     """
     deadline = time.monotonic() + timeout
-    request = urllib.request.Request(url, headers={"Accept": "text/plain;version=0.0.4"})
-    if token:
-        request.add_unredirected_header("Authorization", f"Bearer {token}")
+    for _ in range(MAX_REDIRECTS + 1):
+        try:
+            status, headers, body = _get(url, deadline, token)
+        except ScrapeError:
+            raise
+        except (OSError, ValueError, http.client.HTTPException) as exc:
+            if time.monotonic() >= deadline:
+                raise ScrapeError("timeout", "no complete answer within the deadline") from None
+            raise _classify(exc) from None
+        if status in _REDIRECTS:
+            url = _same_origin(url, headers.get("Location") or "", status)
+            continue
+        if not 200 <= status < 300:
+            raise ScrapeError("http", f"HTTP {status}", status)
+        return body, headers.get("Content-Type", "")
+    raise ScrapeError("http", f"more than {MAX_REDIRECTS} redirects", status)
+
+
+MAX_REDIRECTS = 3
+_REDIRECTS = (301, 302, 303, 307, 308)
+
+
+def _get(url: str, deadline: float, token: str | None) -> tuple[int, Message, bytes]:
+    """One GET without redirects; a timer shuts the socket down at ``deadline``."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ScrapeError("other", f"not an http(s) URL: {url}"[:200])
+    connection = (
+        http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    )
+    remaining = max(deadline - time.monotonic(), 0.001)
+    conn = connection(parts.hostname, parts.port, timeout=remaining)
+    alarm = threading.Timer(remaining, _cut, (conn,))
+    alarm.daemon = True
+    alarm.start()
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            body = _read_capped(response, deadline)
-            return body, response.headers.get("Content-Type", "")
-    except ScrapeError:
-        raise
-    except urllib.error.HTTPError as exc:
-        raise ScrapeError("http", f"HTTP {exc.code}", exc.code) from None
-    except urllib.error.URLError as exc:
-        raise _classify(exc.reason) from None
-    except (OSError, ValueError) as exc:
-        raise _classify(exc) from None
+        headers = {"Accept": "text/plain;version=0.0.4"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        path = urlunsplit(("", "", parts.path or "/", parts.query, ""))
+        conn.request("GET", path, headers=headers)
+        response = conn.getresponse()
+        body = _read_capped(response, deadline) if response.status < 300 else b""
+        if time.monotonic() >= deadline:  # cut off: what was read may end anywhere
+            raise ScrapeError("timeout", "no complete answer within the deadline")
+        return response.status, response.headers, body
+    finally:
+        alarm.cancel()
+        conn.close()
 
 
-def _read_capped(response: Any, deadline: float) -> bytes:
+def _cut(conn: http.client.HTTPConnection) -> None:
+    """The deadline passed: whatever read the scraper is blocked in fails at once."""
+    if conn.sock is not None:
+        with contextlib.suppress(OSError):
+            socket.socket.shutdown(conn.sock, socket.SHUT_RDWR)
+
+
+def _same_origin(url: str, location: str, status: int) -> str:
+    target = urljoin(url, location)
+    before, after = urlsplit(url), urlsplit(target)
+    if (before.scheme, before.netloc) != (after.scheme, after.netloc):
+        raise ScrapeError("http", f"HTTP {status}: redirect to another host not followed", status)
+    return target
+
+
+def _read_capped(response: http.client.HTTPResponse, deadline: float) -> bytes:
     declared = response.headers.get("Content-Length")
     if declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise ScrapeError("too_large", f"body of {declared} bytes exceeds {MAX_BODY_BYTES}")
@@ -160,8 +213,14 @@ def parse_metrics(body: bytes, content_type: str) -> dict[str, list[tuple[dict[s
     """Samples by name with ``sglang:`` normalised to ``sglang_`` (SGLang serves both spellings).
 
     Parsed with prometheus-client's own parsers (OpenMetrics when the server says so); any
-    parse failure is ``garbage``.
+    parse failure is ``garbage``. More than ``MAX_SAMPLES`` sample lines are ``too_large``,
+    counted before parsing: a body within the byte cap may still hold enough tiny series to
+    cost hundreds of MB once parsed.
     """
+    lines = body.count(b"\n") + 1
+    comments = body.count(b"\n#") + body.startswith(b"#")
+    if lines - comments > MAX_SAMPLES:
+        raise ScrapeError("too_large", f"more than {MAX_SAMPLES} samples")
     try:
         text = body.decode("utf-8")
         parser = (
@@ -185,10 +244,32 @@ def parse_server_info(body: bytes) -> dict[str, Any]:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ScrapeError("garbage", f"not JSON: {exc}"[:200]) from None
+    except RecursionError:  # nested deeper than the decoder's stack allows
+        raise ScrapeError("garbage", "JSON nested too deep") from None
     if not isinstance(data, dict):
         raise ScrapeError("garbage", "not a JSON object")
+    if _deeper_than(data, MAX_JSON_DEPTH):
+        raise ScrapeError("garbage", f"JSON nested deeper than {MAX_JSON_DEPTH}")
     cleaned: dict[str, Any] = drop_secrets(data)
     return cleaned
+
+
+# SGLang's /server_info nests about four levels; the readers of it recurse.
+MAX_JSON_DEPTH = 32
+
+
+def _deeper_than(value: object, limit: int) -> bool:
+    """Whether a decoded JSON value nests deeper than ``limit``; a loop, not recursion."""
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            if depth >= limit:
+                return True
+            stack.extend((child, depth + 1) for child in item)
+    return False
 
 
 def _values(
@@ -399,4 +480,4 @@ class UpstreamScraper:
             if exc.status != 404:
                 raise
             body, _ = fetch(_fallback_url(self.server_info_url), self.timeout, token)
-        return replace(snapshot, config=from_server_info(parse_server_info(body)))
+        return replace(snapshot, config=with_local_draft(from_server_info(parse_server_info(body))))

@@ -1,0 +1,225 @@
+"""A hostile upstream against a real daemon: it costs its own ``up``, never the exporter.
+
+Each attack is bounded in time and size; each test asserts that specwatch's own /metrics
+answers within its budget and that nothing from a failed scrape is shown as current.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.daemon import RunningDaemon, run_daemon
+from tests.metrics import Scrape
+from tests.proc import rss_mib
+from tests.test_upstream import Route, exposition, fake_sglang, server_info
+from tests.test_upstream_daemon import config_file
+from tests.test_web_attacks import MEMORY_LIMIT_MIB, SCRAPE_BUDGET
+
+pytestmark = pytest.mark.e2e
+
+TARGET = {"target": "sglang-0"}
+
+
+def timed_scrape(daemon: RunningDaemon) -> Scrape:
+    started = time.monotonic()
+    with urllib.request.urlopen(
+        f"http://127.0.0.1:{daemon.port}/metrics", timeout=SCRAPE_BUDGET
+    ) as resp:
+        body = resp.read().decode()
+    assert time.monotonic() - started < SCRAPE_BUDGET
+    return Scrape(body)
+
+
+def up(scrape: Scrape, endpoint: str) -> float | None:
+    return scrape.value("specwatch_upstream_up", **TARGET, endpoint=endpoint)
+
+
+@contextmanager
+def raw_server(answer: Callable[[socket.socket, bytes], None]) -> Iterator[str]:
+    """A loopback server that hands each connection to ``answer``, for what http.server
+    cannot be made to send (trickled headers, foreign redirects)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=talk, args=(conn,), daemon=True).start()
+
+    def talk(conn: socket.socket) -> None:
+        # The client giving up (OSError) is what an attack is for.
+        with conn, contextlib.suppress(OSError):
+            answer(conn, conn.recv(65536))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        listener.close()
+
+
+def test_an_upstream_trickling_its_headers_goes_down_with_no_values(
+    tmp_path: Path, port: int
+) -> None:
+    trickle = threading.Event()
+    body = exposition().encode()
+
+    def answer(conn: socket.socket, request: bytes) -> None:
+        if not trickle.is_set():
+            head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            conn.sendall(head + body)
+            return
+        conn.sendall(b"HTTP/1.1 200 OK\r\n")
+        for _ in range(300):  # a header line that never ends, one byte every 0.1 s
+            conn.sendall(b"X")
+            time.sleep(0.1)
+
+    with raw_server(answer) as url:
+        config = tmp_path / "specwatch.yaml"
+        config.write_text(
+            f"targets:\n  - name: sglang-0\n    metrics_url: {url}/metrics\n"
+            "    scrape_interval: 1\n"
+        )
+        with run_daemon(["--config", str(config)], port) as daemon:
+            daemon.wait_metric("specwatch_running_requests", lambda v: v == 61, **TARGET)
+            trickle.set()
+            errors = {**TARGET, "endpoint": "metrics", "reason": "timeout"}
+            daemon.wait_metric(
+                "specwatch_upstream_scrape_errors_total", lambda v: bool(v), timeout=8, **errors
+            )
+            scrape = timed_scrape(daemon)
+            assert up(scrape, "metrics") == 0
+            assert scrape.value("specwatch_running_requests", **TARGET) is None
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
+def test_a_draft_path_from_server_info_never_stalls_or_bloats_a_scrape(
+    tmp_path: Path, port: int, special: str
+) -> None:
+    if special == "fifo":
+        draft = tmp_path / "draft-fifo"
+        os.mkfifo(draft)
+    else:
+        draft = Path(special)
+    with fake_sglang() as server:
+        server.routes["/metrics"] = Route(body=exposition().encode())
+        server.routes["/server_info"] = Route(
+            body=server_info(speculative_draft_model_path=str(draft)),
+            content_type="application/json",
+        )
+        with run_daemon(["--config", str(config_file(tmp_path, server.url))], port) as daemon:
+            daemon.wait_metric("specwatch_running_requests", lambda v: v == 61, **TARGET)
+            for _ in range(5):
+                scrape = timed_scrape(daemon)
+                assert up(scrape, "server_info") == 1
+                assert scrape.value("specwatch_running_requests", **TARGET) == 61
+                time.sleep(0.3)
+            assert rss_mib(daemon.proc.pid) < MEMORY_LIMIT_MIB
+
+
+def test_server_info_nested_too_deep_is_garbage_not_a_traceback(tmp_path: Path, port: int) -> None:
+    depth = 100_000
+    with fake_sglang() as server:
+        server.routes["/metrics"] = Route(body=exposition().encode())
+        server.routes["/server_info"] = Route(
+            body=b'{"a":' + b"[" * depth + b"]" * depth + b"}", content_type="application/json"
+        )
+        with run_daemon(["--config", str(config_file(tmp_path, server.url))], port) as daemon:
+            errors = {**TARGET, "endpoint": "server_info", "reason": "garbage"}
+            daemon.wait_metric(
+                "specwatch_upstream_scrape_errors_total", lambda v: (v or 0) >= 2, **errors
+            )
+            assert up(timed_scrape(daemon), "server_info") == 0
+            shallow = json.dumps({"a": json.loads("[" * 40 + "]" * 40)}).encode()
+            server.routes["/server_info"] = Route(body=shallow, content_type="application/json")
+            daemon.wait_metric(
+                "specwatch_upstream_scrape_errors_total", lambda v: (v or 0) >= 3, **errors
+            )
+        stderr = daemon.proc.stderr.read() if daemon.proc.stderr else ""
+    assert "Traceback" not in stderr
+
+
+def test_an_upstream_with_too_many_series_is_refused_within_the_memory_limit(
+    tmp_path: Path, port: int
+) -> None:
+    lines = [f'sglang:num_running_reqs{{dp_rank="{i}"}} 1' for i in range(150_000)]
+    body = ("\n".join(lines) + "\n").encode()
+    assert len(body) < 10 * 1024 * 1024  # inside the byte cap: only the series count is hostile
+    with fake_sglang() as server:
+        server.routes["/metrics"] = Route(body=body)
+        with run_daemon(["--config", str(config_file(tmp_path, server.url))], port) as daemon:
+            errors = {**TARGET, "endpoint": "metrics", "reason": "too_large"}
+            for _ in range(3):
+                daemon.wait_metric(
+                    "specwatch_upstream_scrape_errors_total", lambda v: bool(v), **errors
+                )
+                time.sleep(1)
+            scrape = timed_scrape(daemon)
+            assert up(scrape, "metrics") == 0
+            assert scrape.value("specwatch_running_requests", **TARGET) is None
+            assert rss_mib(daemon.proc.pid) < MEMORY_LIMIT_MIB
+
+
+def test_redirects_are_followed_on_the_same_server_only(tmp_path: Path, port: int) -> None:
+    with fake_sglang() as other:
+        other.routes["/metrics"] = Route(body=exposition().encode())
+
+        def answer(conn: socket.socket, request: bytes) -> None:
+            conn.sendall(
+                f"HTTP/1.1 302 Found\r\nLocation: {other.url}/metrics\r\n"
+                "Content-Length: 0\r\n\r\n".encode()
+            )
+
+        with raw_server(answer) as url:
+            config = tmp_path / "specwatch.yaml"
+            config.write_text(
+                f"targets:\n  - name: sglang-0\n    metrics_url: {url}/metrics\n"
+                "    scrape_interval: 1\n"
+            )
+            with run_daemon(["--config", str(config)], port) as daemon:
+                errors = {**TARGET, "endpoint": "metrics", "reason": "http"}
+                daemon.wait_metric(
+                    "specwatch_upstream_scrape_errors_total", lambda v: bool(v), **errors
+                )
+                scrape = timed_scrape(daemon)
+                assert up(scrape, "metrics") == 0
+                assert scrape.value("specwatch_running_requests", **TARGET) is None
+        assert other.seen_auth == []  # the other host was never asked
+
+
+def test_a_redirect_on_the_same_server_is_followed(tmp_path: Path, port: int) -> None:
+    body = exposition().encode()
+
+    def answer(conn: socket.socket, request: bytes) -> None:
+        if request.startswith(b"GET /metrics/ "):
+            head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            conn.sendall(head + body)
+        else:  # as a mounted metrics app answers /metrics
+            conn.sendall(b"HTTP/1.1 307 Temporary Redirect\r\nLocation: /metrics/\r\n\r\n")
+
+    with raw_server(answer) as url:
+        config = tmp_path / "specwatch.yaml"
+        config.write_text(
+            f"targets:\n  - name: sglang-0\n    metrics_url: {url}/metrics\n"
+            "    scrape_interval: 1\n"
+        )
+        with run_daemon(["--config", str(config)], port) as daemon:
+            daemon.wait_metric("specwatch_running_requests", lambda v: v == 61, **TARGET)
