@@ -167,6 +167,10 @@ def _read_small_file(file: Path) -> bytes:
 _DRAFT_CLASS_MARKERS = ("Eagle", "NextN", "MTP")
 
 
+# Schedulers of one server whose load order is followed; hostile logs could name millions.
+MAX_RANKS = 1024
+
+
 class ConfigTracker:
     """Folds startup events from one log into a :class:`ServerConfig`, thread-safe.
 
@@ -202,7 +206,8 @@ class ConfigTracker:
 
     def _with_weights(self, model_class: str, rank: Hashable) -> ServerConfig:
         seen = self._loads.get(rank, 0)
-        self._loads[rank] = seen + 1
+        if rank in self._loads or len(self._loads) < MAX_RANKS:
+            self._loads[rank] = seen + 1  # beyond the bound, only the class name tells
         is_draft = seen >= 1 or any(m in model_class for m in _DRAFT_CLASS_MARKERS)
         if is_draft:
             return replace(self._config, draft_architecture=model_class)

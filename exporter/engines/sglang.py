@@ -18,6 +18,7 @@ import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from math import isfinite
 from typing import Any
 
 from exporter.engines.record import StatsRecord, Unrecognized
@@ -33,15 +34,16 @@ EVENT_MARKERS: tuple[bytes, ...] = (
 
 # Optional Ray actor tag, then "[YYYY-MM-DD HH:MM:SS(.mmm)? RANK...] message". Rank names are
 # matched generically (DP, PP, ATTN_CP, MOE_DP, TP, EP so far) so a new parallelism kind or a
-# reordering in a future release still parses.
+# reordering in a future release still parses. Every digit run read as a number is bounded:
+# int() refuses more than 4,300 digits, and a line must never raise out of the parser.
 _PREFIX = re.compile(
     r"(?:\((?:[^()\s]+ )?pid=\d+(?:, ip=[^()\s]*)?\) )?"
-    r"\[(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:[.,](\d{1,6}))?((?: [A-Z][A-Z_]*\d+)*)\] ?"
+    r"\[(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:[.,](\d{1,6}))?((?: [A-Z][A-Z_]*\d{1,9})*)\] ?"
 )
 _RANK = re.compile(r" ([A-Z][A-Z_]*?)(\d+)")
 # Ray folds repeated lines and says so at the end of the message.
 _RAY_REPEAT = re.compile(r" \[repeated \d+x across cluster\]$")
-_HEADER = re.compile(r"(Decode|Prefill) batch(?:\.|,| ?\[(\d+)\],?) ")
+_HEADER = re.compile(r"(Decode|Prefill) batch(?:\.|,| ?\[(\d{1,18})\],?) ")
 
 
 @dataclass(slots=True, frozen=True)
@@ -169,11 +171,19 @@ _TOKEN_USAGE = _POSITION["token_usage"]
 _CUDA_GRAPH = _POSITION["cuda_graph"]
 
 
+def _real(value: str) -> float:
+    """A finite float: one ``nan`` would poison every sum it enters for good."""
+    number = float(value)
+    if not isfinite(number):
+        raise ValueError(value)
+    return number
+
+
 def _percent(value: str) -> float:
     """``12.34%`` -> 0.1234: every ratio specwatch exports is 0..1."""
     if not value.endswith("%"):
         raise ValueError(value)
-    return float(value[:-1]) / 100
+    return _real(value[:-1]) / 100
 
 
 def _flag(value: str) -> bool:
@@ -199,29 +209,29 @@ Converter = Callable[[str], Any]
 _FIELDS: dict[str, tuple[bool, str, Converter]] = {
     "#running-req": (True, "running_requests", int),
     "#queue-req": (True, "queued_requests", int),
-    "token usage": (True, "token_usage", float),
-    "accept len": (True, "accept_length", float),
-    "accept rate": (True, "accept_rate", float),
-    "gen throughput (token/s)": (True, "gen_throughput", float),
+    "token usage": (True, "token_usage", _real),
+    "accept len": (True, "accept_length", _real),
+    "accept rate": (True, "accept_rate", _real),
+    "gen throughput (token/s)": (True, "gen_throughput", _real),
     "#new-token": (True, "new_tokens", int),
     "#cached-token": (True, "cached_tokens", int),
-    "input throughput (token/s)": (True, "input_throughput", float),
+    "input throughput (token/s)": (True, "input_throughput", _real),
     "cuda graph": (True, "cuda_graph", _flag),
-    "full token usage": (False, "full_token_usage", float),
-    "swa token usage": (False, "swa_token_usage", float),
-    "mamba usage": (False, "mamba_usage", float),
+    "full token usage": (False, "full_token_usage", _real),
+    "swa token usage": (False, "swa_token_usage", _real),
+    "mamba usage": (False, "mamba_usage", _real),
     "#new-seq": (False, "new_seqs", int),
     "#pending-token": (False, "pending_tokens", int),
     "cache hit rate": (False, "cache_hit_rate", _percent),
-    "pre-allocated usage": (False, "preallocated_usage", float),
+    "pre-allocated usage": (False, "preallocated_usage", _real),
     "#prealloc-req": (False, "prealloc_requests", int),
     "#bootstrap-req": (False, "bootstrap_requests", int),
     "#transfer-req": (False, "transfer_requests", int),
     "#inflight-req": (False, "inflight_requests", int),
     "#retracted-req": (False, "retracted_requests", int),
     "largest-len": (False, "largest_len", int),
-    "cap len": (False, "cap_length", float),
-    "block accept len": (False, "block_accept_length", float),
+    "cap len": (False, "cap_length", _real),
+    "block accept len": (False, "block_accept_length", _real),
     "fwd occupancy": (False, "fwd_occupancy", _percent),
     "timestamp": (False, "timestamp", _text),
 }

@@ -29,6 +29,7 @@ scrape. Lines over either cap are counted, not exported.
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 import time
@@ -172,10 +173,14 @@ class CustomRuleSet:
         updates: list[tuple[CustomMetric, float]] = []
         for metric in rule.metrics:
             try:
-                updates.append((metric, float(match.group(metric.value)) if metric.value else 1.0))
+                value = float(match.group(metric.value)) if metric.value else 1.0
             except (TypeError, ValueError):
+                value = math.nan
+            # One nan or inf would stay in a counter for good.
+            if not math.isfinite(value) or (metric.type == "counter" and value < 0):
                 self._drop(rule.name, "bad_value")
                 return
+            updates.append((metric, value))
         now = time.monotonic()
         with self._lock:
             if labels not in compiled.label_sets:

@@ -62,7 +62,7 @@ def _docker_record(line: bytes) -> tuple[str, bytes] | None:
     """
     try:
         record = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the decoder goes
         return None
     if not isinstance(record, dict) or not isinstance(record.get("log"), str):
         return None

@@ -103,7 +103,8 @@ class TargetState:
             if record.kind == "decode":
                 self._count_window(record)
                 self._count_speculation(record)
-                self._set_window(record, now)
+                if not self._set_window(record, now):
+                    self._skipped["too_many_ranks"] += 1
 
     def restore_window(self, record: StatsRecord, observed_at: float) -> None:
         """Adopt a window read back from an existing file at start, without counting it.
@@ -117,17 +118,19 @@ class TargetState:
             self._engine = record.engine
             self._set_window(record, observed_at)
 
-    def _set_window(self, record: StatsRecord, observed_at: float) -> None:
+    def _set_window(self, record: StatsRecord, observed_at: float) -> bool:
+        """False when the record's DP rank is one more than MAX_DP_RANKS: it has no window."""
         key = record.dp_rank
         if key is None and record.tp_rank not in (None, 0):
-            return  # every rank printing (all-schedulers mode): TP0 speaks for the group
+            return True  # every rank printing (all-schedulers mode): TP0 speaks for the group
         if key not in self._windows and len(self._windows) >= MAX_DP_RANKS:
-            return
+            return False
         current = self._windows.get(key)
         if current is None or observed_at >= current.observed_at:
             self._windows[key] = LatestDecode(record, observed_at)
         if self._last_decode_at is None or observed_at > self._last_decode_at:
             self._last_decode_at = observed_at
+        return True
 
     def _count_window(self, record: StatsRecord) -> None:
         if record.cuda_graph is not None:
