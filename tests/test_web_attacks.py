@@ -37,11 +37,16 @@ MEMORY_LIMIT_MIB = 128
 SCRAPE_BUDGET = 3.0  # seconds a normal scrape may take while an attack runs
 
 
-def get(url: str, headers: dict[str, str] | None = None, tls: bool = False) -> int:
+def get(
+    url: str,
+    headers: dict[str, str] | None = None,
+    tls: bool = False,
+    timeout: float = SCRAPE_BUDGET,
+) -> int:
     context = ssl._create_unverified_context() if tls else None
     request = urllib.request.Request(url, headers=headers or {})
     try:
-        with urllib.request.urlopen(request, timeout=SCRAPE_BUDGET, context=context) as resp:
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as resp:
             resp.read()
             return int(resp.status)
     except urllib.error.HTTPError as exc:
@@ -49,13 +54,15 @@ def get(url: str, headers: dict[str, str] | None = None, tls: bool = False) -> i
 
 
 @contextlib.contextmanager
-def idle_connections(port: int, count: int, host: str = "127.0.0.1") -> Iterator[None]:
-    """``count`` TCP connections that never send a byte."""
+def idle_connections(
+    port: int, count: int, host: str = "127.0.0.1"
+) -> Iterator[list[socket.socket]]:
+    """``count`` TCP connections that send nothing unless the test makes them."""
     socks = []
     try:
         for _ in range(count):
             socks.append(socket.create_connection((host, port), timeout=5))
-        yield
+        yield socks
     finally:
         for sock in socks:
             sock.close()
@@ -114,6 +121,23 @@ def test_idle_plain_connections_cost_neither_threads_nor_memory_nor_scrapes(
             assert rss_mib(daemon.proc.pid) < MEMORY_LIMIT_MIB
 
 
+def test_clients_trickling_their_requests_neither_starve_scrapes_nor_pile_up_threads(
+    tmp_path: Path, port: int
+) -> None:
+    log = tmp_path / "server.log"
+    log.touch()
+    with run_daemon(["--log-file", str(log)], port) as daemon:
+        before = threads(daemon.proc.pid)
+        with idle_connections(port, 100) as slow:
+            for sock in slow:
+                sock.send(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # and never the end
+            started = time.monotonic()
+            assert get(f"http://127.0.0.1:{port}/metrics", timeout=20) == 200
+            # Each slow client holds a worker for the head timeout at most: two rounds of 64.
+            assert time.monotonic() - started < 3 * Limits().head_timeout
+            assert threads(daemon.proc.pid) <= before + Limits().max_workers
+
+
 def serve_plain(limits: Limits) -> WebServer:
     server = WebServer("127.0.0.1", 0, make_app(CollectorRegistry(), ["a"]), limits=limits)
     server.start()
@@ -132,7 +156,7 @@ def test_a_connection_that_sends_nothing_is_closed_after_the_idle_timeout() -> N
 
 
 def test_a_client_trickling_its_request_is_cut_off_at_the_deadline() -> None:
-    server = serve_plain(Limits(io_timeout=5, deadline=0.5))
+    server = serve_plain(Limits(io_timeout=5, head_timeout=0.5))
     try:
         with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
             started = time.monotonic()

@@ -3,8 +3,9 @@
 A connection that has sent nothing yet waits in a selector, without a thread, and the oldest
 of them makes room when too many wait (a scraper sends its request at once, an idle socket
 never does). Only a connection with bytes to read gets one of ``max_workers`` threads, where
-the TLS handshake happens (never in the accept loop), each read and write has a timeout and
-the whole exchange a deadline, after which the socket is shut down under the worker.
+the TLS handshake happens (never in the accept loop). Each read and write has a timeout, the
+handshake and request head a short deadline and the answer a longer one, after which the
+socket is shut down under the worker.
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ class Limits:
 
     io_timeout: float = 10.0  # one read, write or TLS handshake step
     idle_timeout: float = 10.0  # connected without sending a byte
-    deadline: float = 30.0  # from the first byte to the last of the answer
-    max_workers: int = 32  # connections served at once, one thread each
+    head_timeout: float = 5.0  # from the first byte to the end of the request head
+    deadline: float = 30.0  # from the request head to the last byte of the answer
+    max_workers: int = 64  # connections served at once, one thread each
     max_waiting: int = 512  # connected, not yet served
 
 
@@ -68,6 +70,7 @@ class Lobby:
         self._busy: dict[int, _Busy] = {}
         self._ids = itertools.count()
         self._lock = threading.Lock()  # guards _busy, shared with the workers
+        self._worker = threading.local()  # which connection the calling worker serves
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_w.setblocking(False)
         self._stopping = False
@@ -94,6 +97,16 @@ class Lobby:
     def stop(self) -> None:
         self._stopping = True
         self._wake()
+
+    def answering(self) -> None:
+        """Called by a worker once its request head is read: the answer gets the long deadline.
+
+        A client trickling its request so holds a worker for ``head_timeout`` at most.
+        """
+        with self._lock:
+            busy = self._busy.get(getattr(self._worker, "ident", -1))
+            if busy is not None:
+                busy.deadline = time.monotonic() + self.limits.deadline
 
     def _next_timeout(self) -> float:
         now = time.monotonic()
@@ -151,13 +164,14 @@ class Lobby:
                     return
                 ident = next(self._ids)
                 conn, address = self._ready.popleft()
-                deadline = time.monotonic() + self.limits.deadline
+                deadline = time.monotonic() + self.limits.head_timeout
                 self._busy[ident] = _Busy(conn, deadline)
             threading.Thread(
                 target=self._work, args=(ident, conn, address), name="http", daemon=True
             ).start()
 
     def _work(self, ident: int, conn: socket.socket, address: Any) -> None:
+        self._worker.ident = ident
         try:
             conn.settimeout(self.limits.io_timeout)
             if self._tls is not None:

@@ -170,7 +170,8 @@ class WebServer:
         limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self._server = _Server(host, port)
-        self._server.set_app(app)
+        self._server.set_app(self._app)
+        self._wsgi = app
         self._lobby = Lobby(self._server.socket, self._serve, tls, limits)
         self._thread = threading.Thread(target=self._lobby.run, name="http-accept", daemon=True)
 
@@ -188,3 +189,7 @@ class WebServer:
 
     def _serve(self, conn: socket.socket, address: Any) -> None:
         self._server.finish_request(conn, address)
+
+    def _app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        self._lobby.answering()  # the request head is in
+        return self._wsgi(environ, start_response)
