@@ -71,6 +71,7 @@ class Lobby:
         self._ids = itertools.count()
         self._lock = threading.Lock()  # guards _busy, shared with the workers
         self._worker = threading.local()  # which connection the calling worker serves
+        self._finished = threading.Condition(self._lock)  # notified as each worker ends
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_w.setblocking(False)
         self._stopping = False
@@ -97,6 +98,15 @@ class Lobby:
     def stop(self) -> None:
         self._stopping = True
         self._wake()
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until no worker is left, at most ``timeout`` seconds; whether none is.
+
+        After :meth:`stop` their sockets are shut down, so they end at once, but a worker in
+        native code (a bcrypt check) must not be cut off by the interpreter's exit.
+        """
+        with self._finished:
+            return self._finished.wait_for(lambda: not self._busy, timeout)
 
     def answering(self) -> None:
         """Called by a worker once its request head is read: the answer gets the long deadline.
@@ -187,6 +197,7 @@ class Lobby:
             conn.close()
             with self._lock:
                 del self._busy[ident]
+                self._finished.notify_all()
             self._wake()
 
     def _wake(self) -> None:

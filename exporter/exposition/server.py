@@ -184,7 +184,8 @@ class WebServer:
 
     def stop(self) -> None:
         self._lobby.stop()
-        self._thread.join(timeout=2)
+        self._thread.join(timeout=1)
+        self._lobby.drain(timeout=1)
         self._server.server_close()
 
     def _serve(self, conn: socket.socket, address: Any) -> None:

@@ -131,6 +131,9 @@ def _stand_in_hash(hashes: Iterable[bytes]) -> bytes:
 # not remembered: each guess costs a full check, one at a time.
 _passed: set[bytes] = set()
 _checking = threading.Lock()
+# How long a password check waits for the one in progress, so guesses cannot queue up workers
+# (and a stopping server waits for no backlog of them).
+CHECK_QUEUE_SECONDS = 0.5
 
 
 def _check(password: str, hashed: bytes) -> bool:
@@ -140,11 +143,14 @@ def _check(password: str, hashed: bytes) -> bool:
     key = hashlib.sha256(password.encode() + b"\0" + hashed).digest()
     if key in _passed:
         return True
-    with _checking:
-        try:
-            matches = bcrypt.checkpw(password.encode(), hashed)
-        except ValueError:
-            matches = False  # malformed hash in the file, over-long password: never authorise
+    if not _checking.acquire(timeout=CHECK_QUEUE_SECONDS):
+        return False  # too many guesses waiting: refuse this one unchecked
+    try:
+        matches = bcrypt.checkpw(password.encode(), hashed)
+    except ValueError:
+        matches = False  # malformed hash in the file, over-long password: never authorise
+    finally:
+        _checking.release()
     if matches:
         if len(_passed) >= 256:
             _passed.clear()  # bounded even when users rotate passwords often
