@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from exporter.engines.server_config import from_server_info
-from exporter.parse.custom_rules import CustomRuleSet
 from exporter.sources.upstream import ScrapeError, parse_metrics, parse_server_info
 from exporter.state.feed import LogFeed
 from exporter.state.target_state import TargetState
 from tests.daemon import decode_line
+from tests.test_custom_rules import rule_set
 
 DIGITS = st.integers(min_value=1, max_value=6000).map(lambda n: "7" * n)
 NESTING = st.integers(min_value=1, max_value=3000).map(lambda n: "[" * n + "]" * n)
@@ -179,7 +179,7 @@ RULES = [
 @settings(max_examples=300, deadline=None)
 @given(st.lists(HOSTILE_LINE | HOSTILE_NUMBER.map("PROF v={}".format).map(str.encode), max_size=6))
 def test_custom_rules_keep_valid_lines_and_export_only_finite_values(hostile: list[bytes]) -> None:
-    rules = CustomRuleSet.from_config(RULES)
+    rules = rule_set(RULES)
     rules.feed_raw([b"PROF v=2", *hostile, b"PROF v=3"])
     values = {sample.name: sample.value for sample in rules.samples()}
     assert all(math.isfinite(value) for value in values.values())

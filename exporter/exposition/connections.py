@@ -89,7 +89,7 @@ class Lobby:
                     elif key.fileobj is self._wake_r:
                         self._wake_r.recv(4096)
                     else:
-                        self._readable(key.fileobj)  # type: ignore[arg-type]
+                        self._readable(key.data)
                 self._expire()
                 self._dispatch()
         finally:
@@ -143,7 +143,7 @@ class Lobby:
             if len(self._waiting) >= self.limits.max_waiting:
                 self._drop(next(iter(self._waiting)))
             self._waiting[conn] = (address, time.monotonic() + self.limits.idle_timeout)
-            self._selector.register(conn, selectors.EVENT_READ)
+            self._selector.register(conn, selectors.EVENT_READ, conn)
 
     def _readable(self, conn: socket.socket) -> None:
         address, _ = self._waiting.pop(conn)

@@ -33,7 +33,7 @@ class _Server(ThreadingWSGIServer):
 
     def __init__(self, host: str, port: int) -> None:
         # IPv6 listen addresses need their own socket family, as in start_http_server.
-        self.address_family, host = _get_best_family(host, port)  # type: ignore[no-untyped-call]
+        self.address_family, host = _get_best_family(host, port)
         super().__init__((host, port), _QuietHandler)
 
 
