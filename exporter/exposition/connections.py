@@ -163,9 +163,12 @@ class Lobby:
                 break
             self._drop(conn)
         with self._lock:
-            late = [busy.sock for busy in self._busy.values() if busy.deadline <= now]
-        for sock in late:
-            _shut(sock)
+            late = [busy for busy in self._busy.values() if busy.deadline <= now]
+            for busy in late:
+                _shut(busy.sock)
+                # Shut again in a second should the worker still be there (say, it swapped in
+                # its TLS socket just then), without spinning on it meanwhile.
+                busy.deadline = now + 1.0
 
     def _dispatch(self) -> None:
         while self._ready:
@@ -176,9 +179,16 @@ class Lobby:
                 conn, address = self._ready.popleft()
                 deadline = time.monotonic() + self.limits.head_timeout
                 self._busy[ident] = _Busy(conn, deadline)
-            threading.Thread(
+            worker = threading.Thread(
                 target=self._work, args=(ident, conn, address), name="http", daemon=True
-            ).start()
+            )
+            try:
+                worker.start()
+            except RuntimeError:  # no thread to be had: this connection is refused, not all
+                log.warning("cannot start a thread for an HTTP connection; closed it")
+                conn.close()
+                with self._lock:
+                    del self._busy[ident]
 
     def _work(self, ident: int, conn: socket.socket, address: Any) -> None:
         self._worker.ident = ident
