@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -26,7 +27,7 @@ def hammer(port: int, stop: threading.Event) -> None:
 
 
 @pytest.mark.parametrize("trial", range(3))
-def test_sigterm_under_fifty_scrapers_ends_the_daemon_within_two_seconds(
+def test_sigterm_under_fifty_scrapers_and_an_idle_client_ends_the_daemon_within_two_seconds(
     tmp_path: Path, port: int, trial: int
 ) -> None:
     log = tmp_path / "server.log"
@@ -37,12 +38,14 @@ def test_sigterm_under_fifty_scrapers_ends_the_daemon_within_two_seconds(
     scrapers = [threading.Thread(target=hammer, args=(port, stop)) for _ in range(50)]
     try:
         wait_for(lambda: healthy(port) or proc.poll() is not None, timeout=15)
-        for thread in scrapers:
-            thread.start()
-        time.sleep(1)
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=10)
+        # A client that connected and has not sent its request yet when the signal comes.
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            for thread in scrapers:
+                thread.start()
+            time.sleep(1)
+            sent = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(timeout=10)
         assert time.monotonic() - sent < 2
         assert code == 0, proc.stderr.read() if proc.stderr else ""
     finally:
