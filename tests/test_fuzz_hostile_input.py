@@ -71,9 +71,12 @@ GOOD = decode_line(2.5)
 
 
 def feed_state(lines: list[bytes]) -> TargetState:
-    """Run raw lines through the daemon's own path: envelope, parser, startup events, state."""
+    """Run raw lines through the daemon's own path: envelope, parser, startup events, state.
+
+    The engine is named, as a config does: these properties are the SGLang parser's.
+    """
     state = TargetState("fuzz")
-    LogFeed(state).on_lines(lines)
+    LogFeed(state, engine="sglang").on_lines(lines)
     return state
 
 
