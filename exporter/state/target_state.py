@@ -13,10 +13,9 @@ from collections import Counter
 from dataclasses import dataclass
 
 from exporter.engines.record import StatsRecord
-from exporter.engines.server_config import ConfigTracker
 from exporter.engines.sglang import LogLine
-from exporter.engines.sglang_startup import ServerArgsEvent, parse_event
 from exporter.state.evidence import Evidence
+from exporter.state.runs import RunTracker
 
 # Upper bounds of `specwatch_accept_length_windows`.
 ACCEPT_LENGTH_BUCKETS: tuple[float, ...] = (1.0, 1.05, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8)
@@ -85,7 +84,7 @@ class TargetState:
         self._engine: str | None = None
         self._log_sources: dict[str, str] = {}
         # Configuration from startup lines and recent windows for findings; both thread-safe.
-        self.tracker = ConfigTracker()
+        self.tracker = RunTracker()
         self.evidence = Evidence(started_at=time.time())
 
     # --- log events -------------------------------------------------------------------------
@@ -165,12 +164,8 @@ class TargetState:
         A new ``server_args`` line is a restart; windows of the old run no longer describe the
         server, so the findings evidence starts afresh.
         """
-        event = parse_event(line.message)
-        if event is None:
-            return
-        if isinstance(event, ServerArgsEvent):
+        if self.tracker.observe(line):
             self.evidence = Evidence(started_at=time.time())
-        self.tracker.observe(event, (line.dp_rank, line.tp_rank))
 
     def add_skipped(self, reason: str) -> None:
         with self._lock:

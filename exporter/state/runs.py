@@ -1,0 +1,36 @@
+"""Where one server run ends and the next begins, and the configuration of the current one.
+
+A log (or a live tail) can span restarts with other flags or another draft. The daemon, ``doctor``
+and ``report`` must all cut at the same place, or one of them judges a healthy run by the
+windows of a broken one: SGLang prints ``server_args=ServerArgs(...)`` once per start, so that
+line, and nothing else, begins a run.
+"""
+
+from __future__ import annotations
+
+from exporter.engines.server_config import ConfigTracker, ServerConfig
+from exporter.engines.sglang import LogLine
+from exporter.engines.sglang_startup import ServerArgsEvent, parse_event
+
+
+class RunTracker:
+    """Startup events folded into the current run's configuration; thread-safe as its parts."""
+
+    def __init__(self) -> None:
+        self._config = ConfigTracker()
+        self.starts = 0  # server_args lines seen: more than one means restarts
+
+    @property
+    def config(self) -> ServerConfig:
+        return self._config.config
+
+    def observe(self, line: LogLine) -> bool:
+        """Apply one startup/config line; ``True`` when it starts a new server run."""
+        event = parse_event(line.message)
+        if event is None:
+            return False
+        self._config.observe(event, (line.dp_rank, line.tp_rank))
+        if isinstance(event, ServerArgsEvent):
+            self.starts += 1
+            return True
+        return False
