@@ -24,7 +24,9 @@ from pathlib import Path
 
 from exporter.engines.record import StatsRecord
 from exporter.engines.sglang import LogLine
-from exporter.parse.pipeline import LineProcessor, iter_line_batches
+from exporter.parse.pipeline import LineProcessor
+from exporter.parse.reader import DEFAULT_MAX_LINE_BYTES
+from exporter.sources.tail.lines import CHUNK_BYTES, LineSplitter
 
 
 class CountingSink:
@@ -99,8 +101,13 @@ def write_log(path: Path, lines: int, per_second: int, seed: int = 7) -> None:
 
 
 def load_batches(path: Path) -> list[list[bytes]]:
+    """The batches the log reader hands the line processor, split before the clock starts."""
+    splitter = LineSplitter(DEFAULT_MAX_LINE_BYTES)
+    batches = []
     with path.open("rb") as stream:
-        return list(iter_line_batches(stream))
+        while chunk := stream.read(CHUNK_BYTES):
+            batches.append(splitter.feed(chunk).lines)
+    return batches
 
 
 def time_once(batches: list[list[bytes]]) -> tuple[float, CountingSink]:

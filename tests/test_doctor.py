@@ -63,10 +63,13 @@ def test_info_only_findings_exit_clean(tmp_path: Path) -> None:
     assert "--enable-metrics" in result.stdout
 
 
-def test_healthy_log_has_no_findings(tmp_path: Path) -> None:
+def test_started_server_without_requests_is_clean_and_says_what_was_not_judged(
+    tmp_path: Path,
+) -> None:
     result = doctor("--log-file", write_log(tmp_path, startup()))
     assert result.returncode == 0, result.stderr
-    assert "no findings" in result.stdout
+    assert "an idle server): accept length and speed were not judged" in result.stdout
+    assert "nothing wrong: no verdict or finding holds" in result.stdout
 
 
 def test_wrong_flag_from_server_info_alone(server: FakeSGLang) -> None:
@@ -95,12 +98,13 @@ def test_draft_config_proves_the_draft_kind(server: FakeSGLang, tmp_path: Path) 
     assert "type=LlamaForCausalLMEagle3" in result.stdout
 
 
-def test_missing_metrics_endpoint_is_info(server: FakeSGLang) -> None:
+def test_missing_metrics_endpoint_alone_judges_nothing(server: FakeSGLang) -> None:
     info = server_info(speculative_algorithm="EAGLE3")
     server.routes["/server_info"] = Route(body=info, content_type="application/json")
     result = doctor("--url", server.url)
-    assert result.returncode == 0, result.stdout
+    assert result.returncode == 1, result.stdout
     assert "INFO  metrics_endpoint_disabled" in result.stdout
+    assert "problem: nothing could be judged of the node's state" in result.stdout
 
 
 def test_token_protected_server_with_token_file(server: FakeSGLang, tmp_path: Path) -> None:

@@ -155,7 +155,7 @@ def codes(lines: list[str], tmp_path: Path) -> set[str]:
     path = tmp_path / "server.log"
     path.write_text("\n".join(lines) + "\n")
     log = read_log(str(path))
-    observations = log.evidence.observations(log.tracker.config, log.newest or 0.0)
+    observations = log.observations(log.config)
     return {finding.code for finding in evaluate(observations)}
 
 
@@ -168,7 +168,7 @@ def test_incident_2_wrong_flag_is_critical_from_startup_lines_alone(tmp_path: Pa
     path = tmp_path / "server.log"
     path.write_text("\n".join(incident_2()) + "\n")
     log = read_log(str(path))
-    findings = evaluate(log.evidence.observations(log.tracker.config, log.newest or 0.0))
+    findings = evaluate(log.observations(log.config))
     assert [f.code for f in findings] == ["eagle3_draft_with_eagle_algorithm"]
     finding = findings[0]
     assert finding.severity == "critical"

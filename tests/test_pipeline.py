@@ -9,7 +9,7 @@ import pytest
 
 from exporter.engines.record import StatsRecord
 from exporter.engines.sglang import LogLine
-from exporter.parse.pipeline import LineProcessor, iter_line_batches
+from exporter.parse.pipeline import LineProcessor
 
 DECODE = (
     "[2026-02-23 00:14:33 TP0] Decode batch, #running-req: 48, #token: 6460, token usage: 0.06, "
@@ -197,13 +197,3 @@ def test_reset_after_rotation_detects_the_new_files_envelope() -> None:
     processor.process([DECODE.encode()])
     assert len(sink.records) == 1
     assert sink.records[0].running_requests == 48
-
-
-def test_iter_line_batches_splits_across_chunk_borders_and_keeps_a_last_partial_line(
-    tmp_path,
-) -> None:
-    path = tmp_path / "server.log"
-    path.write_bytes(b"alpha\nbeta\r\n\ngamma")
-    with path.open("rb") as stream:
-        lines = [line for batch in iter_line_batches(stream, chunk_bytes=3) for line in batch]
-    assert lines == [b"alpha", b"beta\r", b"", b"gamma"]

@@ -84,6 +84,19 @@ def assess(accept_length: float, num_draft_tokens: int, speedup: float | None = 
     )
 
 
+def advise(
+    accept_length: float | None, num_draft_tokens: int | None, speedup: float | None
+) -> Assessment | None:
+    """The draft-token advice of ``doctor``, ``report`` and the daemon's finding alike.
+
+    One entry point, so the three never advise different counts for the same figures. ``None``
+    where there is nothing to advise on (no accept length, or no speculation to size).
+    """
+    if accept_length is None or num_draft_tokens is None or num_draft_tokens < 2:
+        return None
+    return assess(accept_length, num_draft_tokens, speedup if speedup and speedup > 0 else None)
+
+
 def per_position_acceptance(accept_length: float, num_draft_tokens: int) -> float:
     """Solve ``1 + a + a**2 + ... + a**(N-1) = AL`` for ``a`` in [0, 1] by bisection."""
     target = accept_length - 1.0

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import fmean
 
-from exporter.analysis.breakeven import Assessment, assess, assess_positions
+from exporter.analysis.breakeven import Assessment, advise, assess_positions
 from exporter.engines.record import StatsRecord
 from exporter.engines.server_config import ServerConfig
 
@@ -110,6 +110,9 @@ class Observations:
     unrecognized_lines: int = 0
     metrics_endpoint: str | None = None
     speedup: float | None = None  # throughput over the baseline at the same load, if configured
+    # Mean accept length of the whole run when it was read whole (doctor, report); the daemon
+    # leaves it unset and judges its recent windows.
+    accept_length: float | None = None
 
 
 def drafts_only_accept_rate(
@@ -258,11 +261,11 @@ def _draft_tokens_excessive(obs: Observations) -> Finding | None:
     lengths = [w.accept_length for w in obs.windows if w.accept_length is not None]
     if len(lengths) < MIN_WINDOWS:
         return None
-    mean = fmean(lengths)
+    mean = obs.accept_length if obs.accept_length is not None else fmean(lengths)
     rate = drafts_only_accept_rate(mean, tokens)
-    if rate is None or rate >= LOW_DRAFTS_ONLY_RATE:
+    advice = advise(mean, tokens, obs.speedup)
+    if rate is None or rate >= LOW_DRAFTS_ONLY_RATE or advice is None:
         return None
-    advice = assess(mean, tokens, obs.speedup if obs.speedup and obs.speedup > 0 else None)
     return Finding(
         code="draft_tokens_excessive",
         summary=f"{tokens} draft tokens per round, few accepted",

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from exporter.analysis.findings import Finding, evaluate
+from exporter.analysis.node import node_totals
 from exporter.engines.server_config import ServerConfig
 from exporter.sources.upstream import UpstreamSnapshot, UpstreamValues
 from exporter.state.target_state import LatestDecode, TargetSnapshot
@@ -89,13 +90,7 @@ def _load(
 
 def _totals(windows: Iterable[LatestDecode]) -> tuple[float | None, float | None]:
     """Throughput and running requests summed over windows; ``None`` where any lacks it."""
-    records = [w.record for w in windows]
-    return _sum([r.gen_throughput for r in records]), _sum([r.running_requests for r in records])
-
-
-def _sum(values: list[float | None]) -> float | None:
-    present = [value for value in values if value is not None]
-    return sum(present) if values and len(present) == len(values) else None
+    return node_totals(w.record for w in windows)
 
 
 def _speed(

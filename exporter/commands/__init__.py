@@ -3,7 +3,22 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
+
+from exporter.analysis.baseline import Baseline, BaselineError
+from exporter.cli import UsageError
+from exporter.config import ConfigError, TargetConfig, load_config
+
+BASELINE_FLAGS = ("--baseline-tok-s", "--baseline-curve", "--baseline-bench")
+# The config's ``baseline:`` keys, in the order of their flags.
+BASELINE_KEYS = ("tok_s", "curve", "bench_file")
+
+
+def add_config_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", type=path_arg, metavar="FILE", help="YAML config file (flags win over it)"
+    )
 
 
 def path_arg(value: str) -> Path:
@@ -17,8 +32,8 @@ def path_arg(value: str) -> Path:
 def add_baseline_flags(parser: argparse.ArgumentParser) -> None:
     """The baseline (README "Baselines") and expected accept length, alike wherever they appear.
 
-    ``run`` and ``report`` both judge throughput against a baseline; one definition keeps their
-    flags, exclusivity and help identical.
+    ``run``, ``doctor`` and ``report`` all judge throughput against a baseline; one definition
+    keeps their flags, exclusivity and help identical.
     """
     group = parser.add_mutually_exclusive_group()
     tok_s, curve, bench = BASELINE_FLAGS
@@ -44,9 +59,6 @@ def add_baseline_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-BASELINE_FLAGS = ("--baseline-tok-s", "--baseline-curve", "--baseline-bench")
-
-
 def baseline_flag(args: argparse.Namespace) -> str:
     """The baseline flag given, to name it when its baseline is refused.
 
@@ -59,3 +71,58 @@ def baseline_flag(args: argparse.Namespace) -> str:
 
 def _dest(flag: str) -> str:
     return flag.removeprefix("--").replace("-", "_")
+
+
+@dataclass(frozen=True)
+class Judging:
+    """What a one-shot command judges a log by, and where each part came from."""
+
+    baseline: Baseline | None = None
+    baseline_option: str | None = None  # the flag or config key that set it, for messages
+    expected_accept_length: float | None = None
+    draft_config: Path | None = None
+
+
+def judging_options(args: argparse.Namespace) -> Judging:
+    """Baseline and expected accept length from the flags, over ``--config``'s target.
+
+    The same precedence as ``specwatch run`` (flags, then ``SPECWATCH_*``, then the file), so
+    ``doctor --config`` judges by exactly what the daemon exports.
+    """
+    pairs = zip(BASELINE_KEYS, BASELINE_FLAGS, strict=True)
+    flags = {key: getattr(args, _dest(flag)) for key, flag in pairs}
+    given = {key: value for key, value in flags.items() if value is not None}
+    where = baseline_flag(args)
+    expected = args.expected_accept_length
+    draft = None
+    config_path = getattr(args, "config", None)
+    if config_path is not None and not given:
+        target = _config_target(args)
+        if target.baseline is not None:
+            given = {k: v for k, v in target.baseline.model_dump().items() if v is not None}
+            where = f"baseline.{next(iter(given))} in {config_path}"
+        expected = expected if expected is not None else target.expected_accept_length
+        draft = target.draft_config
+    if expected is not None and expected < 1:
+        raise UsageError("--expected-accept-length: must be at least 1 (the bonus token)")
+    try:
+        baseline = Baseline.from_options(
+            tok_s=given.get("tok_s"), curve=given.get("curve"), bench_file=given.get("bench_file")
+        )
+    except BaselineError as exc:  # one baseline at most, so the one given is at fault
+        raise UsageError(f"{where}: {exc}") from None
+    return Judging(baseline, where if baseline else None, expected, draft)
+
+
+def _config_target(args: argparse.Namespace) -> TargetConfig:
+    """The one target of ``--config`` (``--target`` picks among several)."""
+    name = getattr(args, "target", None)
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        raise UsageError(f"--config: {exc}") from None
+    targets = [t for t in config.targets if name is None or t.name == name]
+    if len(targets) != 1:
+        names = ", ".join(t.name for t in config.targets)
+        raise UsageError(f"--target: name one of the config's targets ({names})")
+    return targets[0]

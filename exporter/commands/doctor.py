@@ -1,8 +1,13 @@
 """``specwatch doctor``: one-shot diagnosis of a server, a log and/or a draft config.
 
-Prints every finding with what was seen, why it matters and how to fix it. Exit status: 0 when
-clean (info findings allowed), 1 for warnings or when a given source could not be read, 3 for
-a critical finding, 2 for bad flags. ``--json`` prints one object for scripts.
+Judges the node's state from its log (accept length collapsed or low, slower than the
+non-speculative baseline, a baseline that cannot be right) by the thresholds the alert rules
+use, and names causes in its configuration (findings), each with what was seen, why it
+matters and how to fix it. A log holding restarts is judged by its newest server run.
+
+Exit status: 0 nothing wrong (info findings allowed); 1 a warning, a source that could not be
+read, or nothing to judge (a log without stats lines; /metrics without SGLang series and no
+log); 3 a critical verdict or finding; 2 bad flags. ``--json`` prints one object for scripts.
 """
 
 from __future__ import annotations
@@ -14,22 +19,29 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from exporter.analysis.findings import CRITICAL, WARNING, DecodeSample, Finding, evaluate
+from exporter.analysis.findings import (
+    CRITICAL,
+    SEVERITY_ORDER,
+    WARNING,
+    DecodeSample,
+    Finding,
+    Observations,
+    evaluate,
+)
+from exporter.analysis.verdicts import Verdict
 from exporter.cli import UsageError
+from exporter.commands import Judging, add_baseline_flags, add_config_flag, judging_options
 from exporter.config import check_http_url
-from exporter.engines.record import StatsRecord, logged_seconds
 from exporter.engines.server_config import (
-    ConfigTracker,
     DraftConfigError,
     ServerConfig,
     from_draft_config,
     with_local_draft,
 )
-from exporter.engines.sglang import LogLine
-from exporter.engines.sglang_startup import ServerArgsEvent, parse_event
-from exporter.parse.pipeline import LineProcessor, iter_line_batches
+from exporter.parse.reader import ReadError, read_logs
+from exporter.report.builder import ReportBuilder
+from exporter.report.summary import Report, RunSummary
 from exporter.sources.upstream import UpstreamScraper, UpstreamSnapshot
-from exporter.state.evidence import Evidence
 
 EXIT_CLEAN, EXIT_WARNING, EXIT_CRITICAL = 0, 1, 3
 
@@ -37,7 +49,7 @@ EXIT_CLEAN, EXIT_WARNING, EXIT_CRITICAL = 0, 1, 3
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "doctor",
-        help="diagnose a server, log or draft config and suggest fixes",
+        help="judge a server, log or draft config and suggest fixes",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -46,73 +58,44 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--draft-config", metavar="PATH", help="draft config.json or its folder")
     p.add_argument("--bearer-token-file", metavar="FILE", help="API key for --url")
     p.add_argument("--timeout", type=float, default=5.0, metavar="S", help="per request")
+    add_config_flag(p)
+    p.add_argument("--target", metavar="NAME", help="with --config: the target to judge by")
+    add_baseline_flags(p)
     p.add_argument("--json", action="store_true", help="one JSON object instead of text")
     p.set_defaults(func=run)
 
 
-class _LogSink:
-    """``RecordSink`` that keeps what diagnosis needs from a whole log, read once."""
+def read_log(path: str, judging: Judging | None = None) -> ReportBuilder:
+    """Run a whole log through the reader and builder ``specwatch report`` uses.
 
-    def __init__(self) -> None:
-        self.tracker = ConfigTracker()
-        self.evidence = Evidence()
-        self.newest: float | None = None
-        self.records = 0
-
-    def _seen(self, iso_time: str | None) -> float:
-        at = logged_seconds(iso_time)
-        if at is None:
-            at = self.newest or 0.0
-        self.newest = at if self.newest is None else max(self.newest, at)
-        return at
-
-    def on_lines(self, count: int) -> None:
-        pass
-
-    def on_record(self, record: StatsRecord) -> None:
-        self.records += 1
-        self.evidence.add_record(record, self._seen(record.time))
-
-    def on_unrecognized(self, reason: str) -> None:
-        self.evidence.add_unrecognized()
-
-    def on_skipped(self, reason: str) -> None:
-        pass
-
-    def on_event(self, line: LogLine) -> None:
-        self._seen(line.time)
-        event = parse_event(line.message)
-        if isinstance(event, ServerArgsEvent):
-            self.evidence = Evidence()  # a restart: windows of the old run describe old flags
-        if event is not None:
-            self.tracker.observe(event, (line.dp_rank, line.tp_rank))
-
-
-def read_log(path: str) -> _LogSink:
-    """Run a whole log through the daemon's own line processor."""
-    sink = _LogSink()
-    processor = LineProcessor(sink)
+    One fold of the log for both commands: the same DP-rank sums, server runs, verdicts and
+    draft-token advice, so ``doctor`` and ``report`` never disagree about a log.
+    """
+    judging = judging or Judging()
+    builder = ReportBuilder(
+        judging.baseline, judging.expected_accept_length, judging.baseline_option
+    )
     try:
-        with open(path, "rb") as stream:
-            for batch in iter_line_batches(stream):
-                processor.process(batch)
-        processor.finish()
-    except OSError as exc:
-        raise UsageError(f"--log-file: cannot read {path}: {exc.strerror}") from None
-    return sink
+        read_logs([path], builder)
+    except ReadError as exc:
+        raise UsageError(f"--log-file: {exc}") from None
+    return builder
 
 
 @dataclass
 class Diagnosis:
-    """What doctor checked, the merged config, and the findings."""
+    """What doctor checked, the merged config, the verdicts on the node and the findings."""
 
     findings: list[Finding]
     config: ServerConfig
     sources: dict[str, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    verdicts: list[Verdict] = field(default_factory=list)
+    run: RunSummary | None = None  # the newest server run of the log, when one was read
+    notes: list[str] = field(default_factory=list)  # what was judged, in plain words
 
     def exit_status(self) -> int:
-        severities = {f.severity for f in self.findings}
+        severities = {f.severity for f in self.findings} | {v.severity for v in self.verdicts}
         if CRITICAL in severities:
             return EXIT_CRITICAL
         return EXIT_WARNING if WARNING in severities or self.problems else EXIT_CLEAN
@@ -120,10 +103,13 @@ class Diagnosis:
     def to_json_dict(self) -> dict[str, Any]:
         return {
             "status": self.exit_status(),
+            "verdicts": [v.to_json_dict() for v in self.verdicts],
             "findings": [f.to_json_dict() for f in self.findings],
+            "run": self.run.to_json_dict() if self.run else None,
             "config": self.config.to_json_dict(),
             "sources": self.sources,
             "problems": self.problems,
+            "notes": self.notes,
         }
 
 
@@ -159,37 +145,69 @@ def scrape(url: str, timeout: float, token_file: str | None) -> UpstreamSnapshot
 
 
 def diagnose(args: argparse.Namespace) -> Diagnosis:
-    """Gather every source given on the command line and evaluate the findings once."""
+    """Gather every source given on the command line and judge them once."""
+    judging = judging_options(args)
     config = ServerConfig()
-    sources: dict[str, str] = {}
-    problems: list[str] = []
-    evidence, now = Evidence(), 0.0
+    diagnosis = Diagnosis([], config)
     upstream: dict[str, Any] = {}
     upstream_window: DecodeSample | None = None
     if args.url:
         snap = scrape(args.url, args.timeout, args.bearer_token_file)
-        for name, status in snap.endpoints.items():
-            sources[name] = "ok" if status.up else f"down ({status.error})"
-            if not status.up and not (name == "metrics" and snap.metrics_endpoint == "missing"):
-                problems.append(f"{args.url} {name}: {status.error}")
+        _check_endpoints(args.url, snap, diagnosis)
         config = config.merged(snap.config or ServerConfig())
         upstream, upstream_window = _upstream_inputs(snap)
+    log = None
     if args.log_file:
-        log = read_log(args.log_file)
-        sources["log"] = f"{log.records} stats lines"
-        config = config.merged(log.tracker.config)
-        evidence, now = log.evidence, log.newest or 0.0
-    if args.draft_config:
+        log = read_log(args.log_file, judging)
+        config = config.merged(log.config)
+    draft = args.draft_config or judging.draft_config
+    if draft:
         try:
-            config = config.merged(from_draft_config(args.draft_config))
+            config = config.merged(from_draft_config(draft))
         except DraftConfigError as exc:
             raise UsageError(f"--draft-config: {exc}") from None
-        sources["draft_config"] = "ok"
+        diagnosis.sources["draft_config"] = "ok"
     config = with_local_draft(config)
-    observations = evidence.observations(config, now, **upstream)
+    if log is not None:
+        report = log.finish((args.log_file,))
+        diagnosis.sources["log"] = f"{report.stats_lines} stats lines"
+        _judge_log(report, diagnosis)
+        observations = replace(log.observations(config), **upstream)
+    else:
+        observations = Observations(config=config, **upstream)
+        if upstream.get("metrics_endpoint") in ("missing", "empty"):
+            diagnosis.problems.append(
+                f"nothing could be judged of the node's state: {args.url} /metrics has no "
+                "SGLang series and no --log-file was given"
+            )
     if not observations.windows and upstream_window is not None:
         observations = replace(observations, windows=(upstream_window,))
-    return Diagnosis(evaluate(observations), observations.config, sources, problems)
+    diagnosis.findings = evaluate(observations)
+    diagnosis.config = observations.config
+    return diagnosis
+
+
+def _check_endpoints(url: str, snap: UpstreamSnapshot, diagnosis: Diagnosis) -> None:
+    for name, status in snap.endpoints.items():
+        diagnosis.sources[name] = "ok" if status.up else f"down ({status.error})"
+        if not status.up and not (name == "metrics" and snap.metrics_endpoint == "missing"):
+            diagnosis.problems.append(f"{url} {name}: {status.error}")
+
+
+def _judge_log(report: Report, diagnosis: Diagnosis) -> None:
+    """The newest run's verdicts, and what could not be judged, in plain words."""
+    if report.stats_lines == 0:
+        diagnosis.problems.append(
+            "log: no stats lines at all, so nothing could be judged (is the server logging at "
+            "--log-level info, and is this its log?)"
+        )
+        return
+    run = report.newest
+    diagnosis.run = run
+    diagnosis.verdicts = list(report.verdicts)
+    diagnosis.notes.append(report.headline)
+    if report.breakeven is not None:
+        diagnosis.notes.append(f"draft tokens: {report.breakeven.explanation}")
 
 
 def _upstream_inputs(snap: UpstreamSnapshot) -> tuple[dict[str, Any], DecodeSample | None]:
@@ -213,15 +231,17 @@ def render_text(diagnosis: Diagnosis) -> str:
         checked = ", ".join(f"{k}: {v}" for k, v in diagnosis.sources.items())
         lines.append(f"checked: {checked}")
     lines.extend(f"problem: {p}" for p in diagnosis.problems)
-    if not diagnosis.findings:
-        lines.append("no findings: nothing wrong was seen in what was checked.")
-    for finding in diagnosis.findings:
+    lines.extend(f"judged: {note}" for note in diagnosis.notes)
+    if not (diagnosis.findings or diagnosis.verdicts or diagnosis.problems):
+        lines.append("nothing wrong: no verdict or finding holds for what was checked.")
+    items: list[Verdict | Finding] = [*diagnosis.verdicts, *diagnosis.findings]
+    for item in sorted(items, key=lambda i: SEVERITY_ORDER[i.severity]):
         lines += [
             "",
-            f"{finding.severity.upper()}  {finding.code}: {finding.summary}",
-            f"  seen: {finding.seen}",
-            f"  why:  {finding.why}",
-            f"  fix:  {finding.fix}",
+            f"{item.severity.upper()}  {item.code}: {item.summary}",
+            f"  seen: {item.seen}",
+            f"  why:  {item.why}",
+            f"  fix:  {item.fix}",
         ]
     return "\n".join(lines)
 

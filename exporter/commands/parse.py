@@ -11,13 +11,12 @@ import argparse
 import json
 import sys
 from collections import Counter
-from contextlib import ExitStack
-from typing import BinaryIO, TextIO
+from typing import TextIO
 
 from exporter.cli import UsageError
 from exporter.engines.record import StatsRecord
 from exporter.engines.sglang import LogLine
-from exporter.parse.pipeline import LineProcessor, iter_line_batches
+from exporter.parse.reader import ReadError, read_logs, require_readable
 
 # (header, record attribute, width, decimals) of the readable table; widths fit SGLang's
 # value ranges. Text columns are left-aligned, numbers right-aligned.
@@ -114,37 +113,15 @@ def _cell(value: object, width: int, places: int | None) -> str:
     return f"{value!s:{align}{width}}"
 
 
-def _open_all(paths: list[str], stack: ExitStack) -> list[BinaryIO]:
-    """Open every file before printing anything, so a typo fails fast with nothing half done."""
-    streams: list[BinaryIO] = []
-    for path in paths:
-        if path == "-":
-            streams.append(sys.stdin.buffer)
-            continue
-        try:
-            streams.append(stack.enter_context(open(path, "rb")))  # noqa: SIM115
-        except OSError as exc:
-            raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-    return streams
-
-
 def run(args: argparse.Namespace) -> int:
     sink = _PrintingSink(sys.stdout, args.json)
-    processor = LineProcessor(sink)
-    with ExitStack() as stack:
-        streams = _open_all(args.files, stack)
+    try:
+        require_readable(args.files)
         if not args.json:
             sys.stdout.write(header_row() + "\n")
-        for path, stream in zip(args.files, streams, strict=True):
-            processor.reset()
-            try:
-                for batch in iter_line_batches(stream):
-                    processor.process(batch)
-            except BrokenPipeError:
-                raise  # stdout's reader went away (`| head`); not a problem with this file
-            except OSError as exc:
-                raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-        processor.finish()
+        read_logs(args.files, sink)
+    except ReadError as exc:
+        raise UsageError(str(exc)) from None
     sys.stdout.flush()
     print(sink.summary(), file=sys.stderr)
     return 0

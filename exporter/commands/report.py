@@ -7,12 +7,11 @@ import json
 import sys
 from pathlib import Path
 
-from exporter.analysis.baseline import Baseline, BaselineError
 from exporter.cli import UsageError
-from exporter.commands import add_baseline_flags, baseline_flag
+from exporter.commands import add_baseline_flags, judging_options
+from exporter.parse.reader import Progress, ReadError, total_size
 from exporter.report import build_report
 from exporter.report.html import MissingExtra, render_html, require_matplotlib
-from exporter.report.reader import Progress, ReadError, total_size
 from exporter.report.text import render_text
 
 
@@ -30,9 +29,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def main(args: argparse.Namespace) -> int:
-    baseline = _baseline(args)
-    if args.expected_accept_length is not None and args.expected_accept_length < 1:
-        raise UsageError("--expected-accept-length: must be at least 1 (the bonus token)")
+    judging = judging_options(args)
     if args.html is not None:
         try:
             require_matplotlib()  # fail before a long read, not after it
@@ -40,7 +37,11 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
     try:
         report = build_report(
-            args.files, baseline, args.expected_accept_length, Progress(total_size(args.files))
+            args.files,
+            judging.baseline,
+            judging.expected_accept_length,
+            Progress(total_size(args.files)),
+            judging.baseline_option,
         )
     except ReadError as exc:
         raise UsageError(str(exc)) from None
@@ -51,15 +52,6 @@ def main(args: argparse.Namespace) -> int:
     if args.html is not None:
         _write_html(args.html, render_html(report))
     return 0
-
-
-def _baseline(args: argparse.Namespace) -> Baseline | None:
-    try:
-        return Baseline.from_options(
-            tok_s=args.baseline_tok_s, curve=args.baseline_curve, bench_file=args.baseline_bench
-        )
-    except BaselineError as exc:
-        raise UsageError(f"{baseline_flag(args)}: {exc}") from None
 
 
 def _write_html(path: Path, page: str) -> None:

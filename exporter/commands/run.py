@@ -7,15 +7,13 @@ import logging
 from typing import Any
 
 from exporter.cli import UsageError
-from exporter.commands import add_baseline_flags, baseline_flag, path_arg
+from exporter.commands import add_baseline_flags, add_config_flag, baseline_flag, path_arg
 from exporter.config import Config, ConfigError, load_config
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("run", help="run the exporter daemon", description=__doc__)
-    p.add_argument(
-        "--config", type=path_arg, metavar="FILE", help="YAML config file (flags win over it)"
-    )
+    add_config_flag(p)
     p.add_argument(
         "--log-file",
         dest="log_files",

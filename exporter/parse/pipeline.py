@@ -8,8 +8,8 @@ parsed only when its raw bytes contain a marker; everything else is only counted
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
-from typing import BinaryIO, Protocol
+from collections.abc import Sequence
+from typing import Protocol
 
 from exporter.engines import vllm
 from exporter.engines.record import StatsRecord, Unrecognized
@@ -21,8 +21,6 @@ from exporter.parse.envelopes import DEBRIS, EnvelopeDecoder, clean
 # only reach a marker much later ("Receive: obj=GenerateReqInput(text='..."), so they are
 # never mistaken for events.
 EVENT_MARKER_WINDOW = 20
-
-READ_CHUNK_BYTES = 1 << 20
 
 
 class RecordSink(Protocol):
@@ -161,21 +159,3 @@ def _is_event(message: str) -> bool:
     """An event marker that starts within the first EVENT_MARKER_WINDOW characters."""
     found = _EVENT_TEXT.search(message, 0, _EVENT_SCAN)
     return found is not None and found.start() <= EVENT_MARKER_WINDOW
-
-
-def iter_line_batches(
-    stream: BinaryIO, chunk_bytes: int = READ_CHUNK_BYTES
-) -> Iterator[list[bytes]]:
-    """Read a whole binary stream in big chunks and yield its lines (without ``\\n``) in batches.
-
-    For one-shot readers (``specwatch parse``/``report``): big reads and one ``split`` per
-    chunk keep per-line Python work out of I/O. A last line without ``\\n`` is still a line.
-    """
-    tail = b""
-    while chunk := stream.read(chunk_bytes):
-        lines = (tail + chunk).split(b"\n")
-        tail = lines.pop()
-        if lines:
-            yield lines
-    if tail:
-        yield [tail]

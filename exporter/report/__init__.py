@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from exporter.analysis.baseline import Baseline
+from exporter.parse.reader import Progress, read_logs
 from exporter.report.builder import ReportBuilder
-from exporter.report.reader import Progress, read_logs
 from exporter.report.summary import Report
 
 
@@ -21,9 +21,14 @@ def build_report(
     baseline: Baseline | None = None,
     expected_accept_length: float | None = None,
     progress: Progress | None = None,
+    baseline_option: str | None = None,
 ) -> Report:
-    """Read ``paths`` once, in order, and fold them into one report."""
-    builder = ReportBuilder(baseline, expected_accept_length)
+    """Read ``paths`` once, in order, and fold them into one report.
+
+    ``baseline_option`` names the flag or key the baseline came from, for a verdict that it
+    looks wrong.
+    """
+    builder = ReportBuilder(baseline, expected_accept_length, baseline_option)
     try:
         read_logs(paths, builder, progress)
     finally:

@@ -2,28 +2,35 @@
 
 Everything here is bounded in memory whatever the log size: accept lengths are logged with two
 decimals, so an exact histogram keyed by hundredths gives exact quantiles; concurrency bands
-keep sums; the chart series is downsampled; findings see a uniform sample of windows.
+keep sums; the chart series is downsampled; findings see a uniform sample of windows; at most
+``MAX_RUNS`` server runs are kept.
+
+Throughput is judged per node, as the daemon does: the lines the DP ranks log for one moment
+are summed (``analysis.node``) before a baseline, a band or a chart sees them.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import replace
 
 from exporter.analysis.baseline import Baseline
-from exporter.analysis.breakeven import Assessment, assess
-from exporter.analysis.findings import DecodeSample, Finding, evaluate
+from exporter.analysis.breakeven import Assessment, advise
+from exporter.analysis.findings import DecodeSample, Observations, evaluate
+from exporter.analysis.node import Moment, NodeMoments, speaks_for_node
+from exporter.analysis.thresholds import DEFAULT, Thresholds
+from exporter.analysis.verdicts import RunFigures, Verdict, implausible, judge
 from exporter.engines.record import StatsRecord, logged_seconds
-from exporter.engines.server_config import ConfigTracker, ServerConfig
+from exporter.engines.server_config import ServerConfig
 from exporter.engines.sglang import LogLine
-from exporter.engines.sglang_startup import ServerArgsEvent, parse_event
 from exporter.report.series import Downsampler
-from exporter.report.summary import COLLAPSED_ACCEPT_LENGTH, AcceptStats, BandStats, Report
+from exporter.report.summary import AcceptStats, BandStats, Report, RunSummary
 from exporter.state.evidence import Evidence
+from exporter.state.runs import RunTracker
 
-# (label, lowest, highest running requests); the top band is open-ended.
+# (label, lowest, highest running requests on the node); the top band is open-ended.
 BANDS: tuple[tuple[str, int, int | None], ...] = (
     ("1", 1, 1),
     ("2-7", 2, 7),
@@ -33,6 +40,7 @@ BANDS: tuple[tuple[str, int, int | None], ...] = (
 )
 SERIES_FIELDS = ("accept_length", "gen_throughput", "baseline", "running", "queued")
 FINDINGS_SAMPLE = 2000
+MAX_RUNS = 100  # a crash-looping server restarts thousands of times; the newest runs tell
 
 
 class _BandAccumulator:
@@ -60,16 +68,17 @@ class _BandAccumulator:
         )
 
 
-class _LatestRun:
-    """What findings and draft-token advice judge: the newest server run in the log.
+class _Run:
+    """One server run (from a ``server_args`` line to the next): what it did, judged alone.
 
-    A log can hold several runs (a restart with other flags or another draft). The config
-    tracker describes only the newest one, so windows of older runs must not be judged
-    against it, as ``specwatch doctor`` does not either.
+    A restart may change the flags or the draft, so windows of one run are never averaged
+    with another's, and findings and advice judge the newest run under its own config.
     """
 
     def __init__(self, started_at: float | None = None) -> None:
         self.started_at = started_at
+        self.first_time: float | None = None
+        self.last_time: float | None = None
         self.evidence = Evidence()
         self.sample: list[DecodeSample] = []
         self.windows = 0
@@ -77,12 +86,16 @@ class _LatestRun:
         self.unrecognized = 0
         self.accept_sum = 0.0
         self.accept_count = 0
-        self.load = _BandAccumulator()
+        self.bands = [_BandAccumulator() for _ in BANDS]
         self._random = random.Random(0)
 
     def add_record(self, record: StatsRecord, at: float | None) -> None:
         self.stats_lines += 1
         self.evidence.add_record(record, at if at is not None else 0.0)
+        if at is not None:
+            if self.first_time is None:
+                self.first_time = at
+            self.last_time = at
 
     def add_unrecognized(self) -> None:
         self.stats_lines += 1
@@ -102,34 +115,63 @@ class _LatestRun:
         if slot < FINDINGS_SAMPLE:
             self.sample[slot] = DecodeSample.from_record(record)
 
-    def speedup(self) -> float | None:
-        return self.load.result("run", True).speedup if self.load.windows else None
+    @property
+    def accept_length(self) -> float | None:
+        return self.accept_sum / self.accept_count if self.accept_count else None
 
-    def breakeven(self, num_draft_tokens: int | None) -> Assessment | None:
-        if not self.accept_count or num_draft_tokens is None or num_draft_tokens < 2:
-            return None
-        return assess(self.accept_sum / self.accept_count, num_draft_tokens, self.speedup())
-
-    def findings(self, config: ServerConfig, now: float) -> list[Finding]:
-        """The findings engine over the run: all outcomes counted, windows sampled."""
-        obs = replace(
-            self.evidence.observations(config, now),
-            windows=tuple(self.sample),
-            stats_lines=self.stats_lines,
-            unrecognized_lines=self.unrecognized,
-            speedup=self.speedup(),
+    def dominant(self, has_baseline: bool) -> BandStats | None:
+        """The band the node spent most windows in: its usual load, which verdicts judge."""
+        busiest = max(
+            ((label, acc) for (label, _, _), acc in zip(BANDS, self.bands, strict=True)),
+            key=lambda item: item[1].windows,
         )
-        return evaluate(obs)
+        label, acc = busiest
+        return acc.result(label, has_baseline) if acc.windows else None
+
+    def figures(self, has_baseline: bool, baseline_option: str | None) -> RunFigures:
+        band = self.dominant(has_baseline)
+        return RunFigures(
+            windows=self.accept_count,
+            accept_length=self.accept_length,
+            throughput=band.mean_throughput if band else None,
+            baseline=band.mean_baseline if band else None,
+            running=band.median_running if band else None,
+            baseline_option=baseline_option,
+        )
+
+    def summary(self, figures: RunFigures, verdicts: list[Verdict]) -> RunSummary:
+        return RunSummary(
+            started_at=self.started_at,
+            first_time=self.first_time,
+            last_time=self.last_time,
+            decode_windows=self.windows,
+            accept_length=figures.accept_length,
+            running=figures.running,
+            throughput=figures.throughput,
+            baseline=figures.baseline,
+            speedup=figures.speedup,
+            verdicts=tuple(verdicts),
+        )
 
 
 class ReportBuilder:
-    """A ``RecordSink`` for ``exporter.parse.pipeline.LineProcessor`` that folds a whole log."""
+    """A ``RecordSink`` for ``exporter.parse.pipeline.LineProcessor`` that folds a whole log.
+
+    ``baseline_option`` names where the baseline came from (``--baseline-curve``), so a
+    verdict that it looks wrong can say which setting to fix.
+    """
 
     def __init__(
-        self, baseline: Baseline | None = None, expected_accept_length: float | None = None
+        self,
+        baseline: Baseline | None = None,
+        expected_accept_length: float | None = None,
+        baseline_option: str | None = None,
+        thresholds: Thresholds = DEFAULT,
     ) -> None:
         self.baseline = baseline
         self.expected_accept_length = expected_accept_length
+        self.baseline_option = baseline_option
+        self.thresholds = thresholds
         self.lines = 0
         self.decode_windows = 0
         self.prefill_windows = 0
@@ -143,9 +185,10 @@ class ReportBuilder:
         self._overall = _BandAccumulator()
         self._dp_ranks: set[int] = set()
         self._series = Downsampler(SERIES_FIELDS)
-        self._tracker = ConfigTracker()
-        self._run = _LatestRun()
-        self._server_starts = 0
+        self._runs = RunTracker()
+        self._run = _Run()
+        self._done: deque[RunSummary] = deque(maxlen=MAX_RUNS)
+        self._node = NodeMoments()
         self._last_time_text: str | None = None
         self._last_at = 0.0
 
@@ -169,30 +212,22 @@ class ReportBuilder:
         self.skipped[reason] += 1
 
     def on_event(self, line: LogLine) -> None:
-        event = parse_event(line.message)
-        if isinstance(event, ServerArgsEvent):
-            self._server_starts += 1
-            self._run = _LatestRun(logged_seconds(line.time))
+        if self._runs.observe(line):
+            self._close_run()
+            self._run = _Run(logged_seconds(line.time))
             self._series.restart(self._run.started_at)
-        if event is not None:
-            self._tracker.observe(event, rank=(line.dp_rank, line.tp_rank))
 
     # Folding ------------------------------------------------------------------------------
     def _place(self, time: str | None) -> float | None:
-        """Seconds of a record's time, also kept as the log's first and last time seen.
-
-        Prefill and decode lines often share a second, so the last conversion is reused.
-        """
+        """Seconds of a record's time, also kept as the log's first and last time seen."""
         if time is None:
             return None
-        if time == self._last_time_text:  # prefill and decode lines often share a second
-            at = self._last_at
-        else:
-            seconds = logged_seconds(time)
-            if seconds is None:
+        at: float | None = self._last_at
+        if time != self._last_time_text:  # prefill and decode lines often share a second
+            at = logged_seconds(time)
+            if at is None:
                 return None
-            at = self._last_at = seconds
-            self._last_time_text = time
+            self._last_time_text, self._last_at = time, at
         if self.first_time is None:
             self.first_time = at
         self.last_time = at
@@ -200,58 +235,129 @@ class ReportBuilder:
 
     def _add_decode(self, record: StatsRecord, at: float | None) -> None:
         self.decode_windows += 1
-        if record.dp_rank is not None:
-            self._dp_ranks.add(record.dp_rank)
         if record.accept_length is not None:
             self._accept_hundredths[round(record.accept_length * 100)] += 1
         if record.cuda_graph is not None:
             self._graph[record.cuda_graph] += 1
-        running, tput = record.running_requests, record.gen_throughput
+        self._run.add_decode(record)
+        rank = record.dp_rank
+        if rank is None:
+            if speaks_for_node(record):
+                self._add_moment(
+                    at,
+                    record.accept_length,
+                    record.running_requests,
+                    record.gen_throughput,
+                    record.queued_requests,
+                )
+            return
+        self._dp_ranks.add(rank)
+        moment = self._node.add(rank, record, at)
+        if moment is not None:
+            self._add_node_moment(moment)
+
+    def _add_node_moment(self, moment: Moment) -> None:
+        self._add_moment(*moment)
+
+    def _flush_node(self) -> None:
+        """The DP ranks' open moment belongs to the run that logged it."""
+        moment = self._node.flush()
+        if moment is not None:
+            self._add_node_moment(moment)
+
+    def _add_moment(
+        self,
+        at: float | None,
+        accept_length: float | None,
+        running: int | None,
+        tput: float | None,
+        queued: int | None,
+    ) -> None:
+        """One node-wide window: into the bands, the run's load and the chart series."""
         base = self.baseline.at(running) if self.baseline and running else None
         if running and tput is not None:
+            index = _band_index(running)
             self._overall.add(running, tput, base)
-            self._bands[_band_index(running)].add(running, tput, base)
-            self._run.load.add(running, tput, base)
+            self._bands[index].add(running, tput, base)
+            self._run.bands[index].add(running, tput, base)
         if at is not None:
-            values = (record.accept_length, tput, base, running, record.queued_requests)
+            values = (accept_length, tput, base, running, queued)
             self._series.add(at, tuple(None if v is None else float(v) for v in values))
-        self._run.add_decode(record)
+
+    def _close_run(self) -> None:
+        """The run so far is over (a restart, or the end of the log); judge it."""
+        self._flush_node()
+        run = self._run
+        if run.stats_lines or run.started_at is not None:
+            figures = run.figures(self.baseline is not None, self.baseline_option)
+            verdicts = judge(figures, self.expected_accept_length, self.thresholds)
+            self._done.append(run.summary(figures, verdicts))
+
+    # Results --------------------------------------------------------------------------------
+    @property
+    def config(self) -> ServerConfig:
+        """The newest run's configuration, from its startup lines."""
+        return self._runs.config
+
+    def advice_speedup(self) -> float | None:
+        """The newest run's speedup, unless its baseline is implausible (then no evidence)."""
+        figures = self._run.figures(self.baseline is not None, self.baseline_option)
+        return None if implausible(figures) else figures.speedup
+
+    def observations(self, config: ServerConfig) -> Observations:
+        """What the findings engine judges of the newest run, under ``config``."""
+        run = self._run
+        return replace(
+            run.evidence.observations(config, self.last_time or 0.0),
+            windows=tuple(run.sample),
+            stats_lines=run.stats_lines,
+            unrecognized_lines=run.unrecognized,
+            speedup=self.advice_speedup(),
+            accept_length=run.accept_length,
+        )
+
+    def breakeven(self, config: ServerConfig) -> Assessment | None:
+        return advise(self._run.accept_length, config.num_draft_tokens, self.advice_speedup())
 
     def finish(self, files: tuple[str, ...]) -> Report:
-        """The report over everything seen so far."""
+        """The report over everything seen; call once, at the end of the log."""
         has_baseline = self.baseline is not None
+        config = self.config
+        self._flush_node()
+        findings = evaluate(self.observations(config))
+        breakeven = self.breakeven(config)
+        self._close_run()
         bands = tuple(
             acc.result(label, has_baseline)
             for (label, _, _), acc in zip(BANDS, self._bands, strict=True)
             if acc.windows
         )
         overall = self._overall.result("all", has_baseline) if self._overall.windows else None
-        accept = _accept_stats(self._accept_hundredths)
-        config = self._tracker.config
         return Report(
             files=files,
             lines=self.lines,
             decode_windows=self.decode_windows,
             prefill_windows=self.prefill_windows,
+            stats_lines=self.decode_windows + self.prefill_windows + self.unrecognized,
             unrecognized_lines=self.unrecognized,
             skipped_lines=dict(self.skipped),
             first_time=self.first_time,
             last_time=self.last_time,
             dp_ranks=len(self._dp_ranks),
-            accept=accept,
+            accept=_accept_stats(self._accept_hundredths, self.thresholds),
             cuda_graph_share=_share(self._graph),
             bands=bands,
             overall=overall,
-            dominant=max(bands, key=lambda b: b.windows) if bands else None,
             baseline=self.baseline.describe() if self.baseline else None,
             expected_accept_length=self.expected_accept_length,
             config=config,
-            server_starts=self._server_starts,
-            latest_start=self._run.started_at if self._server_starts > 1 else None,
-            breakeven=self._run.breakeven(config.num_draft_tokens),
-            findings=tuple(self._run.findings(config, self.last_time or 0.0)),
+            server_starts=self._runs.starts,
+            runs=tuple(self._done),
+            breakeven=breakeven,
+            findings=tuple(findings),
             series=tuple(self._series.points()),
             restarts=tuple(self._series.restarts),
+            collapsed_accept_length=self.thresholds.collapsed_accept_length,
         )
 
 
@@ -262,11 +368,12 @@ def _band_index(running: int) -> int:
     raise ValueError(f"no band for {running} running requests")
 
 
-def _accept_stats(hundredths: Counter[int]) -> AcceptStats | None:
+def _accept_stats(hundredths: Counter[int], thresholds: Thresholds) -> AcceptStats | None:
     total = sum(hundredths.values())
     if not total:
         return None
-    collapsed = sum(n for key, n in hundredths.items() if key <= COLLAPSED_ACCEPT_LENGTH * 100)
+    limit = thresholds.collapsed_accept_length * 100
+    collapsed = sum(n for key, n in hundredths.items() if key <= limit)
     return AcceptStats(
         windows=total,
         minimum=min(hundredths) / 100,

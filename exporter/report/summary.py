@@ -13,6 +13,7 @@ from typing import Any
 from exporter.analysis.breakeven import Assessment
 from exporter.analysis.findings import Finding
 from exporter.analysis.thresholds import DEFAULT
+from exporter.analysis.verdicts import Verdict
 from exporter.engines.server_config import ServerConfig
 from exporter.report.series import Point
 
@@ -34,7 +35,7 @@ class AcceptStats:
 
 @dataclass(frozen=True, slots=True)
 class BandStats:
-    """Throughput against the baseline for the windows of one concurrency band."""
+    """Throughput against the baseline for the node windows of one concurrency band."""
 
     label: str
     windows: int
@@ -51,6 +52,44 @@ class BandStats:
 
 
 @dataclass(frozen=True, slots=True)
+class RunSummary:
+    """One server run (start to restart), judged on its own: span, accept length, speed."""
+
+    started_at: float | None  # its server_args line; None for a log that starts mid-run
+    first_time: float | None
+    last_time: float | None
+    decode_windows: int
+    accept_length: float | None  # mean
+    running: int | None  # median node running requests at its usual load
+    throughput: float | None  # mean node tok/s there
+    baseline: float | None
+    speedup: float | None
+    verdicts: tuple[Verdict, ...]
+
+    @property
+    def codes(self) -> frozenset[str]:
+        return frozenset(v.code for v in self.verdicts)
+
+    @property
+    def baseline_implausible(self) -> bool:
+        return "baseline_implausible" in self.codes
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "started_at": _iso(self.started_at),
+            "first_time": _iso(self.first_time),
+            "last_time": _iso(self.last_time),
+            "decode_windows": self.decode_windows,
+            "accept_length": self.accept_length,
+            "running": self.running,
+            "throughput": self.throughput,
+            "baseline": self.baseline,
+            "speedup": self.speedup,
+            "verdicts": [v.to_json_dict() for v in self.verdicts],
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Report:
     """The folded result of one ``specwatch report`` run."""
 
@@ -58,6 +97,7 @@ class Report:
     lines: int
     decode_windows: int
     prefill_windows: int
+    stats_lines: int
     unrecognized_lines: int
     skipped_lines: dict[str, int]
     first_time: float | None
@@ -67,16 +107,16 @@ class Report:
     cuda_graph_share: float | None
     bands: tuple[BandStats, ...]
     overall: BandStats | None
-    dominant: BandStats | None
     baseline: str | None
     expected_accept_length: float | None
     config: ServerConfig
     server_starts: int  # server_args lines: more than one means restarts within the log
-    latest_start: float | None  # when the newest of several runs started
+    runs: tuple[RunSummary, ...]  # oldest first; the newest MAX_RUNS of the log
     breakeven: Assessment | None  # for the newest run
     findings: tuple[Finding, ...]  # for the newest run
     series: tuple[Point, ...] = field(repr=False)
     restarts: tuple[float, ...] = ()  # server starts after decode windows of an earlier run
+    collapsed_accept_length: float = COLLAPSED_ACCEPT_LENGTH
 
     @property
     def span_seconds(self) -> float | None:
@@ -85,34 +125,62 @@ class Report:
         return self.last_time - self.first_time
 
     @property
+    def newest(self) -> RunSummary | None:
+        return self.runs[-1] if self.runs else None
+
+    @property
+    def verdicts(self) -> tuple[Verdict, ...]:
+        """The newest run's verdicts: the server as it is now."""
+        return self.newest.verdicts if self.newest else ()
+
+    @property
+    def latest_start(self) -> float | None:
+        """When the newest of several runs started."""
+        return self.newest.started_at if self.newest and len(self.runs) > 1 else None
+
+    @property
+    def earlier_runs_differ(self) -> bool:
+        """Whether an earlier run was judged otherwise than the newest one."""
+        newest = self.newest
+        return newest is not None and any(run.codes != newest.codes for run in self.runs[:-1])
+
+    @property
     def headline(self) -> str:
-        """The answer in plain words: is speculation faster than running without it?"""
-        band = self.dominant
-        if band is None:
-            return "No decode stats windows with running requests were found in the log."
-        load = f"{_tok_s(band.mean_throughput)} tok/s at {band.median_running} running"
-        if band.speedup is None or band.mean_baseline is None:
+        """The answer in plain words, about the newest run: is speculation faster than none?"""
+        text = self._speed_headline()
+        if self.earlier_runs_differ:
+            text += f" (newest of {len(self.runs)} server runs; earlier runs differ, see below)"
+        return text
+
+    def _speed_headline(self) -> str:
+        run = self.newest
+        if run is None or run.throughput is None or run.running is None:
+            if self.stats_lines == 0:
+                return "No stats lines in the log: nothing could be judged."
+            return (
+                "No decode windows with running requests in the log (an idle server): accept "
+                "length and speed were not judged."
+            )
+        load = f"{_tok_s(run.throughput)} tok/s at {run.running} running"
+        if run.speedup is None or run.baseline is None:
             return (
                 f"Speculation does {load}; no baseline was given to compare with "
                 "(--baseline-tok-s, --baseline-curve or --baseline-bench)."
             )
-        return f"{_compared(band.speedup)}, {load} vs {_tok_s(band.mean_baseline)} tok/s baseline"
+        versus = f"{load} vs {_tok_s(run.baseline)} tok/s baseline"
+        if run.baseline_implausible:
+            return (
+                f"The baseline looks wrong, so speed is not judged: {versus} would be "
+                f"{ratio(run.speedup)}, impossible at accept length {run.accept_length or 0:.2f}"
+                if run.speedup > (run.accept_length or 0)
+                else f"The baseline looks wrong, so speed is not judged: {versus} would be "
+                f"{ratio(run.speedup)}, slower than any speculation"
+            )
+        return f"{_compared(run.speedup)}, {versus}"
 
-    def verdicts(self) -> list[str]:
+    def conclusions(self) -> list[str]:
         """Plain-language conclusions beyond the headline, most important first."""
-        out: list[str] = []
-        accept = self.accept
-        if accept is not None and accept.median <= COLLAPSED_ACCEPT_LENGTH:
-            out.append(
-                f"Accept length is collapsed (median {accept.median:.2f}): the target rejects "
-                "almost every draft token, so each round costs a draft pass for nothing."
-            )
-        expected = self.expected_accept_length
-        if accept is not None and expected is not None and accept.median < expected:
-            out.append(
-                f"Accept length median {accept.median:.2f} is below the expected "
-                f"{expected:.2f} ({accept.median / expected:.0%} of it)."
-            )
+        out = [f"{v.severity.upper()}: {v.summary}: {v.seen} {v.fix}" for v in self.verdicts]
         if self.breakeven is not None:
             out.append(f"Draft tokens: {self.breakeven.explanation}")
         return out
@@ -122,6 +190,7 @@ class Report:
         return {
             "files": list(self.files),
             "lines": self.lines,
+            "stats_lines": self.stats_lines,
             "decode_windows": self.decode_windows,
             "prefill_windows": self.prefill_windows,
             "unrecognized_lines": self.unrecognized_lines,
@@ -135,7 +204,8 @@ class Report:
             "bands": [_band_dict(b) for b in self.bands],
             "overall": _band_dict(self.overall) if self.overall else None,
             "headline": self.headline,
-            "verdicts": self.verdicts(),
+            "verdicts": [v.to_json_dict() for v in self.verdicts],
+            "runs": [run.to_json_dict() for run in self.runs],
             "baseline": self.baseline,
             "expected_accept_length": self.expected_accept_length,
             "config": self.config.to_json_dict(),

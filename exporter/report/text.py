@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Iterable
 from datetime import datetime, timezone
 
-from exporter.report.summary import COLLAPSED_ACCEPT_LENGTH, BandStats, Report, ratio
+from exporter.report.summary import BandStats, Report, RunSummary, ratio
 
 WIDTH = 100
 
@@ -17,6 +18,7 @@ def render_text(report: Report) -> str:
         _overview(report),
         _accept(report),
         _bands(report),
+        _runs(report),
         _conclusions(report),
     ]
     return "\n\n".join("\n".join(lines) for lines in sections if lines) + "\n"
@@ -50,12 +52,13 @@ def _overview(report: Report) -> list[str]:
         )
     if report.dp_ranks > 1:
         lines.append(
-            f"Data-parallel ranks: {report.dp_ranks} (each rank's line counts as one window)"
+            f"Data-parallel ranks: {report.dp_ranks} (the lines of one moment are summed into "
+            "node throughput and running requests)"
         )
     if report.latest_start is not None:
         lines.append(
-            f"Server starts: {report.server_starts}; findings and draft-token advice describe "
-            f"the last run, from {_when(report.latest_start)}"
+            f"Server starts: {report.server_starts}; the headline, verdicts, findings and "
+            f"draft-token advice describe the last run, from {_when(report.latest_start)}"
         )
     if report.baseline:
         lines.append(f"Baseline: {report.baseline}")
@@ -71,7 +74,7 @@ def _accept(report: Report) -> list[str]:
             f"p90 {accept.p90:.2f} over {accept.windows:,} windows"
         )
         lines.append(
-            f"Collapsed windows (accept length <= {COLLAPSED_ACCEPT_LENGTH}): "
+            f"Collapsed windows (accept length <= {report.collapsed_accept_length:g}): "
             f"{accept.collapsed_share:.0%}"
         )
     if report.cuda_graph_share is not None:
@@ -85,7 +88,7 @@ def _bands(report: Report) -> list[str]:
     with_baseline = report.baseline is not None
     header = f"{'running':>9} {'windows':>9} {'tok/s':>9}"
     header += f" {'baseline':>9} {'speedup':>8}" if with_baseline else ""
-    lines = ["Throughput by concurrency band:", header]
+    lines = ["Node throughput by concurrency band (running requests on the node):", header]
     lines += [_band_row(band, with_baseline) for band in report.bands]
     return lines
 
@@ -97,10 +100,36 @@ def _band_row(band: BandStats, with_baseline: bool) -> str:
     return row
 
 
+def _runs(report: Report) -> list[str]:
+    """One line per server run, when there were several: a collapse is not averaged away."""
+    if len(report.runs) < 2:
+        return []
+    lines = [f"Server runs ({len(report.runs)}):"]
+    lines += _wrapped_all(_run_line(run) for run in report.runs)
+    return lines
+
+
+def _run_line(run: RunSummary) -> str:
+    span = f"{_when(run.first_time or run.started_at)} to {_when(run.last_time)}"
+    if run.accept_length is None:
+        return f"{span}: no decode windows"
+    text = f"{span}: accept length {run.accept_length:.2f}"
+    if run.throughput is not None:
+        text += f", {run.throughput:,.0f} tok/s at {run.running} running"
+    if run.speedup is not None:
+        text += f", {ratio(run.speedup)}"
+    judged = "; ".join(v.summary for v in run.verdicts) or "nothing wrong"
+    return f"{text}: {judged}"
+
+
+def _wrapped_all(texts: Iterable[str]) -> list[str]:
+    return [line for text in texts for line in _wrapped(text, "- ")]
+
+
 def _conclusions(report: Report) -> list[str]:
     lines: list[str] = []
-    for verdict in report.verdicts():
-        lines += _wrapped(verdict, "- ")
+    for conclusion in report.conclusions():
+        lines += _wrapped(conclusion, "- ")
     if report.findings:
         lines.append("Findings:")
         for finding in report.findings:

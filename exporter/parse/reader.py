@@ -1,8 +1,9 @@
 """Read log files once, front to back, in large chunks: multi-GB logs in constant memory.
 
-The same line splitter (with its line-length cap) and line processor as the daemon are used,
-so ``report`` and the live exporter never disagree about what a line means. Gzipped rotations
-(``server.log.1.gz``) are read transparently.
+The one reader of ``specwatch parse``, ``doctor`` and ``report``: the same line splitter (with
+its line-length cap) and line processor as the daemon, so no command and the live exporter
+disagree about what a line means. Gzipped rotations (``server.log.1.gz``) are read
+transparently.
 """
 
 from __future__ import annotations
@@ -71,6 +72,14 @@ class Progress:
 def total_size(paths: Sequence[str]) -> int:
     """Bytes the progress bar counts to (compressed size for .gz, 0 for stdin)."""
     return sum(os.path.getsize(p) for p in paths if p != "-" and os.path.exists(p))
+
+
+def require_readable(paths: Sequence[str]) -> None:
+    """Fail on the first file that cannot be opened, before anything is printed."""
+    for path in paths:
+        if path != "-":
+            with _open(path):
+                pass
 
 
 def read_logs(

@@ -1,0 +1,210 @@
+"""Verdicts on a node's state: is speculation working, and is it paying for itself?
+
+Findings name a cause from the configuration; verdicts judge what the node did: an accept
+length collapsed or below expectation, throughput under the non-speculative baseline, or a
+baseline that cannot be right. ``specwatch doctor`` and ``specwatch report`` judge a server run
+with :func:`judge`, by the thresholds the shipped alert rules use (``analysis.thresholds``),
+so a one-shot tool never contradicts the page an on-call just got.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from exporter.analysis.findings import CRITICAL, SEVERITY_ORDER, WARNING
+from exporter.analysis.thresholds import DEFAULT, Thresholds
+
+# A verify round costs at least one plain decode step and yields ``accept_length`` tokens, so
+# speculation can be at most ``accept_length`` times faster than no speculation. Above that
+# (with this margin for window-to-window noise) the baseline, not the node, is wrong.
+PLAUSIBLE_MARGIN = 1.1
+# Below this speedup even a drafter accepting nothing, with CUDA graphs off, is not that slow:
+# the baseline was measured on other hardware or another model.
+IMPLAUSIBLY_SLOW = 0.1
+# Fewer decode windows than this are no verdict: one odd batch is not the node's state.
+MIN_WINDOWS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One judgement of the node's state, shaped like a finding: seen, why, fix."""
+
+    code: str
+    severity: str
+    summary: str
+    seen: str
+    why: str
+    fix: str
+
+    def to_json_dict(self) -> dict[str, str]:
+        return {
+            "code": self.code,
+            "severity": self.severity,
+            "summary": self.summary,
+            "seen": self.seen,
+            "why": self.why,
+            "fix": self.fix,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RunFigures:
+    """What one server run did, as plain numbers (node-wide: DP ranks summed)."""
+
+    windows: int  # decode windows that logged an accept length
+    accept_length: float | None  # mean over those windows
+    throughput: float | None  # mean node throughput at the run's usual concurrency
+    baseline: float | None  # mean baseline at the same concurrency
+    running: int | None  # median node running requests there
+    baseline_option: str | None = None  # the flag or config key the baseline came from
+
+    @property
+    def speedup(self) -> float | None:
+        if self.throughput is None or not self.baseline:
+            return None
+        return self.throughput / self.baseline
+
+
+def judge(
+    run: RunFigures, expected_accept_length: float | None, thresholds: Thresholds = DEFAULT
+) -> list[Verdict]:
+    """The verdicts that hold for ``run``, most severe first."""
+    if run.windows < MIN_WINDOWS or run.accept_length is None:
+        return []
+    found = [
+        _accept_length(run, expected_accept_length, thresholds),
+        _baseline_implausible(run) or _slower_than_baseline(run, thresholds),
+    ]
+    verdicts = [v for v in found if v is not None]
+    return sorted(verdicts, key=lambda v: SEVERITY_ORDER[v.severity])
+
+
+def implausible(run: RunFigures) -> bool:
+    """The baseline cannot be right for this run: its speedup is no evidence of anything."""
+    return _baseline_implausible(run) is not None
+
+
+def _accept_length(
+    run: RunFigures, expected: float | None, thresholds: Thresholds
+) -> Verdict | None:
+    length = run.accept_length
+    assert length is not None
+    speed = _speed_note(run)
+    if length <= thresholds.collapsed_accept_length:
+        return Verdict(
+            code="accept_length_collapsed",
+            severity=CRITICAL,
+            summary="Speculative decoding collapsed: no draft token is accepted",
+            seen=(
+                f"mean accept length {length:.2f} over {run.windows} decode windows (collapsed "
+                f"at <= {thresholds.collapsed_accept_length:g}){speed}."
+            ),
+            why=(
+                "Every verify round yields only the target's own token, so each round pays a "
+                "draft pass for nothing: the node is slower than it would be without speculation."
+            ),
+            fix=(
+                "Check the draft matches the target (an EAGLE-3 draft needs "
+                "--speculative-algorithm EAGLE3; a draft trained for another model version "
+                "accepts nothing), or restart without --speculative-algorithm until it does."
+            ),
+        )
+    limit = thresholds.low_accept_limit(expected)
+    if length >= limit:
+        return None
+    basis = (
+        f"{thresholds.low_accept_fraction:.0%} of the expected {expected:g}"
+        if expected is not None
+        else f"{limit:g}, the floor for any EAGLE drafter (no --expected-accept-length given)"
+    )
+    return Verdict(
+        code="accept_length_low",
+        severity=WARNING,
+        summary="Accept length below expectation",
+        seen=(
+            f"mean accept length {length:.2f} over {run.windows} decode windows, below "
+            f"{limit:.2f} ({basis}){speed}."
+        ),
+        why=(
+            "Each round yields fewer tokens than this drafter should; a draft trained on other "
+            "data or for another model version accepts little, and the gain shrinks or turns "
+            "into a loss."
+        ),
+        fix=(
+            "Check the draft was trained for this target model and version, and its prompt "
+            "distribution; compare with the drafter's published accept length."
+        ),
+    )
+
+
+def _slower_than_baseline(run: RunFigures, thresholds: Thresholds) -> Verdict | None:
+    speedup = run.speedup
+    if speedup is None or speedup >= thresholds.slower_than_baseline_speedup:
+        return None
+    assert run.throughput is not None and run.baseline is not None
+    return Verdict(
+        code="slower_than_baseline",
+        severity=WARNING,
+        summary="Speculation is slower than serving without it",
+        seen=(
+            f"{run.throughput:,.0f} tok/s at {run.running} running requests against a baseline "
+            f"of {run.baseline:,.0f} tok/s there ({speedup:.2f}x)."
+        ),
+        why=(
+            "Speculation costs a draft pass and a wider verify per round; it pays only while "
+            "enough draft tokens are accepted and verification stays memory-bound."
+        ),
+        fix=(
+            "Fix the cause named above (accept length, CUDA graphs, draft-token count); if none "
+            "is named, fewer draft tokens or serving this load without speculation."
+        ),
+    )
+
+
+def _baseline_implausible(run: RunFigures) -> Verdict | None:
+    speedup, length = run.speedup, run.accept_length
+    if speedup is None or length is None:
+        return None
+    assert run.throughput is not None and run.baseline is not None
+    option = run.baseline_option or "the baseline"
+    measured = (
+        f"{run.throughput:,.0f} tok/s at {run.running} running requests against {option}'s "
+        f"{run.baseline:,.0f} tok/s there ({speedup:.2f}x)"
+    )
+    if speedup > length * PLAUSIBLE_MARGIN:
+        seen = (
+            f"{measured}, with a mean accept length of {length:.2f}: speculation cannot be "
+            f"more than {length:.2f}x faster, since a round costs at least one decode step."
+        )
+        fix = (
+            f"Measure the baseline again on this node, without --speculative-algorithm and at "
+            f"about {run.running} concurrent requests, and give it with {option}."
+        )
+    elif speedup < IMPLAUSIBLY_SLOW:
+        seen = f"{measured}: less than a tenth, slower than even a drafter that accepts nothing."
+        fix = (
+            f"Check {option} was measured on this hardware and model (a baseline from bigger "
+            "GPUs or a smaller model raises false alarms)."
+        )
+    else:
+        return None
+    return Verdict(
+        code="baseline_implausible",
+        severity=WARNING,
+        summary="The baseline looks wrong for this node",
+        seen=seen,
+        why=(
+            "A speedup is only as good as the baseline it divides by; this one cannot be the "
+            "same server without speculation at this load, so no speed verdict is given."
+        ),
+        fix=fix,
+    )
+
+
+def _speed_note(run: RunFigures) -> str:
+    speedup = run.speedup
+    if speedup is None or run.throughput is None:
+        return ""
+    if implausible(run):
+        return f", {run.throughput:,.0f} tok/s"
+    return f", {run.throughput:,.0f} tok/s, {speedup:.2f}x the baseline"
