@@ -41,6 +41,7 @@ from exporter.engines.server_config import (
 from exporter.parse.reader import ReadError, read_logs
 from exporter.report.builder import ReportBuilder
 from exporter.report.summary import Report, RunSummary
+from exporter.report.text import run_line
 from exporter.sources.upstream import UpstreamScraper, UpstreamSnapshot
 
 EXIT_CLEAN, EXIT_WARNING, EXIT_CRITICAL = 0, 1, 3
@@ -206,6 +207,8 @@ def _judge_log(report: Report, diagnosis: Diagnosis) -> None:
     diagnosis.run = run
     diagnosis.verdicts = list(report.verdicts)
     diagnosis.notes.append(report.headline)
+    if report.earlier_runs_differ:
+        diagnosis.notes += [f"earlier run {run_line(earlier)}" for earlier in report.runs[:-1]]
     if report.breakeven is not None:
         diagnosis.notes.append(f"draft tokens: {report.breakeven.explanation}")
 

@@ -149,7 +149,7 @@ class Report:
         """The answer in plain words, about the newest run: is speculation faster than none?"""
         text = self._speed_headline()
         if self.earlier_runs_differ:
-            text += f" (newest of {len(self.runs)} server runs; earlier runs differ, see below)"
+            text += f" (newest of {len(self.runs)} server runs; earlier runs differ)"
         return text
 
     def _speed_headline(self) -> str:

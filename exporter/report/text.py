@@ -88,7 +88,9 @@ def _bands(report: Report) -> list[str]:
     with_baseline = report.baseline is not None
     header = f"{'running':>9} {'windows':>9} {'tok/s':>9}"
     header += f" {'baseline':>9} {'speedup':>8}" if with_baseline else ""
-    lines = ["Node throughput by concurrency band (running requests on the node):", header]
+    together = f", all {len(report.runs)} runs together" if len(report.runs) > 1 else ""
+    title = f"Node throughput by concurrency band (running requests on the node{together}):"
+    lines = [title, header]
     lines += [_band_row(band, with_baseline) for band in report.bands]
     return lines
 
@@ -105,11 +107,12 @@ def _runs(report: Report) -> list[str]:
     if len(report.runs) < 2:
         return []
     lines = [f"Server runs ({len(report.runs)}):"]
-    lines += _wrapped_all(_run_line(run) for run in report.runs)
+    lines += _wrapped_all(run_line(run) for run in report.runs)
     return lines
 
 
-def _run_line(run: RunSummary) -> str:
+def run_line(run: RunSummary) -> str:
+    """One server run in a line: its span, accept length, speed and what was judged."""
     span = f"{_when(run.first_time or run.started_at)} to {_when(run.last_time)}"
     if run.accept_length is None:
         return f"{span}: no decode windows"
