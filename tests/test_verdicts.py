@@ -147,7 +147,7 @@ def test_undertrained_drafter_warns_and_doctor_and_report_advise_the_same_count(
         in found["accept_length_low"]["seen"]
     )
     assert (
-        "55 tok/s at 1 running requests against a baseline of 90 tok/s"
+        "55 tok/s at 1 running request against a baseline of 90 tok/s"
         in (found["slower_than_baseline"]["seen"])
     )
     assert {f["code"] for f in data["findings"]} == {

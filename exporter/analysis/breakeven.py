@@ -147,7 +147,8 @@ def _explain(
     ]
     if speedup is None:
         parts.append(
-            f"No baseline, so a drafted token is assumed to cost {cost:.2f} of a decode step."
+            "With no speedup measured (no baseline, or one that looks wrong), a drafted token "
+            f"is assumed to cost {cost:.2f} of a decode step."
         )
     else:
         parts.append(

@@ -147,7 +147,7 @@ def _slower_than_baseline(run: RunFigures, thresholds: Thresholds) -> Verdict | 
         severity=WARNING,
         summary="Speculation is slower than serving without it",
         seen=(
-            f"{run.throughput:,.0f} tok/s at {run.running} running requests against a baseline "
+            f"{run.throughput:,.0f} tok/s at {_requests(run.running)} against a baseline "
             f"of {run.baseline:,.0f} tok/s there ({speedup:.2f}x)."
         ),
         why=(
@@ -155,8 +155,9 @@ def _slower_than_baseline(run: RunFigures, thresholds: Thresholds) -> Verdict | 
             "enough draft tokens are accepted and verification stays memory-bound."
         ),
         fix=(
-            "Fix the cause named above (accept length, CUDA graphs, draft-token count); if none "
-            "is named, fewer draft tokens or serving this load without speculation."
+            "Fix what the other verdicts and findings name (accept length, CUDA graphs, "
+            "draft-token count); if nothing is named, try fewer draft tokens, or serve this "
+            "load without speculation."
         ),
     )
 
@@ -168,7 +169,7 @@ def _baseline_implausible(run: RunFigures) -> Verdict | None:
     assert run.throughput is not None and run.baseline is not None
     option = run.baseline_option or "the baseline"
     measured = (
-        f"{run.throughput:,.0f} tok/s at {run.running} running requests against {option}'s "
+        f"{run.throughput:,.0f} tok/s at {_requests(run.running)} against {option}'s "
         f"{run.baseline:,.0f} tok/s there ({speedup:.2f}x)"
     )
     if speedup > length * PLAUSIBLE_MARGIN:
@@ -199,6 +200,10 @@ def _baseline_implausible(run: RunFigures) -> Verdict | None:
         ),
         fix=fix,
     )
+
+
+def _requests(running: int | None) -> str:
+    return f"{running} running request{'' if running == 1 else 's'}"
 
 
 def _speed_note(run: RunFigures) -> str:
