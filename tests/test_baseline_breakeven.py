@@ -63,7 +63,7 @@ def test_without_baseline_a_default_cost_is_assumed_and_said() -> None:
     assert result.cost_measured is False
     assert result.cost_per_draft_token == DEFAULT_COST_PER_DRAFT_TOKEN
     assert result.verdict == "fewer"
-    assert "No baseline" in result.explanation
+    assert "no baseline, or one that looks wrong" in result.explanation
 
 
 @pytest.mark.parametrize(("length", "n", "speedup"), [(2.0, 1, 1.0), (2.0, 4, 0.0), (2.0, 4, -1)])
