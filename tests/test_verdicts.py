@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
+from exporter.analysis.insight import inspect
+from exporter.config import BaselineConfig, TargetConfig
+from exporter.state.feed import LogFeed
+from exporter.target import Target
 from tests.daemon import specwatch_cmd
 from tests.test_findings import decode, prefill, stamp, startup
 from tests.test_upstream import Route, fake_sglang, server_info
@@ -320,3 +325,19 @@ def test_bad_judging_options_exit_2_naming_the_option(
     assert result.returncode == 2
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_daemon_finding_gives_doctor_s_draft_token_advice_word_for_word(tmp_path: Path) -> None:
+    """The daemon's path (log feed, target state, insight) on the same undertrained log."""
+    log = write(tmp_path, undertrained_log())
+    target = Target.from_config(
+        TargetConfig(name="node", log_files=[log], baseline=BaselineConfig(tok_s=90))
+    )
+    LogFeed(target.state).on_lines([line.encode() for line in undertrained_log()])
+    snap, now = target.state.snapshot(), time.time()
+    insight = inspect(target, snap, snap.fresh_windows(now, 60), now, 60)
+    daemon_fix = next(f.fix for f in insight.findings if f.code == "draft_tokens_excessive")
+    _, data, _ = doctor("--log-file", log, "--baseline-tok-s", "90")
+    doctor_fix = next(f["fix"] for f in data["findings"] if f["code"] == "draft_tokens_excessive")
+    assert daemon_fix == doctor_fix
+    assert f"to about {break_even_count(2.25, 16, 55 / 90)} " in daemon_fix

@@ -67,7 +67,12 @@ def inspect(
         if not fresh and now - upstream.scraped_at < max_age:
             fallback = upstream.values
     baseline_tok_s, speedup = _speed(target, *_load(snap, fresh, fallback))
-    observations = target.state.evidence.observations(config, now, speedup=speedup, **inputs)
+    evidence = target.state.evidence
+    # Findings judge the recent windows, throughput included; the current speedup (perhaps
+    # from the upstream gauges) stands in only when the log has none.
+    recent = evidence.recent_speedup(target.baseline) if fresh else None
+    judged = recent if recent is not None else speedup
+    observations = evidence.observations(config, now, speedup=judged, **inputs)
     observations = replace(observations, log_watched=bool(target.config.log_files))
     return Insight(
         observations.config, evaluate(observations), upstream, fallback, baseline_tok_s, speedup

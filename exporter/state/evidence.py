@@ -13,7 +13,9 @@ from collections import deque
 from dataclasses import replace
 from typing import Any
 
+from exporter.analysis.baseline import Baseline
 from exporter.analysis.findings import DecodeSample, Observations
+from exporter.analysis.node import NodeMoments, speaks_for_node
 from exporter.engines.record import StatsRecord
 from exporter.engines.server_config import ServerConfig
 
@@ -30,6 +32,9 @@ class Evidence:
     def __init__(self, started_at: float | None = None, max_windows: int = 20) -> None:
         self._lock = threading.Lock()
         self._windows: deque[DecodeSample] = deque(maxlen=max_windows)
+        # Node-wide (running, tok/s) of the same recent windows: DP ranks of a moment summed.
+        self._loads: deque[tuple[int, float]] = deque(maxlen=max_windows)
+        self._node = NodeMoments()
         self._outcomes: deque[bool] = deque(maxlen=10 * max_windows)
         self._started_at = started_at
         self._last_decode_at: float | None = None
@@ -43,10 +48,38 @@ class Evidence:
             self._outcomes.append(True)
             if record.kind == "decode":
                 self._windows.append(DecodeSample.from_record(record))
+                self._add_load(record, at)
                 self._last_decode_at = at
                 self._silent_prefills = 0
             elif not _is_probe(record):
                 self._silent_prefills += 1
+
+    def _add_load(self, record: StatsRecord, at: float) -> None:
+        if record.dp_rank is not None:
+            moment = self._node.add(record.dp_rank, record, at)
+            if moment is None:
+                return
+            running, tput = moment.running, moment.throughput
+        elif speaks_for_node(record):
+            running, tput = record.running_requests, record.gen_throughput
+        else:
+            return
+        if running and tput is not None:
+            self._loads.append((running, tput))
+
+    def recent_speedup(self, baseline: Baseline | None) -> float | None:
+        """Mean node throughput over mean baseline of the recent windows, or ``None``.
+
+        The windows the accept length of the findings is averaged over, so the draft-token
+        advice rests on one period, and on the same figures ``doctor`` and ``report`` use for
+        a steady log (``analysis.breakeven.advise``).
+        """
+        if baseline is None:
+            return None
+        with self._lock:
+            loads = tuple(self._loads)
+        base = sum(baseline.at(running) for running, _ in loads)
+        return sum(tput for _, tput in loads) / base if loads and base > 0 else None
 
     def add_unrecognized(self) -> None:
         with self._lock:
