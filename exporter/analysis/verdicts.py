@@ -113,9 +113,9 @@ def _accept_length(
     if length >= limit:
         return None
     basis = (
-        f"{thresholds.low_accept_fraction:.0%} of the expected {expected:g}"
+        f" ({thresholds.low_accept_fraction:.0%} of the expected {expected:g})"
         if expected is not None
-        else f"{limit:g}, the floor for any EAGLE drafter (no --expected-accept-length given)"
+        else ", the floor for any EAGLE drafter (no --expected-accept-length given)"
     )
     return Verdict(
         code="accept_length_low",
@@ -123,7 +123,7 @@ def _accept_length(
         summary="Accept length below expectation",
         seen=(
             f"mean accept length {length:.2f} over {run.windows} decode windows, below "
-            f"{limit:.2f} ({basis}){speed}."
+            f"{limit:.2f}{basis}{speed}."
         ),
         why=(
             "Each round yields fewer tokens than this drafter should; a draft trained on other "

@@ -88,7 +88,7 @@ def _bands(report: Report) -> list[str]:
     with_baseline = report.baseline is not None
     header = f"{'running':>9} {'windows':>9} {'tok/s':>9}"
     header += f" {'baseline':>9} {'speedup':>8}" if with_baseline else ""
-    together = f", all {len(report.runs)} runs together" if len(report.runs) > 1 else ""
+    together = f", the {len(report.runs)} runs together" if len(report.runs) > 1 else ""
     title = f"Node throughput by concurrency band (running requests on the node{together}):"
     lines = [title, header]
     lines += [_band_row(band, with_baseline) for band in report.bands]
