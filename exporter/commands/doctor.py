@@ -28,6 +28,7 @@ from exporter.analysis.findings import (
     Observations,
     evaluate,
 )
+from exporter.analysis.thresholds import DEFAULT, Thresholds
 from exporter.analysis.verdicts import Verdict
 from exporter.cli import UsageError
 from exporter.commands import Judging, add_baseline_flags, add_config_flag, judging_options
@@ -66,7 +67,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(func=run)
 
 
-def read_log(path: str, judging: Judging | None = None) -> ReportBuilder:
+def read_log(
+    path: str, judging: Judging | None = None, thresholds: Thresholds = DEFAULT
+) -> ReportBuilder:
     """Run a whole log through the reader and builder ``specwatch report`` uses.
 
     One fold of the log for both commands: the same DP-rank sums, server runs, verdicts and
@@ -74,7 +77,7 @@ def read_log(path: str, judging: Judging | None = None) -> ReportBuilder:
     """
     judging = judging or Judging()
     builder = ReportBuilder(
-        judging.baseline, judging.expected_accept_length, judging.baseline_option
+        judging.baseline, judging.expected_accept_length, judging.baseline_option, thresholds
     )
     try:
         read_logs([path], builder)

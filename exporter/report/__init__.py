@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from exporter.analysis.baseline import Baseline
+from exporter.analysis.thresholds import DEFAULT, Thresholds
 from exporter.parse.reader import Progress, read_logs
 from exporter.report.builder import ReportBuilder
 from exporter.report.summary import Report
@@ -22,13 +23,14 @@ def build_report(
     expected_accept_length: float | None = None,
     progress: Progress | None = None,
     baseline_option: str | None = None,
+    thresholds: Thresholds = DEFAULT,
 ) -> Report:
     """Read ``paths`` once, in order, and fold them into one report.
 
     ``baseline_option`` names the flag or key the baseline came from, for a verdict that it
     looks wrong.
     """
-    builder = ReportBuilder(baseline, expected_accept_length, baseline_option)
+    builder = ReportBuilder(baseline, expected_accept_length, baseline_option, thresholds)
     try:
         read_logs(paths, builder, progress)
     finally:
