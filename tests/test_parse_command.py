@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -160,3 +161,18 @@ def test_binary_garbage_file_is_read_without_crashing(tmp_path: Path) -> None:
     result = specwatch("parse", str(junk))
     assert result.returncode == 0, result.stderr
     assert "0 records" in result.stderr
+
+
+def test_gzipped_rotation_and_a_last_line_without_newline_are_read(tmp_path: Path) -> None:
+    """parse shares report's and doctor's reader: gzip is opened, an unterminated last line
+    counts, and an overlong line is skipped and counted instead of held."""
+    rotated = tmp_path / "server.log.1.gz"
+    rotated.write_bytes(gzip.compress(LOG.encode()))
+    current = tmp_path / "server.log"
+    current.write_bytes(b"x" * (2 << 20) + b"\n" + LOG.rstrip("\n").encode())  # no final \n
+    result = specwatch("parse", "--json", str(rotated), str(current))
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["accept_length"] for r in records if r["kind"] == "decode"] == [1.0, 1.0] * 2
+    assert records[-1]["running_requests"] == 47  # the unterminated last line
+    assert "skipped: 1 too_long" in result.stderr

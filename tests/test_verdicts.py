@@ -7,6 +7,7 @@ commands run as the user runs them (a subprocess for ``doctor``, whose exit stat
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import time
@@ -341,3 +342,12 @@ def test_daemon_finding_gives_doctor_s_draft_token_advice_word_for_word(tmp_path
     doctor_fix = next(f["fix"] for f in data["findings"] if f["code"] == "draft_tokens_excessive")
     assert daemon_fix == doctor_fix
     assert f"to about {break_even_count(2.25, 16, 55 / 90)} " in daemon_fix
+
+
+def test_doctor_reads_a_gzipped_rotation_as_report_does(tmp_path: Path) -> None:
+    path = tmp_path / "server.log.1.gz"
+    path.write_bytes(gzip.compress(("\n".join(collapsed_log()) + "\n").encode()))
+    status, data, _ = doctor("--log-file", str(path))
+    assert status == 3
+    assert data["sources"]["log"] == "41 stats lines"  # warm-up prefill, 20 prefills, 20 decodes
+    assert list(verdicts(data)) == ["accept_length_collapsed"]
