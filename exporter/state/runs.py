@@ -2,8 +2,9 @@
 
 A log (or a live tail) can span restarts with other flags or another draft. The daemon, ``doctor``
 and ``report`` must all cut at the same place, or one of them judges a healthy run by the
-windows of a broken one: SGLang prints ``server_args=ServerArgs(...)`` once per start, so that
-line, and nothing else, begins a run.
+windows of a broken one. An engine states its arguments once per start (SGLang's
+``server_args=ServerArgs(...)``, vLLM's engine configuration line, both a ``ServerArgsEvent``),
+so that line, and nothing else, begins a run.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ class RunTracker:
 
     def __init__(self) -> None:
         self._config = ConfigTracker()
-        self.starts = 0  # server_args lines seen: more than one means restarts
+        self.starts = 0  # starts seen: more than one means restarts
 
     @property
     def config(self) -> ServerConfig:
