@@ -110,7 +110,7 @@ def verdict_row() -> list[Item]:
             "Accepted drafts per drafted token, (accept length - 1) / (draft tokens - 1), "
             "computed by specwatch because the rate SGLang logs changed meaning across versions.",
             "percentunit",
-            query(sel("specwatch_accept_rate", WINDOW_SCOPE), PER_RANK),
+            query(sel("specwatch_accept_ratio", WINDOW_SCOPE), PER_RANK),
             steps((None, "red"), (0.05, "orange"), (0.3, "green")),
             alerts=("SpecDecodeDraftTokensWasted",),
         ).decimals(1),
@@ -192,7 +192,7 @@ def speculation_row() -> list[Item]:
             "Accepted drafts per drafted token, derived by specwatch. The dashed line marks 5%: "
             "below it nearly every draft token is wasted verification work.",
             "percentunit",
-            [query(sel("specwatch_accept_rate", WINDOW_SCOPE), PER_RANK)],
+            [query(sel("specwatch_accept_ratio", WINDOW_SCOPE), PER_RANK)],
             steps((None, "transparent"), (0.05, "red")),
             alerts=("SpecDecodeDraftTokensWasted",),
         )
@@ -206,7 +206,7 @@ def speculation_row() -> list[Item]:
             "percentunit",
             [
                 query(
-                    sel("specwatch_accept_rate_by_position", WINDOW_SCOPE),
+                    sel("specwatch_position_accept_ratio", WINDOW_SCOPE),
                     "position {{position}} {{dp_rank}}",
                 )
             ],

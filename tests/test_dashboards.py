@@ -233,7 +233,7 @@ def panel(board: dict[str, Any], title: str) -> dict[str, Any]:
 WANTED_PANELS: dict[str, dict[str, tuple[set[str], tuple[str, ...]]]] = {
     NODE: {
         "accept length over time": ({"timeseries"}, (r"\bspecwatch_accept_length\{",)),
-        "derived accept rate": ({"timeseries", "stat"}, (r"\bspecwatch_accept_rate\{",)),
+        "derived accept rate": ({"timeseries", "stat"}, (r"\bspecwatch_accept_ratio\{",)),
         "throughput against the baseline": (
             {"timeseries"},
             (

@@ -122,7 +122,7 @@ class Narrator:
 
 # What the status line shows after the accept length, in order: metric and how to print it.
 STATUS_PARTS: tuple[tuple[str, Callable[[float], str]], ...] = (
-    ("specwatch_accept_rate", lambda v: f"accept rate {v:.2f}"),
+    ("specwatch_accept_ratio", lambda v: f"accept rate {v:.2f}"),
     ("specwatch_speedup_ratio", lambda v: f"speedup {v:.2f}x"),
     ("specwatch_cuda_graph", lambda v: f"cuda graph {'on' if v else 'OFF'}"),
     ("specwatch_gen_throughput_tokens_per_second", lambda v: f"{v:.0f} tok/s"),

@@ -45,7 +45,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "build_info": ("gauge", "specwatch version, always 1."),
     "target_info": ("gauge", "One series per configured target, always 1."),
     "accept_length": ("gauge", "Mean accepted tokens per verify round in the newest window."),
-    "accept_rate": (
+    "accept_ratio": (
         "gauge",
         "Accepted drafts per proposed draft, derived by specwatch as "
         "(accept_length-1)/(num_draft_tokens-1); SGLang's own rate changed meaning in 2026.",
@@ -55,7 +55,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "queued_requests": ("gauge", "Queued requests in the newest decode window."),
     "token_usage_ratio": ("gauge", "KV cache token usage (0-1) in the newest decode window."),
     "gen_throughput_tokens_per_second": ("gauge", "Generation throughput of the newest window."),
-    "accept_rate_by_position": (
+    "position_accept_ratio": (
         "gauge",
         "Share of draft rounds whose drafts up to this position (0 = first) were all accepted, "
         "in the newest window (vLLM's per-position acceptance).",
@@ -294,7 +294,7 @@ def _render_positions(
     out: Families, labels: dict[str, str], positions: Sequence[float] | None
 ) -> None:
     for position, rate in enumerate(positions or ()):
-        out.add("accept_rate_by_position", {**labels, "position": str(position)}, rate)
+        out.add("position_accept_ratio", {**labels, "position": str(position)}, rate)
 
 
 def _window_labels(base: dict[str, str], dp_rank: int | None) -> dict[str, str]:
@@ -383,7 +383,7 @@ def _render_insight(
     for dp_rank, window in fresh.items():
         rate = window_accept_rate(window.record, tokens)
         if rate is not None:
-            out.add("accept_rate", _window_labels(base, dp_rank), rate)
+            out.add("accept_ratio", _window_labels(base, dp_rank), rate)
     if insight.fallback is not None:
         _render_upstream_values(out, base, insight.fallback, tokens)
     if insight.config.max_running_requests is not None:
@@ -408,7 +408,7 @@ def _render_upstream_values(
     if rate is None:
         rate = drafts_only_accept_rate(values.accept_length, tokens)
     if rate is not None:
-        out.add("accept_rate", base, rate)
+        out.add("accept_ratio", base, rate)
     _render_positions(out, base, values.accept_rate_by_position)
 
 
