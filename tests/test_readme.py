@@ -82,10 +82,20 @@ def test_every_exported_metric_is_in_the_metrics_section_and_nothing_else() -> N
 
 
 def test_metric_names_elsewhere_in_the_readme_exist() -> None:
+    """Every name outside the changelog (the one place old names are quoted) is exported."""
+    text = README.replace(section("## Changelog"), "")
     histogram = {f"{n}_{s}" for n in exported_names() for s in ("bucket", "count", "sum")}
-    custom = {m for m in METRIC.findall(README) if m.startswith("specwatch_custom_")}
-    unknown = set(METRIC.findall(README)) - exported_names() - histogram - custom
+    custom = {m for m in METRIC.findall(text) if m.startswith("specwatch_custom_")}
+    unknown = set(METRIC.findall(text)) - exported_names() - histogram - custom
     assert not unknown
+
+
+def test_changelog_renames_are_complete() -> None:
+    """A renamed metric is gone from the exporter, and its new name is exported."""
+    renames = re.findall(r"`(specwatch_\w+)` is now `(specwatch_\w+)`", section("## Changelog"))
+    assert renames
+    for old, new in renames:
+        assert old not in exported_names() and new in exported_names(), (old, new)
 
 
 def test_the_readme_config_file_is_valid() -> None:
