@@ -20,7 +20,7 @@ from exporter.exposition.collector import FAMILIES
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
 ENV_NAME = re.compile(r"\bSPECWATCH_[A-Z_]*[A-Z]\b")
-FLAG = re.compile(r"`(--[a-z][a-z-]*)")
+FLAG = re.compile(r"`(--[a-z][a-z.-]*[a-z])")
 METRIC = re.compile(r"\bspecwatch_[a-z0-9_]*[a-z0-9]\b")
 
 
@@ -36,7 +36,8 @@ def run_flags(capsys: pytest.CaptureFixture[str]) -> set[str]:
     """The long options ``specwatch run --help`` prints."""
     with pytest.raises(SystemExit):
         main(["run", "--help"])
-    return set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", capsys.readouterr().out)) - {"--help"}
+    found = re.findall(r"(?<![\w-])(--[a-z][a-z.-]*[a-z])", capsys.readouterr().out)
+    return set(found) - {"--help"}
 
 
 def known_env_names() -> set[str]:
