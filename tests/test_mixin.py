@@ -256,3 +256,17 @@ def test_bad_mixin_config_exits_2_naming_the_key(
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and named in lines[0], result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def readme_mixin_examples() -> list[dict[str, Any]]:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    part = readme.split("### Rendering for your setup", 1)[1].split("\n## ", 1)[0]
+    return [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", part, re.S)]
+
+
+def test_readme_lists_the_defaults_and_valid_examples() -> None:
+    reference, *examples = readme_mixin_examples()
+    assert MixinConfig.model_validate(reference) == MixinConfig()
+    assert len(examples) == 3
+    for example in examples:
+        MixinConfig.model_validate(example)
