@@ -105,7 +105,8 @@ def fleet_uid() -> str:
 def cluster() -> tuple[str, ...]:
     """The cluster matcher, when the config says several clusters share one Prometheus."""
     config = mixin()
-    return (f'{config.cluster_label}=~"$cluster"',) if config.multi_cluster else ()
+    label = config.cluster_label  # the variable is named after the label
+    return (f'{label}=~"${label}"',) if config.multi_cluster else ()
 
 
 def sel(metric: str, scope: Sequence[str], *extra: str) -> str:

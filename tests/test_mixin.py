@@ -17,10 +17,12 @@ from typing import Any
 import pytest
 import yaml
 
+from dashboards.queries import dashboard_queries, expand
 from exporter.analysis.thresholds import Thresholds
 from exporter.mixin_config import MixinConfig, load_mixin_config
 from mixin.render import render, stale_files
 from tests.conftest import REPO, require_tool
+from tests.test_dashboards import promtool_check
 
 USER_CONFIG = {
     "selector": 'job="llm-spec", namespace="prod"',
@@ -127,6 +129,14 @@ def test_dashboards_take_the_users_uids_tags_and_a_cluster_variable(rendered: Pa
         assert 'cluster=~\\"$cluster\\"' in text
         assert "https://runbooks.example.com/specwatch/" in text
         assert "github.com" not in text
+
+
+def test_rendered_dashboard_queries_are_valid_promql(rendered: Path, tmp_path: Path) -> None:
+    boards = [json.loads(p.read_text()) for p in (rendered / "dashboards_out").glob("*.json")]
+    queries = [q for board in boards for q in dashboard_queries(board)]
+    assert len(queries) > 40
+    result = promtool_check([expand(q.expr, "1m") for q in queries], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_rendered_alert_fires_for_the_users_series_only(rendered: Path) -> None:
