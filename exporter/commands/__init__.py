@@ -5,6 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from exporter.analysis.thresholds import Thresholds
+from exporter.cli import UsageError
+from exporter.config import ConfigError
+from exporter.mixin_config import load_mixin_config
+
 
 def path_arg(value: str) -> Path:
     """An argparse type for paths: an empty value is refused, never taken as the working
@@ -59,3 +64,21 @@ def baseline_flag(args: argparse.Namespace) -> str:
 
 def _dest(flag: str) -> str:
     return flag.removeprefix("--").replace("-", "_")
+
+
+def add_mixin_config_flag(parser: argparse.ArgumentParser) -> None:
+    """``--mixin-config``: judge by the thresholds the user's rendered alerts use."""
+    parser.add_argument(
+        "--mixin-config",
+        type=Path,
+        metavar="FILE",
+        help="judge by this mixin config's thresholds (those of your alerts; default: shipped)",
+    )
+
+
+def mixin_thresholds(args: argparse.Namespace) -> Thresholds:
+    """The thresholds of ``--mixin-config``, or the shipped ones; a bad file is a usage error."""
+    try:
+        return load_mixin_config(args.mixin_config).thresholds
+    except ConfigError as exc:
+        raise UsageError(f"--mixin-config: {exc}") from None

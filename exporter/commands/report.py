@@ -9,7 +9,12 @@ from pathlib import Path
 
 from exporter.analysis.baseline import Baseline, BaselineError
 from exporter.cli import UsageError
-from exporter.commands import add_baseline_flags, baseline_flag
+from exporter.commands import (
+    add_baseline_flags,
+    add_mixin_config_flag,
+    baseline_flag,
+    mixin_thresholds,
+)
 from exporter.report import build_report
 from exporter.report.html import MissingExtra, render_html, require_matplotlib
 from exporter.report.reader import Progress, ReadError, total_size
@@ -26,11 +31,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_baseline_flags(p)
     p.add_argument("--html", type=Path, metavar="OUT", help="also write a page with charts")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_mixin_config_flag(p)
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
     baseline = _baseline(args)
+    thresholds = mixin_thresholds(args)
     if args.expected_accept_length is not None and args.expected_accept_length < 1:
         raise UsageError("--expected-accept-length: must be at least 1 (the bonus token)")
     if args.html is not None:
@@ -40,7 +47,11 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
     try:
         report = build_report(
-            args.files, baseline, args.expected_accept_length, Progress(total_size(args.files))
+            args.files,
+            baseline,
+            args.expected_accept_length,
+            Progress(total_size(args.files)),
+            thresholds,
         )
     except ReadError as exc:
         raise UsageError(str(exc)) from None

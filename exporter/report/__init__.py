@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from exporter.analysis.baseline import Baseline
+from exporter.analysis.thresholds import DEFAULT, Thresholds
 from exporter.report.builder import ReportBuilder
 from exporter.report.reader import Progress, read_logs
 from exporter.report.summary import Report
@@ -21,9 +22,10 @@ def build_report(
     baseline: Baseline | None = None,
     expected_accept_length: float | None = None,
     progress: Progress | None = None,
+    thresholds: Thresholds = DEFAULT,
 ) -> Report:
     """Read ``paths`` once, in order, and fold them into one report."""
-    builder = ReportBuilder(baseline, expected_accept_length)
+    builder = ReportBuilder(baseline, expected_accept_length, thresholds)
     try:
         read_logs(paths, builder, progress)
     finally:

@@ -15,12 +15,13 @@ from dataclasses import replace
 from exporter.analysis.baseline import Baseline
 from exporter.analysis.breakeven import Assessment, assess
 from exporter.analysis.findings import DecodeSample, Finding, evaluate
+from exporter.analysis.thresholds import DEFAULT, Thresholds
 from exporter.engines.record import StatsRecord, logged_seconds
 from exporter.engines.server_config import ConfigTracker, ServerConfig
 from exporter.engines.sglang import LogLine
 from exporter.engines.sglang_startup import ServerArgsEvent, parse_event
 from exporter.report.series import Downsampler
-from exporter.report.summary import COLLAPSED_ACCEPT_LENGTH, AcceptStats, BandStats, Report
+from exporter.report.summary import AcceptStats, BandStats, Report
 from exporter.state.evidence import Evidence
 
 # (label, lowest, highest running requests); the top band is open-ended.
@@ -126,10 +127,14 @@ class ReportBuilder:
     """A ``RecordSink`` for ``exporter.parse.pipeline.LineProcessor`` that folds a whole log."""
 
     def __init__(
-        self, baseline: Baseline | None = None, expected_accept_length: float | None = None
+        self,
+        baseline: Baseline | None = None,
+        expected_accept_length: float | None = None,
+        thresholds: Thresholds = DEFAULT,
     ) -> None:
         self.baseline = baseline
         self.expected_accept_length = expected_accept_length
+        self.thresholds = thresholds
         self.lines = 0
         self.decode_windows = 0
         self.prefill_windows = 0
@@ -226,7 +231,7 @@ class ReportBuilder:
             if acc.windows
         )
         overall = self._overall.result("all", has_baseline) if self._overall.windows else None
-        accept = _accept_stats(self._accept_hundredths)
+        accept = _accept_stats(self._accept_hundredths, self.thresholds.collapsed_accept_length)
         config = self._tracker.config
         return Report(
             files=files,
@@ -250,6 +255,7 @@ class ReportBuilder:
             latest_start=self._run.started_at if self._server_starts > 1 else None,
             breakeven=self._run.breakeven(config.num_draft_tokens),
             findings=tuple(self._run.findings(config, self.last_time or 0.0)),
+            collapsed_accept_length=self.thresholds.collapsed_accept_length,
             series=tuple(self._series.points()),
             restarts=tuple(self._series.restarts),
         )
@@ -262,11 +268,11 @@ def _band_index(running: int) -> int:
     raise ValueError(f"no band for {running} running requests")
 
 
-def _accept_stats(hundredths: Counter[int]) -> AcceptStats | None:
+def _accept_stats(hundredths: Counter[int], collapsed_at: float) -> AcceptStats | None:
     total = sum(hundredths.values())
     if not total:
         return None
-    collapsed = sum(n for key, n in hundredths.items() if key <= COLLAPSED_ACCEPT_LENGTH * 100)
+    collapsed = sum(n for key, n in hundredths.items() if key <= collapsed_at * 100)
     return AcceptStats(
         windows=total,
         minimum=min(hundredths) / 100,

@@ -12,12 +12,8 @@ from typing import Any
 
 from exporter.analysis.breakeven import Assessment
 from exporter.analysis.findings import Finding
-from exporter.analysis.thresholds import DEFAULT
 from exporter.engines.server_config import ServerConfig
 from exporter.report.series import Point
-
-# A window at or below this accept length accepted (almost) no draft token; the charts draw it.
-COLLAPSED_ACCEPT_LENGTH = DEFAULT.collapsed_accept_length
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +71,8 @@ class Report:
     latest_start: float | None  # when the newest of several runs started
     breakeven: Assessment | None  # for the newest run
     findings: tuple[Finding, ...]  # for the newest run
+    # At or below: a collapsed window (the alerts' threshold, from --mixin-config or shipped).
+    collapsed_accept_length: float
     series: tuple[Point, ...] = field(repr=False)
     restarts: tuple[float, ...] = ()  # server starts after decode windows of an earlier run
 
@@ -102,7 +100,7 @@ class Report:
         """Plain-language conclusions beyond the headline, most important first."""
         out: list[str] = []
         accept = self.accept
-        if accept is not None and accept.median <= COLLAPSED_ACCEPT_LENGTH:
+        if accept is not None and accept.median <= self.collapsed_accept_length:
             out.append(
                 f"Accept length is collapsed (median {accept.median:.2f}): the target rejects "
                 "almost every draft token, so each round costs a draft pass for nothing."

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from datetime import datetime, timezone
 
-from exporter.report.summary import COLLAPSED_ACCEPT_LENGTH, BandStats, Report, ratio
+from exporter.report.summary import BandStats, Report, ratio
 
 WIDTH = 100
 
@@ -71,7 +71,7 @@ def _accept(report: Report) -> list[str]:
             f"p90 {accept.p90:.2f} over {accept.windows:,} windows"
         )
         lines.append(
-            f"Collapsed windows (accept length <= {COLLAPSED_ACCEPT_LENGTH}): "
+            f"Collapsed windows (accept length <= {report.collapsed_accept_length}): "
             f"{accept.collapsed_share:.0%}"
         )
     if report.cuda_graph_share is not None:
