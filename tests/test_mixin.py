@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 
@@ -23,6 +24,7 @@ from exporter.mixin_config import MixinConfig, load_mixin_config
 from mixin.render import render, stale_files
 from tests.conftest import REPO, require_tool
 from tests.test_dashboards import promtool_check
+from tests.test_deploy_kubernetes import OPERATOR_SCHEMAS
 
 USER_CONFIG = {
     "selector": 'job="llm-spec", namespace="prod"',
@@ -110,6 +112,7 @@ def test_alerts_carry_the_users_labels_runbook_and_thresholds(rendered: Path) ->
 
 def test_prometheus_rule_carries_the_users_rule_labels(rendered: Path) -> None:
     manifest = yaml.safe_load((rendered / "prometheusrule.yaml").read_text())
+    jsonschema.validate(manifest, OPERATOR_SCHEMAS["PrometheusRule"])
     assert manifest["metadata"]["labels"]["prometheus"] == "k8s"
     assert manifest["metadata"]["labels"]["role"] == "alert-rules"
     assert manifest["spec"]["groups"] == (
