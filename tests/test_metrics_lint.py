@@ -7,6 +7,7 @@ upstream health), in both exposition formats Prometheus negotiates.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import urllib.request
 from collections.abc import Iterable, Iterator
@@ -19,6 +20,7 @@ from prometheus_client.openmetrics import parser as openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
+from exporter.exposition.collector import FAMILIES
 from exporter.simulate import SCENARIOS
 from tests.conftest import free_port, require_tool
 from tests.daemon import RunningDaemon, live_simulation, run_daemon
@@ -90,6 +92,27 @@ def test_openmetrics_scrape_parses_strictly_and_lints_clean(busy_exporter: Runni
     registry = CollectorRegistry()
     registry.register(Replay())
     assert lint(promtool, generate_latest(registry)) == ""
+
+
+# Units the naming guide replaces by base units (seconds, bytes, ratios of 0-1).
+NON_BASE_UNIT = re.compile(
+    r"_(percent|percentage|milliseconds|ms|microseconds|us|minutes|hours|days|"
+    r"kilobytes|kb|megabytes|mb|gigabytes|gb|bits)(_|$)"
+)
+
+
+@pytest.mark.parametrize("short", sorted(FAMILIES))
+def test_family_name_follows_the_naming_guide(short: str) -> None:
+    """What promtool cannot see from one scrape: base units, `_ratio` on 0-1 shares, times in
+    seconds, and counters named without the `_total` the exposition appends."""
+    kind, help_text = FAMILIES[short]
+    assert not NON_BASE_UNIT.search(short), short
+    if "(0-1)" in help_text:
+        assert short.endswith("_ratio"), short
+    if re.search(r"timestamp|duration|_time\b", short):
+        assert short.endswith("_seconds"), short
+    if kind == "counter":
+        assert not short.endswith("_total"), short
 
 
 def test_the_lint_rejects_a_badly_named_family(tmp_path: Path) -> None:

@@ -47,7 +47,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "accept_length": ("gauge", "Mean accepted tokens per verify round in the newest window."),
     "accept_ratio": (
         "gauge",
-        "Accepted drafts per proposed draft, derived by specwatch as "
+        "Accepted drafts per proposed draft (0-1), derived by specwatch as "
         "(accept_length-1)/(num_draft_tokens-1); SGLang's own rate changed meaning in 2026.",
     ),
     "cuda_graph": ("gauge", "1 if the newest decode window ran with a CUDA (or CPU/NPU) graph."),
