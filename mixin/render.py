@@ -9,7 +9,6 @@ the default rendering is written where the repository keeps it (``alerts/``, ``d
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 import yaml
 
 from dashboards.build import render as render_dashboards
+from exporter.cli import OneLineParser
 from exporter.config import ConfigError
 from exporter.mixin_config import MixinConfig, load_mixin_config
 from mixin.rules import alert_groups, header, recording_rules
@@ -104,7 +104,7 @@ def stale_files() -> list[Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mixin", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="make mixin", description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, metavar="FILE", help="mixin config (YAML)")
     parser.add_argument("--out", type=Path, metavar="DIR", help="default: the repository")
     parser.add_argument("--check", action="store_true", help="fail if the repository is stale")

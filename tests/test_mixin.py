@@ -238,6 +238,22 @@ def test_defaults_render_the_same_as_no_config() -> None:
     assert render(load_mixin_config(None)) == render(MixinConfig())
 
 
+def test_config_without_out_exits_2_in_one_line(tmp_path: Path) -> None:
+    """The repository keeps the defaults: a user's rendering must go elsewhere."""
+    path = tmp_path / "mixin.yaml"
+    path.write_text("multi_cluster: true\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "mixin", "--config", str(path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and "--out" in result.stderr
+    assert stale_files() == []
+
+
 @pytest.mark.parametrize(
     ("config", "named"),
     [
