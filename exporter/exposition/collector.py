@@ -57,8 +57,8 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "gen_throughput_tokens_per_second": ("gauge", "Generation throughput of the newest window."),
     "position_accept_ratio": (
         "gauge",
-        "Share of draft rounds whose drafts up to this position (0 = first) were all accepted, "
-        "in the newest window (vLLM's per-position acceptance).",
+        "Share (0-1) of draft rounds whose drafts up to this position (0 = first) were all "
+        "accepted, in the newest window (vLLM's per-position acceptance).",
     ),
     "drafts": ("counter", "Draft rounds (one per request and verify step with drafts)."),
     "draft_tokens": ("counter", "Draft tokens proposed."),
