@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format system-deps clean mixin
+.PHONY: demo test lint format system-deps clean mixin bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,11 @@ CONFIG ?=
 OUT ?=
 mixin: $(STAMP)
 	$(BIN)/python -m mixin $(if $(CONFIG),--config $(CONFIG)) $(if $(OUT),--out $(OUT))
+
+# End-to-end speed beside mtail on a generated busy multi-rank log (minutes; not part of test).
+bench: $(STAMP)
+	@bash bench/install-mtail.sh
+	cd bench && ../$(BIN)/python e2e_bench.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .hypothesis
