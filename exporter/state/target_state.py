@@ -7,6 +7,7 @@ concurrent scrapes run without blocking the tailer for long.
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from collections import Counter
@@ -140,10 +141,8 @@ class TargetState:
             return
         self._accept_sum += value
         self._accept_count += 1
-        for i, bound in enumerate(ACCEPT_LENGTH_BUCKETS):
-            if value <= bound:
-                self._buckets[i] += 1
-                break
+        if value <= ACCEPT_LENGTH_BUCKETS[-1]:  # false for NaN, as for any value above
+            self._buckets[bisect.bisect_left(ACCEPT_LENGTH_BUCKETS, value)] += 1
 
     def _count_speculation(self, record: StatsRecord) -> None:
         counts = record.draft_counts
