@@ -113,6 +113,10 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "log_truncations": ("counter", "Log file truncations (copytruncate)."),
     "log_skipped_lines": ("counter", "Log lines skipped, by reason."),
     "log_read_errors": ("counter", "Errors reading the log (retried on the next poll)."),
+    "folded_dp_ranks": (
+        "gauge",
+        "DP ranks past max_dp_ranks: counted in this target's totals, without per-rank series.",
+    ),
     "render_errors": (
         "counter",
         "Failed renders of a target, whose series those scrapes lack (a specwatch bug; see log).",
@@ -356,6 +360,7 @@ def _render_log_health(out: Families, base: dict[str, str], snap: TargetSnapshot
     for path, reason in sorted(snap.log_sources.items()):
         labels = {**base, "path": path, "reason": reason}
         out.add("log_source_up", labels, 1 if reason == "ok" else 0)
+    out.add("folded_dp_ranks", base, snap.folded_dp_ranks)
 
 
 # Upstream gauges that stand in for the log's window gauges, only while no log window is fresh:
