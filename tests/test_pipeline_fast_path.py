@@ -75,7 +75,7 @@ _NAMES = [
 _VALUES = [
     "7", "48", "2.50", "0.06", "True", "False", "5.00%", "", "1,234", "True: x", "3, 4",
     " 9 ", "nan", "inf", "1_0", "1e3", "-0", "+5", "0x10", ": ", ",", "3.5é", "\t7", "١٢",
-    "2026-02-23T00:14:33.1",
+    "2026-02-23T00:14:33.1", "9" * 5000,
 ]  # fmt: skip
 _PREFIXES = [
     "[2026-02-23 00:14:33 TP0] ",
@@ -85,6 +85,7 @@ _PREFIXES = [
     "(SGLangEngine pid=41820) [2026-02-23 00:14:36 TP0] ",
     "[2026-02-23 00:14:37 TP0]  ",
     "[2026-02-23 00:14:38 tp0] ",
+    "[2026-02-23 00:14:39 DP" + "9" * 5000 + " TP0] ",  # a rank no int() can read
 ]
 _HEADERS = ["Decode batch, ", "Prefill batch, ", "Decode batch. ", "Decode batch [7], "]
 _ENDINGS = ["", ", ", ",", "\r", "\x1b[0m", " [repeated 3x across cluster]"]

@@ -38,9 +38,10 @@ EVENT_MARKERS: tuple[bytes, ...] = (
 # matched generically (DP, PP, ATTN_CP, MOE_DP, TP, EP so far) so a new parallelism kind or a
 # reordering in a future release still parses. Every digit run read as a number is bounded:
 # int() refuses more than 4,300 digits, and a line must never raise out of the parser.
+_RANK_LIST = r"(?: [A-Z][A-Z_]*\d{1,9})*"
 _PREFIX = re.compile(
     r"(?:\((?:[^()\s]+ )?pid=\d+(?:, ip=[^()\s]*)?\) )?"
-    r"\[(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:[.,](\d{1,6}))?((?: [A-Z][A-Z_]*\d{1,9})*)\] ?"
+    rf"\[(\d{{4}}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:[.,](\d{{1,6}}))?({_RANK_LIST})\] ?"
 )
 _RANK = re.compile(r" ([A-Z][A-Z_]*?)(\d+)")
 # Ray folds repeated lines and says so at the end of the message.
@@ -412,7 +413,7 @@ _RAW_HEADERS = {"decode": b"Decode batch, ", "prefill": b"Prefill batch, "}
 # Whole seconds only: a fraction makes the rank list fail its pattern, and the text path
 # reads the line.
 _RAW_STAMP = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
-_RAW_RANK_LIST = re.compile(rb"(?: [A-Z][A-Z_]*\d+)*")
+_RAW_RANK_LIST = re.compile(_RANK_LIST.encode())
 _RAW_STAMPS: dict[bytes, str] = {}
 _RAW_RANKS: dict[bytes, tuple[int | None, int | None] | tuple[()]] = {}
 _RAW_BOOLS = {b"True": True, b"False": False}
@@ -425,10 +426,19 @@ def _raw_flag(value: bytes) -> bool:
         raise ValueError(value) from None
 
 
+def _raw_real(value: bytes) -> float:
+    number = float(value)
+    if not isfinite(number):
+        raise ValueError(value)
+    return number
+
+
 def _raw(convert: Converter) -> Callable[[bytes], Any]:
     """``convert`` for ASCII bytes: numbers directly, everything else through its text."""
-    if convert is int or convert is float:
+    if convert is int:
         return convert
+    if convert is _real:
+        return _raw_real
     if convert is _flag:
         return _raw_flag
     return lambda value: convert(value.decode("ascii"))
