@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format system-deps clean dashboards alerts
+.PHONY: demo test lint format system-deps clean mixin bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,13 +34,18 @@ test: system-deps $(STAMP) lint
 demo: $(STAMP)
 	$(BIN)/python -m exporter.demo
 
-# Regenerate dashboards/*.json from the Python in dashboards/ (a test fails when they differ).
-dashboards: $(STAMP)
-	$(BIN)/python -m dashboards.build
+# Alerts, recording rules, dashboards and the PrometheusRule for your own selector, labels,
+# thresholds and runbook: `make mixin CONFIG=my-mixin.yaml OUT=DIR`. Without CONFIG and OUT it
+# regenerates the default rendering the repository keeps (a test fails when they differ).
+CONFIG ?=
+OUT ?=
+mixin: $(STAMP)
+	$(BIN)/python -m mixin $(if $(CONFIG),--config $(CONFIG)) $(if $(OUT),--out $(OUT))
 
-# Regenerate the Kubernetes PrometheusRule from alerts/specwatch-rules.yaml (a test compares).
-alerts: $(STAMP)
-	$(BIN)/python alerts/build.py
+# End-to-end speed beside mtail on a generated busy multi-rank log (minutes; not part of test).
+bench: $(STAMP)
+	@bash bench/install-mtail.sh
+	cd bench && ../$(BIN)/python e2e_bench.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .hypothesis

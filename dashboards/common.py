@@ -7,7 +7,9 @@ one-line change.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.builders import prometheus as pb
@@ -16,11 +18,12 @@ from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
 from grafana_foundation_sdk.models import prometheus as pm
 
-NODE_UID = "specwatch-node"
-FLEET_UID = "specwatch-fleet"
-TAG = "specwatch"
-# Where the alert runbook lives; alerts link to sections of the same file.
-RUNBOOK_URL = "https://github.com/specwatch/specwatch/blob/main/alerts/runbook.md"
+from exporter.mixin_config import MixinConfig
+
+# The mixin config of the rendering in progress: its selector, cluster label, tags, uids and
+# runbook address reach every query and link without threading it through each panel.
+_CONFIG: ContextVar[MixinConfig] = ContextVar("mixin_config")
+_DEFAULT = MixinConfig()
 RATE = "$__rate_interval"
 # The exporter's default `stale_after`: per-window gauges vanish after this many seconds.
 STALE_AFTER_S = 60
@@ -77,10 +80,39 @@ UP_DOWN = {"0": ("down", "red"), "1": ("up", "green")}
 SEVERITY_COLOR: dict[str, str] = {"critical": "red", "warning": "orange", "info": "blue"}
 
 
+@contextmanager
+def rendering(config: MixinConfig) -> Iterator[MixinConfig]:
+    """Build dashboards for ``config`` inside this block."""
+    token = _CONFIG.set(config)
+    try:
+        yield config
+    finally:
+        _CONFIG.reset(token)
+
+
+def mixin() -> MixinConfig:
+    return _CONFIG.get(_DEFAULT)
+
+
+def node_uid() -> str:
+    return f"{mixin().dashboard_uid_prefix}-node"
+
+
+def fleet_uid() -> str:
+    return f"{mixin().dashboard_uid_prefix}-fleet"
+
+
+def cluster() -> tuple[str, ...]:
+    """The cluster matcher, when the config says several clusters share one Prometheus."""
+    config = mixin()
+    label = config.cluster_label  # the variable is named after the label
+    return (f'{label}=~"${label}"',) if config.multi_cluster else ()
+
+
 def sel(metric: str, scope: Sequence[str], *extra: str) -> str:
-    """A selector for ``metric`` limited to the dashboard's variables plus ``extra`` matchers."""
-    matchers = ", ".join((*scope, *extra))
-    return f"{metric}{{{matchers}}}" if matchers else metric
+    """``metric`` limited to the user's selector, the dashboard's variables and ``extra``."""
+    matchers = ", ".join((*mixin().matchers(), *cluster(), *scope, *extra))
+    return f"{metric}{{{matchers}}}"
 
 
 def rate(metric: str, scope: Sequence[str], *extra: str) -> str:
@@ -161,9 +193,16 @@ def datasource_variable() -> db.DatasourceVariable:
 
 
 def base_variables() -> list[db.DatasourceVariable | db.QueryVariable]:
-    """Data source, job and instance: the variables every specwatch dashboard starts with."""
+    """Data source, (cluster,) job and instance: what every specwatch dashboard starts with."""
+    config = mixin()
+    clusters = (
+        [label_variable(config.cluster_label, "Cluster", "specwatch_build_info", ())]
+        if config.multi_cluster
+        else []
+    )
     return [
         datasource_variable(),
+        *clusters,
         label_variable("job", "Job", "specwatch_build_info", ()),
         label_variable("instance", "Instance", "specwatch_build_info", (JOB,)),
     ]
@@ -174,7 +213,7 @@ def runbook(*alerts: str) -> list[db.DashboardLink]:
     return [
         db.DashboardLink(f"Runbook: {alert}")
         .type(dm.DashboardLinkType.LINK)
-        .url(f"{RUNBOOK_URL}#{alert.lower()}")
+        .url(mixin().runbook_url(alert))
         .target_blank(True)
         .placement(ABOVE_PANELS)
         for alert in alerts
@@ -191,7 +230,7 @@ def dashboard(title: str, uid: str, description: str) -> db.Dashboard:
         db.Dashboard(title)
         .uid(uid)
         .description(description)
-        .tags([TAG])
+        .tags(mixin().dashboard_tags)
         .readonly()
         .refresh("30s")
         .time("now-1h", "now")
@@ -211,7 +250,7 @@ def dashboard(title: str, uid: str, description: str) -> db.Dashboard:
         .link(
             db.DashboardLink("specwatch dashboards")
             .type(dm.DashboardLinkType.DASHBOARDS)
-            .tags([TAG])
+            .tags(mixin().dashboard_tags)
             .as_dropdown(True)
             .include_vars(True)
             .keep_time(True)
@@ -220,7 +259,7 @@ def dashboard(title: str, uid: str, description: str) -> db.Dashboard:
         .link(
             db.DashboardLink("Runbook")
             .type(dm.DashboardLinkType.LINK)
-            .url(RUNBOOK_URL)
+            .url(mixin().runbook_index())
             .icon("doc")
             .tooltip("What each alert and finding means, and what to do")
             .target_blank(True)

@@ -14,8 +14,6 @@ from grafana_foundation_sdk.models import prometheus as pm
 
 from dashboards.common import (
     FLEET_SCOPE,
-    FLEET_UID,
-    NODE_UID,
     RATE,
     STALE_AFTER_S,
     UP_DOWN,
@@ -26,6 +24,9 @@ from dashboards.common import (
     dashboard_url,
     explained,
     finding_explanations,
+    fleet_uid,
+    mixin,
+    node_uid,
     query,
     rate,
     sel,
@@ -34,27 +35,39 @@ from dashboards.common import (
     table_query,
     value_text,
 )
-from dashboards.node import ACCEPT_LENGTH_STEPS, SPEEDUP_STEPS
+from dashboards.node import accept_length_steps, speedup_steps
 from dashboards.panels import graph, grid, heat, single, timeline
 
 WORST = 10
-PER_TARGET = "job, instance, target"
-NODE_LINK = (
-    f"{dashboard_url(NODE_UID)}?var-datasource=${{datasource}}"
-    "&var-job=${__data.fields.job}&var-instance=${__data.fields.instance}"
-    "&var-target=${__data.fields.target}&${__url_time_range}"
-)
+PER_TARGET = ("job", "instance", "target")
+
+
+def per_target_labels() -> str:
+    """The labels naming one target, its cluster first when there are several."""
+    config = mixin()
+    labels = (config.cluster_label, *PER_TARGET) if config.multi_cluster else PER_TARGET
+    return ", ".join(labels)
 
 
 def per_target(metric: str) -> str:
     """One value per target: DP ranks averaged, since the fleet ranks nodes, not ranks."""
-    return f"avg by ({PER_TARGET}) ({sel(metric, FLEET_SCOPE)})"
+    return f"avg by ({per_target_labels()}) ({sel(metric, FLEET_SCOPE)})"
+
+
+def node_link() -> str:
+    """The node dashboard for one table row, with that row's labels as its variables."""
+    fields = [label.strip() for label in per_target_labels().split(",")]
+    variables = "".join(f"&var-{label}=${{__data.fields.{label}}}" for label in fields)
+    return (
+        f"{dashboard_url(node_uid())}?var-datasource=${{datasource}}"
+        f"{variables}&${{__url_time_range}}"
+    )
 
 
 def _node_link() -> dm.DynamicConfigValue:
     """A data link on the target column that opens the node dashboard for that row."""
     return dm.DynamicConfigValue(
-        id_val="links", value=[{"title": "Open node dashboard", "url": NODE_LINK}]
+        id_val="links", value=[{"title": "Open node dashboard", "url": node_link()}]
     )
 
 
@@ -160,9 +173,9 @@ def worst_row() -> list[Item]:
     return [
         db.Row("Worst first"),
         accept.override_by_name(
-            "Value", _value_column("short", ACCEPT_LENGTH_STEPS)
+            "Value", _value_column("short", accept_length_steps())
         ).override_by_name("target", [_node_link()]),
-        speedup.override_by_name("Value", _value_column("short", SPEEDUP_STEPS)).override_by_name(
+        speedup.override_by_name("Value", _value_column("short", speedup_steps())).override_by_name(
             "target", [_node_link()]
         ),
         findings.override_by_name(
@@ -275,9 +288,9 @@ def build() -> db.Dashboard:
     """The fleet dashboard builder (uid ``specwatch-fleet``)."""
     board = dashboard(
         "specwatch / Fleet",
-        FLEET_UID,
+        fleet_uid(),
         "Speculative decoding across every watched node: worst accept lengths and speedups, "
-        f"findings, accept-length distribution and exporter coverage. Per node: /d/{NODE_UID}.",
+        f"findings, accept-length distribution and exporter coverage. Per node: /d/{node_uid()}.",
     )
     rows = (glance_row(), worst_row(), distribution_row(), coverage_row())
     return assemble(board, base_variables(), rows)

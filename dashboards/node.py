@@ -16,11 +16,9 @@ from grafana_foundation_sdk.models import dashboard as dm
 from dashboards.common import (
     ABOVE_PANELS,
     DS,
-    FLEET_UID,
     INSTANCE,
     JOB,
     NODE_SCOPE,
-    NODE_UID,
     STALE_AFTER_S,
     UP_DOWN,
     WINDOW_SCOPE,
@@ -30,7 +28,10 @@ from dashboards.common import (
     dashboard,
     explained,
     finding_explanations,
+    fleet_uid,
     label_variable,
+    mixin,
+    node_uid,
     query,
     rate,
     sel,
@@ -43,19 +44,36 @@ from dashboards.panels import graph, grid, single, timeline
 
 PER_RANK = "{{instance}} {{dp_rank}}"
 ON_OFF = {"0": ("off", "red"), "1": ("on", "green")}
-ACCEPT_LENGTH_STEPS = ((None, "red"), (1.05, "orange"), (1.8, "green"))
-SPEEDUP_STEPS = ((None, "red"), (1.0, "orange"), (1.1, "green"))
-# Each DP rank logs its own share of the output; the node's throughput is their sum, which is
-# what the baseline and the exporter's speedup ratio compare against.
-NODE_THROUGHPUT = (
-    f"sum by (instance, target) ({sel('specwatch_gen_throughput_tokens_per_second', WINDOW_SCOPE)})"
-)
-# Exact accept length from the engine's counters (vLLM, SGLang with verify-call counters):
-# tokens pooled over the rate interval; no drafts, no value.
-COUNTER_ACCEPT_LENGTH = (
-    f"1 + sum by (instance, target) ({rate('specwatch_accepted_tokens_total', NODE_SCOPE)})\n"
-    f"/ sum by (instance, target) ({rate('specwatch_drafts_total', NODE_SCOPE)} > 0)"
-)
+
+
+Steps = tuple[tuple[float | None, str], ...]
+
+
+def accept_length_steps() -> Steps:
+    """Red at or below collapse, orange below the low-accept line: the alerts' own numbers."""
+    t = mixin().thresholds
+    return ((None, "red"), (t.collapsed_accept_length, "orange"), (t.low_accept_length, "green"))
+
+
+def speedup_steps() -> Steps:
+    """Red below the slower-than-baseline line, green from a tenth above it."""
+    slower = mixin().thresholds.slower_than_baseline_speedup
+    return ((None, "red"), (slower, "orange"), (round(slower * 1.1, 3), "green"))
+
+
+def node_throughput() -> str:
+    """Each DP rank logs its own share of the output; the node's throughput is their sum,
+    which is what the baseline and the exporter's speedup ratio compare against."""
+    series = sel("specwatch_gen_throughput_tokens_per_second", WINDOW_SCOPE)
+    return f"sum by (instance, target) ({series})"
+
+
+def counter_accept_length() -> str:
+    """Exact accept length from the engine's counters (vLLM, SGLang with verify-call
+    counters): tokens pooled over the rate interval; no drafts, no value."""
+    accepted = rate("specwatch_accepted_tokens_total", NODE_SCOPE)
+    drafts = rate("specwatch_drafts_total", NODE_SCOPE)
+    return f"1 + sum by (instance, target) ({accepted})\n/ sum by (instance, target) ({drafts} > 0)"
 
 
 def _dashed(name_regex: str) -> tuple[str, list[dm.DynamicConfigValue]]:
@@ -90,7 +108,7 @@ def verdict_row() -> list[Item]:
             "draft token is ever accepted: speculation is pure overhead.",
             "short",
             query(sel("specwatch_accept_length", WINDOW_SCOPE), PER_RANK),
-            steps(*ACCEPT_LENGTH_STEPS),
+            steps(*accept_length_steps()),
             alerts=(
                 "SpecDecodeAcceptLengthCollapsed",
                 "SpecDecodeAcceptLengthLow",
@@ -102,7 +120,7 @@ def verdict_row() -> list[Item]:
             "of running requests. Below 1: speculation makes this node slower.",
             "short",
             query(sel("specwatch_speedup_ratio", NODE_SCOPE), "{{instance}}"),
-            steps(*SPEEDUP_STEPS),
+            steps(*speedup_steps()),
             alerts=("SpecDecodeSlowerThanBaseline",),
         ).decimals(2),
         single(
@@ -110,7 +128,7 @@ def verdict_row() -> list[Item]:
             "Accepted drafts per drafted token, (accept length - 1) / (draft tokens - 1), "
             "computed by specwatch because the rate SGLang logs changed meaning across versions.",
             "percentunit",
-            query(sel("specwatch_accept_rate", WINDOW_SCOPE), PER_RANK),
+            query(sel("specwatch_accept_ratio", WINDOW_SCOPE), PER_RANK),
             steps((None, "red"), (0.05, "orange"), (0.3, "green")),
             alerts=("SpecDecodeDraftTokensWasted",),
         ).decimals(1),
@@ -118,7 +136,7 @@ def verdict_row() -> list[Item]:
             "Generation throughput now",
             "Output tokens per second in the newest decode window, summed over DP ranks.",
             "short",
-            query(NODE_THROUGHPUT, "{{instance}}"),
+            query(node_throughput(), "{{instance}}"),
             steps((None, "blue")),
         ),
         single(
@@ -156,7 +174,7 @@ def speculation_row() -> list[Item]:
             query(
                 sel("specwatch_expected_accept_length", NODE_SCOPE), "expected {{instance}}", "B"
             ),
-            query(COUNTER_ACCEPT_LENGTH, "from counters {{instance}}", "C"),
+            query(counter_accept_length(), "from counters {{instance}}", "C"),
         ],
         steps((None, "transparent"), (1.0, "red")),
         alerts=(
@@ -171,7 +189,7 @@ def speculation_row() -> list[Item]:
             "baseline at the current running requests (dashed).",
             "short",
             [
-                query(NODE_THROUGHPUT, "{{instance}}", "A"),
+                query(node_throughput(), "{{instance}}", "A"),
                 query(
                     sel("specwatch_baseline_gen_throughput_tokens_per_second", NODE_SCOPE),
                     "baseline {{instance}}",
@@ -192,7 +210,7 @@ def speculation_row() -> list[Item]:
             "Accepted drafts per drafted token, derived by specwatch. The dashed line marks 5%: "
             "below it nearly every draft token is wasted verification work.",
             "percentunit",
-            [query(sel("specwatch_accept_rate", WINDOW_SCOPE), PER_RANK)],
+            [query(sel("specwatch_accept_ratio", WINDOW_SCOPE), PER_RANK)],
             steps((None, "transparent"), (0.05, "red")),
             alerts=("SpecDecodeDraftTokensWasted",),
         )
@@ -206,7 +224,7 @@ def speculation_row() -> list[Item]:
             "percentunit",
             [
                 query(
-                    sel("specwatch_accept_rate_by_position", WINDOW_SCOPE),
+                    sel("specwatch_position_accept_ratio", WINDOW_SCOPE),
                     "position {{position}} {{dp_rank}}",
                 )
             ],
@@ -465,9 +483,9 @@ def build() -> db.Dashboard:
     """The node dashboard builder (uid ``specwatch-node``)."""
     board = dashboard(
         "specwatch / Node",
-        NODE_UID,
+        node_uid(),
         "Speculative decoding on one serving node: accept length, speedup against the "
-        f"baseline, CUDA graphs, findings and exporter health. Fleet view: /d/{FLEET_UID}.",
+        f"baseline, CUDA graphs, findings and exporter health. Fleet view: /d/{fleet_uid()}.",
     ).annotation(alert_annotation())
     rows = (
         verdict_row(),

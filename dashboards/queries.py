@@ -12,7 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 # What "All" expands to for each variable (the variables' allValue); dp_rank may be absent.
-ALL_VALUES: dict[str, str] = {"job": ".+", "instance": ".+", "target": ".+", "dp_rank": ".*"}
+# `cluster` exists in multi-cluster renderings only.
+ALL_VALUES: dict[str, str] = {
+    "job": ".+",
+    "instance": ".+",
+    "target": ".+",
+    "dp_rank": ".*",
+    "cluster": ".+",
+}
 # Names start with a letter or "_", so label_replace's "$1" group reference is left alone.
 _VARIABLE = re.compile(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)")
 _LABEL_VALUES = re.compile(r"^label_values\((?P<selector>.+),\s*(?P<label>\w+)\)$", re.S)

@@ -132,6 +132,8 @@ class Config(Strict):
     stale_after: float = Field(default=60.0, gt=0)
     log_missing_grace: float = Field(default=60.0, ge=0)
     max_line_bytes: int = Field(default=1 << 20, ge=1024)
+    # DP ranks with their own per-window series; further ranks count only in the totals.
+    max_dp_ranks: int = Field(default=32, ge=1, le=1024)
     from_beginning: bool = False
     web_config: Path | None = None
     targets: list[TargetConfig] = Field(default_factory=list)
@@ -196,6 +198,7 @@ _TOP_KEYS = (
     "stale_after",
     "log_missing_grace",
     "max_line_bytes",
+    "max_dp_ranks",
     "from_beginning",
     "web_config",
 )

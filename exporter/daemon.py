@@ -42,7 +42,9 @@ class Daemon:
         self.config = config
         self.stopping = threading.Event()
         self.exit_status = 0
-        self.targets = [Target.from_config(t, config.custom_rules) for t in config.targets]
+        self.targets = [
+            Target.from_config(t, config.custom_rules, config.max_dp_ranks) for t in config.targets
+        ]
         self.registry = CollectorRegistry(auto_describe=False)
         for extra in (ProcessCollector, PlatformCollector, GCCollector):
             extra(registry=self.registry)

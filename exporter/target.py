@@ -10,7 +10,7 @@ from exporter.config import TargetConfig
 from exporter.engines.server_config import ServerConfig, from_draft_config
 from exporter.parse.custom_rules import CustomRule, CustomRuleSet
 from exporter.sources.upstream import UpstreamScraper
-from exporter.state.target_state import TargetState
+from exporter.state.target_state import DEFAULT_MAX_DP_RANKS, TargetState
 
 
 @dataclass
@@ -27,7 +27,12 @@ class Target:
         return self.config.name
 
     @classmethod
-    def from_config(cls, config: TargetConfig, custom_rules: Sequence[CustomRule] = ()) -> Target:
+    def from_config(
+        cls,
+        config: TargetConfig,
+        custom_rules: Sequence[CustomRule] = (),
+        max_dp_ranks: int = DEFAULT_MAX_DP_RANKS,
+    ) -> Target:
         """Build the runtime target; a bad baseline raises ``ValueError`` naming the problem."""
         baseline = None
         if config.baseline is not None:
@@ -38,7 +43,7 @@ class Target:
             )
         return cls(
             config=config,
-            state=TargetState(config.name),
+            state=TargetState(config.name, max_dp_ranks),
             baseline=baseline,
             draft=from_draft_config(config.draft_config) if config.draft_config else ServerConfig(),
             upstream=_scraper(config),

@@ -6,10 +6,20 @@ import os
 import shutil
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parent.parent
+# The default mixin rendering: recording rules first, since the alerts read them.
+RULE_FILES = (REPO / "alerts" / "prometheus_rules.yaml", REPO / "alerts" / "prometheus_alerts.yaml")
+
+
+def shipped_rules() -> dict[str, Any]:
+    """Both shipped rule files as one rule file's content (every group, in load order)."""
+    groups = [g for path in RULE_FILES for g in yaml.safe_load(path.read_text())["groups"]]
+    return {"groups": groups}
 
 
 def require_tool(name: str) -> str:

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO, free_port, require_tool
+from tests.conftest import REPO, free_port, require_tool, shipped_rules
 from tests.daemon import live_simulation, run_daemon, wait_for
 from tests.realprom import (
     RunningAlertmanager,
@@ -38,7 +38,6 @@ from tests.realprom import (
 )
 from tests.test_upstream import fake_sglang
 
-RULES = REPO / "alerts" / "specwatch-rules.yaml"
 ALERTMANAGER = REPO / "deploy" / "alertmanager" / "alertmanager.yml"
 # Spec section 2, incident 1 and the baseline curve of spec section 11: 1,500 tok/s at 48 running.
 BASELINE_CURVE = "1:82,48:1500,128:2370"
@@ -83,9 +82,9 @@ def duration_seconds(text: str) -> int:
     return sum(int(n) * DURATION_UNITS[u] for n, u in parts)
 
 
-def fast_rules(rules_text: str) -> dict[str, Any]:
+def fast_rules() -> dict[str, Any]:
     """The shipped rules with every minute of ``for``/``keep_firing_for`` turned into a second."""
-    rules = yaml.safe_load(rules_text)
+    rules = shipped_rules()
     for group in rules["groups"]:
         for rule in group["rules"]:
             for key in ("for", "keep_firing_for"):
@@ -105,7 +104,7 @@ def fast_alertmanager_config(webhook_url: str) -> dict[str, Any]:
 
 
 def annotations_of(alertname: str) -> dict[str, str]:
-    rules = yaml.safe_load(RULES.read_text())
+    rules = shipped_rules()
     return next(
         rule["annotations"]
         for group in rules["groups"]
@@ -115,8 +114,8 @@ def annotations_of(alertname: str) -> dict[str, str]:
 
 
 def test_fast_rules_shrink_only_durations() -> None:
-    shipped = yaml.safe_load(RULES.read_text())
-    fast = fast_rules(RULES.read_text())
+    shipped = shipped_rules()
+    fast = fast_rules()
     for old_group, new_group in zip(shipped["groups"], fast["groups"], strict=True):
         for old, new in zip(old_group["rules"], new_group["rules"], strict=True):
             if "for" in old:
@@ -215,7 +214,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     require_tool("prometheus")
     tmp = tmp_path_factory.mktemp("alerting-e2e")
     rules = tmp / "rules.yaml"
-    rules.write_text(yaml.safe_dump(fast_rules(RULES.read_text())))
+    rules.write_text(yaml.safe_dump(fast_rules()))
     with ExitStack() as stack:
         webhook, alertmanager = stack.enter_context(alerting(tmp))
         server = stack.enter_context(fake_sglang())  # no routes: every path answers 404

@@ -70,6 +70,7 @@ def test_environment_log_file_is_a_path_list() -> None:
         ("targets: [{log_files: [a], baseline: {tok_s: 1, curve: '1:2'}}]\n", "targets.0.baseline"),
         ("targets: [{name: a, log_files: [a]}, {name: a, log_files: [b]}]\n", "targets"),
         ("targets: [{log_files: [a], expected_accept_length: 0.5}]\n", "expected_accept_length"),
+        ("max_dp_ranks: 0\ntargets: [{log_files: [a]}]\n", "max_dp_ranks"),
     ],
 )
 def test_bad_file_values_name_the_key(tmp_path: Path, text: str, key: str) -> None:

@@ -232,7 +232,7 @@ def test_per_window_gauges_vanish_after_stale_after_and_return_with_a_new_window
         s = d.wait_metric("specwatch_accept_length", lambda v: v is None, timeout=5)
         window_gauges = {
             "specwatch_accept_length",
-            "specwatch_accept_rate",
+            "specwatch_accept_ratio",
             "specwatch_cuda_graph",
             "specwatch_running_requests",
             "specwatch_queued_requests",

@@ -33,13 +33,12 @@ import yaml
 
 from dashboards.queries import Query, dashboard_queries, expand
 from exporter.simulate.scenarios import SCENARIOS
-from tests.conftest import REPO, free_port, require_tool
+from tests.conftest import REPO, free_port, require_tool, shipped_rules
 from tests.daemon import RunningDaemon, live_simulation, run_daemon
 from tests.realprom import RunningPrometheus, running_prometheus
 
 # Grafana sets $__rate_interval to at least four scrape intervals; Prometheus scrapes every 1 s.
 RATE_INTERVAL = "10s"
-RULES = REPO / "alerts" / "specwatch-rules.yaml"
 QUERIES: list[Query] = [
     query
     for name in ("specwatch-node.json", "specwatch-fleet.json")
@@ -139,7 +138,7 @@ def specwatch(node: Node, log: Path) -> Iterator[RunningDaemon]:
 
 def rules_firing_at_once(tmp_path: Path) -> Path:
     """The project's alert rules with ``for:`` removed, so alerts fire within seconds."""
-    config = yaml.safe_load(RULES.read_text(encoding="utf-8"))
+    config = shipped_rules()
     for group in config["groups"]:
         for rule in group["rules"]:
             rule.pop("for", None)

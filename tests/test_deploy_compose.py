@@ -170,7 +170,7 @@ def test_prometheus_loads_the_mounted_rules_and_config(
         timeout=60,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 1 rule files found" in result.stdout + result.stderr
+    assert "SUCCESS: 2 rule files found" in result.stdout + result.stderr
 
 
 def test_prometheus_scrapes_specwatch_and_alerts_to_alertmanager(services: dict[str, Any]) -> None:

@@ -153,6 +153,7 @@ def build_overlay(name: str) -> list[dict[str, Any]]:
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
+    assert "Warning" not in result.stderr, "deprecated kustomize fields: " + result.stderr
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 
 

@@ -67,7 +67,7 @@ def test_accept_rate_is_derived_drafts_only_not_sglang_rate() -> None:
     feed(target, incident_1())  # windows log "accept len: 1.00, accept rate: 0.25"
     scrape = render([target], clock)
     assert scrape.value("specwatch_accept_length", target="sglang-0") == 1.0
-    assert scrape.value("specwatch_accept_rate", target="sglang-0") == 0.0
+    assert scrape.value("specwatch_accept_ratio", target="sglang-0") == 0.0
     assert findings(scrape) == {"running_requests_capped": "warning"}
 
 
@@ -80,7 +80,7 @@ def test_undertrained_incident_warnings_and_derived_rate() -> None:
         "draft_tokens_excessive": "warning",
     }
     # newest window: accept len 2.41 with 16 draft tokens -> (2.41 - 1) / 15
-    assert scrape.value("specwatch_accept_rate", target="sglang-0") == (2.41 - 1) / 15
+    assert scrape.value("specwatch_accept_ratio", target="sglang-0") == (2.41 - 1) / 15
 
 
 def test_no_accept_rate_without_known_draft_tokens() -> None:
@@ -88,7 +88,7 @@ def test_no_accept_rate_without_known_draft_tokens() -> None:
     feed(target, [decode(300, 2.5, 0.6)])
     scrape = render([target], live_clock())
     assert scrape.value("specwatch_accept_length", target="sglang-0") == 2.5
-    assert scrape.value("specwatch_accept_rate", target="sglang-0") is None
+    assert scrape.value("specwatch_accept_ratio", target="sglang-0") is None
 
 
 def test_finding_disappears_after_restart_with_the_right_flag() -> None:

@@ -66,9 +66,10 @@ def test_dp_ranks_beyond_the_limit_are_counted(tmp_path: Path, port: int) -> Non
     append(log, *(decode_line(2.5, ranks=f" DP{rank} TP{rank}") for rank in range(70)))
     with run_daemon(["--log-file", str(log), "--from-beginning"], port) as daemon:
         skipped = {**TARGET, "reason": "too_many_ranks"}
-        daemon.wait_metric("specwatch_log_skipped_lines_total", lambda v: v == 6, **skipped)
+        daemon.wait_metric("specwatch_log_skipped_lines_total", lambda v: v == 38, **skipped)
         scrape = daemon.scrape()
-        assert len(scrape.values("specwatch_accept_length", **TARGET)) == 64
+        assert len(scrape.values("specwatch_accept_length", **TARGET)) == 32  # max_dp_ranks
+        assert scrape.value("specwatch_folded_dp_ranks", **TARGET) == 38
 
 
 def load_weight_lines(ranks: range) -> list[str]:

@@ -20,7 +20,7 @@ from exporter.exposition.collector import FAMILIES
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
 ENV_NAME = re.compile(r"\bSPECWATCH_[A-Z_]*[A-Z]\b")
-FLAG = re.compile(r"`(--[a-z][a-z-]*)")
+FLAG = re.compile(r"`(--[a-z][a-z.-]*[a-z])")
 METRIC = re.compile(r"\bspecwatch_[a-z0-9_]*[a-z0-9]\b")
 
 
@@ -36,7 +36,8 @@ def run_flags(capsys: pytest.CaptureFixture[str]) -> set[str]:
     """The long options ``specwatch run --help`` prints."""
     with pytest.raises(SystemExit):
         main(["run", "--help"])
-    return set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", capsys.readouterr().out)) - {"--help"}
+    found = re.findall(r"(?<![\w-])(--[a-z][a-z.-]*[a-z])", capsys.readouterr().out)
+    return set(found) - {"--help"}
 
 
 def known_env_names() -> set[str]:
@@ -82,10 +83,20 @@ def test_every_exported_metric_is_in_the_metrics_section_and_nothing_else() -> N
 
 
 def test_metric_names_elsewhere_in_the_readme_exist() -> None:
+    """Every name outside the changelog (the one place old names are quoted) is exported."""
+    text = README.replace(section("## Changelog"), "")
     histogram = {f"{n}_{s}" for n in exported_names() for s in ("bucket", "count", "sum")}
-    custom = {m for m in METRIC.findall(README) if m.startswith("specwatch_custom_")}
-    unknown = set(METRIC.findall(README)) - exported_names() - histogram - custom
+    custom = {m for m in METRIC.findall(text) if m.startswith("specwatch_custom_")}
+    unknown = set(METRIC.findall(text)) - exported_names() - histogram - custom
     assert not unknown
+
+
+def test_changelog_renames_are_complete() -> None:
+    """A renamed metric is gone from the exporter, and its new name is exported."""
+    renames = re.findall(r"`(specwatch_\w+)` is now `(specwatch_\w+)`", section("## Changelog"))
+    assert renames
+    for old, new in renames:
+        assert old not in exported_names() and new in exported_names(), (old, new)
 
 
 def test_the_readme_config_file_is_valid() -> None:

@@ -358,3 +358,34 @@ def test_after_a_restart_findings_and_advice_judge_the_last_run(
     assert 1 + alpha + alpha**2 + alpha**3 == pytest.approx(3.2)
     _, out, _ = report(capsys, str(log))
     assert "Server starts: 2; the headline, verdicts, findings and draft-token advice" in out
+
+
+def test_mixin_config_thresholds_decide_what_counts_as_collapsed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With the user's mixin file, report calls collapsed what the user's alerts call collapsed:
+    accept length 1.00 / 1.03 / 1.08 is collapsed at the shipped 1.05, not at 1.02."""
+    log = str(LOGS / "incident4_mismatched.log")
+    mixin = tmp_path / "mixin.yaml"
+    mixin.write_text("thresholds:\n  collapsed_accept_length: 1.02\n")
+    shipped = json_report(capsys, log)
+    assert shipped["accept_length"]["collapsed_share"] == pytest.approx(20 / 30)
+    own = json_report(capsys, log, "--mixin-config", str(mixin))
+    assert own["accept_length"]["collapsed_share"] == pytest.approx(10 / 30)
+    code, out, _ = report(capsys, log)
+    assert "Speculative decoding collapsed" in out and "(accept length <= 1.05)" in out
+    code, out, _ = report(capsys, log, "--mixin-config", str(mixin))
+    assert code == 0
+    assert "Speculative decoding collapsed" not in out and "(accept length <= 1.02)" in out
+    assert "Accept length below expectation" in out  # still below any EAGLE drafter's floor
+
+
+def test_bad_mixin_config_exits_2_naming_flag_and_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mixin = tmp_path / "mixin.yaml"
+    mixin.write_text("thresholds:\n  collapsed_for: soon\n")
+    code, out, err = report(capsys, str(LOGS / "healthy.log"), "--mixin-config", str(mixin))
+    assert (code, out) == (2, "")
+    assert len(err.strip().splitlines()) == 1
+    assert "--mixin-config" in err and "collapsed_for" in err

@@ -11,7 +11,7 @@ from pathlib import Path
 import bcrypt
 import pytest
 
-from tests.daemon import run_daemon, specwatch_cmd
+from tests.daemon import healthy, run_daemon, specwatch_cmd, wait_for
 
 
 def get(port: int, path: str, headers: dict[str, str] | None = None) -> tuple[int, str, str]:
@@ -82,6 +82,28 @@ def test_bad_config_key_exits_2_naming_it(tmp_path: Path) -> None:
     result = run_cli("run", "--config", str(config))
     assert result.returncode == 2
     assert "targets.0.stale_after: unknown key" in result.stderr
+
+
+def test_exporter_toolkit_flag_names_listen_and_guard_like_ours(tmp_path: Path, port: int) -> None:
+    """Scripts written for Go exporters pass --web.listen-address and --web.config.file."""
+    log, web = tmp_path / "server.log", tmp_path / "web.yml"
+    log.touch()
+    hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=4)).decode()
+    web.write_text(f"basic_auth_users:\n  prometheus: '{hashed}'\n")
+    argv = specwatch_cmd(
+        "run", "--log-file", str(log), f"--web.listen-address=127.0.0.1:{port}",
+        "--web.config.file", str(web),
+    )  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: healthy(port), 20)
+        assert get(port, "/metrics")[0] == 401
+        right = {"Authorization": "Basic " + base64.b64encode(b"prometheus:s3cret").decode()}
+        status, _, body = get(port, "/metrics", right)
+        assert status == 200 and "specwatch_build_info" in body
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=20)
 
 
 def test_port_in_use_exits_2(tmp_path: Path, port: int) -> None:

@@ -9,7 +9,7 @@ import yaml
 
 from exporter.analysis.thresholds import DEFAULT
 
-RULES = Path(__file__).resolve().parent.parent / "alerts" / "specwatch-rules.yaml"
+RULES = Path(__file__).resolve().parent.parent / "alerts" / "prometheus_alerts.yaml"
 
 
 def _alert(name: str) -> dict[str, str]:

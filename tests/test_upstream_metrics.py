@@ -83,7 +83,7 @@ def test_without_log_upstream_values_are_exported(server: FakeSGLang) -> None:
     scrape = render([target], live())
     assert scrape.value("specwatch_accept_length", target="sglang-0") == pytest.approx(2.44)
     # derived from accept length and the 4 draft tokens of /server_info: (2.44 - 1) / 3
-    assert scrape.value("specwatch_accept_rate", target="sglang-0") == pytest.approx(0.48)
+    assert scrape.value("specwatch_accept_ratio", target="sglang-0") == pytest.approx(0.48)
     assert scrape.value("specwatch_running_requests", target="sglang-0") == 61
     assert scrape.value("specwatch_queued_requests", target="sglang-0") == 4
     assert scrape.value("specwatch_max_running_requests", target="sglang-0") == 48
@@ -97,7 +97,7 @@ def test_fresh_log_wins_and_series_are_never_duplicated(server: FakeSGLang) -> N
     scrape = render([target], live())  # value() fails on more than one matching series
     assert scrape.value("specwatch_accept_length", target="sglang-0") == 3.10
     assert scrape.value("specwatch_running_requests", target="sglang-0") == 8
-    assert scrape.value("specwatch_accept_rate", target="sglang-0") == pytest.approx(2.1 / 3)
+    assert scrape.value("specwatch_accept_ratio", target="sglang-0") == pytest.approx(2.1 / 3)
 
 
 def test_stale_log_hands_over_to_upstream(server: FakeSGLang) -> None:

@@ -70,11 +70,11 @@ def scrape(target: Target) -> dict[str, object]:
     positions = {
         sample.labels["position"]: sample.value
         for sample in s.samples
-        if sample.name == "specwatch_accept_rate_by_position"
+        if sample.name == "specwatch_position_accept_ratio"
     }
     return {
         "accept_length": s.value("specwatch_accept_length", target="v"),
-        "accept_rate": s.value("specwatch_accept_rate", target="v"),
+        "accept_rate": s.value("specwatch_accept_ratio", target="v"),
         "running": s.value("specwatch_running_requests", target="v"),
         "queued": s.value("specwatch_queued_requests", target="v"),
         "usage": s.value("specwatch_token_usage_ratio", target="v"),

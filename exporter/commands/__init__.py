@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from exporter.analysis.baseline import Baseline, BaselineError
+from exporter.analysis.thresholds import Thresholds
 from exporter.cli import UsageError
 from exporter.config import ConfigError, TargetConfig, load_config
+from exporter.mixin_config import load_mixin_config
 
 BASELINE_FLAGS = ("--baseline-tok-s", "--baseline-curve", "--baseline-bench")
 # The config's ``baseline:`` keys, in the order of their flags.
@@ -126,3 +128,21 @@ def _config_target(args: argparse.Namespace) -> TargetConfig:
         names = ", ".join(t.name for t in config.targets)
         raise UsageError(f"--target: name one of the config's targets ({names})")
     return targets[0]
+
+
+def add_mixin_config_flag(parser: argparse.ArgumentParser) -> None:
+    """``--mixin-config``: judge by the thresholds the user's rendered alerts use."""
+    parser.add_argument(
+        "--mixin-config",
+        type=Path,
+        metavar="FILE",
+        help="judge by this mixin config's thresholds (those of your alerts; default: shipped)",
+    )
+
+
+def mixin_thresholds(args: argparse.Namespace) -> Thresholds:
+    """The thresholds of ``--mixin-config``, or the shipped ones; a bad file is a usage error."""
+    try:
+        return load_mixin_config(args.mixin_config).thresholds
+    except ConfigError as exc:
+        raise UsageError(f"--mixin-config: {exc}") from None

@@ -8,7 +8,12 @@ import sys
 from pathlib import Path
 
 from exporter.cli import UsageError
-from exporter.commands import add_baseline_flags, judging_options
+from exporter.commands import (
+    add_baseline_flags,
+    add_mixin_config_flag,
+    judging_options,
+    mixin_thresholds,
+)
 from exporter.parse.reader import Progress, ReadError, total_size
 from exporter.report import build_report
 from exporter.report.html import MissingExtra, render_html, require_matplotlib
@@ -25,11 +30,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_baseline_flags(p)
     p.add_argument("--html", type=Path, metavar="OUT", help="also write a page with charts")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_mixin_config_flag(p)
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
     judging = judging_options(args)
+    thresholds = mixin_thresholds(args)
     if args.html is not None:
         try:
             require_matplotlib()  # fail before a long read, not after it
@@ -42,6 +49,7 @@ def main(args: argparse.Namespace) -> int:
             judging.expected_accept_length,
             Progress(total_size(args.files)),
             judging.baseline_option,
+            thresholds=thresholds,
         )
     except ReadError as exc:
         raise UsageError(str(exc)) from None

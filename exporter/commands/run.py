@@ -45,8 +45,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument(
         "--draft-config", type=path_arg, metavar="PATH", help="the draft's config.json or folder"
     )
+    # exporter-toolkit's names too, which scripts written for Go exporters pass.
     p.add_argument(
-        "--listen", metavar="HOST:PORT", help="address to serve on (default 0.0.0.0:9477)"
+        "--listen",
+        "--web.listen-address",
+        metavar="HOST:PORT",
+        help="address to serve on (default 0.0.0.0:9477)",
     )
     p.add_argument(
         "--from-beginning",
@@ -63,6 +67,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument(
         "--web-config",
+        "--web.config.file",
+        dest="web_config",
         type=path_arg,
         metavar="FILE",
         help="TLS and basic auth, in the Prometheus exporter-toolkit format",

@@ -14,7 +14,8 @@ import yaml
 from exporter.demo.loopback import Ports
 
 REPO = Path(__file__).resolve().parents[2]
-RULES = REPO / "alerts" / "specwatch-rules.yaml"
+# The default mixin rendering: recording rules, then the alerts that read them.
+RULE_FILES = (REPO / "alerts" / "prometheus_rules.yaml", REPO / "alerts" / "prometheus_alerts.yaml")
 ALERTMANAGER_EXAMPLE = REPO / "deploy" / "alertmanager" / "alertmanager.yml"
 DEMO_FOR = "10s"  # the shipped rules wait minutes before firing; the demo cannot
 PROMETHEUS_JOB = "specwatch"  # the job name the shipped rules select
@@ -75,9 +76,10 @@ def demo_alertmanager_config(webhook_url: str) -> dict[str, Any]:
 
 
 def demo_rules(target: Path) -> None:
-    """The project's rules with every ``for``/``keep_firing_for`` shortened to ``DEMO_FOR``."""
-    rules = yaml.safe_load(RULES.read_text())
-    for group in rules["groups"]:
+    """The project's rules in one file, every ``for``/``keep_firing_for`` cut to ``DEMO_FOR``."""
+    groups = [g for path in RULE_FILES for g in yaml.safe_load(path.read_text())["groups"]]
+    rules = {"groups": groups}
+    for group in groups:
         for rule in group["rules"]:
             for key in ("for", "keep_firing_for"):
                 if key in rule:

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from exporter.analysis.thresholds import DEFAULT
 from exporter.demo.console import say
-from exporter.report.summary import COLLAPSED_ACCEPT_LENGTH
 
 QUIET_SECONDS = 8.0  # longer than any scenario's decode interval: the server went quiet
 INFO = "specwatch_speculative_info"
@@ -94,13 +94,13 @@ class Narrator:
     def _collapse(self, accept: float, samples: Samples) -> None:
         speedup = value(samples, "specwatch_speedup_ratio")
         speed = "" if speedup is None else f", {speedup:.2f}x the baseline"
-        if accept <= COLLAPSED_ACCEPT_LENGTH and not self.collapsed:
+        if accept <= DEFAULT.collapsed_accept_length and not self.collapsed:
             self.collapsed = True
             say(
                 f"{self.stamp()}  DETECTED  speculative decoding collapsed: accept length "
                 f"{accept:.2f} (no draft token accepted){speed}"
             )
-        elif accept > COLLAPSED_ACCEPT_LENGTH and self.collapsed:
+        elif accept > DEFAULT.collapsed_accept_length and self.collapsed:
             self.collapsed = False
             say(f"{self.stamp()}  RECOVERED accept length {accept:.2f}{speed}")
 
@@ -122,7 +122,7 @@ class Narrator:
 
 # What the status line shows after the accept length, in order: metric and how to print it.
 STATUS_PARTS: tuple[tuple[str, Callable[[float], str]], ...] = (
-    ("specwatch_accept_rate", lambda v: f"accept rate {v:.2f}"),
+    ("specwatch_accept_ratio", lambda v: f"accept rate {v:.2f}"),
     ("specwatch_speedup_ratio", lambda v: f"speedup {v:.2f}x"),
     ("specwatch_cuda_graph", lambda v: f"cuda graph {'on' if v else 'OFF'}"),
     ("specwatch_gen_throughput_tokens_per_second", lambda v: f"{v:.0f} tok/s"),

@@ -11,7 +11,7 @@ import sys
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
-from exporter.demo.configs import DEMO_FOR, RULES, alertmanager_argv, prometheus_argv
+from exporter.demo.configs import DEMO_FOR, RULE_FILES, alertmanager_argv, prometheus_argv
 from exporter.demo.console import say
 from exporter.demo.loopback import Ports, fetch, wait_until
 from exporter.demo.processes import Processes
@@ -86,8 +86,9 @@ class Demo:
                 "(make system-deps installs them); metrics and findings still show."
             )
             return
-        if not RULES.exists():
-            say(f"  alert rules not found next to the package ({RULES.name}): alerts skipped")
+        missing = [path.name for path in RULE_FILES if not path.exists()]
+        if missing:
+            say(f"  alert rules not found next to the package ({missing[0]}): alerts skipped")
             return
         self.webhook = start_webhook(self.ports.webhook)
         prometheus, alertmanager = tools

@@ -23,7 +23,9 @@ from typing import Any
 
 from exporter.engines.record import StatsRecord, Unrecognized
 
-STATS_MARKERS: tuple[bytes, ...] = (b"Decode batch", b"Prefill batch")
+# Marker -> record kind; the pipeline reads a line with a stats marker as that kind first.
+STATS_KINDS: dict[bytes, str] = {b"Decode batch": "decode", b"Prefill batch": "prefill"}
+STATS_MARKERS: tuple[bytes, ...] = tuple(STATS_KINDS)
 EVENT_MARKERS: tuple[bytes, ...] = (
     b"server_args=",
     b"Load weight end.",
@@ -36,9 +38,10 @@ EVENT_MARKERS: tuple[bytes, ...] = (
 # matched generically (DP, PP, ATTN_CP, MOE_DP, TP, EP so far) so a new parallelism kind or a
 # reordering in a future release still parses. Every digit run read as a number is bounded:
 # int() refuses more than 4,300 digits, and a line must never raise out of the parser.
+_RANK_LIST = r"(?: [A-Z][A-Z_]*\d{1,9})*"
 _PREFIX = re.compile(
     r"(?:\((?:[^()\s]+ )?pid=\d+(?:, ip=[^()\s]*)?\) )?"
-    r"\[(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:[.,](\d{1,6}))?((?: [A-Z][A-Z_]*\d{1,9})*)\] ?"
+    rf"\[(\d{{4}}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:[.,](\d{{1,6}}))?({_RANK_LIST})\] ?"
 )
 _RANK = re.compile(r" ([A-Z][A-Z_]*?)(\d+)")
 # Ray folds repeated lines and says so at the end of the message.
@@ -84,13 +87,7 @@ def _split(text: str) -> tuple[_Head, str] | None:
     end = text.find("] ") + 2
     if end == 1:
         end = len(text) if text.endswith("]") else 0
-    head = text[:end]
-    parsed = _HEADS.get(head)
-    if parsed is None:
-        parsed = _parse_head(head)
-        if len(_HEADS) >= _HEAD_CACHE_SIZE:
-            _HEADS.clear()
-        _HEADS[head] = parsed
+    parsed = _cached_head(text[:end])
     if not parsed:
         return None
     message = text[end:]
@@ -104,6 +101,16 @@ def _split(text: str) -> tuple[_Head, str] | None:
 # bench/). Bounded: cleared when full.
 _HEAD_CACHE_SIZE = 4096
 _HEADS: dict[str, _Head | tuple[()]] = {}
+
+
+def _cached_head(head: str) -> _Head | tuple[()]:
+    parsed = _HEADS.get(head)
+    if parsed is None:
+        parsed = _parse_head(head)
+        if len(_HEADS) >= _HEAD_CACHE_SIZE:
+            _HEADS.clear()
+        _HEADS[head] = parsed
+    return parsed
 
 
 def _parse_head(head: str) -> _Head | tuple[()]:
@@ -148,6 +155,13 @@ def _stats(kind: str, word_end: int, head: _Head, message: str) -> StatsRecord |
             values = _read_and_learn(kind, message[body_start:], extra)
     except ValueError:
         return Unrecognized("bad_value")
+    return _record(kind, head, values, extra)
+
+
+def _record(
+    kind: str, head: _Head, values: list[Any], extra: dict[str, Any]
+) -> StatsRecord | Unrecognized:
+    """The record of a read body: both the text and the raw-bytes readers end here."""
     if values[_TOKEN_USAGE] is None and "full_token_usage" in extra:
         values[_TOKEN_USAGE] = extra["full_token_usage"]
     if values.count(None) == len(values):
@@ -278,7 +292,7 @@ class _Layout:
     convert the same values in the same order; any other body is read field by field.
     """
 
-    __slots__ = ("_extras", "_pattern", "_records")
+    __slots__ = ("_extras", "_pattern", "_raw", "_raw_extras", "_raw_records", "_records")
 
     def __init__(self, names: tuple[str, ...]) -> None:
         parts: list[str] = []
@@ -305,6 +319,12 @@ class _Layout:
             else:
                 parts.append(f"{re.escape(name)}: [^,]*")
         self._pattern = re.compile(", ".join(parts) + "(?:, )?")
+        # The same pattern over raw bytes, for the pipeline's byte-level fast path (ASCII only).
+        self._raw = (
+            re.compile(self._pattern.pattern.encode()) if self._pattern.pattern.isascii() else None
+        )
+        self._raw_records = [(i, pos, _raw(convert)) for i, pos, convert in self._records]
+        self._raw_extras = [(i, key, _raw(convert)) for i, key, convert in self._extras]
 
     def read(self, text: str, extra: dict[str, Any], start: int = 0) -> list[Any] | None:
         """Record values of the body ``text[start:]`` (extras go to ``extra``), read in place.
@@ -321,6 +341,107 @@ class _Layout:
         for index, position, convert in self._records:
             values[position] = convert(raw[index])
         return values
+
+    def read_raw(self, line: bytes, start: int) -> tuple[list[Any], dict[str, Any]] | None:
+        """(record values, extras) of the ASCII body ``line[start:]``, or None (another layout).
+
+        The same match and conversions as :meth:`read` on the decoded text: ``int`` and
+        ``float`` take ASCII bytes as they take text.
+        """
+        match = None if self._raw is None else self._raw.fullmatch(line, start)
+        if match is None:
+            return None
+        raw = match.groups()
+        extra: dict[str, Any] = {}
+        for index, key, convert in self._raw_extras:
+            extra[key] = convert(raw[index])
+        values: list[Any] = [None] * len(_VALUE_FIELDS)
+        for index, position, convert in self._raw_records:
+            values[position] = convert(raw[index])
+        return values, extra
+
+
+def read_stats_line(kind: str, line: bytes) -> StatsRecord | Unrecognized | None:
+    """A raw ASCII stats line of ``kind``, read without decoding it, or None: read it as text.
+
+    Only the common case is taken here: SGLang's plain prefix, today's ``Decode batch, ``
+    header, and the body in the layout learnt from the previous line of its kind. The result
+    equals the text read of the same line (a property test holds it there).
+    """
+    layout = _LAYOUTS.get(kind)
+    end = line.find(b"] ") + 2
+    if layout is None or end < 21 or line[0] != _OPEN_BRACKET:
+        return None
+    head = _raw_head(line[1:20], line[20 : end - 2])
+    header = _RAW_HEADERS[kind]
+    if head is None or not line.startswith(header, end):
+        return None
+    try:
+        read = layout.read_raw(line, end + len(header))
+    except ValueError:
+        return Unrecognized("bad_value")
+    return None if read is None else _record(kind, head, *read)
+
+
+def _raw_head(stamp: bytes, ranks: bytes) -> _Head | None:
+    """The prefix ``[<stamp><ranks>] `` as the text path parses it, or None: read it as text.
+
+    On a busy node every second brings new prefixes (one per rank), so the two halves are
+    cached apart: the stamp changes once a second for all ranks, the rank list never.
+    """
+    time = _RAW_STAMPS.get(stamp)
+    if time is None:
+        valid = _RAW_STAMP.fullmatch(stamp) is not None
+        time = stamp.decode("ascii").replace(" ", "T") if valid else ""
+        if len(_RAW_STAMPS) >= _HEAD_CACHE_SIZE:
+            _RAW_STAMPS.clear()
+        _RAW_STAMPS[stamp] = time
+    numbers = _RAW_RANKS.get(ranks)
+    if numbers is None:
+        valid = _RAW_RANK_LIST.fullmatch(ranks) is not None
+        numbers = _rank_numbers(ranks.decode("ascii")) if valid else ()
+        if len(_RAW_RANKS) >= _HEAD_CACHE_SIZE:
+            _RAW_RANKS.clear()
+        _RAW_RANKS[ranks] = numbers
+    if not time or not numbers:
+        return None
+    return (time, *numbers)
+
+
+_OPEN_BRACKET = ord("[")
+_RAW_HEADERS = {"decode": b"Decode batch, ", "prefill": b"Prefill batch, "}
+# Whole seconds only: a fraction makes the rank list fail its pattern, and the text path
+# reads the line.
+_RAW_STAMP = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
+_RAW_RANK_LIST = re.compile(_RANK_LIST.encode())
+_RAW_STAMPS: dict[bytes, str] = {}
+_RAW_RANKS: dict[bytes, tuple[int | None, int | None] | tuple[()]] = {}
+_RAW_BOOLS = {b"True": True, b"False": False}
+
+
+def _raw_flag(value: bytes) -> bool:
+    try:
+        return _RAW_BOOLS[value]
+    except KeyError:
+        raise ValueError(value) from None
+
+
+def _raw_real(value: bytes) -> float:
+    number = float(value)
+    if not isfinite(number):
+        raise ValueError(value)
+    return number
+
+
+def _raw(convert: Converter) -> Callable[[bytes], Any]:
+    """``convert`` for ASCII bytes: numbers directly, everything else through its text."""
+    if convert is int:
+        return convert
+    if convert is _real:
+        return _raw_real
+    if convert is _flag:
+        return _raw_flag
+    return lambda value: convert(value.decode("ascii"))
 
 
 # kind -> layout of the previous line of that kind read field by field (None: not learnable).

@@ -45,9 +45,9 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "build_info": ("gauge", "specwatch version, always 1."),
     "target_info": ("gauge", "One series per configured target, always 1."),
     "accept_length": ("gauge", "Mean accepted tokens per verify round in the newest window."),
-    "accept_rate": (
+    "accept_ratio": (
         "gauge",
-        "Accepted drafts per proposed draft, derived by specwatch as "
+        "Accepted drafts per proposed draft (0-1), derived by specwatch as "
         "(accept_length-1)/(num_draft_tokens-1); SGLang's own rate changed meaning in 2026.",
     ),
     "cuda_graph": ("gauge", "1 if the newest decode window ran with a CUDA (or CPU/NPU) graph."),
@@ -55,10 +55,10 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "queued_requests": ("gauge", "Queued requests in the newest decode window."),
     "token_usage_ratio": ("gauge", "KV cache token usage (0-1) in the newest decode window."),
     "gen_throughput_tokens_per_second": ("gauge", "Generation throughput of the newest window."),
-    "accept_rate_by_position": (
+    "position_accept_ratio": (
         "gauge",
-        "Share of draft rounds whose drafts up to this position (0 = first) were all accepted, "
-        "in the newest window (vLLM's per-position acceptance).",
+        "Share (0-1) of draft rounds whose drafts up to this position (0 = first) were all "
+        "accepted, in the newest window (vLLM's per-position acceptance).",
     ),
     "drafts": ("counter", "Draft rounds (one per request and verify step with drafts)."),
     "draft_tokens": ("counter", "Draft tokens proposed."),
@@ -113,6 +113,10 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "log_truncations": ("counter", "Log file truncations (copytruncate)."),
     "log_skipped_lines": ("counter", "Log lines skipped, by reason."),
     "log_read_errors": ("counter", "Errors reading the log (retried on the next poll)."),
+    "folded_dp_ranks": (
+        "gauge",
+        "DP ranks past max_dp_ranks: counted in this target's totals, without per-rank series.",
+    ),
     "render_errors": (
         "counter",
         "Failed renders of a target, whose series those scrapes lack (a specwatch bug; see log).",
@@ -294,7 +298,7 @@ def _render_positions(
     out: Families, labels: dict[str, str], positions: Sequence[float] | None
 ) -> None:
     for position, rate in enumerate(positions or ()):
-        out.add("accept_rate_by_position", {**labels, "position": str(position)}, rate)
+        out.add("position_accept_ratio", {**labels, "position": str(position)}, rate)
 
 
 def _window_labels(base: dict[str, str], dp_rank: int | None) -> dict[str, str]:
@@ -356,6 +360,7 @@ def _render_log_health(out: Families, base: dict[str, str], snap: TargetSnapshot
     for path, reason in sorted(snap.log_sources.items()):
         labels = {**base, "path": path, "reason": reason}
         out.add("log_source_up", labels, 1 if reason == "ok" else 0)
+    out.add("folded_dp_ranks", base, snap.folded_dp_ranks)
 
 
 # Upstream gauges that stand in for the log's window gauges, only while no log window is fresh:
@@ -383,7 +388,7 @@ def _render_insight(
     for dp_rank, window in fresh.items():
         rate = window_accept_rate(window.record, tokens)
         if rate is not None:
-            out.add("accept_rate", _window_labels(base, dp_rank), rate)
+            out.add("accept_ratio", _window_labels(base, dp_rank), rate)
     if insight.fallback is not None:
         _render_upstream_values(out, base, insight.fallback, tokens)
     if insight.config.max_running_requests is not None:
@@ -408,7 +413,7 @@ def _render_upstream_values(
     if rate is None:
         rate = drafts_only_accept_rate(values.accept_length, tokens)
     if rate is not None:
-        out.add("accept_rate", base, rate)
+        out.add("accept_ratio", base, rate)
     _render_positions(out, base, values.accept_rate_by_position)
 
 

@@ -13,7 +13,14 @@ from typing import Protocol
 
 from exporter.engines import vllm
 from exporter.engines.record import StatsRecord, Unrecognized
-from exporter.engines.sglang import EVENT_MARKERS, STATS_MARKERS, LogLine, classify
+from exporter.engines.sglang import (
+    EVENT_MARKERS,
+    STATS_KINDS,
+    STATS_MARKERS,
+    LogLine,
+    classify,
+    read_stats_line,
+)
 from exporter.parse.envelopes import DEBRIS, EnvelopeDecoder, clean
 
 # A startup/config message names its subject within its first words ("Load weight end. ...",
@@ -104,7 +111,7 @@ class LineProcessor:
         for line in lines:
             for marker in markers:
                 if marker in line:
-                    handle(line, tidy)
+                    handle(line, tidy, marker)
                     break
 
     def _process_vllm(self, lines: list[bytes], blob: bytes) -> None:
@@ -133,14 +140,24 @@ class LineProcessor:
             else:
                 self._sink.on_event(result)
 
-    def _handle(self, line: bytes, tidy: bool) -> None:
-        """Decode, clean (unless ``tidy``) and dispatch one line that carries a marker."""
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError:
-            self._sink.on_skipped("invalid_utf8")
-            return
-        result = classify(text if tidy else clean(text))
+    def _handle(self, line: bytes, tidy: bool, marker: bytes) -> None:
+        """Dispatch one line that carries ``marker``.
+
+        A stats line in the layout the engine learnt from the previous line of its kind is
+        read straight from its bytes (the hot path, see bench/); any other line is decoded,
+        cleaned (unless ``tidy``) and read as text, which defines the result.
+        """
+        kind = STATS_KINDS.get(marker)
+        result: StatsRecord | Unrecognized | LogLine | None = None
+        if kind is not None and tidy and line.isascii():
+            result = read_stats_line(kind, line)
+        if result is None:
+            try:
+                text = line.decode("utf-8")
+            except UnicodeDecodeError:
+                self._sink.on_skipped("invalid_utf8")
+                return
+            result = classify(text if tidy else clean(text))
         if isinstance(result, StatsRecord):
             self._sink.on_record(result)
         elif isinstance(result, Unrecognized):

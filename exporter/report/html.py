@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from exporter.report.summary import COLLAPSED_ACCEPT_LENGTH, Report
+from exporter.report.summary import Report
 from exporter.report.text import render_text
 
 if TYPE_CHECKING:
@@ -215,7 +215,8 @@ def _reference(axes: Axes, value: float, label: str, color: str) -> None:
 
 def _accept_length(axes: Axes, report: Report) -> bool:
     line = (("accept_length", "accept length", "tab:blue", "-"),)
-    references = [(COLLAPSED_ACCEPT_LENGTH, f"collapsed\n{COLLAPSED_ACCEPT_LENGTH:.2f}", "tab:red")]
+    collapsed = report.collapsed_accept_length
+    references = [(collapsed, f"collapsed\n{collapsed:.2f}", "tab:red")]
     if report.expected_accept_length is not None:
         expected = report.expected_accept_length
         references.append((expected, f"expected\n{expected:.2f}", "tab:green"))

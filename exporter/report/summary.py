@@ -12,13 +12,9 @@ from typing import Any
 
 from exporter.analysis.breakeven import Assessment
 from exporter.analysis.findings import Finding
-from exporter.analysis.thresholds import DEFAULT
 from exporter.analysis.verdicts import Verdict
 from exporter.engines.server_config import ServerConfig
 from exporter.report.series import Point
-
-# A window at or below this accept length accepted (almost) no draft token; the charts draw it.
-COLLAPSED_ACCEPT_LENGTH = DEFAULT.collapsed_accept_length
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,9 +110,10 @@ class Report:
     runs: tuple[RunSummary, ...]  # oldest first; the newest MAX_RUNS of the log
     breakeven: Assessment | None  # for the newest run
     findings: tuple[Finding, ...]  # for the newest run
+    # At or below: a collapsed window (the alerts' threshold, from --mixin-config or shipped).
+    collapsed_accept_length: float
     series: tuple[Point, ...] = field(repr=False)
     restarts: tuple[float, ...] = ()  # server starts after decode windows of an earlier run
-    collapsed_accept_length: float = COLLAPSED_ACCEPT_LENGTH
 
     @property
     def span_seconds(self) -> float | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -31,7 +32,9 @@ class Evidence:
 
     def __init__(self, started_at: float | None = None, max_windows: int = 20) -> None:
         self._lock = threading.Lock()
-        self._windows: deque[DecodeSample] = deque(maxlen=max_windows)
+        # Records, not DecodeSamples: most are pushed out unseen, so they are converted only when
+        # observed (per-record cost matters when a long log is caught up, see bench/).
+        self._windows: deque[StatsRecord] = deque(maxlen=max_windows)
         # Node-wide (running, tok/s) of the same recent windows: DP ranks of a moment summed.
         self._loads: deque[tuple[int, float]] = deque(maxlen=max_windows)
         self._node = NodeMoments()
@@ -47,7 +50,7 @@ class Evidence:
                 self._started_at = at
             self._outcomes.append(True)
             if record.kind == "decode":
-                self._windows.append(DecodeSample.from_record(record))
+                self._windows.append(record)
                 self._add_load(record, at)
                 self._last_decode_at = at
                 self._silent_prefills = 0
@@ -90,9 +93,10 @@ class Evidence:
         ``cuda_graph_share`` and ``upstream_busy`` from a scrape."""
         with self._lock:
             since = self._last_decode_at or self._started_at
+            samples = tuple(map(DecodeSample.from_record, self._windows))
             return Observations(
-                config=_with_draft_length(config, self._windows),
-                windows=tuple(self._windows),
+                config=_with_draft_length(config, samples),
+                windows=samples,
                 log_watched=self._started_at is not None,
                 prefills_without_decode=self._silent_prefills,
                 seconds_without_decode=0.0 if since is None else max(0.0, now - since),
@@ -102,7 +106,7 @@ class Evidence:
             )
 
 
-def _with_draft_length(config: ServerConfig, windows: deque[DecodeSample]) -> ServerConfig:
+def _with_draft_length(config: ServerConfig, windows: Sequence[DecodeSample]) -> ServerConfig:
     """The draft length the windows show (vLLM logs one acceptance per drafted position) when
     nothing else told it: ``k`` drafted tokens are SGLang's ``num_steps`` of a chain, and
     ``k + 1`` verified positions its ``num_draft_tokens``."""

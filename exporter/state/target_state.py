@@ -7,6 +7,7 @@ concurrent scrapes run without blocking the tailer for long.
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from collections import Counter
@@ -19,8 +20,11 @@ from exporter.state.runs import RunTracker
 
 # Upper bounds of `specwatch_accept_length_windows`.
 ACCEPT_LENGTH_BUCKETS: tuple[float, ...] = (1.0, 1.05, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8)
-# More DP ranks than this would be a misparse or hostile input, not a real server.
-MAX_DP_RANKS = 64
+# DP ranks that get their own per-window series (config ``max_dp_ranks``): each costs 8 series,
+# and past a few dozen ranks an on-call reads the node's totals, not one line per rank.
+DEFAULT_MAX_DP_RANKS = 32
+# Folded ranks are remembered to count them; more distinct ranks than this are hostile input.
+MAX_FOLDED_DP_RANKS = 4096
 # Speculation counts a window may carry (vLLM logs them), summed into exported counters.
 SPECULATION_COUNTS = ("drafts", "draft_tokens", "accepted_tokens")
 
@@ -55,6 +59,7 @@ class TargetSnapshot:
     speculation: dict[str, int]
     engine: str | None  # the engine of the newest stats line
     log_sources: dict[str, str]  # configured path -> SourceReason of its newest pass
+    folded_dp_ranks: int
 
     def fresh_windows(self, now: float, stale_after: float) -> dict[int | None, LatestDecode]:
         """Windows young enough to be shown as current (younger than ``stale_after``)."""
@@ -64,10 +69,12 @@ class TargetSnapshot:
 class TargetState:
     """Mutable state of one watched server; every method is thread-safe."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, max_dp_ranks: int = DEFAULT_MAX_DP_RANKS) -> None:
         self.name = name
         self._lock = threading.Lock()
         self._windows: dict[int | None, LatestDecode] = {}
+        self._max_dp_ranks = max_dp_ranks
+        self._folded: set[int] = set()
         self._last_decode_at: float | None = None
         self._decode_windows = {True: 0, False: 0}
         self._buckets = [0] * len(ACCEPT_LENGTH_BUCKETS)
@@ -118,11 +125,18 @@ class TargetState:
             self._set_window(record, observed_at)
 
     def _set_window(self, record: StatsRecord, observed_at: float) -> bool:
-        """False when the record's DP rank is one more than MAX_DP_RANKS: it has no window."""
+        """False when the record's DP rank is past the first ``max_dp_ranks``: it has no window."""
         key = record.dp_rank
         if key is None and record.tp_rank not in (None, 0):
             return True  # every rank printing (all-schedulers mode): TP0 speaks for the group
-        if key not in self._windows and len(self._windows) >= MAX_DP_RANKS:
+        if (
+            key not in self._windows
+            and key is not None
+            and len(self._windows) >= self._max_dp_ranks
+        ):
+            # Counted in the totals already; no series of its own (see README, series budget).
+            if len(self._folded) < MAX_FOLDED_DP_RANKS:
+                self._folded.add(key)
             return False
         current = self._windows.get(key)
         if current is None or observed_at >= current.observed_at:
@@ -139,10 +153,8 @@ class TargetState:
             return
         self._accept_sum += value
         self._accept_count += 1
-        for i, bound in enumerate(ACCEPT_LENGTH_BUCKETS):
-            if value <= bound:
-                self._buckets[i] += 1
-                break
+        if value <= ACCEPT_LENGTH_BUCKETS[-1]:  # false for NaN, as for any value above
+            self._buckets[bisect.bisect_left(ACCEPT_LENGTH_BUCKETS, value)] += 1
 
     def _count_speculation(self, record: StatsRecord) -> None:
         counts = record.draft_counts
@@ -213,4 +225,5 @@ class TargetState:
                 speculation=dict(self._speculation),
                 engine=self._engine,
                 log_sources=dict(self._log_sources),
+                folded_dp_ranks=len(self._folded),
             )

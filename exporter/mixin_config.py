@@ -1,0 +1,155 @@
+"""The mixin config: how one user's Prometheus and Grafana see specwatch, in one YAML file.
+
+``make mixin CONFIG=FILE OUT=DIR`` renders the alert rules, recording rules and dashboards from
+it; ``specwatch doctor`` and ``specwatch report`` take the same file (``--mixin-config FILE``)
+and judge by its thresholds, so the one-shot verdicts never contradict the user's own alerts.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from exporter.analysis.thresholds import DEFAULT, Thresholds
+from exporter.config import ConfigError, load_yaml
+
+# One PromQL label matcher: name, operator, double-quoted value (escapes allowed).
+_MATCHER = r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\\n]|\\.)*"\s*'
+_SELECTOR = re.compile(rf"^{_MATCHER}(?:,{_MATCHER})*$")
+_DURATION = re.compile(r"^(?:\d+(?:ms|s|m|h|d|w|y))+$")
+_LABEL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Kubernetes label: optional DNS prefix, a name of up to 63 characters, a value of up to 63.
+_K8S_KEY = re.compile(
+    r"^(?:[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+_K8S_VALUE = re.compile(r"^(?:[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+_UID_PREFIX = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,33}$")
+RUNBOOK_FIELDS = frozenset({"alertname", "alertname_lower"})
+# The runbook this repository ships, as a repository-relative path: set the URL it is served at.
+DEFAULT_RUNBOOK_URL_TEMPLATE = "alerts/runbook.md#{alertname_lower}"
+
+
+class MixinConfig(BaseModel):
+    """Selectors, labels, links, thresholds and dashboard identity of one rendering."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # PromQL label matchers every rule and dashboard query puts on every specwatch series.
+    selector: str = 'job="specwatch"'
+    runbook_url_template: str = DEFAULT_RUNBOOK_URL_TEMPLATE
+    # Labels of the PrometheusRule object: what the Operator's ruleSelector matches.
+    rule_labels: dict[str, str] = Field(default_factory=lambda: {"role": "alert-rules"})
+    # Labels every alert carries, for Alertmanager routing (team, service...).
+    alert_labels: dict[str, str] = Field(default_factory=dict)
+    thresholds: Thresholds = DEFAULT
+    dashboard_tags: list[str] = Field(default_factory=lambda: ["specwatch"], min_length=1)
+    dashboard_uid_prefix: str = "specwatch"
+    # Thanos, Mimir, Cortex: series of several clusters in one place, told apart by a label.
+    multi_cluster: bool = False
+    cluster_label: str = "cluster"
+
+    @field_validator("selector")
+    @classmethod
+    def _matchers(cls, value: str) -> str:
+        # The exporter-down alerts read `up{selector}`: an empty selector would page for
+        # every target Prometheus scrapes.
+        if not _SELECTOR.match(value):
+            raise ValueError('must be PromQL label matchers, e.g. job="specwatch"')
+        return ", ".join(m.strip() for m in _split_matchers(value))
+
+    @field_validator("runbook_url_template")
+    @classmethod
+    def _placeholders(cls, value: str) -> str:
+        try:
+            fields = {name for _, name, _, _ in string.Formatter().parse(value) if name is not None}
+        except ValueError as exc:
+            raise ValueError(f"not a valid template: {exc}") from None
+        unknown = fields - RUNBOOK_FIELDS
+        if unknown or not value.strip():
+            raise ValueError("may use only {alertname} and {alertname_lower}")
+        return value
+
+    @field_validator("rule_labels")
+    @classmethod
+    def _kubernetes_labels(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, label in value.items():
+            if not _K8S_KEY.match(key) or not _K8S_VALUE.match(label):
+                raise ValueError(f"{key}: not a valid Kubernetes label")
+        return value
+
+    @field_validator("alert_labels")
+    @classmethod
+    def _prometheus_labels(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not _LABEL_NAME.match(key) or key.startswith("__"):
+                raise ValueError(f"{key}: not a Prometheus label name")
+            if key == "severity":
+                raise ValueError("severity: set by each alert, routing depends on it")
+        return value
+
+    @field_validator("thresholds")
+    @classmethod
+    def _sane_thresholds(cls, value: Thresholds) -> Thresholds:
+        for key in ("collapsed_for", "low_accept_for", "slower_for"):
+            if not _DURATION.match(getattr(value, key)):
+                raise ValueError(f"{key}: must be a Prometheus duration, e.g. 10m")
+        if not 1 <= value.collapsed_accept_length < value.low_accept_length:
+            raise ValueError(
+                "collapsed_accept_length: must be at least 1 and below low_accept_length"
+            )
+        if not 0 < value.low_accept_fraction <= 1:
+            raise ValueError("low_accept_fraction: must be above 0 and at most 1")
+        if value.slower_than_baseline_speedup <= 0:
+            raise ValueError("slower_than_baseline_speedup: must be above 0")
+        return value
+
+    @field_validator("dashboard_uid_prefix")
+    @classmethod
+    def _uid(cls, value: str) -> str:
+        # Grafana caps a uid at 40 characters; "-fleet" takes six.
+        if not _UID_PREFIX.match(value):
+            raise ValueError("must be 1-34 letters, digits, '_' or '-'")
+        return value
+
+    @field_validator("cluster_label")
+    @classmethod
+    def _label_name(cls, value: str) -> str:
+        if not _LABEL_NAME.match(value):
+            raise ValueError("not a Prometheus label name")
+        return value
+
+    def matchers(self) -> tuple[str, ...]:
+        """The selector as separate matchers, for queries that add their own."""
+        return tuple(_split_matchers(self.selector))
+
+    def runbook_url(self, alertname: str) -> str:
+        return self.runbook_url_template.format(
+            alertname=alertname, alertname_lower=alertname.lower()
+        )
+
+    def runbook_index(self) -> str:
+        """The runbook itself: the template's address without the per-alert fragment."""
+        return self.runbook_url("").split("#", 1)[0]
+
+
+def _split_matchers(selector: str) -> list[str]:
+    """Split on the commas between matchers, not those inside quoted values."""
+    return [m.group(0).strip() for m in re.finditer(_MATCHER, selector)]
+
+
+def load_mixin_config(path: Path | None) -> MixinConfig:
+    """The validated file, or the defaults (the shipped rendering) without one."""
+    if path is None:
+        return MixinConfig()
+    data: dict[str, Any] = load_yaml(path)
+    try:
+        return MixinConfig.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"]) or "top level"
+        message = error["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"mixin config {path}: {where}: {message}") from None

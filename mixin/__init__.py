@@ -1,0 +1,1 @@
+"""Render specwatch's alerts, recording rules and dashboards for one user's mixin config."""

@@ -1,0 +1,5 @@
+import sys
+
+from mixin.render import main
+
+sys.exit(main())

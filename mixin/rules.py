@@ -1,0 +1,356 @@
+"""specwatch's recording and alerting rules, as functions of a mixin config.
+
+Every specwatch series a rule reads carries the config's selector, so a second cluster or tenant
+scraping the same metric names never mixes in; thresholds and ``for:`` durations come from the
+config's ``Thresholds``, the same numbers ``doctor`` and ``report`` judge by. Robustness rules
+every alert follows are written once in ``HEADER`` (it heads the rendered alert file).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from exporter.mixin_config import MixinConfig
+
+Rule = dict[str, Any]
+Group = dict[str, Any]
+
+TRAFFIC = "target:specwatch_gen_throughput_tokens_per_second:sum"
+
+
+def sel(config: MixinConfig, metric: str, *extra: str) -> str:
+    """``metric`` limited to the user's selector plus ``extra`` matchers."""
+    return f"{metric}{{{', '.join((*config.matchers(), *extra))}}}"
+
+
+def where(config: MixinConfig) -> str:
+    """How a description names the node: its instance, and its cluster when there are several."""
+    if config.multi_cluster:
+        return f"{{{{ $labels.instance }}}} in {{{{ $labels.{config.cluster_label} }}}}"
+    return "{{ $labels.instance }}"
+
+
+def _pooled(config: MixinConfig, metric: str) -> str:
+    """Means pool every sampled window of every DP rank (sum / count), not averages of averages."""
+    series = sel(config, metric)
+    return (
+        f"sum without (dp_rank) (sum_over_time({series}[5m]))\n/\n"
+        f"sum without (dp_rank) (count_over_time({series}[5m]))\n"
+    )
+
+
+def _counted(config: MixinConfig, aggregate: str) -> str:
+    """Accept length as 1 + accepted tokens per draft round, both summed over ``aggregate``."""
+    accepted = sel(config, "specwatch_accepted_tokens_total")
+    drafts = sel(config, "specwatch_drafts_total")
+    return f"1 + {aggregate} (rate({accepted}[5m]))\n/ {aggregate} (rate({drafts}[5m]) > 0)\n"
+
+
+def recording_rules(config: MixinConfig) -> list[Group]:
+    # The fleet is one job, per cluster when several share this Prometheus.
+    fleet = f"{config.cluster_label}, job" if config.multi_cluster else "job"
+    windows = sel(config, "specwatch_decode_windows_total")
+    no_graph = sel(config, "specwatch_decode_windows_total", 'cuda_graph="false"')
+    return [
+        {
+            "name": "specwatch.rules",
+            "rules": [
+                {
+                    "record": "target:specwatch_accept_length:avg5m",
+                    "expr": _pooled(config, "specwatch_accept_length"),
+                },
+                {
+                    "record": "target:specwatch_accept_ratio:avg5m",
+                    "expr": _pooled(config, "specwatch_accept_ratio"),
+                },
+                {
+                    "record": "target:specwatch_speedup_ratio:avg5m",
+                    "expr": _pooled(config, "specwatch_speedup_ratio"),
+                },
+                # Present only while the newest decode window is fresh: the traffic guard.
+                {
+                    "record": TRAFFIC,
+                    "expr": "sum without (dp_rank) "
+                    f"({sel(config, 'specwatch_gen_throughput_tokens_per_second')})\n",
+                },
+                {
+                    "record": "target:specwatch_decode_windows:rate10m",
+                    "expr": f"sum without (dp_rank, cuda_graph) (rate({windows}[10m]))\n",
+                },
+                # Share of decode windows without CUDA graph; 0/0 (no windows) gives no alert.
+                {
+                    "record": "target:specwatch_decode_windows_without_cuda_graph:ratio_rate10m",
+                    "expr": f"sum without (dp_rank, cuda_graph) (rate({no_graph}[10m]))\n/\n"
+                    f"{sel(config, 'target:specwatch_decode_windows:rate10m')}\n",
+                },
+                # Exact accept length from the engine's counters where it has them (vLLM; SGLang
+                # with spec_verify_calls_total): tokens summed before dividing, so a DP group or
+                # a fleet is weighted by its drafts, not averaged over gauges. No drafts: no value.
+                {
+                    "record": "target:specwatch_accept_length:rate5m",
+                    "expr": _counted(config, "sum without (dp_rank)"),
+                },
+                {
+                    "record": "job:specwatch_accept_length:rate5m",
+                    "expr": _counted(config, f"sum by ({fleet})"),
+                },
+                {
+                    "record": "target:specwatch_position_accept_ratio:avg5m",
+                    "expr": _pooled(config, "specwatch_position_accept_ratio"),
+                },
+            ],
+        }
+    ]
+
+
+def _alert(
+    config: MixinConfig,
+    name: str,
+    expr: str,
+    severity: str,
+    summary: str,
+    description: str,
+    for_: str | None = None,
+    keep_firing_for: str | None = None,
+) -> Rule:
+    rule: Rule = {"alert": name, "expr": expr}
+    if for_:
+        rule["for"] = for_
+    if keep_firing_for:
+        rule["keep_firing_for"] = keep_firing_for
+    rule["labels"] = {"severity": severity, **config.alert_labels}
+    rule["annotations"] = {
+        "summary": summary,
+        "description": description,
+        "runbook_url": config.runbook_url(name),
+    }
+    return rule
+
+
+def _finding(config: MixinConfig, code: str, keep: str = "code, severity") -> str:
+    series = sel(config, "specwatch_finding", f'code="{code}"')
+    return f"max without ({keep}) ({series})"
+
+
+def speculation_alerts(config: MixinConfig) -> list[Rule]:
+    t = config.thresholds
+    traffic = f"{sel(config, TRAFFIC)} > 0"
+    accept = sel(config, "target:specwatch_accept_length:avg5m")
+    expected = sel(config, "specwatch_expected_accept_length")
+    node = where(config)
+    wasted = sel(config, "specwatch_finding", 'code="draft_tokens_excessive"')
+    prefill = sel(config, "specwatch_log_stats_lines_total", 'kind="prefill"')
+    return [
+        _alert(
+            config,
+            "SpecDecodeAcceptLengthCollapsed",
+            f"{accept} <= {t.collapsed_accept_length}\nand\n{traffic}\n",
+            "critical",
+            "Speculative decoding accepts no draft tokens.",
+            f"Accept length on {{{{ $labels.target }}}} ({node}) averaged "
+            '{{ $value | printf "%.2f" }} over 5 minutes while serving: the drafter\'s proposals '
+            "are all rejected, so every decode step pays for drafting and gains nothing.",
+            for_=t.collapsed_for,
+            # An exporter restart (a minute of stale series) neither resolves nor re-pages it.
+            keep_firing_for="5m",
+        ),
+        _alert(
+            config,
+            "SpecDecodeAcceptLengthLow",
+            f"(\n  {accept} < {t.low_accept_fraction} * {expected}\n  or\n"
+            f"  ({accept} < {t.low_accept_length} unless {expected})\n)\nand\n{traffic}\n",
+            "warning",
+            "Speculative decoding accept length is below expectation.",
+            f"Accept length on {{{{ $labels.target }}}} ({node}) averaged "
+            '{{ $value | printf "%.2f" }} over 5 minutes, below '
+            f"{t.low_accept_fraction * 100:g}% of the expected accept length "
+            f"(or below {t.low_accept_length} when none is configured).",
+            for_=t.low_accept_for,
+        ),
+        _alert(
+            config,
+            "SpecDecodeSlowerThanBaseline",
+            f"{sel(config, 'target:specwatch_speedup_ratio:avg5m')} "
+            f"< {t.slower_than_baseline_speedup:g}\nand\n{traffic}\n",
+            "warning",
+            "Speculative decoding is slower than serving without it.",
+            f"{{{{ $labels.target }}}} ({node}) generates "
+            '{{ $value | printf "%.2f" }}x the non-speculative baseline throughput at its '
+            "running requests (5-minute average): speculation costs more than it saves.",
+            for_=t.slower_for,
+        ),
+        _alert(
+            config,
+            "SpecDecodeCudaGraphDisabled",
+            "(\n  "
+            f"{sel(config, 'target:specwatch_decode_windows_without_cuda_graph:ratio_rate10m')}"
+            f" > 0.5\n  and\n  {traffic}\n)\nor\n{_finding(config, 'cuda_graph_disabled')}\n",
+            "warning",
+            "Decode runs without CUDA graphs.",
+            f"Decode on {{{{ $labels.target }}}} ({node}) runs without CUDA graphs: the server "
+            "was started with disable_cuda_graph=True, or more than half of its decode windows "
+            "over 10 minutes logged `cuda graph: False`.",
+            for_="10m",
+        ),
+        _alert(
+            config,
+            "SpecDecodeMisconfigured",
+            _finding(config, "eagle3_draft_with_eagle_algorithm", keep="severity") + "\n",
+            "critical",
+            "An EAGLE-3 drafter is served with --speculative-algorithm EAGLE.",
+            f"{{{{ $labels.target }}}} ({node}) loaded an EAGLE-3 draft model under algorithm "
+            "EAGLE: SGLang skips the draft's layer fusion and accept length stays near 1. "
+            "Restart it with --speculative-algorithm EAGLE3.",
+            keep_firing_for="10m",
+        ),
+        _alert(
+            config,
+            "SpecDecodeDraftTokensWasted",
+            f"{sel(config, 'target:specwatch_accept_ratio:avg5m')}\nand ignoring (code, severity)\n"
+            f"{wasted}\nand\n"
+            f"{traffic}\n",
+            "info",
+            "Most proposed draft tokens are rejected.",
+            "Only {{ $value | humanizePercentage }} of the draft tokens proposed on "
+            f"{{{{ $labels.target }}}} ({node}) are accepted (rate derived by specwatch, "
+            "5-minute average) with many draft tokens per step: verification work is wasted.",
+            for_="10m",
+        ),
+        _alert(
+            config,
+            "SpecDecodeStatsMissing",
+            f"{_finding(config, 'decode_stats_not_logged')}\nor\n(\n  sum without (kind) "
+            f"(rate({prefill}[10m]))"
+            " > 0.2\n  unless\n  time() - "
+            f"{sel(config, 'specwatch_last_decode_timestamp_seconds')} < 300\n)\n",
+            "warning",
+            "SGLang decode stats are missing from the log.",
+            f"specwatch sees no decode stats for {{{{ $labels.target }}}} ({node}) although "
+            "requests are served: the log level hides them or no decode line is written. Accept "
+            "length and throughput alerts are blind for this target.",
+            for_="10m",
+        ),
+        _alert(
+            config,
+            "SpecDecodeLogFormatUnrecognized",
+            f"increase({sel(config, 'specwatch_log_unrecognized_stats_lines_total')}[10m]) > 5\n",
+            "warning",
+            "SGLang stats lines no longer parse.",
+            '{{ $value | printf "%.0f" }} lines from '
+            f"{{{{ $labels.target }}}} ({node}) in the last 10 minutes looked like stats lines but "
+            "could not be parsed: the log format changed, most likely with an SGLang upgrade.",
+            for_="5m",
+        ),
+    ]
+
+
+def exporter_alerts(config: MixinConfig) -> list[Rule]:
+    node = where(config)
+    up = sel(config, "up")
+    scrape = sel(config, "specwatch_upstream_up", 'endpoint="metrics"')
+    other = sel(config, "specwatch_upstream_up", 'endpoint!="metrics"')
+    disabled = sel(config, "specwatch_finding", 'code="metrics_endpoint_disabled"')
+    unfollowed = sel(config, "specwatch_log_source_up", 'reason!~"ok|waiting"')
+    return [
+        _alert(
+            config,
+            "SpecwatchUpstreamDown",
+            f"(\n  {scrape} == 0\n  unless ignoring (endpoint, code, severity)\n  {disabled}\n)\n"
+            f"or\n{other} == 0\n",
+            "warning",
+            "specwatch cannot scrape the serving engine.",
+            f"specwatch at {node} has failed to scrape the {{{{ $labels.endpoint }}}} endpoint of "
+            "{{ $labels.target }} for 10 minutes: the server is down or restarting, or its URL "
+            "or token is wrong.",
+            for_="10m",
+        ),
+        # A log path specwatch cannot follow: a directory, a FIFO or device, no permission, or
+        # a file missing for longer than log_missing_grace. `waiting` (inside the grace) is not
+        # a problem yet; the log is the source the collapse alerts rest on: no long wait.
+        _alert(
+            config,
+            "SpecwatchLogNotFollowed",
+            f"{unfollowed} == 0\n",
+            "warning",
+            "specwatch cannot follow a configured server log.",
+            f"specwatch at {node} has not followed {{{{ $labels.path }}}} of "
+            "{{ $labels.target }} for 5 minutes (reason {{ $labels.reason }}): alerts that rest "
+            "on the log are blind for this target.",
+            for_="5m",
+        ),
+        _alert(
+            config,
+            "SpecwatchDown",
+            f"{up} == 0\n",
+            "warning",
+            "Prometheus cannot scrape specwatch.",
+            f"The specwatch exporter at {node} (job {{{{ $labels.job }}}}) has been unreachable "
+            "for 10 minutes: no speculative-decoding alert can fire for its node.",
+            for_="10m",
+        ),
+        _alert(
+            config,
+            "SpecwatchAbsent",
+            f"absent({up})\n",
+            "critical",
+            "specwatch has disappeared from Prometheus target discovery.",
+            "No target of job {{ $labels.job }} has been scraped for 15 minutes: no "
+            "speculative-decoding alert can fire anywhere.",
+            for_="15m",
+        ),
+    ]
+
+
+def alert_groups(config: MixinConfig) -> list[Group]:
+    return [
+        {"name": "specwatch.speculative-decoding", "rules": speculation_alerts(config)},
+        {"name": "specwatch.exporter", "rules": exporter_alerts(config)},
+    ]
+
+
+def header(config: MixinConfig) -> str:
+    """The comment block heading the alert file: every threshold, and the rules all alerts obey."""
+    t = config.thresholds
+    collapsed, fraction = t.collapsed_accept_length, t.low_accept_fraction
+    slower = f"{t.slower_than_baseline_speedup:g}"
+    return f"""\
+# specwatch alerting rules for speculative decoding. GENERATED by `make mixin` from the mixin
+# config (defaults: exporter/mixin_config.py); render your own instead of editing this file.
+# The recording rules they read are in prometheus_rules.yaml; load both.
+#
+# Selector on every specwatch series: {config.selector}
+#
+# Thresholds (alerts/runbook.md repeats them per alert):
+#
+#   Per deployment, read from metrics the exporter exports (set them in its config):
+#     specwatch_expected_accept_length   AcceptLengthLow fires below {t.low_accept_fraction} x this
+#     specwatch_speedup_ratio            throughput / baseline at the current running requests;
+#                                        SlowerThanBaseline fires below {slower}
+#
+#   From the mixin config's thresholds (doctor and report judge by the same numbers):
+#     accept length collapsed            <= {collapsed} (1.00: no draft accepted), 5m mean
+#     accept length low, no expected     < {t.low_accept_length}, 5m mean
+#     accept length low with expected    < {fraction} x specwatch_expected_accept_length
+#     speedup ratio                      < {slower}, 5m mean
+#     for: collapsed {t.collapsed_for}; low {t.low_accept_for}; slower {t.slower_for}
+#
+#   Fixed:
+#     decode windows without CUDA graph  > 0.5 (50 %) of the windows over 10m
+#     unrecognised stats lines           > 5 in 10m
+#     decode line missing                none for 300 s while prefill lines arrive faster
+#                                        than 0.2/s (one per 5 s: more than probes produce)
+#     for: CUDA graph, draft tokens, stats missing, upstream down, specwatch down 10m;
+#          log format, log not followed 5m; specwatch absent 15m; misconfigured at once.
+#
+# Robustness rules every alert follows:
+#   - Traffic guard: window-based alerts require {TRAFFIC}
+#     > 0. The exporter drops per-window gauges once the newest decode window is older than
+#     stale_after (60 s), so an idle server has no such series and cannot page.
+#   - Smoothing: alerts use 5m/10m averages or rates plus `for:`, never a single window.
+#   - Accept length, not SGLang's `accept rate` (its meaning changed in 2026);
+#     where a ratio is needed it is specwatch_accept_ratio, derived by specwatch itself.
+#   - keep_firing_for on the two critical speculation alerts: an exporter restart (a minute of
+#     stale series) neither resolves nor re-pages them.
+#   - Findings (specwatch_finding) that start before traffic (configuration read from the
+#     startup log) fire without a traffic guard.
+"""

@@ -1,0 +1,177 @@
+"""The pipeline's byte-level fast path reads every line exactly as the plain text reader does.
+
+The plain reader is the pipeline with no layout learnt: each line is decoded, cleaned, split
+and read field by field. Lines share layouts (so the fast path fires) and carry the values
+and bytes that could make the two disagree: commas and colons inside values, garbage numbers,
+underscores, non-ASCII text, terminal debris, other prefixes and headers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from exporter.engines import sglang
+from exporter.engines.record import StatsRecord
+from exporter.engines.sglang import LogLine
+from exporter.parse.pipeline import LineProcessor
+from exporter.sources.tail.lines import LineSplitter
+
+LOGS = Path(__file__).parent / "data" / "logs"
+
+
+class RecordingSink:
+    """Everything a sink is told, in order, as comparable text."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def on_lines(self, count: int) -> None:
+        self.events.append(f"lines {count}")
+
+    def on_record(self, record: StatsRecord) -> None:
+        # repr: nan equals itself, and 1 / 1.0 / True stay apart.
+        self.events.append(repr(record))
+
+    def on_unrecognized(self, reason: str) -> None:
+        self.events.append(f"unrecognized {reason}")
+
+    def on_skipped(self, reason: str) -> None:
+        self.events.append(f"skipped {reason}")
+
+    def on_event(self, prefix: LogLine) -> None:
+        self.events.append(repr(prefix))
+
+
+def plain_read(lines: list[bytes]) -> list[str]:
+    """Each line on its own, with no learnt layout: the field-by-field reader defines results."""
+    sink = RecordingSink()
+    for line in lines:
+        sglang._LAYOUTS.clear()
+        LineProcessor(sink).process([line])
+    sglang._LAYOUTS.clear()
+    return [event for event in sink.events if not event.startswith("lines ")]
+
+
+def fast_read(batches: list[list[bytes]]) -> tuple[list[str], int]:
+    sglang._LAYOUTS.clear()
+    sink = RecordingSink()
+    processor = LineProcessor(sink)
+    for batch in batches:
+        processor.process(batch)
+    sglang._LAYOUTS.clear()
+    lines = sum(int(e.split()[1]) for e in sink.events if e.startswith("lines "))
+    return [event for event in sink.events if not event.startswith("lines ")], lines
+
+
+_NAMES = [
+    "#running-req", "#queue-req", "token usage", "accept len", "accept rate",
+    "gen throughput (token/s)", "#new-token", "#cached-token", "input throughput (token/s)",
+    "cuda graph", "npu graph", "full token usage", "cache hit rate", "timestamp", "#token",
+    "#new-seq", "some future field", "a,b", "x:", "accept len:", "graph", "é field",
+]  # fmt: skip
+_VALUES = [
+    "7", "48", "2.50", "0.06", "True", "False", "5.00%", "", "1,234", "True: x", "3, 4",
+    " 9 ", "nan", "inf", "1_0", "1e3", "-0", "+5", "0x10", ": ", ",", "3.5é", "\t7", "١٢",
+    "2026-02-23T00:14:33.1", "9" * 5000,
+]  # fmt: skip
+_PREFIXES = [
+    "[2026-02-23 00:14:33 TP0] ",
+    "[2026-02-23 00:14:34 DP3 TP3 EP3] ",
+    "[2026-02-23 00:14:34] ",
+    "[2026-02-23 00:14:35.250 DP1 TP1] ",
+    "(SGLangEngine pid=41820) [2026-02-23 00:14:36 TP0] ",
+    "[2026-02-23 00:14:37 TP0]  ",
+    "[2026-02-23 00:14:38 tp0] ",
+    "[2026-02-23 00:14:39 DP" + "9" * 5000 + " TP0] ",  # a rank no int() can read
+]
+_HEADERS = ["Decode batch, ", "Prefill batch, ", "Decode batch. ", "Decode batch [7], "]
+_ENDINGS = ["", ", ", ",", "\r", "\x1b[0m", " [repeated 3x across cluster]"]
+
+
+@st.composite
+def layout_lines(draw: st.DrawFn) -> list[bytes]:
+    """Several lines of one field layout (so the fast path fires), with varied values."""
+    names = draw(st.lists(st.sampled_from(_NAMES), min_size=1, max_size=8))
+    lines = []
+    for _ in range(draw(st.integers(1, 6))):
+        values = draw(st.lists(st.sampled_from(_VALUES), min_size=len(names), max_size=len(names)))
+        body = ", ".join(f"{n}: {v}" for n, v in zip(names, values, strict=True))
+        prefix = draw(st.sampled_from(_PREFIXES))
+        header = draw(st.sampled_from(_HEADERS))
+        ending = draw(st.sampled_from(_ENDINGS))
+        lines.append(f"{prefix}{header}{body}{ending}".encode())
+    return lines
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(layout_lines(), min_size=1, max_size=4), st.integers(1, 7))
+def test_every_line_reads_as_the_plain_field_by_field_reader_reads_it(
+    groups: list[list[bytes]], batch_size: int
+) -> None:
+    lines = [line for group in groups for line in group]
+    batches = [lines[i : i + batch_size] for i in range(0, len(lines), batch_size)]
+    events, counted = fast_read(batches)
+    assert counted == len(lines)
+    assert events == plain_read(lines)
+
+
+def _batches(data: bytes, chunk_bytes: int) -> list[list[bytes]]:
+    """The lines of ``data`` in the batches the log reader hands the pipeline, chunk by chunk."""
+    splitter = LineSplitter(max_line_bytes=1 << 20)
+    batches = [
+        splitter.feed(data[i : i + chunk_bytes]).lines for i in range(0, len(data), chunk_bytes)
+    ]
+    last = splitter.flush()
+    return [batch for batch in batches if batch] + ([[last]] if last else [])
+
+
+def test_every_line_of_the_held_logs_reads_as_the_plain_reader_reads_it() -> None:
+    logs = sorted(LOGS.glob("*.log"))
+    assert logs
+    for log in logs:
+        batches = _batches(log.read_bytes(), 4096)
+        lines = [line for batch in batches for line in batch]
+        events, counted = fast_read(batches)
+        assert counted == len(lines), log.name
+        assert events == plain_read(lines), log.name
+
+
+def test_a_run_of_one_layout_is_read_from_bytes_after_its_first_line(monkeypatch: Any) -> None:
+    """The fast path does fire on today's lines (else the tests above prove nothing)."""
+    line = (
+        "[2026-02-23 00:14:33 DP{} TP{}] Decode batch, #running-req: 48, #token: 6460, "
+        "token usage: 0.06, accept len: 3.10, accept rate: 0.78, cuda graph: True, "
+        "gen throughput (token/s): 637.19, #queue-req: 32"
+    )
+    texts: list[str] = []
+    classify = sglang.classify
+
+    def counting_classify(text: str) -> Any:
+        texts.append(text)
+        return classify(text)
+
+    monkeypatch.setattr("exporter.parse.pipeline.classify", counting_classify)
+    sglang._LAYOUTS.clear()
+    sink = RecordingSink()
+    LineProcessor(sink).process([line.format(r, r).encode() for r in range(8)])
+    sglang._LAYOUTS.clear()
+    assert len(texts) == 1
+    assert sum("accept_length=3.1," in event for event in sink.events) == 8
+
+
+def test_text_only_numbers_and_debris_are_left_to_the_text_reader() -> None:
+    """Arabic-Indic digits are a number to ``float`` as text, never as bytes; CR is cleaned."""
+    line = "[2026-02-23 00:14:33 TP0] Decode batch, #running-req: 4{}, accept len: {}"
+    lines = [
+        line.format("", "3.10").encode(),
+        line.format("", "١٢").encode(),
+        line.format("", "2.00\r").encode(),
+        line.format("\x1b[0m", "2.50").encode(),
+    ]
+    events, _ = fast_read([lines])
+    assert events == plain_read(lines)
+    assert "accept_length=12.0" in events[1] and "accept_length=2.0," in events[2]
