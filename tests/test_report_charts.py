@@ -149,6 +149,24 @@ window.addEventListener("load", () => {
 TAB_BLUE, RESTART_PURPLE, REFERENCE_RED = (31, 119, 180), (148, 103, 189), (214, 39, 40)
 
 
+def test_the_running_cap_line_is_the_nodes_when_dp_ranks_are_summed(tmp_path: Path) -> None:
+    """The series sums the DP ranks of a moment, so the per-rank cap is drawn times the ranks."""
+    lines = startup()  # max running requests 48 per rank
+    for i in range(60):
+        for rank in (0, 1):
+            line = decode(60 + 2 * i, 3.0, 0.7, running=40, tput=900)
+            lines.append(line.replace(" TP0]", f" DP{rank} TP{rank}]"))
+    path = tmp_path / "server.log"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    axes = drawn(path)["Running and queued requests over time"]
+    running = data_line(axes, "running")[1]
+    assert max(running) == pytest.approx(80)  # both ranks' 40
+    horizontals = [tuple(map(float, line.get_ydata())) for line in axes.get_lines()]
+    assert (96.0, 96.0) in horizontals
+    labels = [text.get_text() for text in axes.texts]
+    assert "max running\n48 x 2 ranks" in labels
+
+
 def chromium(page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """Headless Chromium on ``page``, bounded in time; root needs --no-sandbox."""
     command = [

@@ -236,8 +236,11 @@ def _queue(axes: Axes, report: Report) -> bool:
         ("running", "running", "tab:blue", "-"),
         ("queued", "queued", "tab:orange", "-"),
     )
+    # The series sums the DP ranks of a moment (the node), and the cap holds per rank.
     cap = report.config.max_running_requests
-    references = () if cap is None else ((float(cap), f"max running\n{cap}", "tab:red"),)
+    ranks = max(report.dp_ranks, 1)
+    label = f"max running\n{cap}" if ranks == 1 else f"max running\n{cap} x {ranks} ranks"
+    references = () if cap is None else ((float(cap * ranks), label, "tab:red"),)
     return _over_time(axes, report, "requests", lines, references)
 
 
