@@ -178,3 +178,46 @@ def test_doctor_on_simulated_incident_logs(
     assert must_find <= found
     if status == 0:
         assert all(f["severity"] == "info" for f in report["findings"])
+
+
+LOGS = Path(__file__).parent / "data" / "logs"
+
+
+@pytest.mark.parametrize(
+    ("mixin", "status", "verdicts"),
+    [
+        (None, 3, ["accept_length_collapsed"]),  # mean accept length 1.04 <= the shipped 1.05
+        ("collapsed_accept_length: 1.02", 1, ["accept_length_low"]),  # not collapsed, still low
+    ],
+)
+def test_mixin_config_thresholds_change_doctors_verdict_as_they_change_reports(
+    tmp_path: Path, mixin: str | None, status: int, verdicts: list[str]
+) -> None:
+    """doctor --mixin-config judges by the user's alert thresholds, exactly as report does."""
+    log = str(LOGS / "incident4_mismatched.log")
+    flags: tuple[str, ...] = ()
+    if mixin is not None:
+        path = tmp_path / "mixin.yaml"
+        path.write_text(f"thresholds:\n  {mixin}\n")
+        flags = ("--mixin-config", str(path))
+    result = doctor("--log-file", log, "--json", *flags)
+    assert result.returncode == status, result.stderr
+    assert [v["code"] for v in json.loads(result.stdout)["verdicts"]] == verdicts
+    report = subprocess.run(
+        specwatch_cmd("report", log, "--json", *flags),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    (run,) = json.loads(report.stdout)["runs"]
+    assert [v["code"] for v in run["verdicts"]] == verdicts
+
+
+def test_bad_mixin_config_exits_2_naming_flag_and_key(tmp_path: Path) -> None:
+    mixin = tmp_path / "mixin.yaml"
+    mixin.write_text("thresholds:\n  collapsed_for: soon\n")
+    result = doctor("--log-file", str(LOGS / "healthy.log"), "--mixin-config", str(mixin))
+    assert (result.returncode, result.stdout) == (2, "")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "--mixin-config" in result.stderr and "collapsed_for" in result.stderr

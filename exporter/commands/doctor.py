@@ -31,7 +31,14 @@ from exporter.analysis.findings import (
 from exporter.analysis.thresholds import DEFAULT, Thresholds
 from exporter.analysis.verdicts import Verdict
 from exporter.cli import UsageError
-from exporter.commands import Judging, add_baseline_flags, add_config_flag, judging_options
+from exporter.commands import (
+    Judging,
+    add_baseline_flags,
+    add_config_flag,
+    add_mixin_config_flag,
+    judging_options,
+    mixin_thresholds,
+)
 from exporter.config import check_http_url
 from exporter.engines.server_config import (
     DraftConfigError,
@@ -63,6 +70,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_config_flag(p)
     p.add_argument("--target", metavar="NAME", help="with --config: the target to judge by")
     add_baseline_flags(p)
+    add_mixin_config_flag(p)
     p.add_argument("--json", action="store_true", help="one JSON object instead of text")
     p.set_defaults(func=run)
 
@@ -151,6 +159,7 @@ def scrape(url: str, timeout: float, token_file: str | None) -> UpstreamSnapshot
 def diagnose(args: argparse.Namespace) -> Diagnosis:
     """Gather every source given on the command line and judge them once."""
     judging = judging_options(args)
+    thresholds = mixin_thresholds(args)
     config = ServerConfig()
     diagnosis = Diagnosis([], config)
     upstream: dict[str, Any] = {}
@@ -162,7 +171,7 @@ def diagnose(args: argparse.Namespace) -> Diagnosis:
         upstream, upstream_window = _upstream_inputs(snap)
     log = None
     if args.log_file:
-        log = read_log(args.log_file, judging)
+        log = read_log(args.log_file, judging, thresholds)
         config = config.merged(log.config)
     draft = args.draft_config or judging.draft_config
     if draft:
