@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO, free_port, require_tool, shipped_rules
-from tests.daemon import live_simulation, run_daemon, wait_for
-from tests.realprom import (
+from tests.support.daemon import live_simulation, run_daemon
+from tests.support.fake_sglang import fake_sglang
+from tests.support.realprom import (
     RunningAlertmanager,
     RunningPrometheus,
     WebhookReceiver,
@@ -36,7 +36,8 @@ from tests.realprom import (
     running_prometheus,
     webhook_receiver,
 )
-from tests.test_upstream import fake_sglang
+from tests.support.tools import REPO, free_port, require_tool, shipped_rules
+from tests.support.waiting import wait_for
 
 ALERTMANAGER = REPO / "deploy" / "alertmanager" / "alertmanager.yml"
 # Spec section 2, incident 1 and the baseline curve of spec section 11: 1,500 tok/s at 48 running.
@@ -243,12 +244,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 
 @pytest.mark.parametrize("scenario", INTENDED_ALERTS)
+@pytest.mark.e2e
 def test_each_simulated_incident_raises_its_alerts_and_only_those(
     stack: Stack, scenario: str
 ) -> None:
     assert stack.firing(scenario) == INTENDED_ALERTS[scenario]
 
 
+@pytest.mark.e2e
 def test_no_exporter_alert_fires_while_every_exporter_is_scraped(stack: Stack) -> None:
     assert stack.prometheus.query('ALERTS{alertname=~"Specwatch.+"}') == []
 
@@ -256,6 +259,7 @@ def test_no_exporter_alert_fires_while_every_exporter_is_scraped(stack: Stack) -
 # --- Alertmanager: who gets paged, with what --------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_collapsed_drafter_pages_with_labels_and_annotations(stack: Stack) -> None:
     instance = stack.instances["collapsed"]
     page = stack.wait_paged("collapsed", "SpecDecodeAcceptLengthCollapsed")
@@ -268,6 +272,7 @@ def test_collapsed_drafter_pages_with_labels_and_annotations(stack: Stack) -> No
     )
 
 
+@pytest.mark.e2e
 def test_collapsed_vllm_drafter_pages_through_the_same_rules(stack: Stack) -> None:
     """vLLM's log alone: its SpecDecoding lines carry the collapse to the same page."""
     instance = stack.instances["vllm-collapsed"]
@@ -284,6 +289,7 @@ def test_collapsed_vllm_drafter_pages_through_the_same_rules(stack: Stack) -> No
     assert float(stack.prometheus.query(accepted)[0]["value"][1]) == 0
 
 
+@pytest.mark.e2e
 def test_slower_than_baseline_goes_to_tickets_with_the_measured_speedup(stack: Stack) -> None:
     ticket = stack.wait_notified("collapsed", "SpecDecodeSlowerThanBaseline")
     assert ticket["receiver"] == "tickets"
@@ -292,11 +298,13 @@ def test_slower_than_baseline_goes_to_tickets_with_the_measured_speedup(stack: S
     assert speedup and float(speedup.group(1)) == pytest.approx(INCIDENT_1_SPEEDUP, abs=0.05)
 
 
+@pytest.mark.e2e
 def test_collapse_holds_back_its_low_accept_length_twin(stack: Stack) -> None:
     stack.wait_notified("collapsed", "SpecDecodeAcceptLengthCollapsed")
     stack.assert_held_back("collapsed", "SpecDecodeAcceptLengthLow")
 
 
+@pytest.mark.e2e
 def test_log_alone_pages_while_the_servers_metrics_endpoint_is_disabled(stack: Stack) -> None:
     """Incident 5: /metrics answers 404; specwatch says why, and nobody is paged for it."""
     target = f'target="{METRICS_DISABLED}"'
@@ -306,6 +314,7 @@ def test_log_alone_pages_while_the_servers_metrics_endpoint_is_disabled(stack: S
     assert stack.prometheus.query('ALERTS{alertname="SpecwatchUpstreamDown"}') == []
 
 
+@pytest.mark.e2e
 def test_wrong_algorithm_flag_pages_for_the_cause_not_the_symptoms(stack: Stack) -> None:
     """Incident 2: the page names the flag; the collapse it causes is held back."""
     instance = stack.instances["eagle-flag"]
@@ -322,6 +331,7 @@ def test_wrong_algorithm_flag_pages_for_the_cause_not_the_symptoms(stack: Stack)
     )
 
 
+@pytest.mark.e2e
 def test_undertrained_drafter_files_warnings_and_keeps_info_out_of_notifications(
     stack: Stack,
 ) -> None:
@@ -340,6 +350,7 @@ def test_undertrained_drafter_files_warnings_and_keeps_info_out_of_notifications
     assert stack.notified("undertrained", "SpecDecodeDraftTokensWasted") == []
 
 
+@pytest.mark.e2e
 def test_healthy_node_sends_nothing(stack: Stack) -> None:
     assert [a for a in stack.webhook.alerts() if a["labels"].get("target") == "healthy"] == []
 
@@ -351,6 +362,7 @@ def _alert(alertname: str, severity: str, **labels: str) -> dict[str, Any]:
     return {"labels": {"alertname": alertname, "severity": severity, "job": "specwatch", **labels}}
 
 
+@pytest.mark.e2e
 def test_alertmanager_example_inhibits_symptoms_and_blind_spots(tmp_path: Path) -> None:
     """Inhibitions of the shipped config, alerts posted the way Prometheus posts them."""
     node_a = {"instance": "a:9477", "target": "sglang-a"}
@@ -385,6 +397,7 @@ def test_alertmanager_example_inhibits_symptoms_and_blind_spots(tmp_path: Path) 
     assert_inhibits(tmp_path, posted, expected)
 
 
+@pytest.mark.e2e
 def test_alertmanager_example_holds_back_a_vanished_jobs_alerts(tmp_path: Path) -> None:
     """Absent: whatever Alertmanager still holds for that job is stale, not news."""
     node = {"instance": "a:9477", "target": "sglang-a"}

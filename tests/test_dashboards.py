@@ -22,7 +22,7 @@ import yaml
 
 from dashboards.build import render
 from dashboards.queries import dashboard_queries, expand
-from tests.conftest import REPO, require_tool, shipped_rules
+from tests.support.tools import REPO, require_tool, shipped_rules
 
 SCHEMAS = REPO / "tests" / "data" / "grafana-schema"
 NODE, FLEET = "specwatch-node.json", "specwatch-fleet.json"
@@ -494,6 +494,7 @@ def test_expand_rejects_a_variable_no_dashboard_defines() -> None:
         expand('m{target=~"$targte"}', "1m")
 
 
+@pytest.mark.e2e
 def test_every_dashboard_query_is_valid_promql(tmp_path: Path) -> None:
     queries = [q for name in UIDS for q in dashboard_queries(committed(name))]
     result = promtool_check([expand(q.expr, "1m") for q in queries], tmp_path)
@@ -501,6 +502,7 @@ def test_every_dashboard_query_is_valid_promql(tmp_path: Path) -> None:
     assert f"SUCCESS: {len(queries)} rules found" in result.stdout
 
 
+@pytest.mark.e2e
 def test_promtool_check_rejects_an_invalid_query(tmp_path: Path) -> None:
     result = promtool_check(['sum by (target (specwatch_accept_length{job=~".+"})'], tmp_path)
     assert result.returncode != 0

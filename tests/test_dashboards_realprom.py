@@ -33,9 +33,11 @@ import yaml
 
 from dashboards.queries import Query, dashboard_queries, expand
 from exporter.simulate.scenarios import SCENARIOS
-from tests.conftest import REPO, free_port, require_tool, shipped_rules
-from tests.daemon import RunningDaemon, live_simulation, run_daemon
-from tests.realprom import RunningPrometheus, running_prometheus
+from tests.support.daemon import RunningDaemon, live_simulation, run_daemon
+from tests.support.realprom import RunningPrometheus, running_prometheus
+from tests.support.tools import REPO, free_port, require_tool, shipped_rules
+
+pytestmark = pytest.mark.e2e
 
 # Grafana sets $__rate_interval to at least four scrape intervals; Prometheus scrapes every 1 s.
 RATE_INTERVAL = "10s"

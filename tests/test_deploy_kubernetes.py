@@ -18,8 +18,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.conftest import require_tool
-from tests.test_deploy_configs import REPO, effective_config, log_dirs_of
+from tests.support.deploy import effective_config, log_dirs_of
+from tests.support.tools import REPO, require_tool
 
 KUBERNETES = REPO / "deploy" / "kubernetes"
 OVERLAYS = ("sidecar", "daemonset")
@@ -179,6 +179,7 @@ def specwatch_containers(docs: list[dict[str, Any]]) -> list[tuple[dict, dict]]:
     return found
 
 
+@pytest.mark.e2e
 def test_core_resources_match_the_kubernetes_schemas(overlay: tuple[str, list]) -> None:
     _, docs = overlay
     core = [d for d in docs if d["kind"] not in OPERATOR_KINDS]
@@ -188,6 +189,7 @@ def test_core_resources_match_the_kubernetes_schemas(overlay: tuple[str, list]) 
             kubernetes_validate.validate(doc, version, strict=True)
 
 
+@pytest.mark.e2e
 def test_operator_resources_match_their_documented_api(overlay: tuple[str, list]) -> None:
     _, docs = overlay
     for doc in docs:
@@ -207,6 +209,7 @@ def test_operator_schema_rejects_a_misspelt_field() -> None:
         jsonschema.validate(monitor, OPERATOR_SCHEMAS["PodMonitor"])
 
 
+@pytest.mark.e2e
 def test_each_overlay_carries_the_alert_rules_and_exactly_one_scrape_config(
     overlay: tuple[str, list],
 ) -> None:
@@ -247,6 +250,7 @@ def scraped_pods(docs: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[
     ]
 
 
+@pytest.mark.e2e
 def test_scrape_config_reaches_the_specwatch_port_as_job_specwatch(
     overlay: tuple[str, list],
 ) -> None:
@@ -264,6 +268,7 @@ def test_scrape_config_reaches_the_specwatch_port_as_job_specwatch(
     assert job == [{"targetLabel": "job", "replacement": "specwatch"}]
 
 
+@pytest.mark.e2e
 def test_specwatch_container_is_probed_limited_and_locked_down(overlay: tuple[str, list]) -> None:
     _, docs = overlay
     (_pod, container), *others = specwatch_containers(docs)
@@ -293,6 +298,7 @@ def mounted_config(pod: dict[str, Any], container: dict[str, Any], docs: list, p
     raise AssertionError(f"{path} is not on any volume of {container['name']}")
 
 
+@pytest.mark.e2e
 def test_specwatch_runs_with_a_valid_config_whose_logs_are_on_a_mounted_directory(
     overlay: tuple[str, list], tmp_path: Path
 ) -> None:
@@ -310,6 +316,7 @@ def test_specwatch_runs_with_a_valid_config_whose_logs_are_on_a_mounted_director
         assert mount.get("readOnly") is True and "subPath" not in mount
 
 
+@pytest.mark.e2e
 def test_sidecar_shares_the_log_directory_sglang_writes_through_the_tee(tmp_path: Path) -> None:
     docs = build_overlay("sidecar")
     ((pod, specwatch),) = specwatch_containers(docs)
@@ -329,6 +336,7 @@ def test_sidecar_shares_the_log_directory_sglang_writes_through_the_tee(tmp_path
     assert "--enable-metrics" in script
 
 
+@pytest.mark.e2e
 def test_daemonset_reads_pod_logs_from_the_host_read_only() -> None:
     docs = build_overlay("daemonset")
     ((pod, container),) = specwatch_containers(docs)

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from tests.daemon import specwatch_cmd
+from tests.support.daemon import specwatch_cmd
 
 
 def doctor(*args: str) -> subprocess.CompletedProcess[str]:

@@ -10,7 +10,10 @@ import subprocess
 import urllib.request
 from pathlib import Path
 
-from tests.daemon import append, decode_line, run_daemon, specwatch_cmd, wait_for
+from tests.support.daemon import run_daemon, specwatch_cmd
+from tests.support.files import append
+from tests.support.loglines import decode_line
+from tests.support.waiting import wait_for
 
 
 def simulated_log(folder: Path, scenario: str) -> Path:

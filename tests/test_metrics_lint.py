@@ -22,8 +22,8 @@ from prometheus_client.registry import Collector
 
 from exporter.exposition.collector import FAMILIES
 from exporter.simulate import SCENARIOS
-from tests.conftest import free_port, require_tool
-from tests.daemon import RunningDaemon, live_simulation, run_daemon
+from tests.support.daemon import RunningDaemon, live_simulation, run_daemon
+from tests.support.tools import free_port, require_tool
 from tests.test_dashboards_realprom import sglang_http_api
 
 TEXT = "text/plain; version=0.0.4"

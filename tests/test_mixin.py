@@ -22,7 +22,7 @@ from dashboards.queries import dashboard_queries, expand
 from exporter.analysis.thresholds import Thresholds
 from exporter.mixin_config import MixinConfig, load_mixin_config
 from mixin.render import render, stale_files
-from tests.conftest import REPO, require_tool
+from tests.support.tools import REPO, require_tool
 from tests.test_dashboards import promtool_check
 from tests.test_deploy_kubernetes import OPERATOR_SCHEMAS
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from exporter.analysis.breakeven import assess_positions
-from tests.test_doctor import doctor, write_log
+from tests.support.daemon import doctor
+from tests.support.files import write_log
 
 TAG = "\x1b[0;36m(APIServer pid=1)\x1b[0;0m "
 

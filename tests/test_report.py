@@ -35,7 +35,7 @@ from exporter.cli import main
 from exporter.report import build_report
 from exporter.report.reader import Progress
 from exporter.simulate import SCENARIOS
-from tests.test_findings import decode, startup
+from tests.support.loglines import decode, startup
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
@@ -200,6 +200,7 @@ def test_html_page_is_self_contained_with_four_matplotlib_charts(
     assert not re.search(r'(src|href)="(https?:)?//', text)  # nothing fetched from elsewhere
 
 
+@pytest.mark.e2e
 def test_html_without_matplotlib_exits_2_naming_the_extra(tmp_path: Path) -> None:
     # A real process in which importing matplotlib fails, as on a node without the extra.
     blocker = tmp_path / "sitecustomize.py"

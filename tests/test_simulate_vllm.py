@@ -11,8 +11,8 @@ from exporter.engines.record import StatsRecord
 from exporter.parse.pipeline import LineProcessor
 from exporter.simulate import SCENARIOS, generate
 from exporter.simulate.vllm import FORMATS, VLLM_SCENARIOS
-from tests.daemon import specwatch_cmd
-from tests.test_pipeline import ListSink
+from tests.support.daemon import specwatch_cmd
+from tests.support.sinks import ListSink
 
 
 def read_back(lines: list[str]) -> list[StatsRecord]:

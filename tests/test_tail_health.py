@@ -13,9 +13,9 @@ import pytest
 
 from exporter.sources.tail import FileTailer
 from exporter.sources.tail.health import REPEAT_SECONDS, SourceHealth, SourceReason
-from tests.conftest import REPO
+from tests.support.tailing import Recorder
+from tests.support.tools import REPO
 from tests.test_tail_errors import unprivileged
-from tests.test_tail_support import Recorder
 
 
 class Clock:

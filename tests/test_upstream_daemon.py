@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import append, run_daemon
-from tests.test_findings import incident_2
-from tests.test_upstream import API_KEY, Route, exposition, fake_sglang, server_info
+from tests.support.daemon import run_daemon
+from tests.support.fake_sglang import API_KEY, Route, exposition, fake_sglang, server_info
+from tests.support.files import append
+from tests.support.loglines import incident_2
+
+pytestmark = pytest.mark.e2e
 
 
 def timed_scrape(port: int) -> float:

@@ -17,7 +17,7 @@ import pytest
 from exporter.cli import COMMANDS, build_parser
 from exporter.exposition.collector import FAMILIES
 from exporter.simulate import SCENARIOS
-from tests.daemon import run_daemon, specwatch_cmd
+from tests.support.daemon import run_daemon, specwatch_cmd
 from tests.test_log_source_daemon import simulated_log
 
 # Pointers to documents that ship with nothing a user has.

@@ -13,7 +13,7 @@ from exporter.engines.server_config import from_server_args
 from exporter.engines.sglang_startup import ServerArgsEvent, parse_event
 from exporter.engines.vllm import VllmParser
 from exporter.parse.pipeline import LineProcessor
-from tests.test_pipeline import ListSink
+from tests.support.sinks import ListSink
 
 NOW = datetime(2026, 5, 6, 12, 0, tzinfo=timezone.utc)
 TAG = "(APIServer pid=1) "

@@ -26,9 +26,9 @@ from prometheus_client import CollectorRegistry
 
 from exporter.exposition.connections import Limits
 from exporter.exposition.server import WebServer, make_app
-from tests.conftest import require_tool
-from tests.daemon import run_daemon
 from tests.proc import cpu_seconds, rss_mib, threads
+from tests.support.daemon import run_daemon
+from tests.support.tools import require_tool
 
 pytestmark = pytest.mark.e2e
 

@@ -6,29 +6,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
 
-from tests.metrics import Scrape, scrape
-
-T = TypeVar("T")
-
-
-def wait_for(check: Callable[[], T], timeout: float = 10.0, interval: float = 0.05) -> T:
-    """Poll until ``check`` returns something truthy; fail with its last value."""
-    deadline = time.monotonic() + timeout
-    last: T = check()
-    while not last:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s (last: {last!r})")
-        time.sleep(interval)
-        last = check()
-    return last
+from tests.support.metrics import Scrape, scrape
+from tests.support.waiting import wait_for
 
 
 def healthy(port: int) -> bool:
@@ -65,6 +50,13 @@ class RunningDaemon:
 
 def specwatch_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "exporter", *args]
+
+
+def doctor(*args: str) -> subprocess.CompletedProcess[str]:
+    """``specwatch doctor`` run to its end, output captured."""
+    return subprocess.run(
+        specwatch_cmd("doctor", *args), capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 @contextmanager
@@ -124,27 +116,3 @@ def live_simulation(
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-
-
-def decode_line(
-    accept_len: float = 1.0,
-    *,
-    running: int = 48,
-    queue: int = 32,
-    tput: float = 600.0,
-    graph: bool = True,
-    time_text: str = "2026-02-23 00:14:33",
-    ranks: str = " TP0",
-) -> str:
-    """A Feb-2026 SGLang decode line (format per SGLang's scheduler metrics code)."""
-    rate = accept_len / 4
-    return (
-        f"[{time_text}{ranks}] Decode batch, #running-req: {running}, #token: 6460, "
-        f"token usage: 0.06, accept len: {accept_len:.2f}, accept rate: {rate:.2f}, "
-        f"cuda graph: {graph}, gen throughput (token/s): {tput:.2f}, #queue-req: {queue}"
-    )
-
-
-def append(path: Path, *lines: str, raw: bytes = b"") -> None:
-    with path.open("ab") as f:
-        f.write("".join(line + "\n" for line in lines).encode() + raw)

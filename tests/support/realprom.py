@@ -24,8 +24,8 @@ from typing import Any, TypeVar
 
 import yaml
 
-from tests.conftest import free_port
-from tests.daemon import wait_for
+from tests.support.tools import free_port
+from tests.support.waiting import wait_for
 
 T = TypeVar("T")
 
