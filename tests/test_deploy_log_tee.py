@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -108,7 +107,6 @@ def test_closed_console_does_not_stop_the_log_file(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     proc = start_tee(log)
     proc.stdout.close()  # whoever read the console went away
-    time.sleep(0.1)
     proc.stdin.write(LINE * 3)
     proc.stdin.close()
     assert proc.wait(timeout=10) == 0, proc.stderr.read()

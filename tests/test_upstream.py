@@ -19,6 +19,7 @@ from tests.support.fake_sglang import (
     server_info,
 )
 from tests.support.tools import free_port
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture
@@ -224,14 +225,12 @@ def test_background_thread_never_blocks_readers(sglang: FakeSGLang) -> None:
     scrape = UpstreamScraper(f"{sglang.url}/metrics", interval=0.1, timeout=1.0)
     scrape.start()
     try:
-        time.sleep(0.2)  # the first scrape is now waiting on the slow server
+        wait_for(lambda: sglang.seen_auth, what="the first scrape waiting on the slow server")
         started = time.monotonic()
         for _ in range(100):
             scrape.snapshot()
         assert time.monotonic() - started < 0.05
-        deadline = time.monotonic() + 5
-        while not scrape.snapshot().errors and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: scrape.snapshot().errors, 5, what="the timed-out scrape")
         assert scrape.snapshot().errors[("metrics", "timeout")] >= 1
     finally:
         scrape.stop(timeout=3)
