@@ -7,28 +7,18 @@ part of its history (bootstrap) and never counted. Probes, ``run_daemon`` and us
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from exporter.config import Config, TargetConfig
 from exporter.daemon import Daemon
-from tests.support.daemon import run_daemon
+from tests.support.daemon import healthz, run_daemon
 from tests.support.files import append
 from tests.support.loglines import decode_line
 from tests.support.waiting import wait_for
 
 DECODES = "specwatch_log_stats_lines_total"
-
-
-def healthz(port: int) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
 
 
 def test_not_ready_names_how_many_sources_do_not_follow_yet_then_200(tmp_path: Path) -> None:

@@ -23,10 +23,7 @@ import json
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from threading import Thread
-from typing import Any
 
 import pytest
 import yaml
@@ -34,6 +31,7 @@ import yaml
 from dashboards.queries import Query, dashboard_queries, expand
 from exporter.simulate.scenarios import SCENARIOS
 from tests.support.daemon import RunningDaemon, live_simulation, run_daemon
+from tests.support.fake_sglang import FakeSGLang, Route, fake_sglang
 from tests.support.realprom import RunningPrometheus, running_prometheus
 from tests.support.tools import REPO, free_port, require_tool, shipped_rules
 
@@ -82,37 +80,17 @@ class Node:
     engine: str = "sglang"
 
 
-class _SGLangHandler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        if self.path == "/metrics":
-            body, kind = SGLANG_METRICS.encode(), "text/plain; version=0.0.4"
-        elif self.path == "/server_info":
-            body, kind = json.dumps(SGLANG_SERVER_INFO).encode(), "application/json"
-        else:
-            self.send_error(404)
-            return
-        self.send_response(200)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Quiet: the assertions say what was served."""
-
-
 @contextmanager
-def sglang_http_api() -> Iterator[str]:
+def sglang_http_api() -> Iterator[FakeSGLang]:
     """SGLang's /metrics and /server_info on a loopback port (the model itself needs a GPU)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _SGLangHandler)
-    thread = Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with fake_sglang() as server:
+        server.routes["/metrics"] = Route(
+            body=SGLANG_METRICS.encode(), content_type="text/plain; version=0.0.4"
+        )
+        server.routes["/server_info"] = Route(
+            body=json.dumps(SGLANG_SERVER_INFO).encode(), content_type="application/json"
+        )
+        yield server
 
 
 @contextmanager
@@ -162,7 +140,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningProm
         refused = f"http://127.0.0.1:{free_port()}"  # nothing listens there
         nodes = [
             Node("sick", "undertrained", refused),
-            Node("ok", "healthy", stack.enter_context(sglang_http_api())),
+            Node("ok", "healthy", stack.enter_context(sglang_http_api()).url),
             Node("vllm", "healthy", None, engine="vllm"),
         ]
         daemons = [

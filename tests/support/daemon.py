@@ -16,12 +16,21 @@ from tests.support.metrics import Scrape, scrape
 from tests.support.waiting import wait_for
 
 
-def healthy(port: int) -> bool:
+def healthz(port: int) -> tuple[int, str] | None:
+    """Status and body of ``/healthz``, or None while nothing answers on ``port``."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as resp:
-            return resp.status == 200
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
     except (urllib.error.URLError, ConnectionError, TimeoutError):
-        return False
+        return None
+
+
+def healthy(port: int) -> bool:
+    """Whether plain HTTP ``/healthz`` answers 200: every log source follows."""
+    answer = healthz(port)
+    return answer is not None and answer[0] == 200
 
 
 class RunningDaemon:
@@ -67,9 +76,11 @@ def run_daemon(
     ready: Callable[[int], bool] = healthy,
     host: str = "127.0.0.1",
 ) -> Iterator[RunningDaemon]:
-    """Start ``specwatch run`` on ``port``; on exit, SIGTERM it and insist on a clean stop.
+    """Start ``specwatch run`` on ``port`` and wait until it is ready; on exit, SIGTERM it and
+    insist on a clean stop.
 
-    ``ready(port)`` tells when it answers (plain HTTP ``/healthz`` unless told otherwise).
+    ``ready(port)`` tells when it answers (plain HTTP ``/healthz`` unless told otherwise). Ready
+    means every log source follows: nothing appended from then on is lost.
     """
     listen = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     cmd = specwatch_cmd("run", "--listen", listen, *args)

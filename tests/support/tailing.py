@@ -21,7 +21,7 @@ from exporter.state.feed import LogFeed
 from exporter.target import Target
 from tests.support.metrics import Scrape, render
 
-FAST = {"poll_interval": 0.02, "rotate_wait": 0.3}
+FAST: dict[str, Any] = {"poll_interval": 0.02, "rotate_wait": 0.3}
 """Tailer timings that keep each test well under a second of waiting."""
 
 
