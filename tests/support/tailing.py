@@ -107,13 +107,9 @@ def stepped_target(pattern: Path | str) -> Iterator[tuple[FileTailer, Callable[[
 @contextmanager
 def following(pattern: Path | str, **options: Any) -> Iterator[tuple[FileTailer, Recorder]]:
     """A started ``FileTailer`` with fast timings and a ``Recorder``; stopped on exit."""
-    recorder = Recorder()
-    tailer = FileTailer(str(pattern), recorder, **{**FAST, **options})
-    tailer.start()
-    try:
+    with stepped(pattern, **options) as (tailer, recorder):
+        tailer.start()
         yield tailer, recorder
-    finally:
-        tailer.stop()
 
 
 class FailingOnce(Recorder):
