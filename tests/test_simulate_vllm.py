@@ -77,6 +77,7 @@ def test_same_seed_same_bytes() -> None:
         (["--scenario", "healthy", "--format-version", "vllm-0.11"], "vllm-0.11"),
     ],
 )
+@pytest.mark.e2e
 def test_a_scenario_or_format_the_engine_lacks_is_a_usage_error(
     flags: list[str], named: str
 ) -> None:
