@@ -178,6 +178,7 @@ def near(counts: dict[tuple[int, int, int], int], colour: tuple[int, int, int]) 
     )
 
 
+@pytest.mark.e2e
 def test_the_page_shows_its_charts_in_a_browser(
     log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
