@@ -7,15 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from exporter.config import ConfigError, build_config
+from exporter.config import ConfigError
 from exporter.parse.custom_rules import CustomRuleSet
-from tests.support.custom_rules import documented_rules
+from tests.support.custom_rules import documented_rules, rule_set
 from tests.support.loglines import PROF_LINE
-
-
-def rule_set(entries: list[dict]) -> CustomRuleSet:
-    """Rules as the daemon gets them: validated in the config, compiled for a target."""
-    return CustomRuleSet(build_config({"custom_rules": entries}).custom_rules)
 
 
 def series(rules: CustomRuleSet) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -8,6 +8,8 @@ import pytest
 
 from tests.support.daemon import specwatch_cmd
 
+pytestmark = pytest.mark.e2e
+
 
 def doctor(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

@@ -16,6 +16,8 @@ import pytest
 from tests.support.daemon import specwatch_cmd
 from tests.support.tools import require_tool
 
+pytestmark = pytest.mark.e2e
+
 
 def refused(*args: str, env: dict[str, str] | None = None) -> str:
     """Run ``specwatch run ARGS`` (on a port nobody listens on) and return its one error line."""

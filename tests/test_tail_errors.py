@@ -15,7 +15,7 @@ import pytest
 from exporter.sources.tail import FileTailer
 from tests.support.files import append
 from tests.support.tailing import FailingOnce, following, stepped
-from tests.support.tools import REPO, require_tool
+from tests.support.tools import REPO, unprivileged
 from tests.support.waiting import wait_for
 
 # Runs a tailer in a child process (so its file permissions can be those of an unprivileged
@@ -48,13 +48,6 @@ def test_unresolvable_path_is_counted_and_retried_until_it_resolves(tmp_path: Pa
         log.write_bytes(b"resolved\n")
         wait_for(lambda: rec.lines == [b"resolved"], what="the file once it resolves")
     assert set(rec.reasons("read_error")) == {"stat"}
-
-
-def unprivileged() -> list[str]:
-    """Command prefix under which file permissions apply (root ignores them by default)."""
-    if os.geteuid() != 0:
-        return []
-    return [require_tool("setpriv"), "--bounding-set=-dac_override,-dac_read_search"]
 
 
 @pytest.mark.e2e

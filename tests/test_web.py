@@ -48,7 +48,7 @@ def serve(collector: Collector, content: Callable[[], object] | None = None) -> 
 
 def test_healthz_answers_503_with_the_reason_until_ready_then_200() -> None:
     reason: list[str | None] = ["starting: 1 of 2 log sources not followed yet"]
-    app = make_app(CollectorRegistry(), ["node-a"], not_ready=lambda: reason[0])
+    app = make_app(CollectorRegistry(), lambda: b"landing", not_ready=lambda: reason[0])
     server = WebServer("127.0.0.1", 0, app)
     server.start()
     url = f"http://127.0.0.1:{server.port}/healthz"

@@ -57,6 +57,19 @@ class RunningDaemon:
         return wait_for(check, timeout)
 
 
+def config_file(tmp_path: Path, url: str) -> Path:
+    """A config scraping the server at ``url`` every second as target ``sglang-0``."""
+    path = tmp_path / "specwatch.yaml"
+    path.write_text(
+        "targets:\n"
+        "  - name: sglang-0\n"
+        f"    metrics_url: {url}/metrics\n"
+        f"    server_info_url: {url}/server_info\n"
+        "    scrape_interval: 1\n"
+    )
+    return path
+
+
 def specwatch_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "exporter", *args]
 
@@ -127,3 +140,11 @@ def live_simulation(
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def simulated_log(folder: Path, scenario: str) -> Path:
+    """A minute of ``specwatch simulate`` output for ``scenario``, written at once."""
+    log = folder / "server.log"
+    cmd = specwatch_cmd("simulate", "--scenario", scenario, "--duration", "60", "--out", str(log))
+    subprocess.run(cmd, check=True, timeout=60)
+    return log

@@ -38,3 +38,10 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def unprivileged() -> list[str]:
+    """Command prefix under which file permissions apply (root ignores them by default)."""
+    if os.geteuid() != 0:
+        return []
+    return [require_tool("setpriv"), "--bounding-set=-dac_override,-dac_read_search"]
