@@ -10,6 +10,7 @@
 - ``fake_sglang``: a loopback HTTP server playing SGLang's ``/metrics`` and ``/server_info``.
 - ``daemon``: the real ``specwatch run`` (and ``simulate``, ``doctor``) as subprocesses.
 - ``realprom``: real Prometheus, Alertmanager and a webhook receiver on loopback.
+- ``proc``: what a running process costs, and the budgets tests hold it to.
 - ``deploy``: the config a shipped deploy command line runs with.
 - ``custom_rules``: the documented custom-rule example.
 
