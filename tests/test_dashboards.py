@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ import yaml
 
 from dashboards.build import render
 from dashboards.queries import dashboard_queries, expand
-from tests.support.tools import REPO, require_tool, shipped_rules
+from tests.support.tools import REPO, promtool_check, shipped_rules
 
 SCHEMAS = REPO / "tests" / "data" / "grafana-schema"
 NODE, FLEET = "specwatch-node.json", "specwatch-fleet.json"
@@ -464,19 +463,6 @@ def test_schema_validation_rejects_a_broken_panel() -> None:
 
 
 # --- PromQL -------------------------------------------------------------------------------
-
-
-def promtool_check(expressions: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """`promtool check rules` on the expressions wrapped as recording rules."""
-    rules = [{"record": f"dashboard:query_{i}:check", "expr": e} for i, e in enumerate(expressions)]
-    path = tmp_path / "dashboard-queries.rules.yaml"
-    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": rules}]}))
-    return subprocess.run(
-        [require_tool("promtool"), "check", "rules", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def test_expand_fills_variables_like_grafana_all_and_keeps_regex_groups() -> None:

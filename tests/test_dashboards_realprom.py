@@ -31,7 +31,9 @@ import yaml
 from dashboards.queries import Query, dashboard_queries, expand
 from exporter.simulate.scenarios import SCENARIOS
 from tests.support.daemon import RunningDaemon, live_simulation, run_daemon
-from tests.support.fake_sglang import FakeSGLang, Route, fake_sglang
+from tests.support.fake_sglang import (
+    sglang_http_api,
+)
 from tests.support.realprom import RunningPrometheus, running_prometheus
 from tests.support.tools import REPO, free_port, require_tool, shipped_rules
 
@@ -44,30 +46,6 @@ QUERIES: list[Query] = [
     for name in ("specwatch-node.json", "specwatch-fleet.json")
     for query in dashboard_queries(json.loads((REPO / "dashboards" / name).read_text()))
 ]
-# SGLang's /metrics exposition (gauge names from SGLang's metrics collector) for the ok node.
-SGLANG_METRICS = "\n".join(
-    [
-        "# TYPE sglang:num_running_reqs gauge",
-        'sglang:num_running_reqs{model_name="moonshotai/Kimi-K2.5"} 48.0',
-        "# TYPE sglang:num_queue_reqs gauge",
-        'sglang:num_queue_reqs{model_name="moonshotai/Kimi-K2.5"} 0.0',
-        "# TYPE sglang:gen_throughput gauge",
-        'sglang:gen_throughput{model_name="moonshotai/Kimi-K2.5"} 2700.0',
-        "# TYPE sglang:spec_accept_length gauge",
-        'sglang:spec_accept_length{model_name="moonshotai/Kimi-K2.5"} 3.2',
-        "",
-    ]
-)
-SGLANG_SERVER_INFO = {
-    "speculative_algorithm": "EAGLE3",
-    "speculative_num_steps": 3,
-    "speculative_eagle_topk": 1,
-    "speculative_num_draft_tokens": 4,
-    "max_running_requests": 48,
-    "disable_cuda_graph": False,
-    "status": "ready",
-    "version": "0.5.10",
-}
 
 
 @dataclass(frozen=True)
@@ -78,19 +56,6 @@ class Node:
     scenario: str
     upstream: str | None  # base URL of the server's HTTP API; None: the log alone
     engine: str = "sglang"
-
-
-@contextmanager
-def sglang_http_api() -> Iterator[FakeSGLang]:
-    """SGLang's /metrics and /server_info on a loopback port (the model itself needs a GPU)."""
-    with fake_sglang() as server:
-        server.routes["/metrics"] = Route(
-            body=SGLANG_METRICS.encode(), content_type="text/plain; version=0.0.4"
-        )
-        server.routes["/server_info"] = Route(
-            body=json.dumps(SGLANG_SERVER_INFO).encode(), content_type="application/json"
-        )
-        yield server
 
 
 @contextmanager

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,3 +54,121 @@ def log_dirs_of(config: Config) -> set[str]:
                 fixed = re.split(r"[*?\[]", pattern, maxsplit=1)[0]
                 dirs.add(fixed.rsplit("/", 1)[0] or "/")
     return dirs
+
+
+# The Prometheus Operator's CRD schemas, reduced to the fields the manifests use.
+_DURATION = {
+    "type": "string",
+    "pattern": r"^(0|(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$",
+}
+_LABELS = {"type": "object", "additionalProperties": {"type": "string"}}
+_RELABEL = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "sourceLabels": {
+            "type": "array",
+            "items": {"type": "string", "pattern": r"^[a-zA-Z_][a-zA-Z0-9_]*$"},
+        },
+        "separator": {"type": "string"},
+        "targetLabel": {"type": "string"},
+        "regex": {"type": "string"},
+        "replacement": {"type": "string"},
+        "action": {"enum": ["replace", "keep", "drop", "labelmap", "labeldrop", "labelkeep"]},
+    },
+}
+_ENDPOINT = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["port"],
+    "properties": {
+        "port": {"type": "string"},
+        "path": {"type": "string"},
+        "scheme": {"enum": ["http", "https"]},
+        "interval": _DURATION,
+        "scrapeTimeout": _DURATION,
+        "honorLabels": {"type": "boolean"},
+        "relabelings": {"type": "array", "items": _RELABEL},
+        "metricRelabelings": {"type": "array", "items": _RELABEL},
+    },
+}
+_SELECTOR = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {"matchLabels": _LABELS, "matchExpressions": {"type": "array"}},
+}
+
+
+def _operator_schema(spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "apiVersion": {"const": "monitoring.coreos.com/v1"},
+            "metadata": {"type": "object", "required": ["name"]},
+            "spec": spec,
+        },
+    }
+
+
+def _monitor_schema(endpoints_key: str) -> dict[str, Any]:
+    """PodMonitor and ServiceMonitor differ only in the name of their endpoint list."""
+    return _operator_schema(
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["selector", endpoints_key],
+            "properties": {
+                "selector": _SELECTOR,
+                "jobLabel": {"type": "string"},
+                endpoints_key: {"type": "array", "minItems": 1, "items": _ENDPOINT},
+            },
+        }
+    )
+
+
+OPERATOR_SCHEMAS = {
+    "PodMonitor": _monitor_schema("podMetricsEndpoints"),
+    "ServiceMonitor": _monitor_schema("endpoints"),
+    "PrometheusRule": _operator_schema(
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["groups"],
+            "properties": {
+                "groups": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["name", "rules"],
+                        "properties": {
+                            "name": {"type": "string", "minLength": 1},
+                            "interval": _DURATION,
+                            "labels": _LABELS,
+                            "rules": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "additionalProperties": False,
+                                    "required": ["expr"],
+                                    "oneOf": [{"required": ["alert"]}, {"required": ["record"]}],
+                                    "properties": {
+                                        "alert": {"type": "string"},
+                                        "record": {"type": "string"},
+                                        "expr": {"type": ["string", "integer"]},
+                                        "for": _DURATION,
+                                        "keep_firing_for": _DURATION,
+                                        "labels": _LABELS,
+                                        "annotations": _LABELS,
+                                    },
+                                },
+                            },
+                        },
+                    },
+                }
+            },
+        }
+    ),
+}

@@ -143,3 +143,42 @@ def fake_sglang() -> Iterator[FakeSGLang]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+# SGLang's /metrics exposition (gauge names from SGLang's metrics collector) for the ok node.
+SGLANG_METRICS = "\n".join(
+    [
+        "# TYPE sglang:num_running_reqs gauge",
+        'sglang:num_running_reqs{model_name="moonshotai/Kimi-K2.5"} 48.0',
+        "# TYPE sglang:num_queue_reqs gauge",
+        'sglang:num_queue_reqs{model_name="moonshotai/Kimi-K2.5"} 0.0',
+        "# TYPE sglang:gen_throughput gauge",
+        'sglang:gen_throughput{model_name="moonshotai/Kimi-K2.5"} 2700.0',
+        "# TYPE sglang:spec_accept_length gauge",
+        'sglang:spec_accept_length{model_name="moonshotai/Kimi-K2.5"} 3.2',
+        "",
+    ]
+)
+SGLANG_SERVER_INFO = {
+    "speculative_algorithm": "EAGLE3",
+    "speculative_num_steps": 3,
+    "speculative_eagle_topk": 1,
+    "speculative_num_draft_tokens": 4,
+    "max_running_requests": 48,
+    "disable_cuda_graph": False,
+    "status": "ready",
+    "version": "0.5.10",
+}
+
+
+@contextmanager
+def sglang_http_api() -> Iterator[FakeSGLang]:
+    """SGLang's /metrics and /server_info on a loopback port (the model itself needs a GPU)."""
+    with fake_sglang() as server:
+        server.routes["/metrics"] = Route(
+            body=SGLANG_METRICS.encode(), content_type="text/plain; version=0.0.4"
+        )
+        server.routes["/server_info"] = Route(
+            body=json.dumps(SGLANG_SERVER_INFO).encode(), content_type="application/json"
+        )
+        yield server

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -45,3 +46,16 @@ def unprivileged() -> list[str]:
     if os.geteuid() != 0:
         return []
     return [require_tool("setpriv"), "--bounding-set=-dac_override,-dac_read_search"]
+
+
+def promtool_check(expressions: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """`promtool check rules` on the expressions wrapped as recording rules."""
+    rules = [{"record": f"dashboard:query_{i}:check", "expr": e} for i, e in enumerate(expressions)]
+    path = tmp_path / "dashboard-queries.rules.yaml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": rules}]}))
+    return subprocess.run(
+        [require_tool("promtool"), "check", "rules", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
