@@ -14,21 +14,8 @@ from exporter.exposition.collector import SpecwatchCollector
 from exporter.state.target_state import TargetSnapshot, TargetState
 from exporter.target import Target
 from tests.support.metrics import T0, Clock, render
+from tests.support.records import decode
 from tests.support.tools import require_tool
-
-
-def decode(**fields: object) -> StatsRecord:
-    values = dict(
-        running_requests=48,
-        queued_requests=32,
-        token_usage=0.06,
-        accept_length=1.0,
-        accept_rate=0.25,
-        cuda_graph=True,
-        gen_throughput=600.0,
-    )
-    values.update(fields)
-    return StatsRecord(kind="decode", **values)  # type: ignore[arg-type]
 
 
 def make_target(name: str = "node-a", baseline: Baseline | None = None) -> Target:

@@ -6,6 +6,7 @@
 - ``loglines``: builders of SGLang log lines and whole server logs.
 - ``metrics``: reading expositions (``Scrape``) and rendering a collector at a fixed clock.
 - ``tailing``: a recording ``TailEvents`` and file tailers, stepped with ``poll()`` or running.
+- ``records``: ``StatsRecord`` builders, for tests that start past the parser.
 - ``sinks``: a ``RecordSink`` keeping what the line processor reports.
 - ``fake_sglang``: a loopback HTTP server playing SGLang's ``/metrics`` and ``/server_info``.
 - ``daemon``: the real ``specwatch run`` (and ``simulate``, ``doctor``) as subprocesses.
