@@ -1,10 +1,10 @@
-# specwatch: the two commands a newcomer needs are `make demo` and `make test`.
+# specwatch: the two commands a newcomer needs are `make demo` and `make test` (CONTRIBUTING.md).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format system-deps clean mixin bench
+.PHONY: demo test unit lint format system-deps clean mixin bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ format: $(STAMP)
 
 test: system-deps $(STAMP) lint
 	$(BIN)/python -m pytest -q
+
+# The fast loop: tests that start no process (no daemon, Prometheus, promtool or docker).
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not e2e"
 
 demo: $(STAMP)
 	$(BIN)/python -m exporter.demo

@@ -31,6 +31,8 @@ log = logging.getLogger("specwatch")
 
 
 class Source(Protocol):
+    ready: threading.Event  # set once lines written from then on are read as new
+
     def start(self) -> None: ...
     def stop(self) -> None: ...
 
@@ -59,6 +61,7 @@ class Daemon:
             functools.partial(landing_page, self.targets, config.stale_after),
             web.guard if web else None,
             content=lambda: list(collector.collect()),
+            not_ready=self.not_ready,
         )
         self.web = WebServer(host, port, app, web.tls_context() if web else None)
 
@@ -89,6 +92,17 @@ class Daemon:
         log.warning("standard input ended (the server's output closed); exiting with status 1")
         self.exit_status = 1
         self.stopping.set()
+
+    def not_ready(self) -> str | None:
+        """Why /healthz must not answer 200 yet, or None once every log source follows.
+
+        Until a tailer's first pass, a line appended now could be taken for old history (read
+        into the start-up bootstrap instead of counted); ready means nothing is lost from here.
+        """
+        waiting = sum(1 for source in self._sources if not source.ready.is_set())
+        if waiting:
+            return f"starting: {waiting} of {len(self._sources)} log sources not followed yet"
+        return None
 
     def start(self) -> None:
         self._observer.start()

@@ -1,44 +1,52 @@
-"""Shared fixtures: real tools, free ports, and a running daemon scraped over HTTP."""
+"""Fixtures and checks for every test; the helpers behind them live in ``tests/support``."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-from pathlib import Path
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
-import yaml
 
-REPO = Path(__file__).resolve().parent.parent
-# The default mixin rendering: recording rules first, since the alerts read them.
-RULE_FILES = (REPO / "alerts" / "prometheus_rules.yaml", REPO / "alerts" / "prometheus_alerts.yaml")
-
-
-def shipped_rules() -> dict[str, Any]:
-    """Both shipped rule files as one rule file's content (every group, in load order)."""
-    groups = [g for path in RULE_FILES for g in yaml.safe_load(path.read_text())["groups"]]
-    return {"groups": groups}
-
-
-def require_tool(name: str) -> str:
-    """Path of a real external tool; in CI a missing tool fails the test instead of skipping."""
-    path = shutil.which(name)
-    if path:
-        return path
-    message = f"{name} is not installed (make test installs it: scripts/install-system-deps.sh)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.support.tools import free_port
 
 
 @pytest.fixture
 def port() -> int:
     return free_port()
+
+
+@contextmanager
+def _processes_only_in_e2e(item: pytest.Item) -> Iterator[None]:
+    """The fast layer starts no process: a test that does must carry the ``e2e`` marker.
+
+    Keeps ``make unit`` quick and free of tools and ports, and the marker true as tests are
+    added: an unmarked test (or a fixture it sets up) that starts a process fails, naming the
+    marker it lacks.
+    """
+    if item.get_closest_marker("e2e") is not None:
+        yield
+        return
+
+    def refuse(self: subprocess.Popen[Any], args: object, *rest: object, **kw: object) -> None:
+        raise AssertionError(f"{args!r}: a test that starts a process needs @pytest.mark.e2e")
+
+    allowed = subprocess.Popen.__init__
+    subprocess.Popen.__init__ = refuse  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        subprocess.Popen.__init__ = allowed  # type: ignore[method-assign]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    with _processes_only_in_e2e(item):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    with _processes_only_in_e2e(item):
+        yield

@@ -18,7 +18,7 @@ import yaml
 
 from exporter.analysis.findings import SEVERITIES
 from exporter.exposition.collector import FAMILIES, P
-from tests.conftest import REPO, RULE_FILES, require_tool, shipped_rules
+from tests.support.tools import REPO, RULE_FILES, require_tool, shipped_rules
 
 ALERTS = REPO / "alerts"
 ALERT_FILE = ALERTS / "prometheus_alerts.yaml"
@@ -95,6 +95,7 @@ def run_tool(*argv: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
 # --- the rules themselves ---------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_promtool_accepts_every_rule() -> None:
     result = run_tool("promtool", "check", "rules", *map(str, RULE_FILES))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -103,6 +104,7 @@ def test_promtool_accepts_every_rule() -> None:
 
 
 @pytest.mark.parametrize("path", UNIT_TESTS, ids=lambda p: p.name)
+@pytest.mark.e2e
 def test_promtool_unit_scenarios_pass(path: Path) -> None:
     result = run_tool("promtool", "test", "rules", path.name, cwd=path.parent)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -185,6 +187,7 @@ def runbook_queries() -> list[str]:
     return [" ".join(s.split()) for s in spans if re.search(r"specwatch_|^up\{", s)]
 
 
+@pytest.mark.e2e
 def test_runbook_promql_is_valid_and_names_real_series(tmp_path: Path) -> None:
     queries = runbook_queries()
     assert len(queries) > 20, "the pattern no longer finds the runbook's queries"
@@ -251,6 +254,7 @@ def test_prometheus_rule_holds_every_shipped_group_under_kube_prometheus_labels(
 # --- shipped Alertmanager and Prometheus examples ---------------------------------------------
 
 
+@pytest.mark.e2e
 def test_amtool_accepts_the_alertmanager_example() -> None:
     result = run_tool("amtool", "check-config", str(ALERTMANAGER))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -260,6 +264,7 @@ def test_amtool_accepts_the_alertmanager_example() -> None:
 @pytest.mark.parametrize(
     ("severity", "receiver"), [("critical", "pager"), ("warning", "tickets"), ("info", "null")]
 )
+@pytest.mark.e2e
 def test_alertmanager_example_routes_by_severity(severity: str, receiver: str) -> None:
     result = run_tool(
         "amtool", "config", "routes", "test", f"--config.file={ALERTMANAGER}",
@@ -269,6 +274,7 @@ def test_alertmanager_example_routes_by_severity(severity: str, receiver: str) -
     assert result.stdout.split() == [receiver]
 
 
+@pytest.mark.e2e
 def test_prometheus_example_scrapes_job_specwatch_and_loads_the_rules(tmp_path: Path) -> None:
     """Laid out as documented: the config beside a rules/ directory holding the rules file."""
     shutil.copy(PROMETHEUS, tmp_path / "prometheus.yml")

@@ -16,7 +16,6 @@ alone must page, and the missing endpoint must not).
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -26,17 +25,19 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO, free_port, require_tool, shipped_rules
-from tests.daemon import live_simulation, run_daemon, wait_for
-from tests.realprom import (
+from tests.support.daemon import live_simulation, run_daemon
+from tests.support.fake_sglang import fake_sglang
+from tests.support.realprom import (
     RunningAlertmanager,
     RunningPrometheus,
     WebhookReceiver,
     running_alertmanager,
     running_prometheus,
+    seconds_since,
     webhook_receiver,
 )
-from tests.test_upstream import fake_sglang
+from tests.support.tools import REPO, free_port, require_tool, shipped_rules
+from tests.support.waiting import wait_for
 
 ALERTMANAGER = REPO / "deploy" / "alertmanager" / "alertmanager.yml"
 # Spec section 2, incident 1 and the baseline curve of spec section 11: 1,500 tok/s at 48 running.
@@ -73,6 +74,7 @@ VLLM_TARGETS = {"vllm-collapsed": "collapsed", "vllm-healthy": "healthy"}
 INTENDED_ALERTS.update({target: INTENDED_ALERTS[s] for target, s in VLLM_TARGETS.items()})
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600}
 NOTIFY_TIMEOUT = 60.0
+GROUP_INTERVAL = 1  # seconds, instead of the shipped minutes
 
 
 def duration_seconds(text: str) -> int:
@@ -96,7 +98,9 @@ def fast_rules() -> dict[str, Any]:
 def fast_alertmanager_config(webhook_url: str) -> dict[str, Any]:
     """The shipped Alertmanager example, every webhook aimed at ``webhook_url``, short waits."""
     config = yaml.safe_load(ALERTMANAGER.read_text())
-    config["route"].update(group_wait="1s", group_interval="1s", repeat_interval="1h")
+    config["route"].update(
+        group_wait="1s", group_interval=f"{GROUP_INTERVAL}s", repeat_interval="1h"
+    )
     for receiver in config["receivers"]:
         for webhook in receiver.get("webhook_configs", []):
             webhook["url"] = webhook_url
@@ -186,10 +190,20 @@ class Stack:
         return page
 
     def assert_held_back(self, target: str, *alertnames: str) -> None:
-        """Alertmanager holds each alert as inhibited and never delivers it."""
+        """Alertmanager holds each alert as inhibited and never delivers it.
+
+        Each alert must have fired several group intervals ago (by Alertmanager's clock): a
+        leak would have been delivered by then.
+        """
         for alertname in alertnames:
-            self.prometheus.wait_for(lambda a=alertname: self.held_back(target, a), NOTIFY_TIMEOUT)
-        time.sleep(3)  # several group intervals: a leak would have been delivered by now
+            self.prometheus.wait_for(
+                lambda a=alertname: [
+                    alert
+                    for alert in self.held_back(target, a)
+                    if seconds_since(alert["startsAt"]) >= 3 * GROUP_INTERVAL
+                ],
+                NOTIFY_TIMEOUT,
+            )
         for alertname in alertnames:
             assert self.notified(target, alertname) == [], alertname
 
@@ -208,8 +222,8 @@ class Stack:
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """Every scenario watched, scraped, evaluated and routed; yields once all intended fire.
 
-    After the intended alerts fire, a few more evaluations pass so that an unintended alert
-    with the same (shortened) ``for:`` has had the time to fire as well.
+    After the intended alerts fire, every rule group is evaluated five more times, so that an
+    unintended alert with the same (shortened) ``for:`` has had the time to fire as well.
     """
     require_tool("prometheus")
     tmp = tmp_path_factory.mktemp("alerting-e2e")
@@ -235,7 +249,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             lambda: all(running.firing(s) >= alerts for s, alerts in INTENDED_ALERTS.items()),
             timeout=90,
         )
-        time.sleep(5)
+        fired_at = prometheus.rule_evaluations()
+        prometheus.wait_for(lambda: prometheus.rule_evaluations() >= fired_at + 5, timeout=30)
         yield running
 
 
@@ -243,19 +258,27 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 
 @pytest.mark.parametrize("scenario", INTENDED_ALERTS)
+@pytest.mark.e2e
 def test_each_simulated_incident_raises_its_alerts_and_only_those(
     stack: Stack, scenario: str
 ) -> None:
     assert stack.firing(scenario) == INTENDED_ALERTS[scenario]
 
 
+@pytest.mark.e2e
 def test_no_exporter_alert_fires_while_every_exporter_is_scraped(stack: Stack) -> None:
-    assert stack.prometheus.query('ALERTS{alertname=~"Specwatch.+"}') == []
+    """At no evaluation since the stack started; one scrape that times out on a loaded machine
+    makes SpecwatchDown pending, which is not firing (its ``for:`` is there for that)."""
+    scraped = stack.prometheus.query('max_over_time(up{job="specwatch"}[1h]) == 1')
+    assert {s["metric"]["instance"] for s in scraped} == set(stack.instances.values())
+    fired = 'max_over_time(ALERTS{alertname=~"Specwatch.+", alertstate="firing"}[1h])'
+    assert stack.prometheus.query(fired) == []
 
 
 # --- Alertmanager: who gets paged, with what --------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_collapsed_drafter_pages_with_labels_and_annotations(stack: Stack) -> None:
     instance = stack.instances["collapsed"]
     page = stack.wait_paged("collapsed", "SpecDecodeAcceptLengthCollapsed")
@@ -268,6 +291,7 @@ def test_collapsed_drafter_pages_with_labels_and_annotations(stack: Stack) -> No
     )
 
 
+@pytest.mark.e2e
 def test_collapsed_vllm_drafter_pages_through_the_same_rules(stack: Stack) -> None:
     """vLLM's log alone: its SpecDecoding lines carry the collapse to the same page."""
     instance = stack.instances["vllm-collapsed"]
@@ -284,6 +308,7 @@ def test_collapsed_vllm_drafter_pages_through_the_same_rules(stack: Stack) -> No
     assert float(stack.prometheus.query(accepted)[0]["value"][1]) == 0
 
 
+@pytest.mark.e2e
 def test_slower_than_baseline_goes_to_tickets_with_the_measured_speedup(stack: Stack) -> None:
     ticket = stack.wait_notified("collapsed", "SpecDecodeSlowerThanBaseline")
     assert ticket["receiver"] == "tickets"
@@ -292,11 +317,13 @@ def test_slower_than_baseline_goes_to_tickets_with_the_measured_speedup(stack: S
     assert speedup and float(speedup.group(1)) == pytest.approx(INCIDENT_1_SPEEDUP, abs=0.05)
 
 
+@pytest.mark.e2e
 def test_collapse_holds_back_its_low_accept_length_twin(stack: Stack) -> None:
     stack.wait_notified("collapsed", "SpecDecodeAcceptLengthCollapsed")
     stack.assert_held_back("collapsed", "SpecDecodeAcceptLengthLow")
 
 
+@pytest.mark.e2e
 def test_log_alone_pages_while_the_servers_metrics_endpoint_is_disabled(stack: Stack) -> None:
     """Incident 5: /metrics answers 404; specwatch says why, and nobody is paged for it."""
     target = f'target="{METRICS_DISABLED}"'
@@ -306,6 +333,7 @@ def test_log_alone_pages_while_the_servers_metrics_endpoint_is_disabled(stack: S
     assert stack.prometheus.query('ALERTS{alertname="SpecwatchUpstreamDown"}') == []
 
 
+@pytest.mark.e2e
 def test_wrong_algorithm_flag_pages_for_the_cause_not_the_symptoms(stack: Stack) -> None:
     """Incident 2: the page names the flag; the collapse it causes is held back."""
     instance = stack.instances["eagle-flag"]
@@ -322,6 +350,7 @@ def test_wrong_algorithm_flag_pages_for_the_cause_not_the_symptoms(stack: Stack)
     )
 
 
+@pytest.mark.e2e
 def test_undertrained_drafter_files_warnings_and_keeps_info_out_of_notifications(
     stack: Stack,
 ) -> None:
@@ -340,6 +369,7 @@ def test_undertrained_drafter_files_warnings_and_keeps_info_out_of_notifications
     assert stack.notified("undertrained", "SpecDecodeDraftTokensWasted") == []
 
 
+@pytest.mark.e2e
 def test_healthy_node_sends_nothing(stack: Stack) -> None:
     assert [a for a in stack.webhook.alerts() if a["labels"].get("target") == "healthy"] == []
 
@@ -351,6 +381,7 @@ def _alert(alertname: str, severity: str, **labels: str) -> dict[str, Any]:
     return {"labels": {"alertname": alertname, "severity": severity, "job": "specwatch", **labels}}
 
 
+@pytest.mark.e2e
 def test_alertmanager_example_inhibits_symptoms_and_blind_spots(tmp_path: Path) -> None:
     """Inhibitions of the shipped config, alerts posted the way Prometheus posts them."""
     node_a = {"instance": "a:9477", "target": "sglang-a"}
@@ -385,6 +416,7 @@ def test_alertmanager_example_inhibits_symptoms_and_blind_spots(tmp_path: Path) 
     assert_inhibits(tmp_path, posted, expected)
 
 
+@pytest.mark.e2e
 def test_alertmanager_example_holds_back_a_vanished_jobs_alerts(tmp_path: Path) -> None:
     """Absent: whatever Alertmanager still holds for that job is stale, not news."""
     node = {"instance": "a:9477", "target": "sglang-a"}

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import run_daemon
+from tests.support.daemon import run_daemon
+
+pytestmark = pytest.mark.e2e
 
 DATA = Path(__file__).parent / "data"
 BENCH = str(DATA / "bench_serving_baseline.jsonl")

@@ -11,6 +11,8 @@ import pytest
 
 from exporter import __version__
 
+pytestmark = pytest.mark.e2e
+
 SPECWATCH = Path(sys.executable).with_name("specwatch")
 
 

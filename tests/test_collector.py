@@ -13,38 +13,9 @@ from exporter.engines.record import StatsRecord
 from exporter.exposition.collector import SpecwatchCollector
 from exporter.state.target_state import TargetSnapshot, TargetState
 from exporter.target import Target
-from tests.conftest import require_tool
-from tests.metrics import Scrape
-
-T0 = 1_800_000_000.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def decode(**fields: object) -> StatsRecord:
-    values = dict(
-        running_requests=48,
-        queued_requests=32,
-        token_usage=0.06,
-        accept_length=1.0,
-        accept_rate=0.25,
-        cuda_graph=True,
-        gen_throughput=600.0,
-    )
-    values.update(fields)
-    return StatsRecord(kind="decode", **values)  # type: ignore[arg-type]
-
-
-def render(targets: list[Target], clock: Clock, stale_after: float = 60) -> Scrape:
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(SpecwatchCollector(targets, stale_after, clock))
-    return Scrape(generate_latest(registry).decode())
+from tests.support.metrics import T0, Clock, render
+from tests.support.records import decode
+from tests.support.tools import require_tool
 
 
 def make_target(name: str = "node-a", baseline: Baseline | None = None) -> Target:
@@ -102,6 +73,7 @@ def test_histogram_buckets_follow_the_spec_bounds() -> None:
     assert abs(s.value("specwatch_accept_length_windows_sum") - 14.64) < 1e-9
 
 
+@pytest.mark.e2e
 def test_a_scrape_with_every_kind_of_family_passes_promtool_lint() -> None:
     """Counters named ``_total``, histogram series complete, one HELP and TYPE per family."""
     clock = Clock()

@@ -7,27 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-import exporter.parse.custom_rules as custom_rules_module
-from exporter.config import ConfigError, build_config
+from exporter.config import ConfigError
 from exporter.parse.custom_rules import CustomRuleSet
-
-# A real line from incident 4 (a team's own draft profiler).
-PROF_LINE = (
-    "EAGLE3_PROF (6400 cycles, 3688 tok, no sync) Draft steps: 0.64 ms/cyc ( 2.1%) "
-    "Draft re-extend: 0.25 ms/cyc ( 0.9%) Accept len: 0.58"
-)
-
-
-def documented_rules() -> list[dict]:
-    """The YAML example from the module docstring, exactly as a user would copy it."""
-    doc = custom_rules_module.__doc__ or ""
-    block = doc[doc.index("custom_rules:") : doc.index("gives ``")]
-    return yaml.safe_load(block)["custom_rules"]
-
-
-def rule_set(entries: list[dict]) -> CustomRuleSet:
-    """Rules as the daemon gets them: validated in the config, compiled for a target."""
-    return CustomRuleSet(build_config({"custom_rules": entries}).custom_rules)
+from tests.support.custom_rules import documented_rules, rule_set
+from tests.support.loglines import PROF_LINE
 
 
 def series(rules: CustomRuleSet) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

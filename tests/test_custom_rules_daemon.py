@@ -5,10 +5,15 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
-from tests.daemon import append, run_daemon, specwatch_cmd
-from tests.test_custom_rules import PROF_LINE, documented_rules
+from tests.support.custom_rules import documented_rules
+from tests.support.daemon import run_daemon, specwatch_cmd
+from tests.support.files import append
+from tests.support.loglines import PROF_LINE
+
+pytestmark = pytest.mark.e2e
 
 
 def test_profiler_lines_become_custom_metrics(tmp_path: Path, port: int) -> None:

@@ -9,8 +9,9 @@ import pytest
 from exporter.config import ConfigError, build_config
 from exporter.state.feed import LogFeed
 from exporter.target import Target
-from tests.test_collector import Clock, render
-from tests.test_custom_rules import PROF_LINE, documented_rules
+from tests.support.custom_rules import documented_rules
+from tests.support.loglines import PROF_LINE
+from tests.support.metrics import Clock, render
 
 
 def test_profiler_line_in_a_cri_envelope_becomes_custom_series() -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ import yaml
 
 from dashboards.build import render
 from dashboards.queries import dashboard_queries, expand
-from tests.conftest import REPO, require_tool, shipped_rules
+from tests.support.tools import REPO, promtool_check, shipped_rules
 
 SCHEMAS = REPO / "tests" / "data" / "grafana-schema"
 NODE, FLEET = "specwatch-node.json", "specwatch-fleet.json"
@@ -466,19 +465,6 @@ def test_schema_validation_rejects_a_broken_panel() -> None:
 # --- PromQL -------------------------------------------------------------------------------
 
 
-def promtool_check(expressions: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """`promtool check rules` on the expressions wrapped as recording rules."""
-    rules = [{"record": f"dashboard:query_{i}:check", "expr": e} for i, e in enumerate(expressions)]
-    path = tmp_path / "dashboard-queries.rules.yaml"
-    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": rules}]}))
-    return subprocess.run(
-        [require_tool("promtool"), "check", "rules", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 def test_expand_fills_variables_like_grafana_all_and_keeps_regex_groups() -> None:
     expr = (
         'label_replace(rate(m{job=~"$job", dp_rank=~"${dp_rank}"}[$__rate_interval]), '
@@ -494,6 +480,7 @@ def test_expand_rejects_a_variable_no_dashboard_defines() -> None:
         expand('m{target=~"$targte"}', "1m")
 
 
+@pytest.mark.e2e
 def test_every_dashboard_query_is_valid_promql(tmp_path: Path) -> None:
     queries = [q for name in UIDS for q in dashboard_queries(committed(name))]
     result = promtool_check([expand(q.expr, "1m") for q in queries], tmp_path)
@@ -501,6 +488,7 @@ def test_every_dashboard_query_is_valid_promql(tmp_path: Path) -> None:
     assert f"SUCCESS: {len(queries)} rules found" in result.stdout
 
 
+@pytest.mark.e2e
 def test_promtool_check_rejects_an_invalid_query(tmp_path: Path) -> None:
     result = promtool_check(['sum by (target (specwatch_accept_length{job=~".+"})'], tmp_path)
     assert result.returncode != 0

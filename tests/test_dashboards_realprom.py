@@ -23,19 +23,21 @@ import json
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from threading import Thread
-from typing import Any
 
 import pytest
 import yaml
 
 from dashboards.queries import Query, dashboard_queries, expand
 from exporter.simulate.scenarios import SCENARIOS
-from tests.conftest import REPO, free_port, require_tool, shipped_rules
-from tests.daemon import RunningDaemon, live_simulation, run_daemon
-from tests.realprom import RunningPrometheus, running_prometheus
+from tests.support.daemon import RunningDaemon, live_simulation, run_daemon
+from tests.support.fake_sglang import (
+    sglang_http_api,
+)
+from tests.support.realprom import RunningPrometheus, running_prometheus
+from tests.support.tools import REPO, free_port, require_tool, shipped_rules
+
+pytestmark = pytest.mark.e2e
 
 # Grafana sets $__rate_interval to at least four scrape intervals; Prometheus scrapes every 1 s.
 RATE_INTERVAL = "10s"
@@ -44,30 +46,6 @@ QUERIES: list[Query] = [
     for name in ("specwatch-node.json", "specwatch-fleet.json")
     for query in dashboard_queries(json.loads((REPO / "dashboards" / name).read_text()))
 ]
-# SGLang's /metrics exposition (gauge names from SGLang's metrics collector) for the ok node.
-SGLANG_METRICS = "\n".join(
-    [
-        "# TYPE sglang:num_running_reqs gauge",
-        'sglang:num_running_reqs{model_name="moonshotai/Kimi-K2.5"} 48.0',
-        "# TYPE sglang:num_queue_reqs gauge",
-        'sglang:num_queue_reqs{model_name="moonshotai/Kimi-K2.5"} 0.0',
-        "# TYPE sglang:gen_throughput gauge",
-        'sglang:gen_throughput{model_name="moonshotai/Kimi-K2.5"} 2700.0',
-        "# TYPE sglang:spec_accept_length gauge",
-        'sglang:spec_accept_length{model_name="moonshotai/Kimi-K2.5"} 3.2',
-        "",
-    ]
-)
-SGLANG_SERVER_INFO = {
-    "speculative_algorithm": "EAGLE3",
-    "speculative_num_steps": 3,
-    "speculative_eagle_topk": 1,
-    "speculative_num_draft_tokens": 4,
-    "max_running_requests": 48,
-    "disable_cuda_graph": False,
-    "status": "ready",
-    "version": "0.5.10",
-}
 
 
 @dataclass(frozen=True)
@@ -78,39 +56,6 @@ class Node:
     scenario: str
     upstream: str | None  # base URL of the server's HTTP API; None: the log alone
     engine: str = "sglang"
-
-
-class _SGLangHandler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        if self.path == "/metrics":
-            body, kind = SGLANG_METRICS.encode(), "text/plain; version=0.0.4"
-        elif self.path == "/server_info":
-            body, kind = json.dumps(SGLANG_SERVER_INFO).encode(), "application/json"
-        else:
-            self.send_error(404)
-            return
-        self.send_response(200)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Quiet: the assertions say what was served."""
-
-
-@contextmanager
-def sglang_http_api() -> Iterator[str]:
-    """SGLang's /metrics and /server_info on a loopback port (the model itself needs a GPU)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _SGLangHandler)
-    thread = Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 @contextmanager
@@ -160,7 +105,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningProm
         refused = f"http://127.0.0.1:{free_port()}"  # nothing listens there
         nodes = [
             Node("sick", "undertrained", refused),
-            Node("ok", "healthy", stack.enter_context(sglang_http_api())),
+            Node("ok", "healthy", stack.enter_context(sglang_http_api()).url),
             Node("vllm", "healthy", None, engine="vllm"),
         ]
         daemons = [

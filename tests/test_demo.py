@@ -25,7 +25,7 @@ from exporter.engines.record import StatsRecord
 from exporter.engines.sglang import classify
 from exporter.simulate import SCENARIOS, events
 from exporter.simulate.realtime import schedule
-from tests.conftest import REPO, require_tool
+from tests.support.tools import REPO, require_tool
 
 DEMO_SECONDS = 40
 
@@ -97,6 +97,7 @@ def alive(pid: int) -> bool:
     return True
 
 
+@pytest.mark.e2e
 def test_demo_prints_metrics_url_on_a_free_port_and_detects_the_collapse(demo_run: DemoRun) -> None:
     assert demo_run.returncode == 0, demo_run.output
     url = re.search(r"specwatch /metrics: http://127\.0\.0\.1:(\d+)/metrics", demo_run.output)
@@ -109,6 +110,7 @@ def test_demo_prints_metrics_url_on_a_free_port_and_detects_the_collapse(demo_ru
     )
 
 
+@pytest.mark.e2e
 def test_demo_names_the_drafter_once_and_waits_quietly(demo_run: DemoRun) -> None:
     server = [line for line in demo_run.output.splitlines() if "SERVER" in line]
     assert len(server) == 1, demo_run.output
@@ -118,11 +120,13 @@ def test_demo_names_the_drafter_once_and_waits_quietly(demo_run: DemoRun) -> Non
     assert demo_run.output.count("waiting for the server's first decode window") <= 1
 
 
+@pytest.mark.e2e
 def test_demo_shows_the_capped_running_requests_finding(demo_run: DemoRun) -> None:
     """Incident 1 runs at the EAGLE cap of 48 with 32 requests waiting."""
     assert "FINDING   running_requests_capped (warning) is active" in demo_run.output
 
 
+@pytest.mark.e2e
 def test_demo_leaves_no_process_behind(demo_run: DemoRun) -> None:
     assert len(demo_run.pids) >= 2, demo_run.output
     assert not [pid for pid in demo_run.pids if alive(pid)]
@@ -130,6 +134,7 @@ def test_demo_leaves_no_process_behind(demo_run: DemoRun) -> None:
     assert not demo_run.workdir.exists()
 
 
+@pytest.mark.e2e
 def test_demo_alert_fires_in_prometheus_and_reaches_alertmanager(demo_run: DemoRun) -> None:
     require_tool("prometheus")
     require_tool("prometheus-alertmanager")
@@ -144,6 +149,7 @@ def test_demo_alert_fires_in_prometheus_and_reaches_alertmanager(demo_run: DemoR
     assert "FIRING SpecDecodeAcceptLengthLow" not in demo_run.output
 
 
+@pytest.mark.e2e
 def test_ctrl_c_stops_the_demo_and_every_child() -> None:
     proc = subprocess.Popen(
         demo_command(), cwd=REPO, env=demo_env(), stdout=subprocess.PIPE, text=True
@@ -165,6 +171,7 @@ def test_ctrl_c_stops_the_demo_and_every_child() -> None:
     assert running_with(str(run.workdir)) == []
 
 
+@pytest.mark.e2e
 def test_bad_demo_seconds_is_refused_by_name() -> None:
     result = subprocess.run(
         demo_command(), env=demo_env(DEMO_SECONDS="soon"), capture_output=True, text=True

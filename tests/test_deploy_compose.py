@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from exporter.config import Config, parse_listen
-from tests.conftest import require_tool
-from tests.test_deploy_configs import REPO, effective_config, log_dirs_of
+from tests.support.deploy import effective_config, log_dirs_of
+from tests.support.tools import REPO, require_tool
 
 COMPOSE_DIR = REPO / "deploy" / "compose"
 COMPOSE_FILE = COMPOSE_DIR / "docker-compose.yaml"
@@ -79,6 +79,7 @@ def sglang_script(services: dict[str, Any]) -> str:
     return services["sglang"]["command"][0]
 
 
+@pytest.mark.e2e
 def test_docker_compose_accepts_the_file() -> None:
     compose = require_tool("docker-compose")
     result = subprocess.run(
@@ -151,6 +152,7 @@ def test_services_on_the_host_network_use_distinct_ports(services: dict[str, Any
     assert len(set(ports.values())) == len(ports), ports
 
 
+@pytest.mark.e2e
 def test_prometheus_loads_the_mounted_rules_and_config(
     services: dict[str, Any], tmp_path: Path
 ) -> None:

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import run_daemon
-from tests.test_deploy_configs import REPO, effective_config, log_dirs_of
+from tests.support.daemon import run_daemon
+from tests.support.deploy import effective_config, log_dirs_of
+from tests.support.tools import REPO
 
 DOCKERFILE = REPO / "deploy" / "docker" / "Dockerfile"
 DOCKERIGNORE = REPO / ".dockerignore"
@@ -173,6 +174,7 @@ def test_healthcheck_targets_healthz_on_the_exposed_port(stages: list[Stage]) ->
     assert url == f"http://127.0.0.1:{final.last('EXPOSE')}/healthz"
 
 
+@pytest.mark.e2e
 def test_healthcheck_command_passes_on_a_running_daemon_and_fails_without_one(
     stages: list[Stage], tmp_path: Path, port: int
 ) -> None:

@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require_tool
-from tests.test_deploy_configs import DEPLOY
+from tests.support.deploy import DEPLOY
+from tests.support.tools import require_tool
+
+pytestmark = pytest.mark.e2e
 
 TEE = DEPLOY / "kubernetes" / "overlays" / "sidecar" / "sglang-log-tee.py"
 SPECWATCH = Path(sys.executable).with_name("specwatch")

@@ -18,130 +18,14 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.conftest import require_tool
-from tests.test_deploy_configs import REPO, effective_config, log_dirs_of
+from tests.support.deploy import OPERATOR_SCHEMAS, effective_config, log_dirs_of
+from tests.support.tools import REPO, require_tool
 
 KUBERNETES = REPO / "deploy" / "kubernetes"
 OVERLAYS = ("sidecar", "daemonset")
 # Oldest and newest Kubernetes minor releases the manifests must be valid for.
 KUBERNETES_VERSIONS = ("1.29.0", kubernetes_validate.latest_version())
 OPERATOR_KINDS = {"PodMonitor", "ServiceMonitor", "PrometheusRule"}
-
-_DURATION = {
-    "type": "string",
-    "pattern": r"^(0|(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$",
-}
-_LABELS = {"type": "object", "additionalProperties": {"type": "string"}}
-_RELABEL = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "sourceLabels": {
-            "type": "array",
-            "items": {"type": "string", "pattern": r"^[a-zA-Z_][a-zA-Z0-9_]*$"},
-        },
-        "separator": {"type": "string"},
-        "targetLabel": {"type": "string"},
-        "regex": {"type": "string"},
-        "replacement": {"type": "string"},
-        "action": {"enum": ["replace", "keep", "drop", "labelmap", "labeldrop", "labelkeep"]},
-    },
-}
-_ENDPOINT = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["port"],
-    "properties": {
-        "port": {"type": "string"},
-        "path": {"type": "string"},
-        "scheme": {"enum": ["http", "https"]},
-        "interval": _DURATION,
-        "scrapeTimeout": _DURATION,
-        "honorLabels": {"type": "boolean"},
-        "relabelings": {"type": "array", "items": _RELABEL},
-        "metricRelabelings": {"type": "array", "items": _RELABEL},
-    },
-}
-_SELECTOR = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {"matchLabels": _LABELS, "matchExpressions": {"type": "array"}},
-}
-
-
-def _operator_schema(spec: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "required": ["apiVersion", "kind", "metadata", "spec"],
-        "properties": {
-            "apiVersion": {"const": "monitoring.coreos.com/v1"},
-            "metadata": {"type": "object", "required": ["name"]},
-            "spec": spec,
-        },
-    }
-
-
-def _monitor_schema(endpoints_key: str) -> dict[str, Any]:
-    """PodMonitor and ServiceMonitor differ only in the name of their endpoint list."""
-    return _operator_schema(
-        {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["selector", endpoints_key],
-            "properties": {
-                "selector": _SELECTOR,
-                "jobLabel": {"type": "string"},
-                endpoints_key: {"type": "array", "minItems": 1, "items": _ENDPOINT},
-            },
-        }
-    )
-
-
-OPERATOR_SCHEMAS = {
-    "PodMonitor": _monitor_schema("podMetricsEndpoints"),
-    "ServiceMonitor": _monitor_schema("endpoints"),
-    "PrometheusRule": _operator_schema(
-        {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["groups"],
-            "properties": {
-                "groups": {
-                    "type": "array",
-                    "minItems": 1,
-                    "items": {
-                        "type": "object",
-                        "additionalProperties": False,
-                        "required": ["name", "rules"],
-                        "properties": {
-                            "name": {"type": "string", "minLength": 1},
-                            "interval": _DURATION,
-                            "labels": _LABELS,
-                            "rules": {
-                                "type": "array",
-                                "items": {
-                                    "type": "object",
-                                    "additionalProperties": False,
-                                    "required": ["expr"],
-                                    "oneOf": [{"required": ["alert"]}, {"required": ["record"]}],
-                                    "properties": {
-                                        "alert": {"type": "string"},
-                                        "record": {"type": "string"},
-                                        "expr": {"type": ["string", "integer"]},
-                                        "for": _DURATION,
-                                        "keep_firing_for": _DURATION,
-                                        "labels": _LABELS,
-                                        "annotations": _LABELS,
-                                    },
-                                },
-                            },
-                        },
-                    },
-                }
-            },
-        }
-    ),
-}
 
 
 def build_overlay(name: str) -> list[dict[str, Any]]:
@@ -179,6 +63,7 @@ def specwatch_containers(docs: list[dict[str, Any]]) -> list[tuple[dict, dict]]:
     return found
 
 
+@pytest.mark.e2e
 def test_core_resources_match_the_kubernetes_schemas(overlay: tuple[str, list]) -> None:
     _, docs = overlay
     core = [d for d in docs if d["kind"] not in OPERATOR_KINDS]
@@ -188,6 +73,7 @@ def test_core_resources_match_the_kubernetes_schemas(overlay: tuple[str, list]) 
             kubernetes_validate.validate(doc, version, strict=True)
 
 
+@pytest.mark.e2e
 def test_operator_resources_match_their_documented_api(overlay: tuple[str, list]) -> None:
     _, docs = overlay
     for doc in docs:
@@ -207,6 +93,7 @@ def test_operator_schema_rejects_a_misspelt_field() -> None:
         jsonschema.validate(monitor, OPERATOR_SCHEMAS["PodMonitor"])
 
 
+@pytest.mark.e2e
 def test_each_overlay_carries_the_alert_rules_and_exactly_one_scrape_config(
     overlay: tuple[str, list],
 ) -> None:
@@ -247,6 +134,7 @@ def scraped_pods(docs: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[
     ]
 
 
+@pytest.mark.e2e
 def test_scrape_config_reaches_the_specwatch_port_as_job_specwatch(
     overlay: tuple[str, list],
 ) -> None:
@@ -264,6 +152,7 @@ def test_scrape_config_reaches_the_specwatch_port_as_job_specwatch(
     assert job == [{"targetLabel": "job", "replacement": "specwatch"}]
 
 
+@pytest.mark.e2e
 def test_specwatch_container_is_probed_limited_and_locked_down(overlay: tuple[str, list]) -> None:
     _, docs = overlay
     (_pod, container), *others = specwatch_containers(docs)
@@ -293,6 +182,7 @@ def mounted_config(pod: dict[str, Any], container: dict[str, Any], docs: list, p
     raise AssertionError(f"{path} is not on any volume of {container['name']}")
 
 
+@pytest.mark.e2e
 def test_specwatch_runs_with_a_valid_config_whose_logs_are_on_a_mounted_directory(
     overlay: tuple[str, list], tmp_path: Path
 ) -> None:
@@ -310,6 +200,7 @@ def test_specwatch_runs_with_a_valid_config_whose_logs_are_on_a_mounted_director
         assert mount.get("readOnly") is True and "subPath" not in mount
 
 
+@pytest.mark.e2e
 def test_sidecar_shares_the_log_directory_sglang_writes_through_the_tee(tmp_path: Path) -> None:
     docs = build_overlay("sidecar")
     ((pod, specwatch),) = specwatch_containers(docs)
@@ -329,6 +220,7 @@ def test_sidecar_shares_the_log_directory_sglang_writes_through_the_tee(tmp_path
     assert "--enable-metrics" in script
 
 
+@pytest.mark.e2e
 def test_daemonset_reads_pod_logs_from_the_host_read_only() -> None:
     docs = build_overlay("daemonset")
     ((pod, container),) = specwatch_containers(docs)

@@ -11,13 +11,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+import pytest
 import yaml
 
-from tests.daemon import wait_for
-from tests.test_deploy_configs import REPO
+from tests.support.tools import REPO
+from tests.support.waiting import wait_for
 
 TEE = REPO / "deploy" / "kubernetes" / "overlays" / "sidecar" / "sglang-log-tee.py"
 LINE = b"[2026-02-23 00:14:33 TP0] Decode batch, #running-req: 48, accept len: 1.00\n"
@@ -32,6 +32,7 @@ def run_tee(path: Path, data: bytes, *flags: str) -> subprocess.CompletedProcess
     )
 
 
+@pytest.mark.e2e
 def test_every_line_reaches_console_and_file_unchanged(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     data = LINE + b"bad utf-8 \xff\xfe and a NUL \x00\r\n" + b"no newline at the end"
@@ -41,6 +42,7 @@ def test_every_line_reaches_console_and_file_unchanged(tmp_path: Path) -> None:
     assert log.read_bytes() == data
 
 
+@pytest.mark.e2e
 def test_appends_to_an_existing_file_instead_of_overwriting(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_bytes(b"from the previous container start\n")
@@ -48,6 +50,7 @@ def test_appends_to_an_existing_file_instead_of_overwriting(tmp_path: Path) -> N
     assert log.read_bytes() == b"from the previous container start\n" + LINE
 
 
+@pytest.mark.e2e
 def test_rotates_by_rename_and_keeps_every_line(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_bytes(LINE)
@@ -65,6 +68,7 @@ def test_rotates_by_rename_and_keeps_every_line(tmp_path: Path) -> None:
     assert not (tmp_path / "server.log.3").exists()
 
 
+@pytest.mark.e2e
 def test_oldest_backup_is_dropped_beyond_the_backup_count(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     lines = [LINE.replace(b"48", str(i).encode()) for i in range(10)]
@@ -83,6 +87,7 @@ def start_tee(path: Path) -> subprocess.Popen[bytes]:
     )
 
 
+@pytest.mark.e2e
 def test_lines_are_forwarded_as_they_arrive_not_at_exit(tmp_path: Path) -> None:
     """SGLang logs a few lines a second: they must not sit in a buffer until the next batch."""
     log = tmp_path / "server.log"
@@ -97,17 +102,18 @@ def test_lines_are_forwarded_as_they_arrive_not_at_exit(tmp_path: Path) -> None:
         assert proc.wait(timeout=10) == 0
 
 
+@pytest.mark.e2e
 def test_closed_console_does_not_stop_the_log_file(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     proc = start_tee(log)
     proc.stdout.close()  # whoever read the console went away
-    time.sleep(0.1)
     proc.stdin.write(LINE * 3)
     proc.stdin.close()
     assert proc.wait(timeout=10) == 0, proc.stderr.read()
     assert log.read_bytes() == LINE * 3
 
 
+@pytest.mark.e2e
 def test_bad_limits_are_refused_with_a_usage_error(tmp_path: Path) -> None:
     result = run_tee(tmp_path / "server.log", b"", "--max-bytes", "0")
     assert result.returncode == 2
@@ -142,6 +148,7 @@ def test_kubernetes_and_compose_start_sglang_the_same_way() -> None:
     assert scripts["kubernetes"] == scripts["compose"]
 
 
+@pytest.mark.e2e
 def test_launch_script_logs_both_streams_and_leaves_sglang_as_the_signalled_process(
     tmp_path: Path,
 ) -> None:

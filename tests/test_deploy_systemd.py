@@ -14,8 +14,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.conftest import require_tool
-from tests.test_deploy_configs import EXAMPLE, REPO, effective_config, log_dirs_of
+import pytest
+
+from tests.support.deploy import EXAMPLE, effective_config, log_dirs_of
+from tests.support.tools import REPO, require_tool
 
 SYSTEMD = REPO / "deploy" / "systemd"
 UNIT = SYSTEMD / "specwatch.service"
@@ -76,6 +78,7 @@ def verify(units: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.e2e
 def test_systemd_accepts_the_unit_and_the_drop_in(tmp_path: Path) -> None:
     shutil.copytree(SYSTEMD, tmp_path, dirs_exist_ok=True)
     result = verify(tmp_path)
@@ -84,6 +87,7 @@ def test_systemd_accepts_the_unit_and_the_drop_in(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.e2e
 def test_verify_reports_a_misspelt_key(tmp_path: Path) -> None:
     """Guard: the check above does see problems in a drop-in."""
     shutil.copytree(SYSTEMD, tmp_path, dirs_exist_ok=True)
@@ -134,6 +138,7 @@ def journalctl_argv(exec_start: str) -> list[str]:
     return words[words.index("journalctl") :]
 
 
+@pytest.mark.e2e
 def test_journalctl_accepts_the_drop_in_flags() -> None:
     """Run the real journalctl with the same flags (minus --follow, so it returns)."""
     journalctl = require_tool("journalctl")

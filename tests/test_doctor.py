@@ -9,22 +9,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port
-from tests.daemon import specwatch_cmd
-from tests.test_findings import incident_2, incident_3, incident_5, startup
-from tests.test_upstream import API_KEY, FakeSGLang, Route, exposition, fake_sglang, server_info
+from tests.support.daemon import doctor, specwatch_cmd
+from tests.support.fake_sglang import (
+    API_KEY,
+    FakeSGLang,
+    Route,
+    exposition,
+    fake_sglang,
+    server_info,
+)
+from tests.support.files import write_log
+from tests.support.loglines import incident_2, incident_3, incident_5, startup
+from tests.support.tools import free_port
 
-
-def doctor(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        specwatch_cmd("doctor", *args), capture_output=True, text=True, timeout=60, check=False
-    )
-
-
-def write_log(tmp_path: Path, lines: list[str]) -> str:
-    path = tmp_path / "server.log"
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture

@@ -6,7 +6,9 @@ import subprocess
 
 import pytest
 
-from tests.daemon import specwatch_cmd
+from tests.support.daemon import specwatch_cmd
+
+pytestmark = pytest.mark.e2e
 
 
 def doctor(*args: str) -> subprocess.CompletedProcess[str]:

@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import run_daemon, specwatch_cmd
-from tests.test_findings import stamp, startup
+from tests.support.daemon import run_daemon, specwatch_cmd
+from tests.support.loglines import stamp, startup
+
+pytestmark = pytest.mark.e2e
 
 CURVE = "1:82,48:1500,128:2370"
 # (running, tok/s) per DP rank: 48 running and 1,050 tok/s on the node.

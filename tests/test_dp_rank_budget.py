@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from exporter.config import TargetConfig
 from exporter.engines.record import StatsRecord
 from exporter.state.target_state import TargetState
 from exporter.target import Target
-from tests.daemon import run_daemon, wait_for
-from tests.test_collector import T0, Clock, decode, render
+from tests.support.daemon import run_daemon
+from tests.support.metrics import T0, Clock, render
+from tests.support.records import decode
+from tests.support.waiting import wait_for
 
 
 def ranked(rank: int, accept_length: float = 3.0) -> StatsRecord:
@@ -61,6 +65,7 @@ def _busy_log(path: Path, ranks: int, seconds: int) -> int:
     return len(lines)
 
 
+@pytest.mark.e2e
 def test_a_64_rank_node_stays_within_the_series_budget(tmp_path: Path, port: int) -> None:
     log = tmp_path / "server.log"
     total = _busy_log(log, ranks=64, seconds=3)

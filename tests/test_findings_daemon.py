@@ -9,9 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.daemon import append, run_daemon
-from tests.test_findings import incident_2, incident_3, startup
-from tests.test_upstream import Route, exposition, fake_sglang, server_info
+import pytest
+
+from tests.support.daemon import run_daemon
+from tests.support.fake_sglang import Route, exposition, fake_sglang, server_info
+from tests.support.files import append
+from tests.support.loglines import incident_2, incident_3, startup
+
+pytestmark = pytest.mark.e2e
 
 WRONG_FLAG = {"code": "eagle3_draft_with_eagle_algorithm", "severity": "critical"}
 

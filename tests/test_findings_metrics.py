@@ -12,9 +12,8 @@ from exporter.config import TargetConfig
 from exporter.state.feed import LogFeed
 from exporter.state.target_state import TargetState
 from exporter.target import Target
-from tests.metrics import Scrape
-from tests.test_collector import Clock, render
-from tests.test_findings import decode, incident_1, incident_2, incident_3, startup
+from tests.support.loglines import decode, incident_1, incident_2, incident_3, startup
+from tests.support.metrics import Clock, Scrape, render
 
 FINDING = "specwatch_finding"
 

@@ -13,8 +13,8 @@ from exporter.engines.server_config import from_server_info
 from exporter.sources.upstream import ScrapeError, parse_metrics, parse_server_info
 from exporter.state.feed import LogFeed
 from exporter.state.target_state import TargetState
-from tests.daemon import decode_line
-from tests.test_custom_rules import rule_set
+from tests.support.custom_rules import rule_set
+from tests.support.loglines import decode_line
 
 DIGITS = st.integers(min_value=1, max_value=6000).map(lambda n: "7" * n)
 NESTING = st.integers(min_value=1, max_value=3000).map(lambda n: "[" * n + "]" * n)

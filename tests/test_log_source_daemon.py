@@ -10,15 +10,14 @@ import subprocess
 import urllib.request
 from pathlib import Path
 
-from tests.daemon import append, decode_line, run_daemon, specwatch_cmd, wait_for
+import pytest
 
+from tests.support.daemon import run_daemon, simulated_log, specwatch_cmd
+from tests.support.files import append
+from tests.support.loglines import decode_line
+from tests.support.waiting import wait_for
 
-def simulated_log(folder: Path, scenario: str) -> Path:
-    """A minute of ``specwatch simulate`` output for ``scenario``, written at once."""
-    log = folder / "server.log"
-    cmd = specwatch_cmd("simulate", "--scenario", scenario, "--duration", "60", "--out", str(log))
-    subprocess.run(cmd, check=True, timeout=60)
-    return log
+pytestmark = pytest.mark.e2e
 
 
 def landing(port: int) -> str:

@@ -22,9 +22,9 @@ from prometheus_client.registry import Collector
 
 from exporter.exposition.collector import FAMILIES
 from exporter.simulate import SCENARIOS
-from tests.conftest import free_port, require_tool
-from tests.daemon import RunningDaemon, live_simulation, run_daemon
-from tests.test_dashboards_realprom import sglang_http_api
+from tests.support.daemon import RunningDaemon, live_simulation, run_daemon
+from tests.support.fake_sglang import sglang_http_api
+from tests.support.tools import free_port, require_tool
 
 TEXT = "text/plain; version=0.0.4"
 OPENMETRICS = "application/openmetrics-text; version=1.0.0"
@@ -33,10 +33,11 @@ OPENMETRICS = "application/openmetrics-text; version=1.0.0"
 @pytest.fixture(scope="module")
 def busy_exporter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
     log = tmp_path_factory.mktemp("lint") / "server.log"
-    with sglang_http_api() as upstream, live_simulation("undertrained", log):
+    with sglang_http_api() as server, live_simulation("undertrained", log):
         args = [
             "--log-file", str(log), "--from-beginning", "--target", "sglang-0",
-            "--metrics-url", f"{upstream}/metrics", "--server-info-url", f"{upstream}/server_info",
+            "--metrics-url", f"{server.url}/metrics",
+            "--server-info-url", f"{server.url}/server_info",
             "--baseline-curve", SCENARIOS["undertrained"].baseline_flag(),
             "--expected-accept-length", "3.0",
         ]  # fmt: skip
@@ -63,6 +64,7 @@ def lint(promtool: str, body: bytes) -> str:
     return "" if result.returncode == 0 else (result.stdout + result.stderr).decode()
 
 
+@pytest.mark.e2e
 def test_promtool_finds_nothing_to_lint_in_a_live_text_scrape(busy_exporter: RunningDaemon) -> None:
     promtool = require_tool("promtool")
     body = fetch(busy_exporter.port, TEXT)
@@ -75,6 +77,7 @@ def test_promtool_finds_nothing_to_lint_in_a_live_text_scrape(busy_exporter: Run
     assert lint(promtool, body) == ""
 
 
+@pytest.mark.e2e
 def test_openmetrics_scrape_parses_strictly_and_lints_clean(busy_exporter: RunningDaemon) -> None:
     """promtool reads only the text format: the OpenMetrics body is parsed by the strict
     OpenMetrics parser (it raises on any violation), then the same families are linted."""
@@ -115,6 +118,7 @@ def test_family_name_follows_the_naming_guide(short: str) -> None:
         assert not short.endswith("_total"), short
 
 
+@pytest.mark.e2e
 def test_the_lint_rejects_a_badly_named_family(tmp_path: Path) -> None:
     """The check above can fail: promtool flags a counter without `_total`."""
     promtool = require_tool("promtool")

@@ -22,9 +22,8 @@ from dashboards.queries import dashboard_queries, expand
 from exporter.analysis.thresholds import Thresholds
 from exporter.mixin_config import MixinConfig, load_mixin_config
 from mixin.render import render, stale_files
-from tests.conftest import REPO, require_tool
-from tests.test_dashboards import promtool_check
-from tests.test_deploy_kubernetes import OPERATOR_SCHEMAS
+from tests.support.deploy import OPERATOR_SCHEMAS
+from tests.support.tools import REPO, promtool_check, require_tool
 
 USER_CONFIG = {
     "selector": 'job="llm-spec", namespace="prod"',
@@ -62,6 +61,7 @@ def rules_in(path: Path) -> list[dict[str, Any]]:
     return [r for g in yaml.safe_load(path.read_text())["groups"] for r in g["rules"]]
 
 
+@pytest.mark.e2e
 def test_render_writes_the_files_monitoring_mixins_name(rendered: Path) -> None:
     files = sorted(str(p.relative_to(rendered)) for p in rendered.rglob("*") if p.is_file())
     assert files == [
@@ -74,6 +74,7 @@ def test_render_writes_the_files_monitoring_mixins_name(rendered: Path) -> None:
     ]
 
 
+@pytest.mark.e2e
 def test_promtool_accepts_the_rendered_rules(rendered: Path) -> None:
     require_tool("promtool")
     files = [str(rendered / "prometheus_rules.yaml"), str(rendered / "prometheus_alerts.yaml")]
@@ -83,6 +84,7 @@ def test_promtool_accepts_the_rendered_rules(rendered: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.e2e
 def test_every_series_in_rules_and_dashboards_carries_the_users_selector(
     rendered: Path,
 ) -> None:
@@ -98,6 +100,7 @@ def test_every_series_in_rules_and_dashboards_carries_the_users_selector(
     assert checked > 50
 
 
+@pytest.mark.e2e
 def test_alerts_carry_the_users_labels_runbook_and_thresholds(rendered: Path) -> None:
     alerts = {r["alert"]: r for r in rules_in(rendered / "prometheus_alerts.yaml") if "alert" in r}
     for name, rule in alerts.items():
@@ -110,6 +113,7 @@ def test_alerts_carry_the_users_labels_runbook_and_thresholds(rendered: Path) ->
     assert "{{ $labels.cluster }}" in collapsed["annotations"]["description"]
 
 
+@pytest.mark.e2e
 def test_prometheus_rule_carries_the_users_rule_labels(rendered: Path) -> None:
     manifest = yaml.safe_load((rendered / "prometheusrule.yaml").read_text())
     jsonschema.validate(manifest, OPERATOR_SCHEMAS["PrometheusRule"])
@@ -121,6 +125,7 @@ def test_prometheus_rule_carries_the_users_rule_labels(rendered: Path) -> None:
     )
 
 
+@pytest.mark.e2e
 def test_dashboards_take_the_users_uids_tags_and_a_cluster_variable(rendered: Path) -> None:
     for kind in ("node", "fleet"):
         board = json.loads((rendered / "dashboards_out" / f"specwatch-{kind}.json").read_text())
@@ -134,6 +139,7 @@ def test_dashboards_take_the_users_uids_tags_and_a_cluster_variable(rendered: Pa
         assert "github.com" not in text
 
 
+@pytest.mark.e2e
 def test_rendered_dashboard_queries_are_valid_promql(rendered: Path, tmp_path: Path) -> None:
     boards = [json.loads(p.read_text()) for p in (rendered / "dashboards_out").glob("*.json")]
     queries = [q for board in boards for q in dashboard_queries(board)]
@@ -142,6 +148,7 @@ def test_rendered_dashboard_queries_are_valid_promql(rendered: Path, tmp_path: P
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.e2e
 def test_rendered_alert_fires_for_the_users_series_only(rendered: Path) -> None:
     """A promtool unit test on the rendering: the user's threshold, `for:`, labels and runbook;
     a series outside the selector (another tenant, same metric names) never fires."""
@@ -197,6 +204,7 @@ def test_rendered_alert_fires_for_the_users_series_only(rendered: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.e2e
 def test_repository_files_are_the_default_rendering() -> None:
     assert stale_files() == [], "run make mixin"
     result = subprocess.run(
@@ -238,6 +246,7 @@ def test_defaults_render_the_same_as_no_config() -> None:
     assert render(load_mixin_config(None)) == render(MixinConfig())
 
 
+@pytest.mark.e2e
 def test_config_without_out_exits_2_in_one_line(tmp_path: Path) -> None:
     """The repository keeps the defaults: a user's rendering must go elsewhere."""
     path = tmp_path / "mixin.yaml"
@@ -269,6 +278,7 @@ def test_config_without_out_exits_2_in_one_line(tmp_path: Path) -> None:
         ({"dashboard_uid_prefix": "a/b"}, "dashboard_uid_prefix"),
     ],
 )
+@pytest.mark.e2e
 def test_bad_mixin_config_exits_2_naming_the_key(
     tmp_path: Path, config: dict[str, Any], named: str
 ) -> None:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e
+
 SPECWATCH = Path(sys.executable).with_name("specwatch")
 
 LOG = """\

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 
 import pytest
 
-from exporter.engines.record import StatsRecord
 from exporter.engines.sglang import LogLine
 from exporter.parse.pipeline import LineProcessor
+from tests.support.sinks import ListSink
 
 DECODE = (
     "[2026-02-23 00:14:33 TP0] Decode batch, #running-req: 48, #token: 6460, token usage: 0.06, "
@@ -22,33 +21,6 @@ PREFILL = (
     "cuda graph: False"
 )
 ACCESS = '[2026-02-23 00:14:35] INFO:     10.0.0.7:51234 - "GET /metrics HTTP/1.1" 200 OK'
-
-
-@dataclass
-class ListSink:
-    lines: int = 0
-    records: list[StatsRecord] = field(default_factory=list)
-    unrecognized: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    events: list[LogLine] = field(default_factory=list)
-    order: list[str] = field(default_factory=list)
-
-    def on_lines(self, count: int) -> None:
-        self.lines += count
-
-    def on_record(self, record: StatsRecord) -> None:
-        self.records.append(record)
-        self.order.append(f"record:{record.kind}")
-
-    def on_unrecognized(self, reason: str) -> None:
-        self.unrecognized.append(reason)
-
-    def on_skipped(self, reason: str) -> None:
-        self.skipped.append(reason)
-
-    def on_event(self, line: LogLine) -> None:
-        self.events.append(line)
-        self.order.append("event")
 
 
 def run(lines: list[bytes]) -> ListSink:

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import append, decode_line, run_daemon
-from tests.proc import rss_mib
+from tests.support.daemon import run_daemon
+from tests.support.files import append
+from tests.support.loglines import decode_line
+from tests.support.proc import rss_mib
 
 pytestmark = pytest.mark.e2e
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from exporter.analysis.breakeven import assess_positions
-from tests.test_doctor import doctor, write_log
+from tests.support.daemon import doctor
+from tests.support.files import write_log
 
 TAG = "\x1b[0;36m(APIServer pid=1)\x1b[0;0m "
 
@@ -37,6 +38,7 @@ def vllm_log(per_position: tuple[float, ...], windows: int = 6, tput: float = 15
     return lines
 
 
+@pytest.mark.e2e
 def test_acceptance_falling_off_after_position_two_advises_two_tokens(tmp_path: Path) -> None:
     log = write_log(tmp_path, vllm_log((0.80, 0.60, 0.04, 0.02, 0.01)))
     result = doctor("--log-file", log, "--json")
@@ -49,6 +51,7 @@ def test_acceptance_falling_off_after_position_two_advises_two_tokens(tmp_path: 
     assert report["config"]["num_steps"] == 5
 
 
+@pytest.mark.e2e
 def test_acceptance_that_holds_up_to_the_last_position_gets_no_advice(tmp_path: Path) -> None:
     log = write_log(tmp_path, vllm_log((0.78, 0.56, 0.37)))
     report = json.loads(doctor("--log-file", log, "--json").stdout)

@@ -23,6 +23,7 @@ import gzip
 import json
 import os
 import re
+import select
 import shutil
 import subprocess
 import sys
@@ -35,7 +36,7 @@ from exporter.cli import main
 from exporter.parse.reader import Progress
 from exporter.report import build_report
 from exporter.simulate import SCENARIOS
-from tests.test_findings import decode, startup
+from tests.support.loglines import decode, startup
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
@@ -205,6 +206,7 @@ def test_html_page_is_self_contained_with_four_matplotlib_charts(
     assert not re.search(r'(src|href)="(https?:)?//', text)  # nothing fetched from elsewhere
 
 
+@pytest.mark.e2e
 def test_html_without_matplotlib_exits_2_naming_the_extra(tmp_path: Path) -> None:
     # A real process in which importing matplotlib fails, as on a node without the extra.
     blocker = tmp_path / "sitecustomize.py"
@@ -296,13 +298,27 @@ def test_overlong_lines_are_skipped_counted_and_the_rest_kept(tmp_path: Path) ->
     assert result.decode_windows == 31
 
 
+def drained(leader: int) -> bytes:
+    """All a closed terminal was sent: one read may return only the first write."""
+    chunks = []
+    while select.select([leader], [], [], 5.0)[0]:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # EIO: the other end is closed and everything was read
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def test_progress_bar_is_drawn_on_a_terminal(tmp_path: Path) -> None:
     leader, follower = os.openpty()
     with os.fdopen(follower, "w") as terminal:
         progress = Progress(total_bytes=(LOGS / "healthy.log").stat().st_size, stream=terminal)
         progress.update(10)
         progress.close()
-    drawn = os.read(leader, 4096).decode()
+    drawn = drained(leader).decode()
     os.close(leader)
     assert "reading [" in drawn
     assert drawn.endswith("\r\x1b[K")

@@ -25,8 +25,8 @@ from exporter.analysis.thresholds import DEFAULT
 from exporter.cli import main
 from exporter.report import build_report
 from exporter.report.html import charts
-from tests.conftest import require_tool
-from tests.test_findings import T0, decode, startup
+from tests.support.loglines import T0, decode, startup
+from tests.support.tools import require_tool
 
 BASELINE_TOK_S = 700.0
 EXPECTED_ACCEPT = 3.8  # above every accept length in the log: its line must widen the chart
@@ -196,6 +196,7 @@ def near(counts: dict[tuple[int, int, int], int], colour: tuple[int, int, int]) 
     )
 
 
+@pytest.mark.e2e
 def test_the_page_shows_its_charts_in_a_browser(
     log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -11,7 +11,10 @@ from pathlib import Path
 import bcrypt
 import pytest
 
-from tests.daemon import healthy, run_daemon, specwatch_cmd, wait_for
+from tests.support.daemon import healthy, run_daemon, specwatch_cmd
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.e2e
 
 
 def get(port: int, path: str, headers: dict[str, str] | None = None) -> tuple[int, str, str]:

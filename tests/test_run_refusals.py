@@ -13,8 +13,10 @@ from pathlib import Path
 import bcrypt
 import pytest
 
-from tests.conftest import require_tool
-from tests.daemon import specwatch_cmd
+from tests.support.daemon import specwatch_cmd
+from tests.support.tools import require_tool
+
+pytestmark = pytest.mark.e2e
 
 
 def refused(*args: str, env: dict[str, str] | None = None) -> str:

@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import append, decode_line, healthy, run_daemon, specwatch_cmd, wait_for
+from tests.support.daemon import healthy, run_daemon, specwatch_cmd
+from tests.support.files import append
+from tests.support.loglines import decode_line
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -64,6 +64,7 @@ INCIDENTS = {
 
 
 @pytest.mark.parametrize("scenario", sorted(INCIDENTS))
+@pytest.mark.e2e
 def test_scenario_parses_back_to_its_incident(tmp_path: Path, scenario: str) -> None:
     accept, tolerance, draft_tokens, tok_s, running, graph = INCIDENTS[scenario]
     log = simulate_file(
@@ -82,6 +83,7 @@ def test_scenario_parses_back_to_its_incident(tmp_path: Path, scenario: str) -> 
         )
 
 
+@pytest.mark.e2e
 def test_collapsed_matches_incident_one_line_for_line(tmp_path: Path) -> None:
     """Incident 1: `accept len: 1.00, accept rate: 0.25` and 32 requests waiting at the cap."""
     log = simulate_file(tmp_path, "collapsed", "--format-version", "2026-02")
@@ -91,6 +93,7 @@ def test_collapsed_matches_incident_one_line_for_line(tmp_path: Path) -> None:
     assert "max_running_requests=48" in log.read_text()
 
 
+@pytest.mark.e2e
 def test_decode_lines_come_every_forty_rounds_at_the_logged_throughput(tmp_path: Path) -> None:
     """Tokens in a window (40 rounds x running x accept length) over its length = gen throughput."""
     for scenario in ("healthy", "undertrained"):
@@ -111,6 +114,7 @@ def startup_facts(text: str) -> tuple[int, int, int]:
     return args, draft, first
 
 
+@pytest.mark.e2e
 def test_eagle_flag_startup_names_the_wrong_algorithm_before_traffic(tmp_path: Path) -> None:
     text = simulate_file(tmp_path, "eagle-flag").read_text()
     args, draft, first = startup_facts(text)
@@ -121,6 +125,7 @@ def test_eagle_flag_startup_names_the_wrong_algorithm_before_traffic(tmp_path: P
     assert text.index("The server is fired up and ready to roll!") < text.index("Decode batch")
 
 
+@pytest.mark.e2e
 def test_undertrained_server_has_graphs_disabled_and_sixteen_draft_tokens(tmp_path: Path) -> None:
     text = simulate_file(tmp_path, "undertrained").read_text()
     assert "disable_cuda_graph=True" in text
@@ -129,6 +134,7 @@ def test_undertrained_server_has_graphs_disabled_and_sixteen_draft_tokens(tmp_pa
     assert '"GET /metrics HTTP/1.1" 404 Not Found' in text
 
 
+@pytest.mark.e2e
 def test_recovery_goes_from_collapsed_to_healthy_after_a_restart(tmp_path: Path) -> None:
     log = simulate_file(tmp_path, "recovery", "--duration", "400")
     assert log.read_text().count("server_args=ServerArgs(") == 2
@@ -143,6 +149,7 @@ def test_recovery_goes_from_collapsed_to_healthy_after_a_restart(tmp_path: Path)
     assert mean(healthy, "gen_throughput") / 1500 == pytest.approx(1.8, rel=0.08)
 
 
+@pytest.mark.e2e
 def test_same_seed_same_bytes_other_seed_other_log(tmp_path: Path) -> None:
     logs = []
     for run, seed in (("a", "7"), ("b", "7"), ("c", "8")):
@@ -184,6 +191,7 @@ def era_rate(era: str, accept_length: float, steps: int, draft_tokens: int) -> f
 
 
 @pytest.mark.parametrize("era", sorted(ERA_SHAPES))
+@pytest.mark.e2e
 def test_each_format_version_writes_its_era_and_parses_back(tmp_path: Path, era: str) -> None:
     header, trailing, prefill_end = ERA_SHAPES[era]
     log = simulate_file(tmp_path, "undertrained", "--format-version", era, "--duration", "120")
@@ -203,6 +211,7 @@ def test_each_format_version_writes_its_era_and_parses_back(tmp_path: Path, era:
 
 
 @pytest.mark.parametrize("envelope", ["cri", "docker"])
+@pytest.mark.e2e
 def test_each_envelope_round_trips_to_the_plain_records(tmp_path: Path, envelope: str) -> None:
     plain = parse(simulate_file(tmp_path, "collapsed", "--duration", "120"))
     (tmp_path / envelope).mkdir()
@@ -234,6 +243,7 @@ def test_long_lines_split_into_runtime_chunks_that_join_back(envelope: str) -> N
     assert decoder.decode([record.encode() for record in records]) == [line.encode()]
 
 
+@pytest.mark.e2e
 def test_real_time_mode_paces_lines_and_stamps_them_with_the_wall_clock(tmp_path: Path) -> None:
     out = tmp_path / "live.log"
     started = datetime.now()
@@ -262,6 +272,7 @@ def test_real_time_mode_paces_lines_and_stamps_them_with_the_wall_clock(tmp_path
         assert started.replace(microsecond=0) <= stamp <= datetime.now()
 
 
+@pytest.mark.e2e
 def test_rate_sets_decode_lines_per_second(tmp_path: Path) -> None:
     out = tmp_path / "live.log"
     result = specwatch(
@@ -281,6 +292,7 @@ def test_rate_sets_decode_lines_per_second(tmp_path: Path) -> None:
         (["--format-version", "2024-01"], "--format-version"),
     ],
 )
+@pytest.mark.e2e
 def test_bad_flags_exit_2_with_one_line_naming_the_flag(args: list[str], named: str) -> None:
     result = specwatch("simulate", "--scenario", "healthy", *args)
     assert result.returncode == 2
@@ -288,6 +300,7 @@ def test_bad_flags_exit_2_with_one_line_naming_the_flag(args: list[str], named: 
     assert len(errors) == 1 and named in errors[0], result.stderr
 
 
+@pytest.mark.e2e
 def test_a_reader_that_stops_early_is_not_an_error() -> None:
     proc = subprocess.Popen(
         [
@@ -331,6 +344,7 @@ def test_every_scenario_has_its_intended_findings_declared() -> None:
 
 
 @pytest.mark.parametrize("scenario", sorted(INTENDED_FINDINGS))
+@pytest.mark.e2e
 def test_doctor_reads_each_scenarios_intended_findings_from_the_log(
     tmp_path: Path, scenario: str
 ) -> None:
@@ -367,6 +381,7 @@ ACCESS = re.compile(
 )
 
 
+@pytest.mark.e2e
 def test_startup_access_and_warning_lines_are_mixed_in_as_sglang_prints_them(
     tmp_path: Path,
 ) -> None:
@@ -386,6 +401,7 @@ def test_startup_access_and_warning_lines_are_mixed_in_as_sglang_prints_them(
     assert any("is deprecated and will be removed" in line for line in traffic)
 
 
+@pytest.mark.e2e
 def test_duration_bounds_the_simulated_time_the_log_covers(tmp_path: Path) -> None:
     stamps = [
         datetime.fromisoformat(found)

@@ -11,8 +11,8 @@ from exporter.engines.record import StatsRecord
 from exporter.parse.pipeline import LineProcessor
 from exporter.simulate import SCENARIOS, generate
 from exporter.simulate.vllm import FORMATS, VLLM_SCENARIOS
-from tests.daemon import specwatch_cmd
-from tests.test_pipeline import ListSink
+from tests.support.daemon import specwatch_cmd
+from tests.support.sinks import ListSink
 
 
 def read_back(lines: list[str]) -> list[StatsRecord]:
@@ -77,6 +77,7 @@ def test_same_seed_same_bytes() -> None:
         (["--scenario", "healthy", "--format-version", "vllm-0.11"], "vllm-0.11"),
     ],
 )
+@pytest.mark.e2e
 def test_a_scenario_or_format_the_engine_lacks_is_a_usage_error(
     flags: list[str], named: str
 ) -> None:

@@ -29,7 +29,7 @@ from exporter.engines.sglang_startup import (
     parse_event,
     parse_server_args,
 )
-from tests.test_upstream import server_info
+from tests.support.fake_sglang import server_info
 
 # Shaped like SGLang's dataclass repr (Feb 2026 field names), with the awkward cases a real
 # line has: commas inside strings, JSON inside a string, lists, dicts, None, an object repr.

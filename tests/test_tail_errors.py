@@ -13,14 +13,10 @@ from pathlib import Path
 import pytest
 
 from exporter.sources.tail import FileTailer
-from tests.conftest import REPO, require_tool
-from tests.test_tail_support import (
-    FailingOnce,
-    append,
-    following,
-    let_tailer_run,
-    wait_until,
-)
+from tests.support.files import append
+from tests.support.tailing import FailingOnce, following, stepped
+from tests.support.tools import REPO, unprivileged
+from tests.support.waiting import wait_for
 
 # Runs a tailer in a child process (so its file permissions can be those of an unprivileged
 # user) and prints every event as one JSON line.
@@ -47,20 +43,14 @@ def test_unresolvable_path_is_counted_and_retried_until_it_resolves(tmp_path: Pa
     log = tmp_path / "server.log"
     log.symlink_to(log)  # a symlink loop: stat fails with ELOOP
     with following(log) as (_, rec):
-        wait_until(lambda: rec.reasons("read_error")["stat"] >= 2, "repeated stat errors")
+        wait_for(lambda: rec.reasons("read_error")["stat"] >= 2, what="repeated stat errors")
         log.unlink()
         log.write_bytes(b"resolved\n")
-        wait_until(lambda: rec.lines == [b"resolved"], "the file once it resolves")
+        wait_for(lambda: rec.lines == [b"resolved"], what="the file once it resolves")
     assert set(rec.reasons("read_error")) == {"stat"}
 
 
-def unprivileged() -> list[str]:
-    """Command prefix under which file permissions apply (root ignores them by default)."""
-    if os.geteuid() != 0:
-        return []
-    return [require_tool("setpriv"), "--bounding-set=-dac_override,-dac_read_search"]
-
-
+@pytest.mark.e2e
 def test_permission_denied_is_counted_and_retried_until_readable() -> None:
     prefix = unprivileged()
     with tempfile.TemporaryDirectory() as folder:
@@ -83,7 +73,7 @@ def test_permission_denied_is_counted_and_retried_until_readable() -> None:
             log.chmod(0o644)
             while events[-1]["event"] != "on_bootstrap":
                 events.append(json.loads(child.stdout.readline()))
-            append(log, b"appended\n")
+            append(log, raw=b"appended\n")
             events.append(json.loads(child.stdout.readline()))
             child.stdin.close()
             assert child.wait() == 0
@@ -102,11 +92,11 @@ def test_a_raising_consumer_is_counted_and_the_tailer_keeps_going(tmp_path: Path
     tailer = FileTailer(str(log), rec, poll_interval=0.02)
     tailer.start()
     try:
-        wait_until(lambda: rec.bootstraps, "bootstrap")
-        append(log, b"lost to the bug\n")
-        wait_until(lambda: rec.reasons("read_error")["internal"] == 1, "the counted failure")
-        append(log, b"after the bug\n")
-        wait_until(lambda: rec.lines == [b"after the bug"], "the next line")
+        wait_for(lambda: rec.bootstraps, what="bootstrap")
+        append(log, raw=b"lost to the bug\n")
+        wait_for(lambda: rec.reasons("read_error")["internal"] == 1, what="the counted failure")
+        append(log, raw=b"after the bug\n")
+        wait_for(lambda: rec.lines == [b"after the bug"], what="the next line")
     finally:
         tailer.stop()
 
@@ -118,12 +108,15 @@ def test_a_path_that_is_not_a_regular_file_is_not_opened(tmp_path: Path, kind: s
         os.mkfifo(log)
     else:
         log.mkdir()
-    with following(log) as (_, rec):
-        let_tailer_run()
+    with stepped(log) as (tailer, rec):
+        tailer.poll()
+        assert tailer.ready.is_set()
+        assert rec.snapshot() == []
         if kind == "fifo":
             log.unlink()
         else:
             log.rmdir()
         log.write_bytes(b"regular now\n")
-        wait_until(lambda: rec.lines == [b"regular now"], "the regular file")
+        tailer.poll()
+        assert rec.lines == [b"regular now"]
     assert rec.count("read_error") == 0

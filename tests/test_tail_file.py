@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from pathlib import Path
 
+import pytest
+
 from exporter.sources.tail import FileTailer, WakeupObserver
-from tests.test_tail_support import (
-    Recorder,
-    append,
-    following,
-    joined,
-    let_tailer_run,
-    numbered,
-    wait_until,
-)
+from tests.support.files import append
+from tests.support.loglines import joined, numbered
+from tests.support.tailing import Recorder, following, stepped
+from tests.support.waiting import wait_for
 
 
 def expected_bootstrap(data: bytes, head: int, tail: int) -> list[bytes]:
@@ -35,10 +31,10 @@ def test_file_present_at_start_is_followed_from_its_end(tmp_path: Path) -> None:
     old = numbered("before start", 5)
     log.write_bytes(joined(old))
     with following(log) as (_, rec):
-        wait_until(lambda: rec.bootstraps, "bootstrap")
+        wait_for(lambda: rec.bootstraps, what="bootstrap")
         new = numbered("after start", 3)
-        append(log, joined(new))
-        wait_until(lambda: rec.lines == new, "the appended lines")
+        append(log, raw=joined(new))
+        wait_for(lambda: rec.lines == new, what="the appended lines")
     assert rec.bootstraps[0][0] == old
     assert rec.snapshot()[0][0] == "bootstrap"
 
@@ -51,7 +47,7 @@ def test_bootstrap_gives_whole_head_and_tail_lines_once_with_the_file_mtime(
     log.write_bytes(data)
     os.utime(log, (1_700_000_000.5, 1_700_000_000.5))
     with following(log, bootstrap_head_bytes=100, bootstrap_tail_bytes=150) as (_, rec):
-        wait_until(lambda: rec.bootstraps, "bootstrap")
+        wait_for(lambda: rec.bootstraps, what="bootstrap")
     lines, mtime = rec.bootstraps[0]
     assert lines == expected_bootstrap(data, 100, 150)
     assert lines[0] == b"line 000 " and lines[-1].startswith(b"line 199")
@@ -65,7 +61,7 @@ def test_bootstrap_of_a_file_smaller_than_both_windows_lists_each_line_once(
     log = tmp_path / "server.log"
     log.write_bytes(joined(numbered("small", 4)))
     with following(log) as (_, rec):
-        wait_until(lambda: rec.bootstraps, "bootstrap")
+        wait_for(lambda: rec.bootstraps, what="bootstrap")
     assert rec.bootstraps[0][0] == numbered("small", 4)
 
 
@@ -73,9 +69,9 @@ def test_line_unfinished_at_start_is_completed_through_on_lines(tmp_path: Path) 
     log = tmp_path / "server.log"
     log.write_bytes(b"one\ntwo\npart")
     with following(log) as (_, rec):
-        wait_until(lambda: rec.bootstraps, "bootstrap")
-        append(log, b"ial\nthree\n")
-        wait_until(lambda: len(rec.lines) == 2, "two lines")
+        wait_for(lambda: rec.bootstraps, what="bootstrap")
+        append(log, raw=b"ial\nthree\n")
+        wait_for(lambda: len(rec.lines) == 2, what="two lines")
     assert rec.bootstraps[0][0] == [b"one", b"two"]
     assert rec.lines == [b"partial", b"three"]
 
@@ -84,9 +80,9 @@ def test_last_line_longer_than_the_tail_window_is_skipped_not_split(tmp_path: Pa
     log = tmp_path / "server.log"
     log.write_bytes(b"head\n" + b"y" * 500)
     with following(log, bootstrap_head_bytes=8, bootstrap_tail_bytes=50) as (_, rec):
-        wait_until(lambda: rec.bootstraps, "bootstrap")
-        append(log, b"yyy\nnext\n")
-        wait_until(lambda: rec.lines, "the next line")
+        wait_for(lambda: rec.bootstraps, what="bootstrap")
+        append(log, raw=b"yyy\nnext\n")
+        wait_for(lambda: rec.lines, what="the next line")
     assert rec.bootstraps[0][0] == [b"head"]
     assert rec.lines == [b"next"]
 
@@ -98,54 +94,90 @@ def test_from_beginning_reads_everything_through_on_lines_without_bootstrap(
     old = numbered("old", 50)
     log.write_bytes(joined(old))
     with following(log, from_beginning=True) as (_, rec):
-        wait_until(lambda: len(rec.lines) == 50, "the existing lines")
-        append(log, b"new\n")
-        wait_until(lambda: len(rec.lines) == 51, "the new line")
+        wait_for(lambda: len(rec.lines) == 50, what="the existing lines")
+        append(log, raw=b"new\n")
+        wait_for(lambda: len(rec.lines) == 51, what="the new line")
     assert rec.lines == [*old, b"new"]
     assert rec.count("bootstrap") == 0
 
 
 def test_file_absent_at_start_is_read_from_its_first_byte(tmp_path: Path) -> None:
     log = tmp_path / "later" / "server.log"
-    with following(log) as (_, rec):
-        let_tailer_run()
+    with stepped(log) as (tailer, rec):
+        tailer.poll()
+        assert rec.snapshot() == []
         log.parent.mkdir()
         lines = numbered("first", 3)
         log.write_bytes(joined(lines))
-        wait_until(lambda: rec.lines == lines, "the lines of the new file")
-        append(log, b"more\n")
-        wait_until(lambda: len(rec.lines) == 4, "the appended line")
+        tailer.poll()
+        assert rec.lines == lines
+        append(log, "more")
+        tailer.poll()
+        assert rec.lines == [*lines, b"more"]
     assert rec.count("bootstrap") == 0
     assert rec.count("read_error") == 0
+
+
+@pytest.mark.parametrize("present", [True, False], ids=["present", "absent"])
+@pytest.mark.parametrize("from_beginning", [False, True], ids=["from-end", "from-beginning"])
+def test_ready_after_the_first_pass_and_every_later_line_is_read_as_new(
+    tmp_path: Path, present: bool, from_beginning: bool
+) -> None:
+    log = tmp_path / "server.log"
+    if present:
+        log.write_bytes(b"old\n")
+    with stepped(log, from_beginning=from_beginning) as (tailer, rec):
+        assert not tailer.ready.is_set()
+        tailer.poll()
+        assert tailer.ready.is_set()
+        append(log, "new")
+        tailer.poll()
+    old = [b"old"] if present else []
+    assert rec.lines == ([*old, b"new"] if from_beginning else [b"new"])
+    assert [lines for lines, _ in rec.bootstraps] == (
+        [] if from_beginning or not present else [old]
+    )
+
+
+def test_a_running_tailer_is_ready_within_its_first_pass(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_bytes(joined(numbered("old", 1000)))
+    with following(log) as (tailer, rec):
+        wait_for(tailer.ready.is_set, what="readiness")
+        append(log, "appended at once")
+        wait_for(lambda: rec.lines, what="the appended line")
+    assert rec.lines == [b"appended at once"]
+    assert rec.bootstraps[0][0] == numbered("old", 1000)
 
 
 def test_partial_write_is_held_until_its_newline_arrives(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.touch()
-    with following(log) as (_, rec):
-        wait_until(lambda: rec.bootstraps, "bootstrap")
-        with open(log, "ab", buffering=0) as writer:
-            writer.write(b"Decode batch, #running-req: ")
-            let_tailer_run()
-            writer.write(b"4\r")
-            let_tailer_run()
-            writer.write(b"\nnext\n")
-        wait_until(lambda: len(rec.lines) >= 2, "the completed lines")
+    with stepped(log) as (tailer, rec):
+        tailer.poll()
+        append(log, raw=b"Decode batch, #running-req: ")
+        tailer.poll()
+        assert rec.lines == []
+        append(log, raw=b"4\r")
+        tailer.poll()
+        assert rec.lines == []
+        append(log, raw=b"\nnext\n")
+        tailer.poll()
     assert rec.lines == [b"Decode batch, #running-req: 4\r", b"next"]
 
 
 def test_lines_over_the_cap_are_skipped_and_counted_once_each(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.touch()
-    with following(log, max_line_bytes=1000) as (_, rec):
-        wait_until(lambda: rec.bootstraps, "bootstrap")
-        with open(log, "ab", buffering=0) as writer:
-            writer.write(b"before\n" + b"p" * 600)
-            let_tailer_run(0.05)
-            writer.write(b"p" * 600)
-            let_tailer_run(0.05)
-            writer.write(b"p" * 5000 + b"\n" + b"q" * 1001 + b"\nafter\n" + b"r" * 1000 + b"\n")
-        wait_until(lambda: len(rec.lines) == 3, "the lines around the long ones")
+    with stepped(log, max_line_bytes=1000) as (tailer, rec):
+        tailer.poll()
+        append(log, raw=b"before\n" + b"p" * 600)
+        tailer.poll()
+        append(log, raw=b"p" * 600)
+        tailer.poll()
+        assert rec.lines == [b"before"]
+        append(log, raw=b"p" * 5000 + b"\n" + b"q" * 1001 + b"\nafter\n" + b"r" * 1000 + b"\n")
+        tailer.poll()
     assert rec.lines == [b"before", b"after", b"r" * 1000]
     assert rec.reasons("skipped") == {"too_long": 2}
 
@@ -161,9 +193,9 @@ def test_garbage_bytes_are_passed_through_untouched(tmp_path: Path) -> None:
         b"windows line\r",
     ]
     with following(log) as (_, rec):
-        wait_until(lambda: rec.bootstraps, "bootstrap")
-        append(log, joined(raw))
-        wait_until(lambda: len(rec.lines) == len(raw), "all lines")
+        wait_for(lambda: rec.bootstraps, what="bootstrap")
+        append(log, raw=joined(raw))
+        wait_for(lambda: len(rec.lines) == len(raw), what="all lines")
     assert rec.lines == raw
 
 
@@ -176,10 +208,10 @@ def test_directory_notification_wakes_a_slow_poller(tmp_path: Path) -> None:
     tailer = FileTailer(str(log), rec, poll_interval=30.0, observer=observer)
     try:
         tailer.start()
-        wait_until(lambda: rec.bootstraps, "bootstrap")
+        wait_for(lambda: rec.bootstraps, what="bootstrap")
         assert observer.active
-        append(log, b"wake up\n")
-        wait_until(lambda: rec.lines == [b"wake up"], "a woken pass", timeout=1.5)
+        append(log, raw=b"wake up\n")
+        wait_for(lambda: rec.lines == [b"wake up"], what="a woken pass", timeout=1.5)
     finally:
         tailer.stop()
         observer.stop()
@@ -190,9 +222,9 @@ def test_polling_alone_follows_when_notifications_are_unavailable(tmp_path: Path
     log.touch()
     never_started = WakeupObserver()
     with following(log, observer=never_started) as (_, rec):
-        wait_until(lambda: rec.bootstraps, "bootstrap")
-        append(log, b"polled\n")
-        wait_until(lambda: rec.lines == [b"polled"], "a polled line")
+        wait_for(lambda: rec.bootstraps, what="bootstrap")
+        append(log, raw=b"polled\n")
+        wait_for(lambda: rec.lines == [b"polled"], what="a polled line")
     assert not never_started.active
 
 
@@ -202,11 +234,9 @@ def test_stop_is_idempotent_and_releases_files_and_threads(tmp_path: Path) -> No
     fds_before = set(os.listdir("/proc/self/fd"))
     threads_before = threading.active_count()
     with following(log) as (tailer, rec):
-        wait_until(lambda: rec.bootstraps, "bootstrap")
+        wait_for(lambda: rec.bootstraps, what="bootstrap")
         assert set(os.listdir("/proc/self/fd")) - fds_before
     tailer.stop()
-    deadline = time.monotonic() + 2.0
-    while threading.active_count() > threads_before and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: threading.active_count() <= threads_before, 2.0, what="threads ended")
     assert threading.active_count() == threads_before
     assert set(os.listdir("/proc/self/fd")) <= fds_before

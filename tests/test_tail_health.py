@@ -13,9 +13,8 @@ import pytest
 
 from exporter.sources.tail import FileTailer
 from exporter.sources.tail.health import REPEAT_SECONDS, SourceHealth, SourceReason
-from tests.conftest import REPO
-from tests.test_tail_errors import unprivileged
-from tests.test_tail_support import Recorder
+from tests.support.tailing import Recorder
+from tests.support.tools import REPO, unprivileged
 
 
 class Clock:
@@ -138,6 +137,7 @@ print(" ".join(reported))
 
 
 @pytest.mark.parametrize("where", ["file", "folder"])
+@pytest.mark.e2e
 def test_a_path_specwatch_may_not_read_is_unreadable(where: str) -> None:
     with tempfile.TemporaryDirectory() as folder:
         log = Path(folder) / "logs" / "server.log"

@@ -10,15 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from exporter.sources.tail import FileTailer
-from tests.test_tail_support import (
-    Recorder,
-    append,
-    following,
-    joined,
-    let_tailer_run,
-    numbered,
-    wait_until,
-)
+from tests.support.files import append
+from tests.support.loglines import joined, numbered
+from tests.support.tailing import Recorder, following, stepped
+from tests.support.waiting import wait_for
 
 
 @contextmanager
@@ -27,7 +22,7 @@ def following_empty(log: Path, **options: Any) -> Iterator[Recorder]:
     log.parent.mkdir(parents=True, exist_ok=True)
     log.touch()
     with following(log, **options) as (_, rec):
-        wait_until(lambda: rec.bootstraps, "bootstrap")
+        wait_for(lambda: rec.bootstraps, what="bootstrap")
         yield rec
 
 
@@ -36,16 +31,16 @@ def test_rename_and_create_loses_nothing_and_repeats_nothing(tmp_path: Path) -> 
     with following_empty(log) as rec:
         with open(log, "ab", buffering=0) as old_writer:
             old_writer.write(joined(numbered("old", 100)))
-            wait_until(lambda: len(rec.lines) == 100, "the old lines")
+            wait_for(lambda: len(rec.lines) == 100, what="the old lines")
             old_writer.write(b"unread before rename\n")
             os.rename(log, tmp_path / "server.log.1")
             old_writer.write(b"late, before create\n")
-            append(log, joined(numbered("new", 3)))
-            wait_until(lambda: rec.count("rotation") == 1, "the rotation")
+            append(log, raw=joined(numbered("new", 3)))
+            wait_for(lambda: rec.count("rotation") == 1, what="the rotation")
             old_writer.write(b"late, after create\n")
-            wait_until(lambda: len(rec.lines) == 106, "every line")
-        append(log, b"new 3\n")
-        wait_until(lambda: len(rec.lines) == 107, "the last line")
+            wait_for(lambda: len(rec.lines) == 106, what="every line")
+        append(log, raw=b"new 3\n")
+        wait_for(lambda: len(rec.lines) == 107, what="the last line")
     lines = rec.lines
     assert lines[:102] == [
         *numbered("old", 100),
@@ -59,14 +54,16 @@ def test_rename_and_create_loses_nothing_and_repeats_nothing(tmp_path: Path) -> 
 
 def test_path_missing_for_a_while_keeps_the_old_file(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
-    with following_empty(log) as rec:
-        with open(log, "ab", buffering=0) as old_writer:
-            os.rename(log, tmp_path / "server.log.1")
-            let_tailer_run()
-            old_writer.write(b"written while the path was missing\n")
-            wait_until(lambda: rec.lines, "the line written to the renamed file")
-        append(log, b"first of the new file\n")
-        wait_until(lambda: len(rec.lines) == 2, "the new file's line")
+    log.touch()
+    with stepped(log) as (tailer, rec), open(log, "ab", buffering=0) as old_writer:
+        tailer.poll()
+        os.rename(log, tmp_path / "server.log.1")
+        tailer.poll()
+        old_writer.write(b"written while the path was missing\n")
+        tailer.poll()
+        assert rec.lines == [b"written while the path was missing"]
+        append(log, "first of the new file")
+        tailer.poll()
     assert rec.lines == [b"written while the path was missing", b"first of the new file"]
     assert rec.count("rotation") == 1
     assert rec.count("read_error") == 0
@@ -76,15 +73,18 @@ def test_copytruncate_restarts_at_zero_and_drops_the_unfinished_fragment(
     tmp_path: Path,
 ) -> None:
     log = tmp_path / "server.log"
-    with following_empty(log) as rec, open(log, "ab", buffering=0) as writer:
+    log.touch()
+    with stepped(log) as (tailer, rec), open(log, "ab", buffering=0) as writer:
+        tailer.poll()
         writer.write(joined(numbered("before", 10)) + b"unfinished")
-        wait_until(lambda: len(rec.lines) == 10, "the lines before truncation")
-        let_tailer_run()
+        tailer.poll()
+        assert rec.lines == numbered("before", 10)
         shutil.copy(log, tmp_path / "server.log.1")
         os.truncate(log, 0)
-        wait_until(lambda: rec.count("truncation") == 1, "the truncation")
+        tailer.poll()
+        assert rec.count("truncation") == 1
         writer.write(joined(numbered("after", 2)))
-        wait_until(lambda: len(rec.lines) == 12, "the lines after truncation")
+        tailer.poll()
     assert rec.lines[10:] == numbered("after", 2)
     assert rec.reasons("skipped") == {"partial_discarded": 1}
     assert (rec.count("truncation"), rec.count("new_file"), rec.count("rotation")) == (1, 1, 0)
@@ -93,14 +93,14 @@ def test_copytruncate_restarts_at_zero_and_drops_the_unfinished_fragment(
 def test_delete_and_recreate_reads_the_new_file_from_its_first_byte(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_bytes(b"at start\n")
-    with following(log) as (_, rec):
-        wait_until(lambda: rec.bootstraps, "bootstrap")
-        append(log, b"before delete\n")
-        wait_until(lambda: rec.lines, "the appended line")
+    with stepped(log) as (tailer, rec):
+        tailer.poll()
+        append(log, "before delete")
+        tailer.poll()
         os.remove(log)
-        let_tailer_run()
+        tailer.poll()
         log.write_bytes(joined(numbered("recreated", 3)))
-        wait_until(lambda: len(rec.lines) == 4, "the recreated file's lines")
+        tailer.poll()
     assert rec.lines == [b"before delete", *numbered("recreated", 3)]
     assert (rec.count("rotation"), rec.count("new_file")) == (1, 1)
 
@@ -109,16 +109,20 @@ def test_retired_file_is_released_after_rotate_wait_dropping_its_fragment(
     tmp_path: Path,
 ) -> None:
     log = tmp_path / "server.log"
-    with following_empty(log, rotate_wait=0.2) as rec:
-        append(log, b"complete\nnever finished")
-        wait_until(lambda: rec.lines, "the complete line")
+    log.touch()
+    with stepped(log, rotate_wait=0.0) as (tailer, rec):
+        tailer.poll()
+        append(log, "complete", raw=b"never finished")
+        tailer.poll()
         os.rename(log, tmp_path / "server.log.1")
-        append(log, b"new\n")
-        wait_until(lambda: rec.reasons("skipped")["partial_discarded"] == 1, "the release")
-        append(tmp_path / "server.log.1", b" after release\n")
-        append(log, b"newer\n")
-        wait_until(lambda: len(rec.lines) == 3, "the new file's lines")
-        let_tailer_run()
+        append(log, "new")
+        tailer.poll()  # switches to the new file; the old one is retired, at once past its wait
+        tailer.poll()  # releases it
+        assert rec.reasons("skipped") == {"partial_discarded": 1}
+        append(tmp_path / "server.log.1", raw=b" after release\n")
+        append(log, "newer")
+        tailer.poll()
+        tailer.poll()
     assert rec.lines == [b"complete", b"new", b"newer"]
 
 
@@ -128,18 +132,20 @@ def test_glob_follows_the_newest_match_and_switches_to_a_newer_one(tmp_path: Pat
     os.utime(older, (1_600_000_000, 1_600_000_000))
     newest.write_bytes(b"newest file\n")
     (tmp_path / "1.log.20250101-000000").write_bytes(b"not a match\n")
-    with following(tmp_path / "*.log") as (_, rec):
-        wait_until(lambda: rec.bootstraps, "bootstrap")
-        append(newest, b"followed\n")
-        wait_until(lambda: rec.lines == [b"followed"], "the newest file's line")
+    with stepped(tmp_path / "*.log") as (tailer, rec):
+        tailer.poll()
+        append(newest, "followed")
+        tailer.poll()
+        assert rec.lines == [b"followed"]
         appeared = tmp_path / "2.log"
         appeared.write_bytes(b"from the first byte\n")
-        wait_until(lambda: len(rec.lines) == 2, "the new match's line")
-        append(older, b"older file touched\n")
-        append(newest, b"late write to the replaced file\n")
-        let_tailer_run()
-        append(appeared, b"still followed\n")
-        wait_until(lambda: rec.lines[-1] == b"still followed", "the followed file's line")
+        tailer.poll()
+        append(older, "older file touched")
+        append(newest, "late write to the replaced file")
+        tailer.poll()
+        tailer.poll()
+        append(appeared, "still followed")
+        tailer.poll()
     assert rec.bootstraps[0][0] == [b"newest file"]
     assert rec.lines == [
         b"followed",
@@ -152,11 +158,13 @@ def test_glob_follows_the_newest_match_and_switches_to_a_newer_one(tmp_path: Pat
 
 def test_glob_without_a_match_waits_for_the_first_file(tmp_path: Path) -> None:
     pod_dir = tmp_path / "ns_pod_uid" / "sglang"
-    with following(pod_dir / "*.log") as (_, rec):
-        let_tailer_run()
+    with stepped(pod_dir / "*.log") as (tailer, rec):
+        tailer.poll()
+        assert tailer.ready.is_set()
         pod_dir.mkdir(parents=True)
         (pod_dir / "0.log").write_bytes(b"container started\n")
-        wait_until(lambda: rec.lines == [b"container started"], "the first match")
+        tailer.poll()
+    assert rec.lines == [b"container started"]
     assert rec.count("bootstrap") == 0
     assert rec.count("rotation") == 0
 
@@ -187,7 +195,7 @@ def test_appending_is_never_taken_for_a_rewrite(tmp_path: Path) -> None:
     tailer = FileTailer(str(log), rec, poll_interval=30.0)
     tailer.poll()  # past the start-up bootstrap
     for i in range(100):  # the fingerprint is complete after 64 bytes; keep going past it
-        append(log, f"line {i}\n".encode())
+        append(log, f"line {i}")
         tailer.poll()
     tailer.stop()
     assert rec.lines == [f"line {i}".encode() for i in range(100)]

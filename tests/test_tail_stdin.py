@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import array
+import fcntl
 import os
 import subprocess
 import sys
+import termios
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import BinaryIO
 
+import pytest
+
 from exporter.sources import StdinSource
-from tests.test_tail_support import FailingOnce, Recorder, let_tailer_run, wait_until
+from tests.support.tailing import FailingOnce, Recorder
+from tests.support.waiting import wait_for
 
 
 @contextmanager
@@ -30,13 +36,19 @@ def piped(
             source.stop()
 
 
+def unread_bytes(pipe: BinaryIO) -> int:
+    """Bytes written to ``pipe`` that its reader has not taken yet."""
+    count = array.array("i", [0])
+    fcntl.ioctl(pipe.fileno(), termios.FIONREAD, count)
+    return count[0]
+
+
 def test_pipe_lines_arrive_in_order_across_partial_writes() -> None:
     with piped() as (writer, source, rec):
         writer.write(b"Decode batch, accept len: 2.")
-        let_tailer_run()
-        assert rec.lines == []
+        wait_for(lambda: unread_bytes(writer) == 0, what="the partial write read on its own")
         writer.write(b"50\r\nnext\n")
-        wait_until(lambda: len(rec.lines) == 2, "both lines")
+        wait_for(lambda: len(rec.lines) == 2, what="both lines")
         assert rec.lines == [b"Decode batch, accept len: 2.50\r", b"next"]
         writer.close()
         assert source.wait(2.0)
@@ -53,7 +65,7 @@ def test_unterminated_last_line_is_delivered_at_end_of_input() -> None:
 def test_too_long_line_on_stdin_is_skipped_and_counted_once() -> None:
     with piped(max_line_bytes=100) as (writer, source, rec):
         writer.write(b"before\n" + b"z" * 150)
-        let_tailer_run(0.05)
+        wait_for(lambda: unread_bytes(writer) == 0, what="the first part read on its own")
         writer.write(b"z" * 150 + b"\nafter\n" + b"w" * 101)
         writer.close()
         assert source.wait(2.0)
@@ -63,13 +75,14 @@ def test_too_long_line_on_stdin_is_skipped_and_counted_once() -> None:
 
 def test_stop_returns_promptly_while_no_input_arrives() -> None:
     with piped() as (_, source, _rec):
-        let_tailer_run(0.05)
+        wait_for(source.ready.is_set, what="the reading thread")
         started = time.monotonic()
         source.stop()
         assert time.monotonic() - started < 1.0
         assert source.wait(0.5)
 
 
+@pytest.mark.e2e
 def test_output_of_a_real_process_is_read_through_its_pipe() -> None:
     script = "import sys\nfor i in range(20000): sys.stdout.write(f'line {i}\\n')"
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
@@ -90,7 +103,7 @@ def test_output_of_a_real_process_is_read_through_its_pipe() -> None:
 def test_a_raising_consumer_costs_one_chunk_of_stdin_not_the_rest() -> None:
     with piped(FailingOnce()) as (writer, source, rec):
         writer.write(b"lost to the bug\n")
-        wait_until(lambda: rec.reasons("read_error")["internal"] == 1, "the counted failure")
+        wait_for(lambda: rec.reasons("read_error")["internal"] == 1, what="the counted failure")
         writer.write(b"after the bug\n")
         writer.close()
         assert source.wait(2.0)

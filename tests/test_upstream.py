@@ -2,142 +2,24 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from exporter.sources.upstream import MAX_BODY_BYTES, UpstreamScraper
-from tests.conftest import free_port
-
-API_KEY = "sk-live-upstream-0123456789"
-
-
-def exposition(sep: str = ":", graph: float = 1000.0, eager: float = 0.0) -> str:
-    """Two DP ranks of SGLang's scheduler gauges (Feb 2026 names and help texts)."""
-    ranks = ('dp_rank="0",engine_type="unified",model_name="kimi",tp_rank="0"', "31", "2.41")
-    ranks2 = ('dp_rank="1",engine_type="unified",model_name="kimi",tp_rank="4"', "30", "2.47")
-    out = []
-    gauges = [
-        ("num_running_reqs", "The number of running requests.", lambda r: r[1]),
-        ("num_queue_reqs", "The number of requests in the waiting queue.", lambda r: "2"),
-        ("gen_throughput", "The generation throughput (token/s).", lambda r: "600.5"),
-        ("token_usage", "The token usage.", lambda r: "0.21" if r is ranks else "0.35"),
-        ("spec_accept_length", "The average acceptance length.", lambda r: r[2]),
-        ("spec_accept_rate", "The average acceptance rate.", lambda r: "0.6"),
-    ]
-    for name, doc, value in gauges:
-        out += [f"# HELP sglang{sep}{name} {doc}", f"# TYPE sglang{sep}{name} gauge"]
-        out += [f"sglang{sep}{name}{{{r[0]}}} {value(r)}" for r in (ranks, ranks2)]
-    passes = f"sglang{sep}cuda_graph_passes_total"
-    out += [
-        f"# HELP {passes} Total number of forward passes categorized by CUDA graph.",
-        f"# TYPE {passes} counter",
-        f'{passes}{{mode="decode_cuda_graph",model_name="kimi"}} {graph}',
-        f'{passes}{{mode="decode_none",model_name="kimi"}} {eager}',
-    ]
-    return "\n".join(out) + "\n"
-
-
-def server_info(**overrides: object) -> bytes:
-    args = {
-        "model_path": "moonshotai/Kimi-K2.5",
-        "api_key": API_KEY,
-        "admin_api_key": API_KEY + "-admin",
-        "speculative_algorithm": "EAGLE",
-        "speculative_draft_model_path": "AQ-MedAI/Kimi-K2-Instruct-eagle3",
-        "speculative_num_steps": 3,
-        "speculative_eagle_topk": 1,
-        "speculative_num_draft_tokens": 4,
-        "disable_cuda_graph": False,
-        "cuda_graph_max_bs": 160,
-        "log_level": "info",
-        "max_running_requests": None,
-        "enable_metrics": True,
-        **overrides,
-    }
-    state = {**args, "effective_max_running_requests_per_dp": 48, "last_gen_throughput": 600.5}
-    return json.dumps({**args, "status": "ready", "internal_states": [state]}).encode()
-
-
-@dataclass
-class Route:
-    status: int = 200
-    body: bytes = b""
-    content_type: str = "text/plain; version=0.0.4; charset=utf-8"
-    delay: float = 0.0
-    trickle: float = 0.0  # seconds between single bytes of the body
-    stream_bytes: int = 0  # a generated body of this size, sent without Content-Length
-    need_token: bool = False
-
-
-@dataclass
-class FakeSGLang:
-    """A loopback HTTP server whose routes a test sets up; records the headers it saw."""
-
-    url: str
-    routes: dict[str, Route] = field(default_factory=dict)
-    seen_auth: list[str | None] = field(default_factory=list)
-
-
-@contextmanager
-def fake_sglang() -> Iterator[FakeSGLang]:
-    """A loopback HTTP server playing SGLang, on its own thread, until the block ends."""
-    fake: FakeSGLang
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def do_GET(self) -> None:
-            route = fake.routes.get(self.path)
-            auth = self.headers.get("Authorization")
-            fake.seen_auth.append(auth)
-            if route is None:
-                self.send_error(404)
-                return
-            if route.need_token and auth != f"Bearer {API_KEY}":
-                self.send_error(401)
-                return
-            time.sleep(route.delay)
-            self.send_response(route.status)
-            self.send_header("Content-Type", route.content_type)
-            if not route.stream_bytes and not route.trickle:
-                self.send_header("Content-Length", str(len(route.body)))
-            self.end_headers()
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                self._body(route)
-
-        def _body(self, route: Route) -> None:
-            if route.stream_bytes:
-                chunk = b"# filler comment line to make the body huge\n" * 1024
-                for _ in range(route.stream_bytes // len(chunk) + 1):
-                    self.wfile.write(chunk)
-            elif route.trickle:
-                for byte in route.body:
-                    self.wfile.write(bytes([byte]))
-                    self.wfile.flush()
-                    time.sleep(route.trickle)
-            else:
-                self.wfile.write(route.body)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    fake = FakeSGLang(f"http://127.0.0.1:{server.server_port}")
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield fake
-    finally:
-        server.shutdown()
-        server.server_close()
+from tests.support.fake_sglang import (
+    API_KEY,
+    FakeSGLang,
+    Route,
+    exposition,
+    fake_sglang,
+    idle_exposition,
+    server_info,
+)
+from tests.support.tools import free_port
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture
@@ -343,24 +225,15 @@ def test_background_thread_never_blocks_readers(sglang: FakeSGLang) -> None:
     scrape = UpstreamScraper(f"{sglang.url}/metrics", interval=0.1, timeout=1.0)
     scrape.start()
     try:
-        time.sleep(0.2)  # the first scrape is now waiting on the slow server
+        wait_for(lambda: sglang.seen_auth, what="the first scrape waiting on the slow server")
         started = time.monotonic()
         for _ in range(100):
             scrape.snapshot()
         assert time.monotonic() - started < 0.05
-        deadline = time.monotonic() + 5
-        while not scrape.snapshot().errors and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: scrape.snapshot().errors, 5, what="the timed-out scrape")
         assert scrape.snapshot().errors[("metrics", "timeout")] >= 1
     finally:
         scrape.stop(timeout=3)
-
-
-def idle_exposition() -> str:
-    """The exposition after SGLang's 30 s idle refresh: running requests and throughput are 0,
-    the spec gauges still hold the last decode window's values."""
-    body = exposition().replace('"} 31\n', '"} 0\n').replace('"} 30\n', '"} 0\n')
-    return body.replace(" 600.5\n", " 0\n")
 
 
 def test_idle_server_spec_gauges_are_not_shown_as_current(sglang: FakeSGLang) -> None:

@@ -19,12 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import RunningDaemon, run_daemon
-from tests.metrics import Scrape
-from tests.proc import rss_mib
-from tests.test_upstream import Route, exposition, fake_sglang, server_info
-from tests.test_upstream_daemon import config_file
-from tests.test_web_attacks import MEMORY_LIMIT_MIB, SCRAPE_BUDGET
+from tests.support.daemon import RunningDaemon, config_file, run_daemon
+from tests.support.fake_sglang import Route, exposition, fake_sglang, server_info
+from tests.support.metrics import Scrape
+from tests.support.proc import MEMORY_LIMIT_MIB, SCRAPE_BUDGET, rss_mib
 
 pytestmark = pytest.mark.e2e
 

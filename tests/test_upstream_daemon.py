@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import append, run_daemon
-from tests.test_findings import incident_2
-from tests.test_upstream import API_KEY, Route, exposition, fake_sglang, server_info
+from tests.support.daemon import config_file, run_daemon
+from tests.support.fake_sglang import API_KEY, Route, exposition, fake_sglang, server_info
+from tests.support.files import append
+from tests.support.loglines import incident_2
+
+pytestmark = pytest.mark.e2e
 
 
 def timed_scrape(port: int) -> float:
@@ -18,18 +21,6 @@ def timed_scrape(port: int) -> float:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         response.read()
     return time.monotonic() - started
-
-
-def config_file(tmp_path: Path, url: str) -> Path:
-    path = tmp_path / "specwatch.yaml"
-    path.write_text(
-        "targets:\n"
-        "  - name: sglang-0\n"
-        f"    metrics_url: {url}/metrics\n"
-        f"    server_info_url: {url}/server_info\n"
-        "    scrape_interval: 1\n"
-    )
-    return path
 
 
 def test_slow_upstream_times_out_while_metrics_answer_fast(tmp_path: Path, port: int) -> None:

@@ -13,10 +13,7 @@ from exporter.config import TargetConfig
 from exporter.sources.upstream import MAX_BODY_BYTES, REASONS
 from exporter.state.feed import LogFeed
 from exporter.target import Target
-from tests.conftest import free_port
-from tests.test_collector import Clock, render
-from tests.test_findings import decode
-from tests.test_upstream import (
+from tests.support.fake_sglang import (
     FakeSGLang,
     Route,
     exposition,
@@ -24,6 +21,9 @@ from tests.test_upstream import (
     idle_exposition,
     server_info,
 )
+from tests.support.loglines import decode
+from tests.support.metrics import Clock, render
+from tests.support.tools import free_port
 
 FINDING = "specwatch_finding"
 WRONG_FLAG = "eagle3_draft_with_eagle_algorithm"

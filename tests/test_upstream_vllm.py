@@ -9,8 +9,8 @@ import pytest
 
 from exporter.config import TargetConfig
 from exporter.target import Target
-from tests.test_collector import Clock, render
-from tests.test_upstream import FakeSGLang, Route, exposition, fake_sglang
+from tests.support.fake_sglang import FakeSGLang, Route, exposition, fake_sglang
+from tests.support.metrics import Clock, render
 
 
 def vllm_exposition(

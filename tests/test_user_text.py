@@ -17,8 +17,7 @@ import pytest
 from exporter.cli import COMMANDS, build_parser
 from exporter.exposition.collector import FAMILIES
 from exporter.simulate import SCENARIOS
-from tests.daemon import run_daemon, specwatch_cmd
-from tests.test_log_source_daemon import simulated_log
+from tests.support.daemon import run_daemon, simulated_log, specwatch_cmd
 
 # Pointers to documents that ship with nothing a user has.
 PRIVATE_REFERENCE = re.compile(r"spec (section|§)|spec §|\(spec [0-9]|incident [0-9]", re.I)
@@ -39,6 +38,7 @@ def assert_readable(text: str, where: str) -> None:
 
 
 @pytest.mark.parametrize("command", [None, *COMMANDS])
+@pytest.mark.e2e
 def test_help_has_no_markup_nor_private_references(command: str | None) -> None:
     args = () if command is None else (command,)
     assert_readable(help_text(*args), f"specwatch {command or ''} --help")
@@ -59,6 +59,7 @@ def test_every_option_has_help(command: str) -> None:
     assert not silent, f"specwatch {command}: options without help: {silent}"
 
 
+@pytest.mark.e2e
 def test_simulate_help_describes_every_scenario() -> None:
     text = help_text("simulate")
     for name, scenario in SCENARIOS.items():
@@ -83,6 +84,7 @@ def test_every_metric_help_string_is_readable() -> None:
         assert_readable(doc, f"specwatch_{short} HELP")
 
 
+@pytest.mark.e2e
 def test_a_live_scrape_has_readable_help_strings(tmp_path: Path, port: int) -> None:
     """The HELP lines as Prometheus stores them, from a daemon that has something to say."""
     log = simulated_log(tmp_path, "eagle-flag")

@@ -19,9 +19,11 @@ from exporter.analysis.insight import inspect
 from exporter.config import BaselineConfig, TargetConfig
 from exporter.state.feed import LogFeed
 from exporter.target import Target
-from tests.daemon import specwatch_cmd
-from tests.test_findings import decode, prefill, stamp, startup
-from tests.test_upstream import Route, fake_sglang, server_info
+from tests.support.daemon import specwatch_cmd
+from tests.support.fake_sglang import Route, fake_sglang, server_info
+from tests.support.loglines import decode, prefill, stamp, startup
+
+pytestmark = pytest.mark.e2e
 
 CURVE = "1:82,48:1500,128:2370"
 

@@ -13,7 +13,7 @@ from exporter.engines.server_config import from_server_args
 from exporter.engines.sglang_startup import ServerArgsEvent, parse_event
 from exporter.engines.vllm import VllmParser
 from exporter.parse.pipeline import LineProcessor
-from tests.test_pipeline import ListSink
+from tests.support.sinks import ListSink
 
 NOW = datetime(2026, 5, 6, 12, 0, tzinfo=timezone.utc)
 TAG = "(APIServer pid=1) "
@@ -258,3 +258,33 @@ def test_hostile_lines_never_raise_and_never_give_impossible_values(lines: list[
             counts = result.draft_counts
             positions = None if counts is None else counts.accept_rate_by_position
             assert positions is None or len(positions) <= 32
+
+
+def test_a_prompt_quoting_vllm_text_does_not_switch_an_sglang_source() -> None:
+    echo = (
+        "[2026-05-06 06:11:20 TP0] Receive: obj=GenerateReqInput(text='why does my log say "
+        "SpecDecoding metrics: Mean acceptance length: 9.99 and Avg generation throughput?')"
+    )
+    decode = (
+        "[2026-05-06 06:11:21 TP0] Decode batch, #running-req: 4, #token: 900, token usage: 0.01, "
+        "accept len: 2.50, accept rate: 0.50, cuda graph: True, gen throughput (token/s): 310.00, "
+        "#queue-req: 0"
+    )
+    sink = ListSink()
+    processor = LineProcessor(sink)
+    processor.process([echo.encode(), b"SpecDecoding metrics: Mean acceptance length: 9.99"])
+    assert processor.engine is None
+    processor.process([decode.encode()])
+    assert processor.engine == "sglang"
+    assert [record.accept_length for record in sink.records] == [2.5]
+
+
+def test_a_vllm_request_quoting_sglang_text_does_not_switch_a_vllm_source() -> None:
+    echo = (
+        TAG + "INFO 05-06 06:11:20 [logger.py:41] Received request cmpl-1: prompt: "
+        "'[2026-05-06 06:11:21 TP0] Decode batch, #running-req: 1, accept len: 1.00'"
+    )
+    sink = ListSink()
+    processor = LineProcessor(sink)
+    processor.process([echo.encode(), (TAG + ENGINE).encode()])
+    assert processor.engine == "vllm"

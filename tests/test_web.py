@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,8 +16,10 @@ from prometheus_client.registry import Collector
 
 from exporter.exposition import server as web
 from exporter.exposition.server import WebServer, make_app
-from tests.daemon import append, decode_line, run_daemon
-from tests.metrics import Scrape
+from tests.support.daemon import run_daemon
+from tests.support.files import append
+from tests.support.loglines import decode_line
+from tests.support.metrics import Scrape
 
 
 class NumberedRenders(Collector):
@@ -41,6 +44,24 @@ def serve(collector: Collector, content: Callable[[], object] | None = None) -> 
     server = WebServer("127.0.0.1", 0, make_app(registry, lambda: b"landing", content=content))
     server.start()
     return server
+
+
+def test_healthz_answers_503_with_the_reason_until_ready_then_200() -> None:
+    reason: list[str | None] = ["starting: 1 of 2 log sources not followed yet"]
+    app = make_app(CollectorRegistry(), lambda: b"landing", not_ready=lambda: reason[0])
+    server = WebServer("127.0.0.1", 0, app)
+    server.start()
+    url = f"http://127.0.0.1:{server.port}/healthz"
+    try:
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(url, timeout=5)
+        assert refused.value.code == 503
+        assert refused.value.read() == b"starting: 1 of 2 log sources not followed yet\n"
+        reason[0] = None
+        with urllib.request.urlopen(url, timeout=5) as response:
+            assert (response.status, response.read()) == (200, b"ok\n")
+    finally:
+        server.stop()
 
 
 def fetch(port: int, accept: str | None = None) -> tuple[str, str]:
@@ -127,6 +148,7 @@ def test_a_shared_render_gives_each_response_its_own_header_list() -> None:
     assert [h.count(("Content-Length", "0")) for h in given] == [1, 1]
 
 
+@pytest.mark.e2e
 def test_scrapes_back_to_back_never_show_a_window_past_stale_after(
     tmp_path: Path, port: int
 ) -> None:

@@ -26,15 +26,11 @@ from prometheus_client import CollectorRegistry
 
 from exporter.exposition.connections import Limits
 from exporter.exposition.server import WebServer, make_app
-from tests.conftest import require_tool
-from tests.daemon import run_daemon
-from tests.proc import cpu_seconds, rss_mib, threads
+from tests.support.daemon import run_daemon
+from tests.support.proc import MEMORY_LIMIT_MIB, SCRAPE_BUDGET, cpu_seconds, rss_mib, threads
+from tests.support.tools import require_tool
 
 pytestmark = pytest.mark.e2e
-
-# The memory limit the shipped deploy manifests set.
-MEMORY_LIMIT_MIB = 128
-SCRAPE_BUDGET = 3.0  # seconds a normal scrape may take while an attack runs
 
 
 def get(

@@ -154,6 +154,22 @@ _SPEC_CONFIG = re.compile(
 _EAGER = re.compile(r"\benforce_eager=(True|False)\b")
 
 
+def is_own_line(text: str) -> bool:
+    """Whether vLLM itself wrote this cleaned line as a stats or engine-configuration line.
+
+    Engine detection asks this instead of looking for a marker anywhere: another engine's
+    request log may echo a prompt that quotes vLLM's text, and must not switch the source.
+    """
+    match = _PREFIX.match(text)
+    if match is None:
+        return False
+    message = text[match.end() :]
+    return (
+        message.startswith(("SpecDecoding metrics: ", ENGINE_CONFIG))
+        or _ENGINE_HEAD.match(message) is not None
+    )
+
+
 def engine_config_args(message: str) -> dict[str, object] | None:
     """The engine's speculative setup as SGLang's argument names, for the shared config.
 

@@ -56,11 +56,13 @@ def make_app(
     landing: Callable[[], bytes],
     guard: Callable[[WSGIApp], WSGIApp] | None = None,
     content: Callable[[], object] | None = None,
+    not_ready: Callable[[], str | None] | None = None,
 ) -> WSGIApp:
     """Route the three paths; ``guard`` (basic auth) wraps all but ``/healthz``.
 
     ``landing`` renders the page at ``/`` per request; ``content`` tells whether a /metrics
     body may be reused (see CoalescedScrapes).
+    ``not_ready`` gives the reason /healthz answers 503 instead of 200, if there is one.
     """
     metrics = CoalescedScrapes(make_wsgi_app(registry), content)
 
@@ -78,8 +80,10 @@ def make_app(
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         if environ.get("PATH_INFO") == "/healthz":
-            start_response("200 OK", [("Content-Type", "text/plain; charset=utf-8")])
-            return [b"ok\n"]
+            reason = not_ready() if not_ready is not None else None
+            status = "503 Service Unavailable" if reason else "200 OK"
+            start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
+            return [f"{reason or 'ok'}\n".encode()]
         return protected(environ, start_response)
 
     return app

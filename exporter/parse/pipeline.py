@@ -69,12 +69,19 @@ class LineProcessor:
         if engine == "vllm":
             self._vllm = vllm.VllmParser()
 
-    def _detect(self, blob: bytes) -> None:
-        """vLLM's markers first: SGLang never prints them; then SGLang's own."""
-        if any(marker in blob for marker in _VLLM_MARKERS):
-            self._decide("vllm")
-        elif any(marker in blob for marker in _ALL_MARKERS):
-            self._decide("sglang")
+    def _detect(self, lines: list[bytes], blob: bytes) -> None:
+        """The first line that an engine's own prefix and message head claim decides.
+
+        A marker alone is not enough: request logs echo prompts, and one prompt quoting the
+        other engine's text must not switch a source for good.
+        """
+        if not any(marker in blob for marker in _DETECT_MARKERS):
+            return
+        for line in lines:
+            engine = _engine_of(line)
+            if engine is not None:
+                self._decide(engine)
+                return
 
     def finish(self) -> None:
         """The source has ended: deliver what a parser still holds (vLLM's last engine line)."""
@@ -98,7 +105,7 @@ class LineProcessor:
         # per-line test below usually checks the two stats markers only.
         blob = b"\n".join(lines)
         if self.engine is None:
-            self._detect(blob)
+            self._detect(lines, blob)
         if self._vllm is not None:
             self._process_vllm(lines, blob)
             return
@@ -170,6 +177,24 @@ _ALL_MARKERS = STATS_MARKERS + EVENT_MARKERS
 _VLLM_MARKERS = vllm.STATS_MARKERS + vllm.EVENT_MARKERS
 _EVENT_TEXT = re.compile("|".join(re.escape(marker.decode()) for marker in EVENT_MARKERS))
 _EVENT_SCAN = EVENT_MARKER_WINDOW + max(map(len, EVENT_MARKERS))
+
+
+_DETECT_MARKERS = _VLLM_MARKERS + _ALL_MARKERS
+
+
+def _engine_of(line: bytes) -> str | None:
+    """The engine that wrote ``line`` as one of its own stats or startup lines, if any."""
+    if not any(marker in line for marker in _DETECT_MARKERS):
+        return None
+    text = clean(line.decode("utf-8", "replace"))
+    if any(marker in line for marker in _VLLM_MARKERS) and vllm.is_own_line(text):
+        return "vllm"
+    result = classify(text)
+    if isinstance(result, (StatsRecord, Unrecognized)):
+        return "sglang"
+    if isinstance(result, LogLine) and _is_event(result.message):
+        return "sglang"
+    return None
 
 
 def _is_event(message: str) -> bool:

@@ -42,6 +42,9 @@ class StdinSource:
         self._stopping = threading.Event()
         self._finished = threading.Event()
         self._thread: threading.Thread | None = None
+        self.ready = threading.Event()
+        """Set once the reading thread runs: a pipe keeps what is written before that, so
+        nothing is ever taken as old."""
 
     def start(self) -> None:
         """Read in a background daemon thread; a second call does nothing."""
@@ -61,6 +64,7 @@ class StdinSource:
         return self._finished.wait(timeout)
 
     def _run(self) -> None:
+        self.ready.set()
         try:
             while not self._stopping.is_set():
                 if not self._input_ready():

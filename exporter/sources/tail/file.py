@@ -127,6 +127,9 @@ class FileTailer:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self.ready = threading.Event()
+        """Set after the first pass: the file is open (at its end, or at byte 0 with
+        ``from_beginning``) or known missing, so every byte written from now on is read as new."""
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -182,6 +185,8 @@ class FileTailer:
                 log.exception("tail pass over %s failed; retrying", self._pattern)
                 self._events.on_read_error("internal")
                 return 0
+            finally:
+                self.ready.set()
 
     def _pass(self) -> int:
         self._ensure_watch()  # first, so a change made after this pass's reads still wakes us

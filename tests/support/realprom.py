@@ -11,21 +11,25 @@ must check ``require_tool`` first.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import tempfile
 import threading
+import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 
-from tests.conftest import free_port
-from tests.daemon import wait_for
+from tests.support.metrics import Scrape
+from tests.support.tools import free_port
+from tests.support.waiting import wait_for
 
 T = TypeVar("T")
 
@@ -102,6 +106,14 @@ class RunningPrometheus:
     def targets(self) -> list[dict[str, Any]]:
         return self._api("targets")["activeTargets"]
 
+    def rule_evaluations(self) -> int:
+        """Evaluations so far of the rule group evaluated least often (Prometheus' own count)."""
+        with urllib.request.urlopen(f"{self.url}/metrics", timeout=5) as response:
+            own = Scrape(response.read().decode())
+        counts = own.values("prometheus_rule_group_iterations_total")
+        assert counts, "Prometheus evaluates no rule group"
+        return int(min(counts))
+
     def wait_for(self, predicate: Callable[[], T], timeout: float) -> T:
         """Poll ``predicate`` until truthy; the failure quotes Prometheus' own log."""
         try:
@@ -177,6 +189,12 @@ def _server(
         yield url, process
     finally:
         process.stop()
+
+
+def seconds_since(timestamp: str) -> float:
+    """Seconds from an RFC 3339 time as the Prometheus and Alertmanager APIs give it to now."""
+    whole = re.sub(r"\.\d+", "", timestamp).replace("Z", "+00:00")
+    return time.time() - datetime.fromisoformat(whole).timestamp()
 
 
 class RunningAlertmanager:

@@ -6,37 +6,31 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
 
-from tests.metrics import Scrape, scrape
-
-T = TypeVar("T")
+from tests.support.metrics import Scrape, scrape
+from tests.support.waiting import wait_for
 
 
-def wait_for(check: Callable[[], T], timeout: float = 10.0, interval: float = 0.05) -> T:
-    """Poll until ``check`` returns something truthy; fail with its last value."""
-    deadline = time.monotonic() + timeout
-    last: T = check()
-    while not last:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s (last: {last!r})")
-        time.sleep(interval)
-        last = check()
-    return last
+def healthz(port: int) -> tuple[int, str] | None:
+    """Status and body of ``/healthz``, or None while nothing answers on ``port``."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return None
 
 
 def healthy(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as resp:
-            return resp.status == 200
-    except (urllib.error.URLError, ConnectionError, TimeoutError):
-        return False
+    """Whether plain HTTP ``/healthz`` answers 200: every log source follows."""
+    answer = healthz(port)
+    return answer is not None and answer[0] == 200
 
 
 class RunningDaemon:
@@ -63,8 +57,28 @@ class RunningDaemon:
         return wait_for(check, timeout)
 
 
+def config_file(tmp_path: Path, url: str) -> Path:
+    """A config scraping the server at ``url`` every second as target ``sglang-0``."""
+    path = tmp_path / "specwatch.yaml"
+    path.write_text(
+        "targets:\n"
+        "  - name: sglang-0\n"
+        f"    metrics_url: {url}/metrics\n"
+        f"    server_info_url: {url}/server_info\n"
+        "    scrape_interval: 1\n"
+    )
+    return path
+
+
 def specwatch_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "exporter", *args]
+
+
+def doctor(*args: str) -> subprocess.CompletedProcess[str]:
+    """``specwatch doctor`` run to its end, output captured."""
+    return subprocess.run(
+        specwatch_cmd("doctor", *args), capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 @contextmanager
@@ -75,9 +89,11 @@ def run_daemon(
     ready: Callable[[int], bool] = healthy,
     host: str = "127.0.0.1",
 ) -> Iterator[RunningDaemon]:
-    """Start ``specwatch run`` on ``port``; on exit, SIGTERM it and insist on a clean stop.
+    """Start ``specwatch run`` on ``port`` and wait until it is ready; on exit, SIGTERM it and
+    insist on a clean stop.
 
-    ``ready(port)`` tells when it answers (plain HTTP ``/healthz`` unless told otherwise).
+    ``ready(port)`` tells when it answers (plain HTTP ``/healthz`` unless told otherwise). Ready
+    means every log source follows: nothing appended from then on is lost.
     """
     listen = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     cmd = specwatch_cmd("run", "--listen", listen, *args)
@@ -126,25 +142,9 @@ def live_simulation(
         proc.wait(timeout=10)
 
 
-def decode_line(
-    accept_len: float = 1.0,
-    *,
-    running: int = 48,
-    queue: int = 32,
-    tput: float = 600.0,
-    graph: bool = True,
-    time_text: str = "2026-02-23 00:14:33",
-    ranks: str = " TP0",
-) -> str:
-    """A Feb-2026 SGLang decode line (format per SGLang's scheduler metrics code)."""
-    rate = accept_len / 4
-    return (
-        f"[{time_text}{ranks}] Decode batch, #running-req: {running}, #token: 6460, "
-        f"token usage: 0.06, accept len: {accept_len:.2f}, accept rate: {rate:.2f}, "
-        f"cuda graph: {graph}, gen throughput (token/s): {tput:.2f}, #queue-req: {queue}"
-    )
-
-
-def append(path: Path, *lines: str, raw: bytes = b"") -> None:
-    with path.open("ab") as f:
-        f.write("".join(line + "\n" for line in lines).encode() + raw)
+def simulated_log(folder: Path, scenario: str) -> Path:
+    """A minute of ``specwatch simulate`` output for ``scenario``, written at once."""
+    log = folder / "server.log"
+    cmd = specwatch_cmd("simulate", "--scenario", scenario, "--duration", "60", "--out", str(log))
+    subprocess.run(cmd, check=True, timeout=60)
+    return log

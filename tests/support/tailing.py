@@ -1,4 +1,9 @@
-"""Shared pieces for the tailer tests: a recording ``TailEvents`` and a deadline wait."""
+"""A recording ``TailEvents`` and file tailers to drive with it.
+
+``stepped`` gives a tailer that only moves when the test calls ``poll()``: one pass each, so a
+test can show that a pass did *not* deliver something. ``following`` gives a running tailer, for
+what needs its thread (wake-ups, stop), waited on with ``wait_for``.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +15,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from exporter.config import TargetConfig
 from exporter.sources.tail import FileTailer
+from exporter.state.feed import LogFeed
+from exporter.target import Target
+from tests.support.metrics import Scrape, render
 
-FAST = {"poll_interval": 0.02, "rotate_wait": 0.3}
+FAST: dict[str, Any] = {"poll_interval": 0.02, "rotate_wait": 0.3}
 """Tailer timings that keep each test well under a second of waiting."""
 
 
@@ -69,45 +78,38 @@ class Recorder:
         return Counter(payload for k, payload in self.snapshot() if k == kind)
 
 
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = 2.0) -> None:
-    """Poll ``condition`` until true; fail naming ``what`` when the deadline passes."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.005)
-
-
-def let_tailer_run(seconds: float = 0.15) -> None:
-    """Give a running tailer several poll passes, to show something does *not* happen."""
-    time.sleep(seconds)
-
-
 @contextmanager
-def following(pattern: Path | str, **options: Any) -> Iterator[tuple[FileTailer, Recorder]]:
-    """A started ``FileTailer`` with fast timings and a ``Recorder``; stopped on exit."""
+def stepped(pattern: Path | str, **options: Any) -> Iterator[tuple[FileTailer, Recorder]]:
+    """A ``FileTailer`` that is never started: each ``poll()`` is one pass; closed on exit."""
     recorder = Recorder()
     tailer = FileTailer(str(pattern), recorder, **{**FAST, **options})
-    tailer.start()
     try:
         yield tailer, recorder
     finally:
         tailer.stop()
 
 
-def append(path: Path, data: bytes) -> None:
-    """One write to the end of ``path``, as a logging process does."""
-    with open(path, "ab") as handle:
-        handle.write(data)
+@contextmanager
+def stepped_target(pattern: Path | str) -> Iterator[tuple[FileTailer, Callable[[], Scrape]]]:
+    """The daemon's path from one log to a scrape, stepped: tailer, feed, state, collector.
+
+    Yields the never-started tailer and a function rendering what ``/metrics`` shows now.
+    """
+    target = Target.from_config(TargetConfig(name="node", log_files=[str(pattern)]))
+    feed = LogFeed(target.state, target.custom_rules)
+    tailer = FileTailer(str(pattern), feed, **FAST)
+    try:
+        yield tailer, lambda: render([target], time.time)
+    finally:
+        tailer.stop()
 
 
-def numbered(prefix: str, count: int) -> list[bytes]:
-    return [f"{prefix} {i}".encode() for i in range(count)]
-
-
-def joined(lines: list[bytes]) -> bytes:
-    """Lines as written to a log: each one newline-terminated."""
-    return b"".join(line + b"\n" for line in lines)
+@contextmanager
+def following(pattern: Path | str, **options: Any) -> Iterator[tuple[FileTailer, Recorder]]:
+    """A started ``FileTailer`` with fast timings and a ``Recorder``; stopped on exit."""
+    with stepped(pattern, **options) as (tailer, recorder):
+        tailer.start()
+        yield tailer, recorder
 
 
 class FailingOnce(Recorder):

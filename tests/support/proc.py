@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+# The memory limit the shipped deploy manifests set.
+MEMORY_LIMIT_MIB = 128
+SCRAPE_BUDGET = 3.0  # seconds a normal scrape may take while an attack runs
+
 
 def _status(pid: int) -> dict[str, str]:
     lines = Path(f"/proc/{pid}/status").read_text().splitlines()

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import urllib.request
+from collections.abc import Callable
 
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+
+from exporter.exposition.collector import SpecwatchCollector
+from exporter.target import Target
+
+T0 = 1_800_000_000.0
+"""The time a ``Clock`` starts at."""
 
 
 class Scrape:
@@ -33,3 +41,20 @@ class Scrape:
 def scrape(port: int, host: str = "127.0.0.1") -> Scrape:
     with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5) as resp:
         return Scrape(resp.read().decode())
+
+
+class Clock:
+    """A clock a test moves by hand, so staleness is decided without waiting."""
+
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def render(targets: list[Target], clock: Callable[[], float], stale_after: float = 60) -> Scrape:
+    """What a scrape of the collector over ``targets`` shows at ``clock``'s time."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SpecwatchCollector(targets, stale_after, clock))
+    return Scrape(generate_latest(registry).decode())

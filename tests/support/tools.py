@@ -1,0 +1,61 @@
+"""The repository, real external tools and free loopback ports."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+# The default mixin rendering: recording rules first, since the alerts read them.
+RULE_FILES = (REPO / "alerts" / "prometheus_rules.yaml", REPO / "alerts" / "prometheus_alerts.yaml")
+
+
+def shipped_rules() -> dict[str, Any]:
+    """Both shipped rule files as one rule file's content (every group, in load order)."""
+    groups = [g for path in RULE_FILES for g in yaml.safe_load(path.read_text())["groups"]]
+    return {"groups": groups}
+
+
+def require_tool(name: str) -> str:
+    """Path of a real external tool; in CI a missing tool fails the test instead of skipping."""
+    path = shutil.which(name)
+    if path:
+        return path
+    message = f"{name} is not installed (make test installs it: scripts/install-system-deps.sh)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def unprivileged() -> list[str]:
+    """Command prefix under which file permissions apply (root ignores them by default)."""
+    if os.geteuid() != 0:
+        return []
+    return [require_tool("setpriv"), "--bounding-set=-dac_override,-dac_read_search"]
+
+
+def promtool_check(expressions: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """`promtool check rules` on the expressions wrapped as recording rules."""
+    rules = [{"record": f"dashboard:query_{i}:check", "expr": e} for i, e in enumerate(expressions)]
+    path = tmp_path / "dashboard-queries.rules.yaml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": rules}]}))
+    return subprocess.run(
+        [require_tool("promtool"), "check", "rules", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )

@@ -1,0 +1,34 @@
+"""Waiting for something to happen, always with a deadline.
+
+Tests wait only for positive conditions (a line counted, a server answering). That nothing
+happens is shown by stepping the code (``FileTailer.poll()``), never by sleeping and looking.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def wait_for(
+    check: Callable[[], T],
+    timeout: float = 10.0,
+    *,
+    what: str = "condition",
+    interval: float = 0.01,
+) -> T:
+    """Call ``check`` until it returns something truthy, and return that; fail at the deadline.
+
+    The failure names ``what`` and the last value seen, which is usually the whole diagnosis.
+    """
+    deadline = time.monotonic() + timeout
+    last = check()
+    while not last:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not met within {timeout} s (last: {last!r})")
+        time.sleep(interval)
+        last = check()
+    return last

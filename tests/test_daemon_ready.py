@@ -1,0 +1,51 @@
+"""Ready means following: /healthz says 200 only once nothing appended can be taken as old.
+
+Until a log source's first pass, a line appended to a file present at start would be read as
+part of its history (bootstrap) and never counted. Probes, ``run_daemon`` and users wait for
+/healthz, so it must not answer 200 before every source follows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from exporter.config import Config, TargetConfig
+from exporter.daemon import Daemon
+from tests.support.daemon import healthz, run_daemon
+from tests.support.files import append
+from tests.support.loglines import decode_line
+from tests.support.waiting import wait_for
+
+DECODES = "specwatch_log_stats_lines_total"
+
+
+def test_not_ready_names_how_many_sources_do_not_follow_yet_then_200(tmp_path: Path) -> None:
+    present, absent = tmp_path / "rank0.log", tmp_path / "later" / "rank1.log"
+    append(present, decode_line(1.0))
+    target = TargetConfig(name="node", log_files=[str(present), str(absent)])
+    daemon = Daemon(Config(listen="127.0.0.1:0", targets=[target]))
+    assert daemon.not_ready() == "starting: 2 of 2 log sources not followed yet"
+    daemon.start()
+    try:
+        wait_for(lambda: daemon.not_ready() is None, what="every source following")
+        assert healthz(daemon.web.port) == (200, "ok\n")
+    finally:
+        daemon.stop()
+
+
+@pytest.mark.e2e
+def test_lines_appended_right_after_the_first_200_are_all_counted(
+    tmp_path: Path, port: int
+) -> None:
+    """Several files with a history each: several first passes racing the HTTP server."""
+    logs = [tmp_path / f"dp{rank}.log" for rank in range(8)]
+    for rank, log in enumerate(logs):
+        append(log, *(decode_line(1.0, ranks=f" DP{rank} TP{rank}") for _ in range(2000)))
+    flags = [arg for log in logs for arg in ("--log-file", str(log))]
+    with run_daemon(flags, port) as d:
+        for rank, log in enumerate(logs):
+            append(log, *(decode_line(3.0, ranks=f" DP{rank} TP{rank}") for _ in range(3)))
+        s = d.wait_metric(DECODES, lambda v: v == 3 * len(logs), kind="decode")
+    assert s.values("specwatch_accept_length") == [3.0] * len(logs)
