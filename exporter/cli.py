@@ -1,46 +1,19 @@
-"""The ``specwatch`` command line: one subcommand per module in ``exporter.commands``.
+"""The ``specwatch`` command line: parse the arguments, run the command, map its failures.
 
-Each command module exposes ``register(subparsers)`` that adds its parser and sets
-``func(args) -> int``. Keeping the table here, and the commands apart, lets each command own
-its flags without this file growing with every feature.
+The table of subcommands lives in :mod:`exporter.commands`, each command in a module of its
+own that registers its flags, so this file does not grow with every feature.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
 
 from exporter import __version__
-
-# Order is the order `specwatch --help` lists them in.
-COMMANDS: tuple[str, ...] = ("run", "parse", "doctor", "simulate", "report")
-
-
-class UsageError(Exception):
-    """A bad flag or config value: reported on one line, exit status 2."""
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """Report usage errors on one line: scripts and log collectors read the last line only.
-
-    Abbreviated options are refused: ``--baseline-curv`` silently taken as ``--baseline-curve``
-    works until another flag shares the prefix, and then a deployment stops starting.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("allow_abbrev", False)
-        super().__init__(*args, **kwargs)
-
-    def format_help(self) -> str:
-        # Descriptions come from docstrings, whose ``literal`` markup means nothing in a terminal.
-        return super().format_help().replace("``", "")
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+from exporter.commands import register_all
+from exporter.commands.usage import OneLineParser, UsageError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,8 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"specwatch {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMANDS:
-        importlib.import_module(f"exporter.commands.{name}").register(subparsers)
+    register_all(subparsers)
     return parser
 
 

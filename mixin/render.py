@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from dashboards.build import render as render_dashboards
-from exporter.cli import OneLineParser
+from exporter.commands.usage import OneLineParser
 from exporter.config import ConfigError
 from exporter.mixin_config import MixinConfig, load_mixin_config
 from mixin.rules import alert_groups, header, recording_rules

@@ -1,20 +1,33 @@
-"""The subcommands of ``specwatch``, one module each (see ``exporter.cli``)."""
+"""The subcommands of ``specwatch``, one module each, and the flags several of them share.
+
+Each command module exposes ``register(subparsers)``, which adds its parser and sets
+``func(args) -> int``; :data:`COMMANDS` is the table ``exporter.cli`` builds its parser from.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from exporter.analysis.baseline import Baseline, BaselineError
 from exporter.analysis.thresholds import Thresholds
-from exporter.cli import UsageError
+from exporter.commands.usage import OneLineParser, UsageError
 from exporter.config import ConfigError, TargetConfig, load_config
 from exporter.mixin_config import load_mixin_config
 
+# Order is the order `specwatch --help` lists them in.
+COMMANDS: tuple[str, ...] = ("run", "parse", "doctor", "simulate", "report")
 BASELINE_FLAGS = ("--baseline-tok-s", "--baseline-curve", "--baseline-bench")
 # The config's ``baseline:`` keys, in the order of their flags.
 BASELINE_KEYS = ("tok_s", "curve", "bench_file")
+
+
+def register_all(subparsers: argparse._SubParsersAction[OneLineParser]) -> None:
+    """Add every command's parser, in :data:`COMMANDS` order."""
+    for name in COMMANDS:
+        importlib.import_module(f"exporter.commands.{name}").register(subparsers)
 
 
 def add_config_flag(parser: argparse.ArgumentParser) -> None:

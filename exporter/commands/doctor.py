@@ -30,7 +30,6 @@ from exporter.analysis.findings import (
 )
 from exporter.analysis.thresholds import DEFAULT, Thresholds
 from exporter.analysis.verdicts import Verdict
-from exporter.cli import UsageError
 from exporter.commands import (
     Judging,
     add_baseline_flags,
@@ -39,6 +38,7 @@ from exporter.commands import (
     judging_options,
     mixin_thresholds,
 )
+from exporter.commands.usage import UsageError
 from exporter.config import check_http_url
 from exporter.engines.server_config import (
     DraftConfigError,

@@ -13,7 +13,7 @@ import sys
 from collections import Counter
 from typing import TextIO
 
-from exporter.cli import UsageError
+from exporter.commands.usage import UsageError
 from exporter.engines.record import StatsRecord
 from exporter.engines.sglang import LogLine
 from exporter.parse.reader import ReadError, read_logs, require_readable

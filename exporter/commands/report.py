@@ -7,13 +7,13 @@ import json
 import sys
 from pathlib import Path
 
-from exporter.cli import UsageError
 from exporter.commands import (
     add_baseline_flags,
     add_mixin_config_flag,
     judging_options,
     mixin_thresholds,
 )
+from exporter.commands.usage import UsageError
 from exporter.parse.reader import Progress, ReadError, total_size
 from exporter.report import build_report
 from exporter.report.html import MissingExtra, render_html, require_matplotlib

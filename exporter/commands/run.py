@@ -6,8 +6,8 @@ import argparse
 import logging
 from typing import Any
 
-from exporter.cli import UsageError
 from exporter.commands import add_baseline_flags, add_config_flag, baseline_flag, path_arg
+from exporter.commands.usage import UsageError
 from exporter.config import Config, ConfigError, load_config
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
-from exporter.cli import UsageError
+from exporter.commands.usage import UsageError
 from exporter.simulate import (
     DEFAULT_ERA,
     ENGINES,
