@@ -60,14 +60,17 @@ class Finding:
         return SEVERITIES[self.code]
 
     def to_json_dict(self) -> dict[str, str]:
-        return {
-            "code": self.code,
-            "severity": self.severity,
-            "summary": self.summary,
-            "seen": self.seen,
-            "why": self.why,
-            "fix": self.fix,
-        }
+        return judgement_json(self)
+
+
+# What a finding or a verdict says, in the order JSON output lists it.
+JUDGEMENT_KEYS = ("code", "severity", "summary", "seen", "why", "fix")
+
+
+def judgement_json(judgement: object) -> dict[str, str]:
+    """A finding's or a verdict's fields for JSON output: the two share one shape on purpose,
+    so a script reading ``doctor --json`` handles both alike."""
+    return {key: str(getattr(judgement, key)) for key in JUDGEMENT_KEYS}
 
 
 @dataclass(frozen=True, slots=True)

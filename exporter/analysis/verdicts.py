@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from exporter.analysis.findings import CRITICAL, SEVERITY_ORDER, WARNING
+from exporter.analysis.findings import CRITICAL, SEVERITY_ORDER, WARNING, judgement_json
 from exporter.analysis.thresholds import DEFAULT, Thresholds
 
 # A verify round costs at least one plain decode step and yields ``accept_length`` tokens, so
@@ -37,14 +37,7 @@ class Verdict:
     fix: str
 
     def to_json_dict(self) -> dict[str, str]:
-        return {
-            "code": self.code,
-            "severity": self.severity,
-            "summary": self.summary,
-            "seen": self.seen,
-            "why": self.why,
-            "fix": self.fix,
-        }
+        return judgement_json(self)
 
 
 @dataclass(frozen=True, slots=True)

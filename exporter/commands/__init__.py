@@ -147,7 +147,7 @@ def add_mixin_config_flag(parser: argparse.ArgumentParser) -> None:
     """``--mixin-config``: judge by the thresholds the user's rendered alerts use."""
     parser.add_argument(
         "--mixin-config",
-        type=Path,
+        type=path_arg,
         metavar="FILE",
         help="judge by this mixin config's thresholds (those of your alerts; default: shipped)",
     )
