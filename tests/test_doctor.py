@@ -37,7 +37,8 @@ def test_wrong_flag_log_is_critical_with_cause_and_fix(tmp_path: Path) -> None:
     out = result.stdout
     assert "CRITICAL  eagle3_draft_with_eagle_algorithm" in out
     assert "type=LlamaForCausalLMEagle3" in out
-    assert "fix:  Restart the server with --speculative-algorithm EAGLE3" in out
+    assert "fix:  Restart the server with the EAGLE-3 algorithm" in out
+    assert "SGLang --speculative-algorithm EAGLE3" in out
     assert "sk-live" not in out + result.stderr
 
 

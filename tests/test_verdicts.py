@@ -112,7 +112,8 @@ def test_wrong_algorithm_flag_is_critical_finding_and_collapsed_verdict(tmp_path
     assert status == 3
     assert [f["code"] for f in data["findings"]] == ["eagle3_draft_with_eagle_algorithm"]
     assert list(verdicts(data)) == ["accept_length_collapsed"]
-    assert "fix:  Restart the server with --speculative-algorithm EAGLE3" in text
+    assert "fix:  Restart the server with the EAGLE-3 algorithm" in text
+    assert "SGLang --speculative-algorithm EAGLE3" in text
 
 
 def undertrained_log() -> list[str]:

@@ -190,14 +190,18 @@ def _eagle3_draft_with_eagle_algorithm(obs: Observations) -> Finding | None:
     measured = f"; accept length so far {mean:.2f}" if mean is not None else ""
     return Finding(
         code="eagle3_draft_with_eagle_algorithm",
-        summary="EAGLE-3 draft served with --speculative-algorithm EAGLE",
+        summary="EAGLE-3 draft served with the EAGLE algorithm",
         seen=f"speculative_algorithm='EAGLE' while {evidence}{measured}.",
         why=(
             "Only the algorithm string EAGLE3 makes the target capture the three hidden layers "
             "an EAGLE-3 draft fuses; under EAGLE that fusion is skipped silently, drafts are "
             "garbage and accept length sits at 1.00, so every round costs a draft pass for nothing."
         ),
-        fix="Restart the server with --speculative-algorithm EAGLE3 (same draft path and flags).",
+        fix=(
+            "Restart the server with the EAGLE-3 algorithm, same draft and flags otherwise: "
+            'SGLang --speculative-algorithm EAGLE3; vLLM "method": "eagle3" in '
+            "--speculative-config."
+        ),
     )
 
 
