@@ -97,9 +97,10 @@ def _accept_length(
                 "draft pass for nothing: the node is slower than it would be without speculation."
             ),
             fix=(
-                "Check the draft matches the target (an EAGLE-3 draft needs "
-                "--speculative-algorithm EAGLE3; a draft trained for another model version "
-                "accepts nothing), or restart without --speculative-algorithm until it does."
+                "Check the draft matches the target (an EAGLE-3 draft needs the EAGLE3 "
+                "algorithm: SGLang --speculative-algorithm EAGLE3, vLLM method eagle3; a draft "
+                "trained for another model version accepts nothing), or serve without "
+                "speculation until it does."
             ),
         )
     limit = thresholds.low_accept_limit(expected)
