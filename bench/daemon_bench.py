@@ -1,4 +1,4 @@
-"""Daemon figures of spec section 13: /metrics latency under 10 scrapers, idle CPU, memory, series.
+"""The daemon's own costs: /metrics latency under 10 scrapers, idle CPU, memory, series.
 
 Runs the real ``specwatch run`` on a live simulated log (``specwatch simulate``), then measures
 from outside the process, as an operator would. Each scraper is a process of its own (as each

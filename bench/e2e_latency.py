@@ -1,4 +1,4 @@
-"""Latency from a stats line written to the log to its value on ``/metrics`` (spec section 13).
+"""Latency from a stats line written to the log to its value on ``/metrics``.
 
 Runs the real ``specwatch run`` on an empty log file, then appends decode lines one at a time,
 at random gaps (``--gap`` seconds on average), each with its own ``#running-req``. After each

@@ -1,4 +1,4 @@
-"""Parse throughput of the log pipeline on a realistic mixed SGLang log (spec section 13).
+"""Parse throughput of the log pipeline on a realistic mixed SGLang log.
 
 Writes a log of ``--lines`` lines (half decode stats lines, the rest prefill, access, request
 and warning lines, as a busy EAGLE-3 server with metrics scraping writes them) to a temporary

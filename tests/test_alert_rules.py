@@ -1,8 +1,8 @@
 """The alert rules, their promtool unit tests, the runbook and the shipped alerting configs.
 
 The rules are checked by the tools that load them in production (promtool, amtool) and against
-spec section 9: every alert named there exists with its severity, is documented in the runbook,
-and is proven to fire by at least one promtool scenario.
+the README's Alerts table: every alert listed there exists with its severity, is documented in
+the runbook, and is proven to fire by at least one promtool scenario.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ PROMETHEUS_RULE = REPO / "deploy" / "kubernetes" / "base" / "prometheusrule.yaml
 # The default runbook_url_template: the runbook this repository ships.
 RUNBOOK_BASE = "alerts/runbook.md"
 
-# Spec section 9: alert name -> severity.
-SPEC_ALERTS = {
+# The alerts the README's Alerts table lists: alert name -> severity.
+LISTED_ALERTS = {
     "SpecDecodeAcceptLengthCollapsed": "critical",
     "SpecDecodeAcceptLengthLow": "warning",
     "SpecDecodeSlowerThanBaseline": "warning",
@@ -110,12 +110,12 @@ def test_promtool_unit_scenarios_pass(path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_every_spec_alert_exists_with_its_severity() -> None:
+def test_every_listed_alert_exists_with_its_severity() -> None:
     rules = alert_rules()
-    assert {name: rule["labels"]["severity"] for name, rule in rules.items()} == SPEC_ALERTS
+    assert {name: rule["labels"]["severity"] for name, rule in rules.items()} == LISTED_ALERTS
 
 
-@pytest.mark.parametrize("name", SPEC_ALERTS)
+@pytest.mark.parametrize("name", LISTED_ALERTS)
 def test_alert_has_summary_description_and_runbook_anchor(name: str) -> None:
     annotations = alert_rules()[name]["annotations"]
     assert annotations["summary"].endswith("."), "a summary is one sentence"
@@ -129,7 +129,7 @@ def test_alert_has_summary_description_and_runbook_anchor(name: str) -> None:
     assert github_anchor(name) in anchors, f"runbook has no section for {name}"
 
 
-@pytest.mark.parametrize("name", SPEC_ALERTS)
+@pytest.mark.parametrize("name", LISTED_ALERTS)
 def test_runbook_section_covers_meaning_to_escalation(name: str) -> None:
     text = runbook_sections()[name]
     missing = [s for s in RUNBOOK_SECTIONS if not re.search(rf"^\*\*{s}", text, re.MULTILINE)]
@@ -203,7 +203,7 @@ def test_runbook_promql_is_valid_and_names_real_series(tmp_path: Path) -> None:
 
 
 def test_no_rule_trusts_sglang_accept_rate() -> None:
-    """SGLang's logged/exported accept rate changed meaning in 2026 (spec section 7)."""
+    """SGLang's logged/exported accept rate changed meaning in 2026 (README: Alerts)."""
     for rule in load_rules():
         assert "sglang" not in rule["expr"], rule.get("alert") or rule["record"]
 
@@ -236,8 +236,8 @@ def test_every_alert_fires_in_some_unit_scenario_and_stays_silent_in_another() -
         for group in yaml.safe_load(path.read_text())["tests"]:
             for case in group.get("alert_rule_test", []):
                 (fired if case.get("exp_alerts") else silent).add(case["alertname"])
-    assert fired == set(SPEC_ALERTS)
-    assert silent == set(SPEC_ALERTS)
+    assert fired == set(LISTED_ALERTS)
+    assert silent == set(LISTED_ALERTS)
 
 
 # --- generated Kubernetes rendering -----------------------------------------------------------

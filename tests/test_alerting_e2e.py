@@ -9,8 +9,8 @@ and the Alertmanager receivers point at the test webhook and wait one second ins
 
 Every scenario runs at once (one simulator and one specwatch each, target = scenario name)
 behind one Prometheus and one Alertmanager, so the whole stack starts only once. The specwatch
-of the collapsed drafter also scrapes a server whose /metrics answers 404 (incident 5: the log
-alone must page, and the missing endpoint must not).
+of the collapsed drafter also scrapes a server whose /metrics answers 404 (a server started without
+--enable-metrics: the log alone must page, and the missing endpoint must not).
 """
 
 from __future__ import annotations
@@ -40,15 +40,16 @@ from tests.support.tools import REPO, free_port, require_tool, shipped_rules
 from tests.support.waiting import wait_for
 
 ALERTMANAGER = REPO / "deploy" / "alertmanager" / "alertmanager.yml"
-# Spec section 2, incident 1 and the baseline curve of spec section 11: 1,500 tok/s at 48 running.
+# The collapsed drafter's 600 tok/s at 48 running, against the README's baseline curve (see
+# Baselines): 1,500 tok/s at 48 running.
 BASELINE_CURVE = "1:82,48:1500,128:2370"
-INCIDENT_1_SPEEDUP = 600 / 1500
-# Incident 3 was measured against its own single-stream baseline of 90 tok/s.
+COLLAPSED_SPEEDUP = 600 / 1500
+# The undertrained drafter was measured against its own single-stream baseline of 90 tok/s.
 BASELINE_FLAGS = {"undertrained": ("--baseline-tok-s", "90")}
-# Incident 5 on top of incident 1: this server runs without --enable-metrics, so its /metrics
+# A server started without --enable-metrics, on top of the collapsed drafter: its /metrics
 # answers 404 and the log alone must raise the page.
 METRICS_DISABLED = "collapsed"
-# Spec section 2: the alerts each incident must raise, and nothing else (section 8: healthy).
+# The alerts each scenario must raise, and nothing else (none for the healthy server).
 INTENDED_ALERTS = {
     "healthy": set(),
     "collapsed": {
@@ -285,7 +286,7 @@ def test_collapsed_drafter_pages_with_labels_and_annotations(stack: Stack) -> No
     expected = annotations_of("SpecDecodeAcceptLengthCollapsed")
     assert page["annotations"]["summary"] == expected["summary"]
     assert page["annotations"]["runbook_url"] == expected["runbook_url"]
-    # Every window of incident 1 logs `accept len: 1.00`.
+    # Every window of the collapsed drafter logs `accept len: 1.00`.
     assert page["annotations"]["description"].startswith(
         f"Accept length on collapsed ({instance}) averaged 1.00 over 5 minutes"
     )
@@ -314,7 +315,7 @@ def test_slower_than_baseline_goes_to_tickets_with_the_measured_speedup(stack: S
     assert ticket["receiver"] == "tickets"
     assert ticket["labels"]["severity"] == "warning"
     speedup = re.search(r"generates ([0-9.]+)x", ticket["annotations"]["description"])
-    assert speedup and float(speedup.group(1)) == pytest.approx(INCIDENT_1_SPEEDUP, abs=0.05)
+    assert speedup and float(speedup.group(1)) == pytest.approx(COLLAPSED_SPEEDUP, abs=0.05)
 
 
 @pytest.mark.e2e
@@ -325,7 +326,8 @@ def test_collapse_holds_back_its_low_accept_length_twin(stack: Stack) -> None:
 
 @pytest.mark.e2e
 def test_log_alone_pages_while_the_servers_metrics_endpoint_is_disabled(stack: Stack) -> None:
-    """Incident 5: /metrics answers 404; specwatch says why, and nobody is paged for it."""
+    """Started without --enable-metrics, /metrics answers 404: specwatch says why, and nobody
+    is paged for it."""
     target = f'target="{METRICS_DISABLED}"'
     assert stack.prometheus.query(f'specwatch_upstream_up{{{target},endpoint="metrics"}} == 0')
     assert stack.prometheus.query(f'specwatch_finding{{{target},code="metrics_endpoint_disabled"}}')
@@ -335,7 +337,8 @@ def test_log_alone_pages_while_the_servers_metrics_endpoint_is_disabled(stack: S
 
 @pytest.mark.e2e
 def test_wrong_algorithm_flag_pages_for_the_cause_not_the_symptoms(stack: Stack) -> None:
-    """Incident 2: the page names the flag; the collapse it causes is held back."""
+    """An EAGLE-3 draft served with --speculative-algorithm EAGLE: the page names the flag;
+    the collapse it causes is held back."""
     instance = stack.instances["eagle-flag"]
     code = "eagle3_draft_with_eagle_algorithm"
     page = stack.wait_paged("eagle-flag", "SpecDecodeMisconfigured", code=code)
@@ -354,7 +357,7 @@ def test_wrong_algorithm_flag_pages_for_the_cause_not_the_symptoms(stack: Stack)
 def test_undertrained_drafter_files_warnings_and_keeps_info_out_of_notifications(
     stack: Stack,
 ) -> None:
-    """Incident 3: two tickets; wasted draft tokens (info) stay in Alertmanager only."""
+    """Two tickets; wasted draft tokens (info) stay in Alertmanager only."""
     for alertname in ("SpecDecodeSlowerThanBaseline", "SpecDecodeCudaGraphDisabled"):
         assert stack.wait_notified("undertrained", alertname)["receiver"] == "tickets"
     held = stack.prometheus.wait_for(

@@ -1,4 +1,4 @@
-"""Break-even advice on the draft-token count, checked against hand-worked incident numbers.
+"""Break-even advice on the draft-token count, checked against hand-worked scenario numbers.
 
 Arithmetic (see exporter/breakeven.py and the README): a round costs ``C = AL / S`` decode
 steps, each drafted token ``k = (C - 1) / (N - 1)``, and drafts are accepted as a prefix with
@@ -20,7 +20,7 @@ from exporter.analysis.breakeven import (
 
 
 def test_undertrained_drafter_with_16_tokens_should_use_fewer() -> None:
-    # Incident 3: accept len 2.5 with 16 draft tokens, 57 tok/s against a 90 tok/s baseline.
+    # Accept len 2.5 with 16 draft tokens, 57 tok/s against a 90 tok/s baseline.
     result = assess(2.5, 16, 57 / 90)
     assert result.verdict == "fewer"
     # 0.6 + 0.36 + ... (15 terms) = 1.4993, so a = 0.6 reproduces 1.5 accepted drafts.
@@ -35,7 +35,8 @@ def test_undertrained_drafter_with_16_tokens_should_use_fewer() -> None:
 
 
 def test_dead_drafter_gets_fix_the_drafter_advice() -> None:
-    # Incident 1: accept len 1.00 with 4 draft tokens, 600 tok/s against 1,560 at 48 running.
+    # A collapsed drafter: accept len 1.00 with 4 draft tokens, 600 tok/s against 1,560 at 48
+    # running.
     result = assess(1.0, 4, 600 / 1560)
     assert result.verdict == "fewer"
     assert result.per_position_acceptance == 0.0

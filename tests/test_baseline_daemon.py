@@ -4,10 +4,10 @@ The daemon tails a log that appears after start (so it is read from its first by
 newest decode window sets the per-window gauges. Expected values come from the last window of
 each fixture log (see tests/test_report.py for their contents) and the baseline given:
 
-* incident 1: 610 tok/s at 48 running; bench file baseline at 48 is 1560 -> 0.391
-* incident 3: 59 tok/s single-stream; baseline 90 tok/s -> 0.656
-* incident 4: 54 tok/s single-stream; curve baseline at 1 running is 82 -> 0.659
-* healthy:    2356 tok/s at 32 running; bench baseline 1100 + 460 * 8 / 24 = 1253.3 -> 1.880
+* collapsed:    610 tok/s at 48 running; bench file baseline at 48 is 1560 -> 0.391
+* undertrained: 59 tok/s single-stream; baseline 90 tok/s -> 0.656
+* mismatched:   54 tok/s single-stream; curve baseline at 1 running is 82 -> 0.659
+* healthy:      2356 tok/s at 32 running; bench baseline 1100 + 460 * 8 / 24 = 1253.3 -> 1.880
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ BENCH = str(DATA / "bench_serving_baseline.jsonl")
 @pytest.mark.parametrize(
     ("log", "baseline", "tok_s", "base_tok_s"),
     [
-        ("incident1_collapsed.log", ["--baseline-bench", BENCH], 610.0, 1560.0),
-        ("incident3_undertrained.log", ["--baseline-tok-s", "90"], 59.0, 90.0),
-        ("incident4_mismatched.log", ["--baseline-curve", "1:82,48:1500,128:2370"], 54.0, 82.0),
+        ("collapsed.log", ["--baseline-bench", BENCH], 610.0, 1560.0),
+        ("undertrained.log", ["--baseline-tok-s", "90"], 59.0, 90.0),
+        ("mismatched.log", ["--baseline-curve", "1:82,48:1500,128:2370"], 54.0, 82.0),
         ("healthy.log", ["--baseline-bench", BENCH], 2356.0, 1100 + 460 * 8 / 24),
     ],
 )

@@ -57,7 +57,7 @@ def test_missing_fields_are_absent_not_zero() -> None:
     assert s.value("specwatch_running_requests") == 48
 
 
-def test_histogram_buckets_follow_the_spec_bounds() -> None:
+def test_histogram_buckets_follow_the_readme_bounds() -> None:
     clock, target = Clock(), make_target()
     for value in (1.0, 1.0, 1.04, 2.6, 9.0):
         target.state.add_record(decode(accept_length=value), observed_at=T0)

@@ -3,7 +3,7 @@
 A renamed metric or label leaves a panel blank without any error in Grafana; here it fails a
 test. Two ``specwatch run`` processes tail logs that ``specwatch simulate`` writes live:
 
-- ``sick``: the undertrained incident (spec section 2, incident 3) - findings active, CUDA
+- ``sick``: an undertrained drafter (scenario ``undertrained``) - findings active, CUDA
   graphs off, slower than its 90 tok/s baseline; its server's HTTP port refuses connections, so
   the upstream panels show a down endpoint and counted errors.
 - ``ok``: the healthy scenario; its server's /metrics and /server_info are served on loopback in

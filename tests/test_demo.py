@@ -122,7 +122,7 @@ def test_demo_names_the_drafter_once_and_waits_quietly(demo_run: DemoRun) -> Non
 
 @pytest.mark.e2e
 def test_demo_shows_the_capped_running_requests_finding(demo_run: DemoRun) -> None:
-    """Incident 1 runs at the EAGLE cap of 48 with 32 requests waiting."""
+    """The collapsed drafter runs at the EAGLE cap of 48 with 32 requests waiting."""
     assert "FINDING   running_requests_capped (warning) is active" in demo_run.output
 
 

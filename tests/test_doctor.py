@@ -19,7 +19,12 @@ from tests.support.fake_sglang import (
     server_info,
 )
 from tests.support.files import write_log
-from tests.support.loglines import incident_2, incident_3, incident_5, startup
+from tests.support.loglines import (
+    metrics_disabled,
+    startup,
+    undertrained_drafter,
+    wrong_algorithm_flag,
+)
 from tests.support.tools import free_port
 
 pytestmark = pytest.mark.e2e
@@ -32,7 +37,7 @@ def server() -> Iterator[FakeSGLang]:
 
 
 def test_wrong_flag_log_is_critical_with_cause_and_fix(tmp_path: Path) -> None:
-    result = doctor("--log-file", write_log(tmp_path, incident_2()))
+    result = doctor("--log-file", write_log(tmp_path, wrong_algorithm_flag()))
     assert result.returncode == 3, result.stderr
     out = result.stdout
     assert "CRITICAL  eagle3_draft_with_eagle_algorithm" in out
@@ -43,7 +48,7 @@ def test_wrong_flag_log_is_critical_with_cause_and_fix(tmp_path: Path) -> None:
 
 
 def test_undertrained_drafter_log_exits_with_warning(tmp_path: Path) -> None:
-    result = doctor("--log-file", write_log(tmp_path, incident_3()), "--json")
+    result = doctor("--log-file", write_log(tmp_path, undertrained_drafter()), "--json")
     assert result.returncode == 1, result.stderr
     report = json.loads(result.stdout)
     assert report["status"] == 1
@@ -56,7 +61,7 @@ def test_undertrained_drafter_log_exits_with_warning(tmp_path: Path) -> None:
 
 
 def test_info_only_findings_exit_clean(tmp_path: Path) -> None:
-    result = doctor("--log-file", write_log(tmp_path, incident_5()))
+    result = doctor("--log-file", write_log(tmp_path, metrics_disabled()))
     assert result.returncode == 0, result.stderr
     assert "INFO  metrics_endpoint_disabled" in result.stdout
     assert "--enable-metrics" in result.stdout
@@ -143,7 +148,7 @@ def test_bad_flags_exit_2_with_one_line(args: tuple[str, ...], message: str) -> 
 
 
 def test_restart_in_the_log_judges_the_new_run_only(tmp_path: Path) -> None:
-    lines = incident_3() + startup(num_draft_tokens=4)  # restarted with 4 draft tokens
+    lines = undertrained_drafter() + startup(num_draft_tokens=4)  # restarted with 4 draft tokens
     result = doctor("--log-file", write_log(tmp_path, lines), "--json")
     report = json.loads(result.stdout)
     assert report["findings"] == []
@@ -193,7 +198,7 @@ def test_mixin_config_thresholds_change_doctors_verdict_as_they_change_reports(
     tmp_path: Path, mixin: str | None, status: int, verdicts: list[str]
 ) -> None:
     """doctor --mixin-config judges by the user's alert thresholds, exactly as report does."""
-    log = str(LOGS / "incident4_mismatched.log")
+    log = str(LOGS / "mismatched.log")
     flags: tuple[str, ...] = ()
     if mixin is not None:
         path = tmp_path / "mixin.yaml"

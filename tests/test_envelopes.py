@@ -1,4 +1,4 @@
-"""Container envelopes and terminal debris around log lines (spec section 12)."""
+"""Container envelopes and terminal debris around log lines (README: "How the log is read")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Findings from realistic SGLang logs of each incident (spec section 2) and from plain inputs.
+"""Findings from realistic SGLang logs of each broken server and from plain inputs.
 
-Logs are written in SGLang's Feb 2026 line formats (reference notes, sections 1 and 5) and read
+Logs are written in SGLang's Feb 2026 line formats (stats lines and startup lines) and read
 through the same line processor the daemon uses, so a finding here is a finding in production.
 """
 
@@ -22,14 +22,14 @@ from exporter.engines.record import StatsRecord
 from exporter.engines.server_config import ServerConfig
 from exporter.state.evidence import Evidence
 from tests.support.loglines import (
+    collapsed_drafter,
     decode,
-    incident_1,
-    incident_2,
-    incident_3,
-    incident_4,
-    incident_5,
+    metrics_disabled,
+    mismatched_drafter,
     prefill,
     startup,
+    undertrained_drafter,
+    wrong_algorithm_flag,
 )
 
 
@@ -41,14 +41,14 @@ def codes(lines: list[str], tmp_path: Path) -> set[str]:
     return {finding.code for finding in evaluate(observations)}
 
 
-def test_incident_1_broken_drafter_names_the_running_cap(tmp_path: Path) -> None:
-    found = codes(incident_1(), tmp_path)
+def test_collapsed_drafter_names_the_running_cap(tmp_path: Path) -> None:
+    found = codes(collapsed_drafter(), tmp_path)
     assert found == {"running_requests_capped"}
 
 
-def test_incident_2_wrong_flag_is_critical_from_startup_lines_alone(tmp_path: Path) -> None:
+def test_wrong_flag_is_critical_from_startup_lines_alone(tmp_path: Path) -> None:
     path = tmp_path / "server.log"
-    path.write_text("\n".join(incident_2()) + "\n")
+    path.write_text("\n".join(wrong_algorithm_flag()) + "\n")
     log = read_log(str(path))
     findings = evaluate(log.observations(log.config))
     assert [f.code for f in findings] == ["eagle3_draft_with_eagle_algorithm"]
@@ -58,20 +58,23 @@ def test_incident_2_wrong_flag_is_critical_from_startup_lines_alone(tmp_path: Pa
     assert "--speculative-algorithm EAGLE3" in finding.fix
 
 
-def test_incident_2_fixed_flag_is_clean(tmp_path: Path) -> None:
+def test_fixed_flag_is_clean(tmp_path: Path) -> None:
     assert codes(startup(algorithm="EAGLE3"), tmp_path) == set()
 
 
-def test_incident_3_undertrained_warns_graph_off_and_draft_tokens_wasted(tmp_path: Path) -> None:
-    assert codes(incident_3(), tmp_path) == {"cuda_graph_disabled", "draft_tokens_excessive"}
+def test_undertrained_drafter_warns_graph_off_and_draft_tokens_wasted(tmp_path: Path) -> None:
+    assert codes(undertrained_drafter(), tmp_path) == {
+        "cuda_graph_disabled",
+        "draft_tokens_excessive",
+    }
 
 
-def test_incident_4_mismatched_drafter_is_not_blamed_on_the_flag(tmp_path: Path) -> None:
-    assert "eagle3_draft_with_eagle_algorithm" not in codes(incident_4(), tmp_path)
+def test_mismatched_drafter_is_not_blamed_on_the_flag(tmp_path: Path) -> None:
+    assert "eagle3_draft_with_eagle_algorithm" not in codes(mismatched_drafter(), tmp_path)
 
 
-def test_incident_5_metrics_disabled_found_from_log_alone(tmp_path: Path) -> None:
-    assert codes(incident_5(), tmp_path) == {"metrics_endpoint_disabled"}
+def test_metrics_disabled_found_from_log_alone(tmp_path: Path) -> None:
+    assert codes(metrics_disabled(), tmp_path) == {"metrics_endpoint_disabled"}
 
 
 def test_disabled_cuda_graph_flag_is_found_before_any_window(tmp_path: Path) -> None:
@@ -90,11 +93,11 @@ def test_health_probes_alone_are_not_traffic(tmp_path: Path) -> None:
 
 def test_unparsable_stats_line_is_format_drift(tmp_path: Path) -> None:
     drifted = decode(300, 3.0, 0.7).replace("accept len: 3.00", "accept len: n/a")
-    lines = [*incident_5()[:-1], drifted]
+    lines = [*metrics_disabled()[:-1], drifted]
     assert "log_format_unrecognized" in codes(lines, tmp_path)
 
 
-def test_every_code_of_the_spec_has_its_severity() -> None:
+def test_every_finding_code_has_its_readme_severity() -> None:
     assert SEVERITIES == {
         "eagle3_draft_with_eagle_algorithm": "critical",
         "cuda_graph_disabled": "warning",
@@ -192,8 +195,9 @@ def _excessive(obs: Observations) -> str:
 
 
 def test_draft_token_advice_follows_the_measured_speedup() -> None:
-    # README worked example (incident 3): AL 2.5 with 16 draft tokens at 57 vs 90 tok/s costs
-    # 2.5 / 0.63 = 3.95 steps per round, 0.20 per drafted token: about 3 tokens do best.
+    # README worked example (an undertrained drafter): AL 2.5 with 16 draft tokens at 57 vs 90
+    # tok/s costs 2.5 / 0.63 = 3.95 steps per round, 0.20 per drafted token: about 3 tokens do
+    # best.
     windows = tuple(DecodeSample(accept_length=2.5, cuda_graph=True) for _ in range(5))
     config = ServerConfig(num_draft_tokens=16)
     measured = _excessive(Observations(config=config, windows=windows, speedup=57 / 90))

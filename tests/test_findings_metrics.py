@@ -12,7 +12,13 @@ from exporter.config import TargetConfig
 from exporter.state.feed import LogFeed
 from exporter.state.target_state import TargetState
 from exporter.target import Target
-from tests.support.loglines import decode, incident_1, incident_2, incident_3, startup
+from tests.support.loglines import (
+    collapsed_drafter,
+    decode,
+    startup,
+    undertrained_drafter,
+    wrong_algorithm_flag,
+)
 from tests.support.metrics import Clock, Scrape, render
 
 FINDING = "specwatch_finding"
@@ -44,7 +50,7 @@ def findings(scrape: Scrape, target: str = "sglang-0") -> dict[str, str]:
 
 def test_wrong_flag_is_a_critical_finding_from_startup_lines() -> None:
     target = watched()
-    feed(target, incident_2())
+    feed(target, wrong_algorithm_flag())
     scrape = render([target], live_clock())
     assert findings(scrape) == {"eagle3_draft_with_eagle_algorithm": "critical"}
     info = [s for s in scrape.samples if s.name == "specwatch_speculative_info"]
@@ -63,7 +69,7 @@ def test_wrong_flag_is_a_critical_finding_from_startup_lines() -> None:
 
 def test_accept_rate_is_derived_drafts_only_not_sglang_rate() -> None:
     target, clock = watched(), live_clock()
-    feed(target, incident_1())  # windows log "accept len: 1.00, accept rate: 0.25"
+    feed(target, collapsed_drafter())  # windows log "accept len: 1.00, accept rate: 0.25"
     scrape = render([target], clock)
     assert scrape.value("specwatch_accept_length", target="sglang-0") == 1.0
     assert scrape.value("specwatch_accept_ratio", target="sglang-0") == 0.0
@@ -72,7 +78,7 @@ def test_accept_rate_is_derived_drafts_only_not_sglang_rate() -> None:
 
 def test_undertrained_incident_warnings_and_derived_rate() -> None:
     target = watched()
-    feed(target, incident_3())
+    feed(target, undertrained_drafter())
     scrape = render([target], live_clock())
     assert findings(scrape) == {
         "cuda_graph_disabled": "warning",
@@ -92,7 +98,7 @@ def test_no_accept_rate_without_known_draft_tokens() -> None:
 
 def test_finding_disappears_after_restart_with_the_right_flag() -> None:
     target = watched()
-    feed(target, incident_2())
+    feed(target, wrong_algorithm_flag())
     assert findings(render([target], live_clock()))
     feed(target, startup(algorithm="EAGLE3"))
     assert findings(render([target], live_clock())) == {}
@@ -100,7 +106,7 @@ def test_finding_disappears_after_restart_with_the_right_flag() -> None:
 
 def test_findings_are_per_target() -> None:
     wrong, right = watched("wrong"), watched("right")
-    feed(wrong, incident_2())
+    feed(wrong, wrong_algorithm_flag())
     feed(right, startup())
     scrape = render([wrong, right], live_clock())
     assert findings(scrape, "wrong") == {"eagle3_draft_with_eagle_algorithm": "critical"}
@@ -109,14 +115,14 @@ def test_findings_are_per_target() -> None:
 
 def test_api_key_from_the_log_never_reaches_a_scrape() -> None:
     target = watched()
-    feed(target, incident_2())
+    feed(target, wrong_algorithm_flag())
     registry_text = repr(render([target], live_clock()).samples)
     assert "sk-live" not in registry_text
 
 
 def test_series_per_target_stay_within_budget() -> None:
     target, clock = watched(), live_clock()
-    feed(target, incident_3() + incident_1())
+    feed(target, undertrained_drafter() + collapsed_drafter())
     scrape = render([target], clock)
     series = [s for s in scrape.samples if s.labels.get("target") == "sglang-0"]
     assert len(series) <= 80

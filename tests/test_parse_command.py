@@ -50,7 +50,7 @@ def log_file(tmp_path: Path) -> Path:
     return path
 
 
-def test_json_output_has_one_spec_record_per_stats_line(log_file: Path) -> None:
+def test_json_output_has_one_record_per_stats_line(log_file: Path) -> None:
     result = specwatch("parse", "--json", str(log_file))
     assert result.returncode == 0, result.stderr
     records = [json.loads(line) for line in result.stdout.splitlines()]

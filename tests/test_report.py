@@ -1,14 +1,14 @@
-"""``specwatch report`` on logs of the spec's incidents and a healthy server.
+"""``specwatch report`` on logs of broken drafters and of a healthy server.
 
 The logs in ``tests/data/logs`` are Feb-2026 SGLang output (startup lines, prefill and decode
 stats, access lines) written with known values, so every expected number below is worked out
 by hand from what was put in:
 
-* incident1_collapsed: EAGLE3, 4 draft tokens; 4 windows at 12 running, 300 tok/s; then 56 at
+* collapsed: EAGLE3, 4 draft tokens; 4 windows at 12 running, 300 tok/s; then 56 at
   48 running alternating 590 / 610 tok/s (mean 600); accept len 1.00 everywhere.
-* incident3_undertrained: 16 draft tokens, disable_cuda_graph=True, single stream; accept len
+* undertrained: 16 draft tokens, disable_cuda_graph=True, single stream; accept len
   cycles 2.30 / 2.50 / 2.70 and throughput 55 / 57 / 59 over 30 windows.
-* incident4_mismatched: 4 draft tokens, single stream; accept len 1.00 / 1.03 / 1.08, 50 / 52 /
+* mismatched: 4 draft tokens, single stream; accept len 1.00 / 1.03 / 1.08, 50 / 52 /
   54 tok/s over 30 windows.
 * healthy: 4 draft tokens, 32 running; accept len 3.0 / 3.2 / 3.4, 2156 / 2256 / 2356 tok/s.
 
@@ -66,19 +66,19 @@ def json_report(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
     ("log", "baseline", "headline"),
     [
         (  # 600 / 1560 = 0.385: 61.5% less
-            "incident1_collapsed.log",
+            "collapsed.log",
             ["--baseline-bench", BENCH],
             "Speculation is slower than the baseline: 62% less throughput (0.38x), 600 tok/s at "
             "48 running vs 1,560 tok/s baseline",
         ),
         (  # 57 / 90 = 0.633
-            "incident3_undertrained.log",
+            "undertrained.log",
             ["--baseline-tok-s", "90"],
             "Speculation is slower than the baseline: 37% less throughput (0.63x), 57 tok/s at "
             "1 running vs 90 tok/s baseline",
         ),
         (  # 52 / 82 = 0.634
-            "incident4_mismatched.log",
+            "mismatched.log",
             ["--baseline-curve", "1:82,48:1500,128:2370"],
             "Speculation is slower than the baseline: 37% less throughput (0.63x), 52 tok/s at "
             "1 running vs 82 tok/s baseline",
@@ -101,7 +101,7 @@ def test_headline_says_which_way_and_by_how_much(
 
 
 def test_collapsed_drafter_evidence_and_bands(capsys: pytest.CaptureFixture[str]) -> None:
-    _, out, _ = report(capsys, str(LOGS / "incident1_collapsed.log"), "--baseline-bench", BENCH)
+    _, out, _ = report(capsys, str(LOGS / "collapsed.log"), "--baseline-bench", BENCH)
     assert "Accept length: min 1.00, median 1.00, p90 1.00 over 60 windows" in out
     assert "Collapsed windows (accept length <= 1.05): 100%" in out
     assert "CUDA graph used in 100% of decode windows" in out
@@ -112,7 +112,7 @@ def test_collapsed_drafter_evidence_and_bands(capsys: pytest.CaptureFixture[str]
 
 
 def test_collapsed_drafter_numbers_in_json(capsys: pytest.CaptureFixture[str]) -> None:
-    data = json_report(capsys, str(LOGS / "incident1_collapsed.log"), "--baseline-bench", BENCH)
+    data = json_report(capsys, str(LOGS / "collapsed.log"), "--baseline-bench", BENCH)
     # 60 decode windows; 61 prefill batches (one per window plus the warm-up request).
     assert (data["decode_windows"], data["prefill_windows"]) == (60, 61)
     assert data["lines"] == 215
@@ -134,7 +134,7 @@ def test_collapsed_drafter_numbers_in_json(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_undertrained_drafter_warns_on_three_counts(capsys: pytest.CaptureFixture[str]) -> None:
-    log = str(LOGS / "incident3_undertrained.log")
+    log = str(LOGS / "undertrained.log")
     _, out, _ = report(capsys, log, "--baseline-tok-s", "90")
     assert out.startswith("Speculation is slower than the baseline")  # count one
     assert "Accept length: min 2.30, median 2.50, p90 2.70 over 30 windows" in out
@@ -152,7 +152,7 @@ def test_undertrained_drafter_warns_on_three_counts(capsys: pytest.CaptureFixtur
 
 
 def test_mismatched_drafter_accept_length_numbers(capsys: pytest.CaptureFixture[str]) -> None:
-    log = str(LOGS / "incident4_mismatched.log")
+    log = str(LOGS / "mismatched.log")
     data = json_report(capsys, log, "--baseline-curve", "1:82,48:1500,128:2370")
     assert data["accept_length"]["median"] == 1.03
     assert data["accept_length"]["collapsed_share"] == pytest.approx(20 / 30)
@@ -175,7 +175,7 @@ def test_without_baseline_the_headline_says_how_to_give_one(
 
 
 def test_expected_accept_length_shortfall_is_stated(capsys: pytest.CaptureFixture[str]) -> None:
-    log = str(LOGS / "incident3_undertrained.log")
+    log = str(LOGS / "undertrained.log")
     # Mean (2.30 + 2.50 + 2.70) / 3 = 2.50; the alert's limit is 70% of the expected value.
     _, out, _ = report(capsys, log, "--expected-accept-length", "4")
     assert "WARNING: Accept length below expectation: mean accept length 2.50" in out
@@ -191,7 +191,7 @@ def test_html_page_is_self_contained_with_four_matplotlib_charts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     page = tmp_path / "report.html"
-    log = str(LOGS / "incident1_collapsed.log")
+    log = str(LOGS / "collapsed.log")
     code, _, err = report(capsys, log, "--baseline-bench", BENCH, "--html", str(page))
     assert code == 0
     assert f"HTML report written to {page}" in err
@@ -338,7 +338,7 @@ def test_progress_bar_stays_silent_off_a_terminal(tmp_path: Path) -> None:
 def test_report_on_each_simulated_incident(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], scenario: str
 ) -> None:
-    """Every incident of spec section 2 as the simulator writes it, against its own baseline:
+    """Every scenario as the simulator writes it, against its own baseline:
     the findings the scenario declares, and the verdict its throughput implies."""
     log = tmp_path / f"{scenario}.log"
     assert main(["simulate", "--scenario", scenario, "--out", str(log)]) == 0
@@ -357,8 +357,9 @@ def test_report_on_each_simulated_incident(
 def test_after_a_restart_findings_and_advice_judge_the_last_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Incident 3 (16 draft tokens, eager decode) for 10 windows, then a restart with 4 draft
-    # tokens and CUDA graphs: 6 healthy windows. Mixed together, 10 of 16 windows ran eagerly.
+    # An undertrained drafter (16 draft tokens, eager decode) for 10 windows, then a restart
+    # with 4 draft tokens and CUDA graphs: 6 healthy windows. Mixed together, 10 of 16 windows
+    # ran eagerly.
     first = startup(num_draft_tokens=16, topk=4, steps=6, disable_cuda_graph=True)
     first += [decode(300 + 5 * i, 2.5, 0.16, graph=False, running=1, tput=57) for i in range(10)]
     second = [line.replace("[2026-02-23 00:", "[2026-02-23 01:") for line in startup()]
@@ -381,7 +382,7 @@ def test_mixin_config_thresholds_decide_what_counts_as_collapsed(
 ) -> None:
     """With the user's mixin file, report calls collapsed what the user's alerts call collapsed:
     accept length 1.00 / 1.03 / 1.08 is collapsed at the shipped 1.05, not at 1.02."""
-    log = str(LOGS / "incident4_mismatched.log")
+    log = str(LOGS / "mismatched.log")
     mixin = tmp_path / "mixin.yaml"
     mixin.write_text("thresholds:\n  collapsed_accept_length: 1.02\n")
     shipped = json_report(capsys, log)

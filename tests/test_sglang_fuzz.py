@@ -1,6 +1,6 @@
 """Property tests: nothing crashes the line processor, and any valid stats line round-trips.
 
-Valid lines are generated from the format facts (reference sglang.md 1.3-1.8): any subset and
+Valid lines are generated from SGLang's stats-line and prefix formats: any subset and
 order of fields, every header and line-end variant, any rank subset in any order, Ray's tag,
 unknown fields mixed in. Values are drawn in hundredths because SGLang prints 2 decimals.
 """

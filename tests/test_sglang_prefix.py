@@ -1,4 +1,4 @@
-"""SGLang's log prefix in every variant (reference: sglang.md section 1.8)."""
+"""SGLang's log prefix in every variant."""
 
 from __future__ import annotations
 

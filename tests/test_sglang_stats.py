@@ -1,4 +1,4 @@
-"""Decode and prefill stats lines of every SGLang era since v0.4 (reference: sglang.md 1.3-1.5).
+"""Decode and prefill stats lines of every SGLang era since v0.4.
 
 Each line is written from the documented format of its era, with values chosen here; the
 expected record is read off the line by hand.
@@ -377,12 +377,12 @@ def test_a_stats_header_without_a_usable_record_is_unrecognized(line: str, reaso
     assert result.reason == reason
 
 
-def test_json_dict_has_every_spec_section_5_key_with_null_for_missing_values() -> None:
+def test_json_dict_has_every_record_key_with_null_for_missing_values() -> None:
     decode = record(
         f"{P}Decode batch, #running-req: 1, #token: 10, token usage: 0.01, "
         "gen throughput (token/s): 5.00, #queue-req: 0"
     ).to_json_dict()
-    spec_keys = {
+    record_keys = {
         "time",
         "engine",
         "kind",
@@ -396,7 +396,7 @@ def test_json_dict_has_every_spec_section_5_key_with_null_for_missing_values() -
         "cuda_graph",
         "gen_throughput",
     }
-    assert spec_keys <= decode.keys()
+    assert record_keys <= decode.keys()
     assert decode["engine"] == "sglang"
     assert decode["accept_length"] is None
     assert decode["cuda_graph"] is None
@@ -404,5 +404,5 @@ def test_json_dict_has_every_spec_section_5_key_with_null_for_missing_values() -
         f"{P}Prefill batch, #new-seq: 1, #new-token: 5, #cached-token: 0, token usage: 0.01, "
         "#running-req: 0, #queue-req: 0"
     ).to_json_dict()
-    assert spec_keys | {"new_tokens", "cached_tokens", "input_throughput"} <= prefill.keys()
+    assert record_keys | {"new_tokens", "cached_tokens", "input_throughput"} <= prefill.keys()
     assert prefill["input_throughput"] is None

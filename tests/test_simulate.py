@@ -1,7 +1,8 @@
 """``specwatch simulate``: every scenario reads back, through ``specwatch parse``, as its incident.
 
-Expected values come from the incidents (spec section 2 and 8) and from SGLang's format
-history, written out here; the simulator's own tables are only used to pick scenarios.
+Expected values come from what each scenario stands for (a collapsed drafter, an undertrained
+one, a healthy server...) and from SGLang's format history, written out here; the simulator's
+own tables are only used to pick scenarios.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def mean(records: list[dict[str, Any]], key: str) -> float:
     return statistics.fmean(record[key] for record in records)
 
 
-# What each incident looks like in the log (spec section 2 / 8), in the 2026-02 format whose
+# What each scenario looks like in the log, in the 2026-02 format whose
 # accept rate is accept_len / num_draft_tokens.
 INCIDENTS = {
     # accept length, tolerance, draft tokens, tok/s, running, cuda graph
@@ -84,8 +85,9 @@ def test_scenario_parses_back_to_its_incident(tmp_path: Path, scenario: str) -> 
 
 
 @pytest.mark.e2e
-def test_collapsed_matches_incident_one_line_for_line(tmp_path: Path) -> None:
-    """Incident 1: `accept len: 1.00, accept rate: 0.25` and 32 requests waiting at the cap."""
+def test_collapsed_logs_accept_len_1_at_the_cap_on_every_line(tmp_path: Path) -> None:
+    """A collapsed drafter: `accept len: 1.00, accept rate: 0.25` and 32 requests waiting at
+    the cap."""
     log = simulate_file(tmp_path, "collapsed", "--format-version", "2026-02")
     lines = [line for line in log.read_text().splitlines() if "Decode batch" in line]
     assert lines and all("accept len: 1.00, accept rate: 0.25" in line for line in lines)
@@ -159,7 +161,7 @@ def test_same_seed_same_bytes_other_seed_other_log(tmp_path: Path) -> None:
     assert logs[0] != logs[2]
 
 
-# SGLang's decode/prefill line shape per era (reference: decode and prefill line history).
+# SGLang's decode/prefill line shape per era.
 ERA_SHAPES = {
     "2025-10": ("Decode batch. #running-req", ", ", r"#queue-req: \d+, $"),
     "2025-12": ("Decode batch, #running-req", ", ", r"#queue-req: \d+, $"),
@@ -323,7 +325,7 @@ def test_a_reader_that_stops_early_is_not_an_error() -> None:
     assert b"Traceback" not in proc.stderr.read()
 
 
-# The findings (spec section 7) each incident of spec section 2 must raise from its log alone.
+# The findings (the README's Findings table) each scenario must raise from its log alone.
 # Slower-than-baseline needs a baseline, which a log does not carry: that is the alerts' job.
 INTENDED_FINDINGS: dict[str, set[str]] = {
     "healthy": set(),
@@ -360,7 +362,7 @@ def test_lines_are_written_in_time_order(scenario: str) -> None:
     assert offsets == sorted(offsets)
 
 
-# SGLang's startup, as its TP0 scheduler and HTTP process print it (reference: section 5).
+# SGLang's startup, as its TP0 scheduler and HTTP process print it.
 STARTUP_ORDER = (
     "server_args=ServerArgs(",
     "TP0] Init torch distributed begin.",

@@ -11,7 +11,7 @@ import pytest
 from tests.support.daemon import config_file, run_daemon
 from tests.support.fake_sglang import API_KEY, Route, exposition, fake_sglang, server_info
 from tests.support.files import append
-from tests.support.loglines import incident_2
+from tests.support.loglines import wrong_algorithm_flag
 
 pytestmark = pytest.mark.e2e
 
@@ -61,7 +61,8 @@ def test_secrets_reach_neither_metrics_nor_logs(tmp_path: Path, port: int, token
     """The bearer token (file or environment), /server_info's API keys and the api_key of the
     logged ServerArgs appear nowhere: not in /metrics, /, nor the daemon's debug log."""
     log = tmp_path / "server.log"
-    append(log, *incident_2())  # server_args=ServerArgs(..., api_key='sk-live-0123456789', ...)
+    # server_args=ServerArgs(..., api_key='sk-live-0123456789', ...)
+    append(log, *wrong_algorithm_flag())
     token_file = tmp_path / "token"
     token_file.write_text(API_KEY + "\n")
     if token_from == "file":

@@ -145,19 +145,20 @@ def prefill(seconds: float, new_tokens: int = 2048, running: int = 1) -> str:
     )
 
 
-def incident_1() -> list[str]:
-    """Broken drafter: accept len 1.00 (rate 0.25, 4 tokens), 48 running, 32 queued."""
+def collapsed_drafter() -> list[str]:
+    """A collapsed drafter: accept len 1.00 (rate 0.25, 4 tokens), 48 running, 32 queued."""
     lines = startup()
     lines += [decode(260 + 4 * i, 1.00, 0.25, running=48, queued=32, tput=600) for i in range(8)]
     return lines
 
 
-def incident_2() -> list[str]:
-    """Wrong flag: only the startup lines, no request served yet."""
+def wrong_algorithm_flag() -> list[str]:
+    """An EAGLE-3 draft served with --speculative-algorithm EAGLE: only the startup lines, no
+    request served yet."""
     return startup(algorithm="EAGLE")
 
 
-def incident_3() -> list[str]:
+def undertrained_drafter() -> list[str]:
     """Undertrained drafter after the fix: 16 draft tokens, len ~2.5, no CUDA graph."""
     lines = startup(num_draft_tokens=16, topk=4, steps=6, max_running=48)
     values = [(2.50, 0.16, 61.26), (2.38, 0.15, 59.69), (2.55, 0.16, 48.10), (2.41, 0.15, 57.0)]
@@ -168,8 +169,9 @@ def incident_3() -> list[str]:
     return lines
 
 
-def incident_4() -> list[str]:
-    """Mismatched drafter: correct flag, accept length near 1, custom profiler lines around."""
+def mismatched_drafter() -> list[str]:
+    """A drafter trained for another model version: correct flag, accept length near 1, custom
+    profiler lines around."""
     lines = startup()
     for i in range(6):
         lines.append(decode(300 + 5 * i, 1.02, 0.26, running=1, tput=52.0))
@@ -177,8 +179,8 @@ def incident_4() -> list[str]:
     return lines
 
 
-def incident_5() -> list[str]:
-    """Metrics disabled: the log alone must carry the diagnosis."""
+def metrics_disabled() -> list[str]:
+    """A server started without --enable-metrics: the log alone must carry the diagnosis."""
     lines = startup(enable_metrics=False)
     lines += [decode(300 + 4 * i, 3.1, 0.78, running=8, tput=900) for i in range(5)]
     return lines
