@@ -91,11 +91,7 @@ def test_an_upstream_trickling_its_headers_goes_down_with_no_values(
             time.sleep(0.1)
 
     with raw_server(answer) as url:
-        config = tmp_path / "specwatch.yaml"
-        config.write_text(
-            f"targets:\n  - name: sglang-0\n    metrics_url: {url}/metrics\n"
-            "    scrape_interval: 1\n"
-        )
+        config = config_file(tmp_path, url, server_info=False)
         with run_daemon(["--config", str(config)], port) as daemon:
             daemon.wait_metric("specwatch_running_requests", lambda v: v == 61, **TARGET)
             trickle.set()
@@ -187,11 +183,7 @@ def test_redirects_are_followed_on_the_same_server_only(tmp_path: Path, port: in
             )
 
         with raw_server(answer) as url:
-            config = tmp_path / "specwatch.yaml"
-            config.write_text(
-                f"targets:\n  - name: sglang-0\n    metrics_url: {url}/metrics\n"
-                "    scrape_interval: 1\n"
-            )
+            config = config_file(tmp_path, url, server_info=False)
             with run_daemon(["--config", str(config)], port) as daemon:
                 errors = {**TARGET, "endpoint": "metrics", "reason": "http"}
                 daemon.wait_metric(
@@ -214,10 +206,6 @@ def test_a_redirect_on_the_same_server_is_followed(tmp_path: Path, port: int) ->
             conn.sendall(b"HTTP/1.1 307 Temporary Redirect\r\nLocation: /metrics/\r\n\r\n")
 
     with raw_server(answer) as url:
-        config = tmp_path / "specwatch.yaml"
-        config.write_text(
-            f"targets:\n  - name: sglang-0\n    metrics_url: {url}/metrics\n"
-            "    scrape_interval: 1\n"
-        )
+        config = config_file(tmp_path, url, server_info=False)
         with run_daemon(["--config", str(config)], port) as daemon:
             daemon.wait_metric("specwatch_running_requests", lambda v: v == 61, **TARGET)

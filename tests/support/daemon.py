@@ -57,14 +57,13 @@ class RunningDaemon:
         return wait_for(check, timeout)
 
 
-def config_file(tmp_path: Path, url: str) -> Path:
-    """A config scraping the server at ``url`` every second as target ``sglang-0``."""
+def config_file(tmp_path: Path, url: str, *, server_info: bool = True) -> Path:
+    """A config scraping the server at ``url`` every second as target ``sglang-0`` (its
+    ``/metrics``, and its ``/server_info`` unless ``server_info`` is false)."""
+    info = f"    server_info_url: {url}/server_info\n" if server_info else ""
     path = tmp_path / "specwatch.yaml"
     path.write_text(
-        "targets:\n"
-        "  - name: sglang-0\n"
-        f"    metrics_url: {url}/metrics\n"
-        f"    server_info_url: {url}/server_info\n"
+        f"targets:\n  - name: sglang-0\n    metrics_url: {url}/metrics\n{info}"
         "    scrape_interval: 1\n"
     )
     return path
