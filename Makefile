@@ -48,7 +48,7 @@ mixin: $(STAMP)
 
 # End-to-end speed beside mtail on a generated busy multi-rank log (minutes; not part of test).
 bench: $(STAMP)
-	@bash bench/install-mtail.sh
+	@bash scripts/install-system-deps.sh bench
 	cd bench && ../$(BIN)/python e2e_bench.py
 
 clean:
