@@ -175,3 +175,92 @@ def test_text_only_numbers_and_debris_are_left_to_the_text_reader() -> None:
     events, _ = fast_read([lines])
     assert events == plain_read(lines)
     assert "accept_length=12.0" in events[1] and "accept_length=2.0," in events[2]
+
+
+_TODAY = {
+    "decode": (
+        "Decode batch, #running-req: {0}, #token: {1}, token usage: {2}, accept len: {3}, "
+        "accept rate: {2}, cuda graph: {4}, gen throughput (token/s): {3}, #queue-req: {0}"
+    ),
+    "prefill": (
+        "Prefill batch, #new-seq: {0}, #new-token: {1}, #cached-token: {0}, token usage: {2}, "
+        "#running-req: {1}, #queue-req: {0}, input throughput (token/s): {3}, cuda graph: {4}"
+    ),
+}
+_NUMBERS = ["7", "48", "0", "2.50", "0.06", "1469.87", "nan", "inf", "1e3", " 9", "-1", "x", ""]
+_OTHER_LINES = [
+    '[2026-02-23 00:14:33] INFO:     10.0.0.2:5000 - "GET /metrics HTTP/1.1" 200 OK',
+    "[2026-02-23 00:14:33] Receive: obj=GenerateReqInput(text='quote Decode batch, accept len: 9')",
+    "[2026-02-23 00:14:33] Receive: obj=GenerateReqInput(text='] Decode batch, #running-req: 1')",
+    "[2026-02-23 00:14:33] Receive: obj=GenerateReqInput(text='é Prefill batch, ü')",
+    "[2026-02-23 00:14:33 TP0] Load weight end. type=LlamaForCausalLM, avail mem=60.00 GB",
+    "[2026-02-23 00:14:33 TP0] The server is fired up and ready to roll!",
+    "plain text without a prefix",
+    "",
+]
+
+
+# Mostly stats lines, so that many batches are read whole and the rest line by line.
+_CHOICES = ["decode"] * 4 + ["prefill"] * 4 + ["other", "bad_bytes"]
+
+
+@st.composite
+def busy_batch(draw: st.DrawFn) -> list[bytes]:
+    """A batch of a busy node: today's stats lines of both kinds among other lines."""
+    lines: list[bytes] = []
+    for _ in range(draw(st.integers(1, 12))):
+        choice = draw(st.sampled_from(_CHOICES))
+        if choice == "other":
+            lines.append(draw(st.sampled_from(_OTHER_LINES)).encode())
+        elif choice == "bad_bytes":
+            lines.append(b"[2026-02-23 00:14:33] text='Decode batch, \xff\xfe'")
+        else:
+            numbers = draw(st.lists(st.sampled_from(_NUMBERS), min_size=4, max_size=4))
+            flag = draw(st.sampled_from(["True", "False", "Maybe"]))
+            body = _TODAY[choice].format(*numbers, flag)
+            prefix = draw(st.sampled_from(_PREFIXES))
+            lines.append(f"{prefix}{body}".encode())
+    return lines
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(busy_batch(), min_size=1, max_size=6))
+def test_whole_batches_read_in_one_pass_equal_the_plain_reader(batches: list[list[bytes]]) -> None:
+    """Batches as the chunk reader sees them: both kinds interleaved, quoted stats text,
+    invalid UTF-8, startup events, and values no column conversion may accept."""
+    lines = [line for batch in batches for line in batch]
+    events, counted = fast_read(batches)
+    assert counted == len(lines)
+    assert events == plain_read(lines)
+
+
+def test_a_tidy_batch_after_the_first_is_read_without_a_line_by_line_pass(
+    monkeypatch: Any,
+) -> None:
+    """The chunk reader does fire on a busy node's batches (else the test above proves little)."""
+    line = "[2026-02-23 00:14:3{} DP{} TP{} EP{}] " + _TODAY["decode"].format(
+        9, 70, "0.5", "3.1", True
+    )
+    other = b'[2026-02-23 00:14:33] INFO:     10.0.0.2:5000 - "GET /metrics HTTP/1.1" 200 OK'
+    first = [line.format(0, r, r, r).encode() for r in range(4)]
+    second = [line.format(1, r, r, r).encode() for r in range(4)] + [other]
+    calls: list[bytes] = []
+    read_stats_line = sglang.read_stats_line
+
+    def counting(kind: str, raw: bytes) -> Any:
+        calls.append(raw)
+        return read_stats_line(kind, raw)
+
+    monkeypatch.setattr("exporter.parse.pipeline.read_stats_line", counting)
+    sglang._LAYOUTS.clear()
+    sink = RecordingSink()
+    processor = LineProcessor(sink, "sglang")  # detection would learn the layout first
+    processor.process(first)
+    assert len(calls) == 4  # line by line: the first is read as text, and its layout learnt
+    processor.process(second)
+    sglang._LAYOUTS.clear()
+    assert len(calls) == 4
+    records = [event for event in sink.events if event.startswith("StatsRecord")]
+    assert len(records) == 8
+    assert "time='2026-02-23T00:14:31', engine='sglang', dp_rank=2, tp_rank=2" in records[6]
+    assert "accept_length=3.1, accept_rate=0.5, cuda_graph=True" in records[6]

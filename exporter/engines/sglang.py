@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from math import isfinite
-from typing import Any
+from typing import Any, TypeVar
 
 from exporter.engines.record import StatsRecord, Unrecognized
 
@@ -38,10 +38,10 @@ EVENT_MARKERS: tuple[bytes, ...] = (
 # matched generically (DP, PP, ATTN_CP, MOE_DP, TP, EP so far) so a new parallelism kind or a
 # reordering in a future release still parses. Every digit run read as a number is bounded:
 # int() refuses more than 4,300 digits, and a line must never raise out of the parser.
-_RANK_LIST = r"(?: [A-Z][A-Z_]*\d{1,9})*"
+RANK_LIST = r"(?: [A-Z][A-Z_]*\d{1,9})*"
 _PREFIX = re.compile(
     r"(?:\((?:[^()\s]+ )?pid=\d+(?:, ip=[^()\s]*)?\) )?"
-    rf"\[(\d{{4}}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:[.,](\d{{1,6}}))?({_RANK_LIST})\] ?"
+    rf"\[(\d{{4}}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:[.,](\d{{1,6}}))?({RANK_LIST})\] ?"
 )
 _RANK = re.compile(r" ([A-Z][A-Z_]*?)(\d+)")
 # Ray folds repeated lines and says so at the end of the message.
@@ -120,11 +120,11 @@ def _parse_head(head: str) -> _Head | tuple[()]:
         return ()
     date, clock, fraction, ranks = match.groups()
     time = f"{date}T{clock}.{fraction}" if fraction else f"{date}T{clock}"
-    return (time, *_rank_numbers(ranks))
+    return (time, *rank_numbers(ranks))
 
 
 @functools.lru_cache(maxsize=256)
-def _rank_numbers(ranks: str) -> tuple[int | None, int | None]:
+def rank_numbers(ranks: str) -> tuple[int | None, int | None]:
     """(DP, TP) of a rank list such as `` DP3 TP3 EP3``: a process logs the same one always."""
     named = {name: int(number) for name, number in _RANK.findall(ranks)}
     return named.get("DP"), named.get("TP")
@@ -162,8 +162,8 @@ def _record(
     kind: str, head: _Head, values: list[Any], extra: dict[str, Any]
 ) -> StatsRecord | Unrecognized:
     """The record of a read body: both the text and the raw-bytes readers end here."""
-    if values[_TOKEN_USAGE] is None and "full_token_usage" in extra:
-        values[_TOKEN_USAGE] = extra["full_token_usage"]
+    if values[TOKEN_USAGE] is None and "full_token_usage" in extra:
+        values[TOKEN_USAGE] = extra["full_token_usage"]
     if values.count(None) == len(values):
         return Unrecognized("no_fields")
     values.append(extra)  # the last field: one starred list is what a type checker can follow
@@ -180,8 +180,9 @@ if _RECORD_FIELDS[: len(_LEADING_FIELDS)] != _LEADING_FIELDS or _RECORD_FIELDS[-
     # Fail at import, not by filling the wrong attributes of every record.
     raise TypeError("StatsRecord's field order changed: update the positional call in _stats")
 _VALUE_FIELDS: tuple[str, ...] = _RECORD_FIELDS[len(_LEADING_FIELDS) : -1]
+VALUE_FIELD_COUNT = len(_VALUE_FIELDS)
 _POSITION = {name: position for position, name in enumerate(_VALUE_FIELDS)}
-_TOKEN_USAGE = _POSITION["token_usage"]
+TOKEN_USAGE = _POSITION["token_usage"]
 _CUDA_GRAPH = _POSITION["cuda_graph"]
 
 
@@ -283,6 +284,23 @@ def _read_each(body: str, extra: dict[str, Any]) -> list[Any]:
     return values
 
 
+@dataclass(frozen=True, slots=True)
+class LayoutColumns:
+    """A learnt layout as the chunk reader (``sglang_chunk``) uses it: the body's raw pattern,
+    and (match group, record position or extra key, ``int``/``real``/``flag``) per value kept."""
+
+    body: bytes
+    groups: int  # capture groups in ``body``
+    records: tuple[tuple[int, int, str], ...]
+    extras: tuple[tuple[int, str, str], ...]
+
+
+def learnt_columns(kind: str) -> LayoutColumns | None:
+    """The layout the next line of ``kind`` is expected in, for reading many lines at once."""
+    layout = _LAYOUTS.get(kind)
+    return None if layout is None else layout.columns
+
+
 class _Layout:
     """One order of field names, read with a single ``fullmatch`` instead of a split per field.
 
@@ -292,7 +310,15 @@ class _Layout:
     convert the same values in the same order; any other body is read field by field.
     """
 
-    __slots__ = ("_extras", "_pattern", "_raw", "_raw_extras", "_raw_records", "_records")
+    __slots__ = (
+        "_extras",
+        "_pattern",
+        "_raw",
+        "_raw_extras",
+        "_raw_records",
+        "_records",
+        "columns",
+    )
 
     def __init__(self, names: tuple[str, ...]) -> None:
         parts: list[str] = []
@@ -325,6 +351,19 @@ class _Layout:
         )
         self._raw_records = [(i, pos, _raw(convert)) for i, pos, convert in self._records]
         self._raw_extras = [(i, key, _raw(convert)) for i, key, convert in self._extras]
+        self.columns = self._columns()
+
+    def _columns(self) -> LayoutColumns | None:
+        """This layout for reading many lines at once, when every value kept is a number or a
+        flag (the chunk reader converts a column at a time, and knows only those)."""
+        records = _typed_columns(self._records)
+        extras = _typed_columns(self._extras)
+        if self._raw is None or not records or records is None or extras is None:
+            return None
+        # One line of ASCII per value: the chunk pattern runs over many lines at once, and
+        # a line that is not ASCII is read as text (see read_stats_line).
+        body = self._raw.pattern.replace(rb"[^,]*", rb"[^,\n\x80-\xff]*")
+        return LayoutColumns(body, self._raw.groups, records, extras)
 
     def read(self, text: str, extra: dict[str, Any], start: int = 0) -> list[Any] | None:
         """Record values of the body ``text[start:]`` (extras go to ``extra``), read in place.
@@ -359,6 +398,25 @@ class _Layout:
         for index, position, convert in self._raw_records:
             values[position] = convert(raw[index])
         return values, extra
+
+
+_Key = TypeVar("_Key", int, str)
+
+
+def _typed_columns(
+    entries: list[tuple[int, _Key, Converter]],
+) -> tuple[tuple[int, _Key, str], ...] | None:
+    """(group, key, converter) with the converter named, or None if one is not a column's."""
+    named = []
+    for group, key, convert in entries:
+        kind = _COLUMN_KINDS.get(convert)
+        if kind is None:
+            return None
+        named.append((group, key, kind))
+    return tuple(named)
+
+
+_COLUMN_KINDS: dict[Converter, str] = {int: "int", _real: "real", _flag: "flag"}
 
 
 def read_stats_line(kind: str, line: bytes) -> StatsRecord | Unrecognized | None:
@@ -399,7 +457,7 @@ def _raw_head(stamp: bytes, ranks: bytes) -> _Head | None:
     numbers = _RAW_RANKS.get(ranks)
     if numbers is None:
         valid = _RAW_RANK_LIST.fullmatch(ranks) is not None
-        numbers = _rank_numbers(ranks.decode("ascii")) if valid else ()
+        numbers = rank_numbers(ranks.decode("ascii")) if valid else ()
         if len(_RAW_RANKS) >= _HEAD_CACHE_SIZE:
             _RAW_RANKS.clear()
         _RAW_RANKS[ranks] = numbers
@@ -413,7 +471,7 @@ _RAW_HEADERS = {"decode": b"Decode batch, ", "prefill": b"Prefill batch, "}
 # Whole seconds only: a fraction makes the rank list fail its pattern, and the text path
 # reads the line.
 _RAW_STAMP = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
-_RAW_RANK_LIST = re.compile(_RANK_LIST.encode())
+_RAW_RANK_LIST = re.compile(RANK_LIST.encode())
 _RAW_STAMPS: dict[bytes, str] = {}
 _RAW_RANKS: dict[bytes, tuple[int | None, int | None] | tuple[()]] = {}
 _RAW_BOOLS = {b"True": True, b"False": False}

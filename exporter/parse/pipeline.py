@@ -21,6 +21,7 @@ from exporter.engines.sglang import (
     classify,
     read_stats_line,
 )
+from exporter.engines.sglang_chunk import ChunkReader
 from exporter.parse.envelopes import DEBRIS, EnvelopeDecoder, clean
 
 # A startup/config message names its subject within its first words ("Load weight end. ...",
@@ -59,6 +60,7 @@ class LineProcessor:
         self._decoder = EnvelopeDecoder()
         self.engine: str | None = None
         self._vllm: vllm.VllmParser | None = None
+        self._chunk = ChunkReader()
         if engine != "auto":
             self._decide(engine)
 
@@ -114,12 +116,28 @@ class LineProcessor:
             return
         # Terminal debris is rare, and the same scan spares cleaning each line of a tidy batch.
         tidy = not any(debris in blob for debris in DEBRIS)
+        if tidy and self._read_chunk(blob, markers):
+            return
         handle = self._handle
         for line in lines:
             for marker in markers:
                 if marker in line:
                     handle(line, tidy, marker)
                     break
+
+    def _read_chunk(self, blob: bytes, markers: tuple[bytes, ...]) -> bool:
+        """Deliver a batch of stats lines read in one pass (the hot path, see bench/), if the
+        chunk reader can read it exactly as line by line: no startup events among them, and
+        no line the line reader would count as invalid UTF-8."""
+        if any(marker not in STATS_KINDS for marker in markers) or not _valid_utf8(blob):
+            return False
+        records = self._chunk.read(blob)
+        if records is None:
+            return False
+        on_record = self._sink.on_record
+        for record in records:
+            on_record(record)
+        return True
 
     def _process_vllm(self, lines: list[bytes], blob: bytes) -> None:
         """vLLM's stats lines come in pairs (engine, then spec): one parser keeps the pair."""
@@ -180,6 +198,16 @@ _EVENT_SCAN = EVENT_MARKER_WINDOW + max(map(len, EVENT_MARKERS))
 
 
 _DETECT_MARKERS = _VLLM_MARKERS + _ALL_MARKERS
+
+
+def _valid_utf8(blob: bytes) -> bool:
+    if blob.isascii():
+        return True
+    try:
+        blob.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _engine_of(line: bytes) -> str | None:

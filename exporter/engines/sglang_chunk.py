@@ -1,0 +1,182 @@
+"""Every SGLang stats line of a batch read in one regex pass, and converted a column at a time.
+
+A busy DP-attention node logs a decode line per rank every second, plus prefills; catching up
+on its log, or reporting on it, went mostly to reading those lines one by one in Python. But
+within one server run every line of a kind has the layout learnt from the previous one (see
+``sglang``), so one pattern built from the learnt layouts finds and splits all of a batch's
+stats lines in C, and ``int``/``float`` run over whole columns.
+
+The chunk reader answers only when its answer is exactly the line-by-line reader's: every line
+that could be a stats line (``] Decode batch`` / ``] Prefill batch``) matched the pattern,
+and every value converted. Anything else (a new layout, an older header, a fractional stamp, a
+Ray prefix, a garbage number) returns None, and the caller reads the batch line by line, which
+defines the result.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from itertools import repeat
+from math import isfinite
+from operator import itemgetter
+from typing import Any, TypeVar
+
+from exporter.engines.record import StatsRecord
+from exporter.engines.sglang import (
+    RANK_LIST,
+    TOKEN_USAGE,
+    VALUE_FIELD_COUNT,
+    LayoutColumns,
+    learnt_columns,
+    rank_numbers,
+)
+
+# Where a stats line's header meets its prefix; every stats line has one.
+_STATS_HEADS = (b"] Decode batch", b"] Prefill batch")
+# The prefix as the fast line reader takes it: whole seconds, a plain rank list.
+_HEAD = rb"\n\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(" + RANK_LIST.encode() + rb")\] "
+_NEVER = rb"(?!)"
+_CACHE_SIZE = 4096  # distinct stamps (one a second) and rank lists kept; cleared when full
+
+Row = tuple[bytes, ...]
+
+
+class ChunkReader:
+    """Reads a batch's stats lines with the pattern of the layouts learnt so far."""
+
+    def __init__(self) -> None:
+        self._key: tuple[LayoutColumns | None, LayoutColumns | None] | None = None
+        self._pattern: re.Pattern[bytes] | None = None
+        self._times: dict[bytes, str] = {}
+        self._ranks: dict[bytes, tuple[int | None, int | None]] = {}
+
+    def read(self, blob: bytes) -> list[StatsRecord] | None:
+        """The records of ``blob`` (lines joined by ``\\n``, tidy, no startup events), in line
+        order, or None: read it line by line."""
+        decode, prefill = learnt_columns("decode"), learnt_columns("prefill")
+        if decode is None and prefill is None:
+            return None
+        rows: list[Row] = self._compiled(decode, prefill).findall(b"\n" + blob + b"\n")
+        if len(rows) != sum(blob.count(head) for head in _STATS_HEADS):
+            return None  # a line that might be a stats line did not match: read each line
+        if not rows:
+            return []
+        decodes = [row for row in rows if row[2]]
+        prefills = [row for row in rows if not row[2]] if len(decodes) < len(rows) else []
+        decoded = self._records("decode", decode, 3, decodes)
+        after_decode = 3 + (0 if decode is None else decode.groups)
+        prefilled = self._records("prefill", prefill, after_decode, prefills)
+        if decoded is None or prefilled is None:
+            return None
+        if not prefills or not decodes:
+            return decoded or prefilled
+        next_decode, next_prefill = iter(decoded).__next__, iter(prefilled).__next__
+        return [next_decode() if row[2] else next_prefill() for row in rows]
+
+    def _compiled(
+        self, decode: LayoutColumns | None, prefill: LayoutColumns | None
+    ) -> re.Pattern[bytes]:
+        """One pattern for both kinds; group 3 onwards are decode's values, then prefill's."""
+        if self._pattern is None or self._key != (decode, prefill):
+            decode_body = _NEVER if decode is None else decode.body
+            prefill_body = _NEVER if prefill is None else prefill.body
+            alternatives = rb"(?:(D)ecode batch, " + decode_body
+            alternatives += rb"|Prefill batch, " + prefill_body + rb")"
+            self._pattern = re.compile(_HEAD + alternatives + rb"(?=\n)")
+            self._key = (decode, prefill)
+        return self._pattern
+
+    def _records(
+        self, kind: str, layout: LayoutColumns | None, first: int, rows: list[Row]
+    ) -> list[StatsRecord] | None:
+        """Records of one kind's rows; ``first`` is the group its layout's values start at."""
+        if not rows or layout is None:
+            return []
+        columns = list(zip(*rows, strict=True))
+        records = _converted(layout.records, columns, first)
+        extras = _converted(layout.extras, columns, first)
+        if records is None or extras is None:
+            return None
+        values: list[Iterable[Any]] = [repeat(None)] * VALUE_FIELD_COUNT
+        for position, column in records.items():
+            values[position] = column
+        if "full_token_usage" in extras and TOKEN_USAGE not in records:
+            values[TOKEN_USAGE] = extras["full_token_usage"]  # hybrid pools log only this one
+        ranks = _looked_up(self._ranks, columns[1], _rank_numbers)
+        return list(
+            map(
+                StatsRecord,
+                repeat(kind),
+                _looked_up(self._times, columns[0], _iso_time),
+                repeat("sglang"),
+                map(itemgetter(0), ranks),
+                map(itemgetter(1), ranks),
+                *values,
+                _extra_dicts(extras, len(rows)),
+            )
+        )
+
+
+_T = TypeVar("_T")
+_K = TypeVar("_K", int, str)
+
+
+def _looked_up(
+    cache: dict[bytes, _T], keys: Sequence[bytes], parse: Callable[[bytes], _T]
+) -> list[_T]:
+    """``parse`` of each key, through a bounded cache: a batch holds few distinct stamps (one
+    a second) and rank lists (one per rank), so each is parsed about once."""
+    missing = set(keys).difference(cache)
+    if len(cache) + len(missing) > _CACHE_SIZE:
+        cache.clear()
+        missing = set(keys)
+    for key in missing:
+        cache[key] = parse(key)
+    return list(map(cache.__getitem__, keys))
+
+
+def _iso_time(stamp: bytes) -> str:
+    return stamp.decode("ascii").replace(" ", "T")
+
+
+def _rank_numbers(ranks: bytes) -> tuple[int | None, int | None]:
+    return rank_numbers(ranks.decode("ascii"))
+
+
+def _converted(
+    entries: tuple[tuple[int, _K, str], ...], columns: Sequence[Sequence[bytes]], first: int
+) -> dict[_K, list[Any]] | None:
+    """Each entry's (group, key, converter) column converted, by key, or None if one fails."""
+    converted: dict[_K, list[Any]] = {}
+    for group, key, converter in entries:
+        column = _convert(converter, columns[first + group])
+        if column is None:
+            return None
+        converted[key] = column
+    return converted
+
+
+def _extra_dicts(extras: dict[str, list[Any]], count: int) -> list[dict[str, Any]]:
+    """One fresh dict per row (records own theirs), keys in line order as the line reader's."""
+    if not extras:
+        return [{} for _ in range(count)]
+    keys = list(extras)
+    return [dict(zip(keys, row, strict=True)) for row in zip(*extras.values(), strict=True)]
+
+
+def _convert(converter: str, column: Sequence[bytes]) -> list[Any] | None:
+    """A column's values as the line reader converts each, or None if any would fail there."""
+    try:
+        if converter == "int":
+            return list(map(int, column))
+        if converter == "real":
+            numbers = list(map(float, column))
+            return numbers if all(map(isfinite, numbers)) else None
+    except ValueError:
+        return None
+    flags = list(map(_FLAGS.get, column))
+    return None if None in flags else flags
+
+
+_FLAGS: dict[bytes, bool] = {b"True": True, b"False": False}
