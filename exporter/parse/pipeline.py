@@ -103,20 +103,21 @@ class LineProcessor:
             sink.on_skipped("too_long")
         decoder.oversized = 0
         sink.on_lines(len(lines))
-        # One C-speed scan of the whole batch tells which markers can occur at all, so the
-        # per-line test below usually checks the two stats markers only.
-        blob = b"\n".join(lines)
+        # C-speed scans of the whole batch tell which markers can occur at all, so that most
+        # batches are read in one pass, and the per-line test below checks few markers. The
+        # batch is framed by newlines: every line, the first and last too, sits between two.
+        blob = b"\n".join([b"", *lines, b""])
         if self.engine is None:
             self._detect(lines, blob)
         if self._vllm is not None:
             self._process_vllm(lines, blob)
             return
-        markers = tuple(marker for marker in _ALL_MARKERS if marker in blob)
-        if not markers:
-            return
         # Terminal debris is rare, and the same scan spares cleaning each line of a tidy batch.
         tidy = not any(debris in blob for debris in DEBRIS)
-        if tidy and self._read_chunk(blob, markers):
+        if tidy and self._read_chunk(blob):
+            return
+        markers = tuple(marker for marker in _ALL_MARKERS if marker in blob)
+        if not markers:
             return
         handle = self._handle
         for line in lines:
@@ -125,11 +126,11 @@ class LineProcessor:
                     handle(line, tidy, marker)
                     break
 
-    def _read_chunk(self, blob: bytes, markers: tuple[bytes, ...]) -> bool:
-        """Deliver a batch of stats lines read in one pass (the hot path, see bench/), if the
+    def _read_chunk(self, blob: bytes) -> bool:
+        """Deliver a batch's stats lines read in one pass (the hot path, see bench/), if the
         chunk reader can read it exactly as line by line: no startup events among them, and
         no line the line reader would count as invalid UTF-8."""
-        if any(marker not in STATS_KINDS for marker in markers) or not _valid_utf8(blob):
+        if any(marker in blob for marker in EVENT_MARKERS) or not _valid_utf8(blob):
             return False
         records = self._chunk.read(blob)
         if records is None:
