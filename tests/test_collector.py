@@ -132,8 +132,7 @@ def test_baseline_stays_but_speedup_goes_when_stale() -> None:
 def test_dp_ranks_get_their_own_series_and_sum_for_speedup() -> None:
     clock, target = Clock(), make_target(baseline=Baseline.from_tok_s(1000))
     for rank in (0, 1):
-        rec = decode(gen_throughput=600.0, running_requests=30)
-        rec.dp_rank, rec.tp_rank = rank, rank
+        rec = decode(gen_throughput=600.0, running_requests=30, dp_rank=rank, tp_rank=rank)
         target.state.add_record(rec, observed_at=T0)
     s = render([target], clock)
     assert s.value("specwatch_gen_throughput_tokens_per_second", dp_rank="0") == 600
@@ -143,8 +142,7 @@ def test_dp_ranks_get_their_own_series_and_sum_for_speedup() -> None:
 
 def test_non_zero_tp_rank_without_dp_does_not_replace_tp0() -> None:
     clock, target = Clock(), make_target()
-    rec0, rec1 = decode(accept_length=3.0), decode(accept_length=1.0)
-    rec0.tp_rank, rec1.tp_rank = 0, 1
+    rec0, rec1 = decode(accept_length=3.0, tp_rank=0), decode(accept_length=1.0, tp_rank=1)
     target.state.add_record(rec0, observed_at=T0)
     target.state.add_record(rec1, observed_at=T0 + 1)
     assert render([target], clock).value("specwatch_accept_length") == 3.0

@@ -21,9 +21,7 @@ from tests.support.waiting import wait_for
 
 
 def ranked(rank: int, accept_length: float = 3.0) -> StatsRecord:
-    record = decode(accept_length=accept_length)
-    record.dp_rank, record.tp_rank = rank, rank
-    return record
+    return decode(accept_length=accept_length)._replace(dp_rank=rank, tp_rank=rank)
 
 
 def test_ranks_past_the_cap_count_in_totals_and_in_the_folded_gauge_only() -> None:

@@ -6,9 +6,11 @@ report and the simulator's round-trip tests agree without knowing any log format
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,12 +25,15 @@ class DraftCounts:
     accept_rate_by_position: tuple[float, ...] | None = None
 
 
-@dataclass(slots=True)
-class StatsRecord:
+class StatsRecord(NamedTuple):
     """One scheduler stats line (decode or prefill window): the fields `specwatch parse` prints.
 
     A field the line does not carry stays ``None``: absence is information (an old SGLang
     without ``accept rate``, a non-speculative server) and must not be faked as zero.
+
+    A tuple, not a dataclass: a busy node logs hundreds of thousands of these, and a tuple is
+    built in C (``_make``) at a fraction of a generated ``__init__``'s cost (see bench/).
+    Records are never changed after they are read; ``_replace`` makes a changed copy.
     """
 
     kind: str  # "decode" | "prefill"
@@ -48,18 +53,18 @@ class StatsRecord:
     input_throughput: float | None = None
     # One field for what only some engines log, so the others pay one default per record.
     draft_counts: DraftCounts | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Any] = MappingProxyType({})  # shared, so read-only
 
     def to_json_dict(self) -> dict[str, Any]:
         """The record's own keys first; extras are flattened after them and never override."""
-        data = asdict(self)
+        data = self._asdict()
         extra = data.pop("extra")
         if self.kind == "decode":
             for key in ("new_tokens", "cached_tokens", "input_throughput"):
                 data.pop(key)
         counts = data.pop("draft_counts")
         if counts is not None:  # flattened; engines that do not log them keep their shape
-            data.update({key: value for key, value in counts.items() if value is not None})
+            data.update({k: v for k, v in asdict(counts).items() if v is not None})
         for key, value in extra.items():
             data.setdefault(key, value)
         return data

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from math import isfinite
 from typing import Any, TypeVar
 
@@ -175,7 +175,7 @@ def _record(
 # record is built from positional arguments, which costs about half of keyword arguments (the
 # hot path, see bench/). A field a line does not carry stays None, the record's default.
 _LEADING_FIELDS = ("kind", "time", "engine", "dp_rank", "tp_rank")
-_RECORD_FIELDS = tuple(f.name for f in fields(StatsRecord))
+_RECORD_FIELDS = StatsRecord._fields
 if _RECORD_FIELDS[: len(_LEADING_FIELDS)] != _LEADING_FIELDS or _RECORD_FIELDS[-1] != "extra":
     # Fail at import, not by filling the wrong attributes of every record.
     raise TypeError("StatsRecord's field order changed: update the positional call in _stats")

@@ -94,9 +94,8 @@ class ChunkReader:
         """Records of one kind's rows; ``first`` is the group its layout's values start at."""
         if not rows or layout is None:
             return []
-        columns = list(zip(*rows, strict=True))
-        records = _converted(layout.records, columns, first)
-        extras = _converted(layout.extras, columns, first)
+        records = _converted(layout.records, rows, first)
+        extras = _converted(layout.extras, rows, first)
         if records is None or extras is None:
             return None
         values: list[Iterable[Any]] = [repeat(None)] * VALUE_FIELD_COUNT
@@ -104,19 +103,17 @@ class ChunkReader:
             values[position] = column
         if "full_token_usage" in extras and TOKEN_USAGE not in records:
             values[TOKEN_USAGE] = extras["full_token_usage"]  # hybrid pools log only this one
-        ranks = _looked_up(self._ranks, columns[1], _rank_numbers)
-        return list(
-            map(
-                StatsRecord,
-                repeat(kind),
-                _looked_up(self._times, columns[0], _iso_time),
-                repeat("sglang"),
-                map(itemgetter(0), ranks),
-                map(itemgetter(1), ranks),
-                *values,
-                _extra_dicts(extras, len(rows)),
-            )
+        ranks = _looked_up(self._ranks, _column(rows, 1), _rank_numbers)
+        fields = zip(
+            repeat(kind),
+            _looked_up(self._times, _column(rows, 0), _iso_time),
+            repeat("sglang"),
+            map(itemgetter(0), ranks),
+            map(itemgetter(1), ranks),
+            *values,
+            _extra_dicts(extras, len(rows)),
         )
+        return list(map(StatsRecord._make, fields))
 
 
 _T = TypeVar("_T")
@@ -145,13 +142,17 @@ def _rank_numbers(ranks: bytes) -> tuple[int | None, int | None]:
     return rank_numbers(ranks.decode("ascii"))
 
 
+def _column(rows: list[Row], group: int) -> list[bytes]:
+    return list(map(itemgetter(group), rows))
+
+
 def _converted(
-    entries: tuple[tuple[int, _K, str], ...], columns: Sequence[Sequence[bytes]], first: int
+    entries: tuple[tuple[int, _K, str], ...], rows: list[Row], first: int
 ) -> dict[_K, list[Any]] | None:
     """Each entry's (group, key, converter) column converted, by key, or None if one fails."""
     converted: dict[_K, list[Any]] = {}
     for group, key, converter in entries:
-        column = _convert(converter, columns[first + group])
+        column = _convert(converter, _column(rows, first + group))
         if column is None:
             return None
         converted[key] = column

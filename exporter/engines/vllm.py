@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from exporter.engines.record import DraftCounts, StatsRecord, Unrecognized
@@ -277,8 +277,7 @@ class _Spec:
 
 
 def _with_spec(record: StatsRecord, spec: _Spec) -> StatsRecord:
-    return replace(
-        record,
+    return record._replace(
         accept_length=spec.accept_length,
         accept_rate=spec.accept_rate,
         draft_counts=spec.counts,
