@@ -16,20 +16,21 @@ from exporter.commands import register_all
 from exporter.commands.usage import OneLineParser, UsageError
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for ``argv``: only the command it names (all without one) with its flags."""
     parser = OneLineParser(
         prog="specwatch",
         description="Prometheus exporter and alerting sidecar for speculative decoding.",
     )
     parser.add_argument("--version", action="version", version=f"specwatch {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    register_all(subparsers)
+    register_all(subparsers, argv)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv).parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except UsageError as exc:

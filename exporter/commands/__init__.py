@@ -8,26 +8,46 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from exporter.analysis.baseline import Baseline, BaselineError
-from exporter.analysis.thresholds import Thresholds
+from exporter.analysis.thresholds import DEFAULT, Thresholds
 from exporter.commands.usage import OneLineParser, UsageError
-from exporter.config import ConfigError, TargetConfig, load_config
-from exporter.mixin_config import load_mixin_config
 
-# Order is the order `specwatch --help` lists them in.
-COMMANDS: tuple[str, ...] = ("run", "parse", "doctor", "simulate", "report")
+if TYPE_CHECKING:
+    from exporter.config import TargetConfig
+
+# Name -> the line `specwatch --help` shows, in the order it lists them.
+COMMANDS: dict[str, str] = {
+    "run": "run the exporter daemon",
+    "parse": "print the stats records of SGLang logs",
+    "doctor": "judge a server, log or draft config and suggest fixes",
+    "simulate": "write a realistic SGLang (or vLLM) log for an incident scenario",
+    "report": "summarise a log: accept length, throughput vs baseline, findings",
+}
 BASELINE_FLAGS = ("--baseline-tok-s", "--baseline-curve", "--baseline-bench")
 # The config's ``baseline:`` keys, in the order of their flags.
 BASELINE_KEYS = ("tok_s", "curve", "bench_file")
 
 
-def register_all(subparsers: argparse._SubParsersAction[OneLineParser]) -> None:
-    """Add every command's parser, in :data:`COMMANDS` order."""
-    for name in COMMANDS:
-        importlib.import_module(f"exporter.commands.{name}").register(subparsers)
+def register_all(
+    subparsers: argparse._SubParsersAction[OneLineParser], argv: Sequence[str] | None = None
+) -> None:
+    """Add every command's parser, in :data:`COMMANDS` order.
+
+    Only the command ``argv`` names is imported and given its flags (all of them when it
+    names none, for ``--help``): the five together import pydantic, the daemon and the
+    simulator, half a second of every ``report`` on a log.
+    """
+    chosen = None if argv is None else next((arg for arg in argv if arg in COMMANDS), None)
+    for name, line in COMMANDS.items():
+        if chosen in (None, name):
+            importlib.import_module(f"exporter.commands.{name}").register(subparsers)
+        else:
+            subparsers.add_parser(name, help=line)
 
 
 def add_config_flag(parser: argparse.ArgumentParser) -> None:
@@ -131,6 +151,8 @@ def judging_options(args: argparse.Namespace) -> Judging:
 
 def _config_target(args: argparse.Namespace) -> TargetConfig:
     """The one target of ``--config`` (``--target`` picks among several)."""
+    from exporter.config import ConfigError, load_config  # pydantic: only when a file is given
+
     name = getattr(args, "target", None)
     try:
         config = load_config(args.config)
@@ -155,6 +177,11 @@ def add_mixin_config_flag(parser: argparse.ArgumentParser) -> None:
 
 def mixin_thresholds(args: argparse.Namespace) -> Thresholds:
     """The thresholds of ``--mixin-config``, or the shipped ones; a bad file is a usage error."""
+    if args.mixin_config is None:
+        return DEFAULT
+    from exporter.config import ConfigError  # pydantic: only when a file is given
+    from exporter.mixin_config import load_mixin_config
+
     try:
         return load_mixin_config(args.mixin_config).thresholds
     except ConfigError as exc:

@@ -31,6 +31,7 @@ from exporter.analysis.findings import (
 from exporter.analysis.thresholds import DEFAULT, Thresholds
 from exporter.analysis.verdicts import Verdict
 from exporter.commands import (
+    COMMANDS,
     Judging,
     add_baseline_flags,
     add_config_flag,
@@ -58,7 +59,7 @@ EXIT_CLEAN, EXIT_WARNING, EXIT_CRITICAL = 0, 1, 3
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "doctor",
-        help="judge a server, log or draft config and suggest fixes",
+        help=COMMANDS["doctor"],
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

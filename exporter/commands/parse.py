@@ -13,6 +13,7 @@ import sys
 from collections import Counter
 from typing import TextIO
 
+from exporter.commands import COMMANDS
 from exporter.commands.usage import UsageError
 from exporter.engines.record import StatsRecord
 from exporter.engines.sglang import LogLine
@@ -41,7 +42,7 @@ _COLUMNS: tuple[tuple[str, str, int, int | None], ...] = (
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "parse",
-        help="print the stats records of SGLang logs",
+        help=COMMANDS["parse"],
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

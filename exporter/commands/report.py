@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from exporter.commands import (
+    COMMANDS,
     add_baseline_flags,
     add_mixin_config_flag,
     judging_options,
@@ -23,7 +24,7 @@ from exporter.report.text import render_text
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "report",
-        help="summarise a log: accept length, throughput vs baseline, findings",
+        help=COMMANDS["report"],
         description=__doc__,
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="log files in order ('-' = stdin)")

@@ -6,13 +6,13 @@ import argparse
 import logging
 from typing import Any
 
-from exporter.commands import add_baseline_flags, add_config_flag, baseline_flag, path_arg
+from exporter.commands import COMMANDS, add_baseline_flags, add_config_flag, baseline_flag, path_arg
 from exporter.commands.usage import UsageError
 from exporter.config import Config, ConfigError, load_config
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser("run", help="run the exporter daemon", description=__doc__)
+    p = subparsers.add_parser("run", help=COMMANDS["run"], description=__doc__)
     add_config_flag(p)
     p.add_argument(
         "--log-file",

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
+from exporter.commands import COMMANDS
 from exporter.commands.usage import UsageError
 from exporter.simulate import (
     DEFAULT_ERA,
@@ -36,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     listing = "\n".join(f"  {name:<{width}}  {s.summary}" for name, s in SCENARIOS.items())
     parser = subparsers.add_parser(
         "simulate",
-        help="write a realistic SGLang (or vLLM) log for an incident scenario",
+        help=COMMANDS["simulate"],
         description=__doc__.split("\n\n")[1],
         epilog=f"scenarios:\n{listing}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
