@@ -32,7 +32,7 @@ class StatsRecord(NamedTuple):
     without ``accept rate``, a non-speculative server) and must not be faked as zero.
 
     A tuple, not a dataclass: a busy node logs hundreds of thousands of these, and a tuple is
-    built in C (``_make``) at a fraction of a generated ``__init__``'s cost (see bench/).
+    built in C (``tuple.__new__``) at a fraction of a generated ``__init__``'s cost (see bench/).
     Records are never changed after they are read; ``_replace`` makes a changed copy.
     """
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from itertools import repeat
 from math import isfinite
 from operator import itemgetter
@@ -113,7 +114,7 @@ class ChunkReader:
             *values,
             _extra_dicts(extras, len(rows)),
         )
-        return list(map(StatsRecord._make, fields))
+        return list(map(_new_record, fields))
 
 
 _T = TypeVar("_T")
@@ -185,3 +186,8 @@ def _convert(converter: str, column: Sequence[bytes]) -> list[Any] | None:
 
 
 _FLAGS: dict[bytes, bool] = {b"True": True, b"False": False}
+# StatsRecord._make without its length check, called from C: every row above has exactly the
+# record's fields (kind, time, engine, two ranks, the values, extra), by construction.
+_new_record = partial(tuple.__new__, StatsRecord)
+if len(StatsRecord._fields) != 5 + VALUE_FIELD_COUNT + 1:
+    raise TypeError("StatsRecord's fields changed: update the chunk reader's rows")
