@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from functools import partial
 from itertools import repeat
 from math import isfinite
 from operator import itemgetter
 from typing import Any, TypeVar
 
-from exporter.engines.record import StatsRecord
+from exporter.engines.record import StatsRecord, record_from_row
 from exporter.engines.sglang import (
     RANK_LIST,
     TOKEN_USAGE,
@@ -114,7 +113,7 @@ class ChunkReader:
             *values,
             _extra_dicts(extras, len(rows)),
         )
-        return list(map(_new_record, fields))
+        return list(map(record_from_row, fields))
 
 
 _T = TypeVar("_T")
@@ -186,8 +185,5 @@ def _convert(converter: str, column: Sequence[bytes]) -> list[Any] | None:
 
 
 _FLAGS: dict[bytes, bool] = {b"True": True, b"False": False}
-# StatsRecord._make without its length check, called from C: every row above has exactly the
-# record's fields (kind, time, engine, two ranks, the values, extra), by construction.
-_new_record = partial(tuple.__new__, StatsRecord)
 if len(StatsRecord._fields) != 5 + VALUE_FIELD_COUNT + 1:
     raise TypeError("StatsRecord's fields changed: update the chunk reader's rows")

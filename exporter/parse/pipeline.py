@@ -55,9 +55,10 @@ class LineProcessor:
     stats lines decides, once for the whole source, so no line pays for the other parser.
     """
 
-    def __init__(self, sink: RecordSink, engine: str = "auto") -> None:
+    def __init__(self, sink: RecordSink, engine: str = "auto", envelope: str | None = None) -> None:
         self._sink = sink
         self._decoder = EnvelopeDecoder()
+        self._decoder.kind = envelope
         self.engine: str | None = None
         self._vllm: vllm.VllmParser | None = None
         self._chunk = ChunkReader()
@@ -84,6 +85,15 @@ class LineProcessor:
             if engine is not None:
                 self._decide(engine)
                 return
+
+    @property
+    def sink(self) -> RecordSink:
+        return self._sink
+
+    @property
+    def envelope(self) -> str | None:
+        """``plain``, ``cri`` or ``docker`` once the first line has told; None before."""
+        return self._decoder.kind
 
     def finish(self) -> None:
         """The source has ended: deliver what a parser still holds (vLLM's last engine line)."""

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import gzip
 import os
+import stat
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import BinaryIO, Protocol, TextIO
 
+from exporter.parse import ranges
 from exporter.parse.pipeline import LineProcessor, RecordSink
 from exporter.sources.tail.lines import CHUNK_BYTES, LineSplitter
 
@@ -87,27 +89,126 @@ def read_logs(
     sink: RecordSink,
     progress: Progress | None = None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    split_above: int = ranges.SPLIT_ABOVE_BYTES,
 ) -> None:
-    """Feed every line of ``paths`` (in order; ``-`` is stdin) through one ``sink``."""
+    """Feed every line of ``paths`` (in order; ``-`` is stdin) through one ``sink``.
+
+    A plain SGLang file bigger than ``split_above`` bytes is read on several cores
+    (:mod:`.ranges`); the sink sees the same calls either way.
+    """
     processor = LineProcessor(sink)
     before = 0  # bytes of the files already read, for the progress bar
     for path in paths:
         processor.reset()
-        splitter = LineSplitter(max_line_bytes)
         with _open(path) as (stream, raw):
-            for chunk in _chunks(stream, path):
-                split = splitter.feed(chunk)
-                for _ in range(split.too_long):
-                    sink.on_skipped("too_long")
-                if split.lines:
-                    processor.process(split.lines)
-                if progress is not None and raw is not None:
-                    progress.update(before + raw.tell())
+            reader = _FileReader(path, stream, raw, processor, max_line_bytes)
+            if progress is not None and raw is not None:
+                reader.on_chunk = _progress_of(progress, before, raw)
+            reader.read_all(split_above)
             before += raw.tell() if raw is not None else 0
-        last = splitter.flush()
-        if last:
-            processor.process([last])
     processor.finish()
+
+
+def read_range(path: str, start: int, end: int, sink: RecordSink, max_line_bytes: int) -> None:
+    """Bytes ``[start, end)`` of a plain SGLang log (a helper's share, see :mod:`.ranges`)."""
+    processor = LineProcessor(sink, engine="sglang", envelope="plain")
+    with _open(path) as (stream, raw):
+        reader = _FileReader(path, stream, raw, processor, max_line_bytes)
+        reader.read_range(start, end)
+
+
+class _FileReader:
+    """One file's lines through the processor, from wherever its stream stands."""
+
+    def __init__(
+        self,
+        path: str,
+        stream: Readable,
+        raw: BinaryIO | None,
+        processor: LineProcessor,
+        max_line_bytes: int,
+    ) -> None:
+        self._path = path
+        self._stream = stream
+        # The file itself when it is read as it is (not gzip, not stdin): it can be cut.
+        self._plain_file = raw if raw is stream else None
+        self._processor = processor
+        self._max_line_bytes = max_line_bytes
+        self._splitter = LineSplitter(max_line_bytes)
+        self.on_chunk: Callable[[], None] | None = None
+
+    def read_all(self, split_above: int) -> None:
+        """The whole file; its far part on other cores when it is big and plain enough."""
+        self._step()  # the first chunk decides the engine and the envelope
+        if self._splittable(split_above):
+            self._read_with_helpers()
+        while self._step():
+            pass
+        last = self._splitter.flush()
+        if last:
+            self._processor.process([last])
+
+    def read_range(self, start: int, end: int) -> None:
+        """Bytes ``[start, end)``: whole lines when both ends follow a newline."""
+        file = self._require_plain_file()
+        file.seek(start)
+        while (left := end - file.tell()) > 0 and self._step(min(CHUNK_BYTES, left)):
+            pass
+
+    def _step(self, size: int = CHUNK_BYTES) -> bool:
+        """Read and process one chunk of at most ``size`` bytes; False at the end."""
+        chunk = _read(self._stream, size, self._path)
+        if not chunk:
+            return False
+        split = self._splitter.feed(chunk)
+        for _ in range(split.too_long):
+            self._processor.sink.on_skipped("too_long")
+        if split.lines:
+            self._processor.process(split.lines)
+        if self.on_chunk is not None:
+            self.on_chunk()
+        return True
+
+    def _splittable(self, split_above: int) -> bool:
+        file, processor = self._plain_file, self._processor
+        if file is None or processor.engine != "sglang" or processor.envelope != "plain":
+            return False
+        info = os.fstat(file.fileno())
+        return stat.S_ISREG(info.st_mode) and info.st_size - file.tell() > split_above
+
+    def _read_with_helpers(self) -> None:
+        """Read up to the first cut here while helpers read the rest; then replay their
+        calls, or read a failed helper's range here."""
+        file = self._require_plain_file()
+        count = ranges.helpers_available()
+        size = os.fstat(file.fileno()).st_size
+        cut = ranges.plan(file.fileno(), file.tell(), size, count) if count else []
+        if not cut:
+            return
+        helpers = [
+            ranges.Helper.launch(self._path, start, end, self._max_line_bytes) for start, end in cut
+        ]
+        try:
+            self.read_range(file.tell(), cut[0][0])
+            for helper in helpers:
+                if not helper.replay(self._processor.sink):
+                    self.read_range(helper.start, helper.end)
+                file.seek(helper.end)
+        finally:
+            for helper in helpers:
+                helper.close()
+
+    def _require_plain_file(self) -> BinaryIO:
+        if self._plain_file is None:
+            raise ValueError(f"{self._path}: only a plain file can be read by ranges")
+        return self._plain_file
+
+
+def _progress_of(progress: Progress, before: int, raw: BinaryIO) -> Callable[[], None]:
+    def update() -> None:
+        progress.update(before + raw.tell())
+
+    return update
 
 
 @contextmanager
@@ -132,15 +233,11 @@ def _open(path: str) -> Iterator[tuple[Readable, BinaryIO | None]]:
         raw.close()
 
 
-def _chunks(stream: Readable, path: str) -> Iterator[bytes]:
-    while True:
-        try:
-            chunk = stream.read(CHUNK_BYTES)
-        except (OSError, EOFError) as exc:
-            raise ReadError(f"cannot read {path}: {exc}") from exc
-        if not chunk:
-            return
-        yield chunk
+def _read(stream: Readable, size: int, path: str) -> bytes:
+    try:
+        return stream.read(size)
+    except (OSError, EOFError) as exc:
+        raise ReadError(f"cannot read {path}: {exc}") from exc
 
 
 def _size(count: int) -> str:

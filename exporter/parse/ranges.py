@@ -1,0 +1,214 @@
+"""Read the far part of a big plain log in helper processes, on the machine's other cores.
+
+Reading a busy node's log is bound by one core: Python parses one line at a time. So when a
+log is big, the reader cuts it at line boundaries, reads the first part itself, and starts one
+helper process per other core (``python -m exporter.parse.ranges``) for the rest. Each helper
+reads its range into a spool file of the sink calls it made; the reader then replays them, in
+order. The sink sees exactly the records, events and skips, in the same order, that one
+reader would have delivered (line counts come in other batches, with the same sum), so
+nothing downstream changes.
+
+The reader also folds every record into its sink, so it keeps the smaller share. Only what a
+helper can read alone is cut: a regular, uncompressed file whose envelope is plain and whose
+engine is SGLang (vLLM pairs lines across a cut; CRI and Docker join partial lines across
+it). A helper that fails, or runs past its deadline, is stopped and its range read in-process.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import IO, Any
+
+from exporter.engines.record import StatsRecord, record_from_row
+from exporter.engines.sglang import LogLine
+from exporter.parse.pipeline import RecordSink
+
+SPLIT_ABOVE_BYTES = 32 << 20  # smaller logs take about a second: not worth a process
+READER_SHARE = 0.4  # of the bytes after the first chunk; see the module docstring
+MAX_HELPERS = 3
+# A helper reads at least ~20 MB/s on a slow core; far past that it is stuck, not slow.
+HELPER_SECONDS_PER_MB = 0.5
+HELPER_MIN_SECONDS = 30.0
+_FRAME_CALLS = 4096  # sink calls per spooled frame: bounded helper memory
+_BOUNDARY_SEARCH = 1 << 20
+
+# Spooled sink calls: (kind, value); a run of records is one call with a list of them.
+_LINES, _RECORDS, _EVENT, _UNRECOGNIZED, _SKIPPED = range(5)
+
+
+def helpers_available() -> int:
+    """Helper processes worth starting: one per core beyond the reader's, a few at most."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(0, min(cores - 1, MAX_HELPERS))
+
+
+def plan(fd: int, start: int, size: int, helpers: int) -> list[tuple[int, int]]:
+    """The helpers' ranges of ``[start, size)``, each starting and ending just after a
+    newline; the reader reads from ``start`` to the first, and whatever follows the last.
+
+    Empty when no line boundary is found near a wanted cut (one enormous line).
+    """
+    reader_end = start + int((size - start) * READER_SHARE)
+    share = (size - reader_end) / helpers
+    wanted = [reader_end + int(i * share) for i in range(helpers)]
+    cuts = [_line_start_after(fd, offset, size) for offset in wanted]
+    last = _line_start_before(fd, size)  # a line still being written is left to the reader
+    if last is None or any(cut is None for cut in cuts):
+        return []
+    bounds = sorted({cut for cut in cuts if cut is not None and cut < last} | {last})
+    return list(pairwise(bounds))
+
+
+def _line_start_after(fd: int, offset: int, size: int) -> int | None:
+    window = os.pread(fd, min(_BOUNDARY_SEARCH, size - offset), offset)
+    newline = window.find(b"\n")
+    return None if newline < 0 else offset + newline + 1
+
+
+def _line_start_before(fd: int, size: int) -> int | None:
+    offset = max(0, size - _BOUNDARY_SEARCH)
+    newline = os.pread(fd, size - offset, offset).rfind(b"\n")
+    return None if newline < 0 else offset + newline + 1
+
+
+@dataclass
+class Helper:
+    """One helper process reading ``[start, end)`` of a log into its spool file."""
+
+    start: int
+    end: int
+    process: subprocess.Popen[bytes] | None
+    spool: IO[bytes]
+
+    @classmethod
+    def launch(cls, path: str, start: int, end: int, max_line_bytes: int) -> Helper:
+        """Start reading; a helper that cannot even start is read in-process later."""
+        spool = tempfile.TemporaryFile(prefix="specwatch-range-")  # noqa: SIM115 - see close()
+        argv = [sys.executable, "-m", "exporter.parse.ranges", path, str(start), str(end)]
+        argv.append(str(max_line_bytes))
+        try:
+            process = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=spool, stderr=subprocess.DEVNULL
+            )
+        except OSError:
+            process = None
+        return cls(start, end, process, spool)
+
+    def replay(self, sink: RecordSink) -> bool:
+        """Deliver the helper's sink calls to ``sink``, in order; False (and nothing
+        delivered) when it failed or overran its deadline."""
+        process = self.process
+        try:
+            if process is None or process.wait(self._deadline()) != 0:
+                return False
+        except subprocess.TimeoutExpired:
+            return False  # close() stops it
+        self.spool.seek(0)
+        for frame in _frames(self.spool):
+            _deliver(frame, sink)
+        return True
+
+    def close(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.spool.close()
+
+    def _deadline(self) -> float:
+        return max(HELPER_MIN_SECONDS, (self.end - self.start) / 1e6 * HELPER_SECONDS_PER_MB)
+
+
+def _frames(spool: IO[bytes]) -> Iterator[list[tuple[int, Any]]]:
+    while True:
+        try:
+            yield marshal.load(spool)
+        except EOFError:
+            return
+
+
+def _deliver(frame: list[tuple[int, Any]], sink: RecordSink) -> None:
+    on_record = sink.on_record
+    for kind, value in frame:
+        if kind == _RECORDS:
+            for record in map(record_from_row, value):
+                on_record(record)
+        elif kind == _LINES:
+            sink.on_lines(value)
+        elif kind == _EVENT:
+            sink.on_event(LogLine(*value))
+        elif kind == _UNRECOGNIZED:
+            sink.on_unrecognized(value)
+        else:
+            sink.on_skipped(value)
+
+
+class SpoolSink:
+    """The helper's ``RecordSink``: every call, in order, in marshal frames (plain values
+    only: marshal is the fastest way between two Pythons, and records are tuples). A run of
+    records is one entry, so the reader rebuilds them in C."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self._out = out
+        self._calls: list[tuple[int, Any]] = []
+        self._records: list[tuple[Any, ...]] | None = None
+        self._size = 0
+
+    def on_lines(self, count: int) -> None:
+        self._add((_LINES, count))
+
+    def on_record(self, record: StatsRecord) -> None:
+        if self._records is None:
+            self._records = []
+            self._calls.append((_RECORDS, self._records))
+        self._records.append((*record[:-1], dict(record.extra)))
+        self._grow()
+
+    def on_unrecognized(self, reason: str) -> None:
+        self._add((_UNRECOGNIZED, reason))
+
+    def on_skipped(self, reason: str) -> None:
+        self._add((_SKIPPED, reason))
+
+    def on_event(self, line: LogLine) -> None:
+        self._add((_EVENT, (line.time, line.dp_rank, line.tp_rank, line.message)))
+
+    def flush(self) -> None:
+        if self._calls:
+            marshal.dump(self._calls, self._out)
+        self._calls, self._records, self._size = [], None, 0
+
+    def _add(self, call: tuple[int, Any]) -> None:
+        self._records = None  # a record after this call starts a new run
+        self._calls.append(call)
+        self._grow()
+
+    def _grow(self) -> None:
+        self._size += 1
+        if self._size >= _FRAME_CALLS:
+            self.flush()
+
+
+def main(argv: list[str]) -> int:
+    """The helper: read ``PATH`` from ``START`` to ``END`` and spool the calls to stdout."""
+    from exporter.parse.reader import read_range  # the reader imports this module
+
+    path, start, end, max_line_bytes = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
+    sink = SpoolSink(sys.stdout.buffer)
+    read_range(path, start, end, sink, max_line_bytes)
+    sink.flush()
+    sys.stdout.buffer.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

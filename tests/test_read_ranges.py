@@ -1,0 +1,133 @@
+"""A big log read on several cores delivers exactly what one reader delivers.
+
+The reader cuts a plain SGLang log at line boundaries and replays helper processes' sink
+calls in order; a helper that fails or hangs has its range read in-process instead.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from exporter.engines.record import StatsRecord
+from exporter.engines.sglang import LogLine
+from exporter.parse import ranges
+from exporter.parse.reader import read_logs
+
+LOGS = Path(__file__).parent / "data" / "logs"
+MAX_LINE = 4096
+
+pytestmark = pytest.mark.e2e
+
+
+class RecordingSink:
+    """Records, events and drift in order, comparable; line counts summed and skips counted:
+    those come per batch, before the batch's records, and batches differ by ranges."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.lines = 0
+        self.skipped: Counter[str] = Counter()
+
+    def on_lines(self, count: int) -> None:
+        self.lines += count
+
+    def on_record(self, record: StatsRecord) -> None:
+        self.calls.append(repr(record))
+
+    def on_unrecognized(self, reason: str) -> None:
+        self.calls.append(f"unrecognized {reason}")
+
+    def on_skipped(self, reason: str) -> None:
+        self.skipped[reason] += 1
+
+    def on_event(self, line: LogLine) -> None:
+        self.calls.append(repr(line))
+
+
+@pytest.fixture
+def big_log(tmp_path: Path) -> Path:
+    """The held SGLang logs over and over (restarts, drift, all kinds of lines), with lines
+    too long for the cap, quoted stats text and no newline after the last line."""
+    held = b"".join(log.read_bytes() for log in sorted(LOGS.glob("*.log")))
+    extra = b"[2026-02-23 00:14:33] Receive: text='" + b"Decode batch, " * 400 + b"'\n"
+    path = tmp_path / "server.log"
+    path.write_bytes((held + extra) * 12 + b"[2026-02-23 00:14:40 TP0] Decode batch, accept len: 2")
+    return path
+
+
+def read(path: Path, split_above: int) -> RecordingSink:
+    sink = RecordingSink()
+    read_logs([str(path)], sink, max_line_bytes=MAX_LINE, split_above=split_above)
+    return sink
+
+
+def spy_on_replays(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    outcomes: list[bool] = []
+    replay = ranges.Helper.replay
+
+    def recorded(self: ranges.Helper, sink: Any) -> bool:
+        outcomes.append(replay(self, sink))
+        return outcomes[-1]
+
+    monkeypatch.setattr(ranges.Helper, "replay", recorded)
+    return outcomes
+
+
+def test_a_log_read_by_ranges_gives_every_call_of_one_reader_in_order(
+    big_log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ranges, "helpers_available", lambda: 2)
+    outcomes = spy_on_replays(monkeypatch)
+    by_ranges = read(big_log, split_above=0)
+    assert outcomes == [True, True]  # two helpers did read their ranges
+    alone = read(big_log, split_above=1 << 40)
+    assert by_ranges.calls == alone.calls
+    assert by_ranges.lines == alone.lines == big_log.read_bytes().count(b"\n") + 1 - 12
+    assert by_ranges.skipped == alone.skipped == {"too_long": 12}
+    assert alone.calls[-1].startswith("StatsRecord(kind='decode', time='2026-02-23T00:14:40'")
+
+
+def test_a_helper_that_cannot_run_has_its_range_read_in_process(
+    big_log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ranges, "helpers_available", lambda: 1)
+    outcomes = spy_on_replays(monkeypatch)
+    monkeypatch.setattr(sys, "executable", "/bin/false")
+    by_ranges = read(big_log, split_above=0)
+    assert outcomes == [False]
+    monkeypatch.undo()
+    assert by_ranges.calls == read(big_log, split_above=1 << 40).calls
+
+
+def test_a_helper_past_its_deadline_is_stopped_and_its_range_read_in_process(
+    big_log: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hang = tmp_path / "hang"
+    hang.write_text("#!/bin/sh\nexec sleep 60\n")
+    hang.chmod(0o755)
+    monkeypatch.setattr(ranges, "helpers_available", lambda: 1)
+    monkeypatch.setattr(ranges, "HELPER_MIN_SECONDS", 0.5)
+    monkeypatch.setattr(sys, "executable", str(hang))
+    outcomes = spy_on_replays(monkeypatch)
+    by_ranges = read(big_log, split_above=0)
+    assert outcomes == [False]
+    monkeypatch.undo()
+    assert by_ranges.calls == read(big_log, split_above=1 << 40).calls
+
+
+def test_compressed_and_small_logs_are_read_by_one_reader(
+    big_log: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gzip
+
+    zipped = tmp_path / "server.log.1.gz"
+    zipped.write_bytes(gzip.compress(big_log.read_bytes()))
+    outcomes = spy_on_replays(monkeypatch)
+    assert read(zipped, split_above=0).calls == read(big_log, split_above=1 << 40).calls
+    read(big_log, split_above=big_log.stat().st_size)
+    assert outcomes == []
