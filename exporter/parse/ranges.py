@@ -91,14 +91,19 @@ class Helper:
     spool: IO[bytes]
 
     @classmethod
-    def launch(cls, path: str, start: int, end: int, max_line_bytes: int) -> Helper:
-        """Start reading; a helper that cannot even start is read in-process later."""
+    def launch(cls, fd: int, start: int, end: int, max_line_bytes: int) -> Helper:
+        """Start reading the file open as ``fd`` (the same file, whatever happens to its name
+        meanwhile); a helper that cannot even start has its range read in-process later."""
         spool = tempfile.TemporaryFile(prefix="specwatch-range-")  # noqa: SIM115 - see close()
-        argv = [sys.executable, "-m", "exporter.parse.ranges", path, str(start), str(end)]
+        argv = [sys.executable, "-m", "exporter.parse.ranges", str(fd), str(start), str(end)]
         argv.append(str(max_line_bytes))
         try:
             process = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=spool, stderr=subprocess.DEVNULL
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=spool,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(fd,),
             )
         except OSError:
             process = None
@@ -199,12 +204,12 @@ class SpoolSink:
 
 
 def main(argv: list[str]) -> int:
-    """The helper: read ``PATH`` from ``START`` to ``END`` and spool the calls to stdout."""
+    """The helper: read descriptor ``FD`` from ``START`` to ``END``, spool the calls to stdout."""
     from exporter.parse.reader import read_range  # the reader imports this module
 
-    path, start, end, max_line_bytes = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
+    fd, start, end, max_line_bytes = (int(arg) for arg in argv)
     sink = SpoolSink(sys.stdout.buffer)
-    read_range(path, start, end, sink, max_line_bytes)
+    read_range(fd, start, end, sink, max_line_bytes)
     sink.flush()
     sys.stdout.buffer.flush()
     return 0

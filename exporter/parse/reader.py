@@ -109,12 +109,50 @@ def read_logs(
     processor.finish()
 
 
-def read_range(path: str, start: int, end: int, sink: RecordSink, max_line_bytes: int) -> None:
-    """Bytes ``[start, end)`` of a plain SGLang log (a helper's share, see :mod:`.ranges`)."""
+def read_range(fd: int, start: int, end: int, sink: RecordSink, max_line_bytes: int) -> None:
+    """Bytes ``[start, end)`` of the plain SGLang log open as ``fd`` (a helper's share, see
+    :mod:`.ranges`), by ``pread``: the descriptor's offset is shared with the reader."""
     processor = LineProcessor(sink, engine="sglang", envelope="plain")
-    with _open(path) as (stream, raw):
-        reader = _FileReader(path, stream, raw, processor, max_line_bytes)
-        reader.read_range(start, end)
+    file = PreadFile(fd)
+    _FileReader(f"descriptor {fd}", file, file, processor, max_line_bytes).read_range(start, end)
+
+
+class SeekableFile(Protocol):
+    """A plain file as the range reader uses it: a real file, or :class:`PreadFile`."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+    def seek(self, offset: int, /) -> int: ...
+
+    def tell(self) -> int: ...
+
+    def fileno(self) -> int: ...
+
+
+class PreadFile:
+    """Reads a descriptor by ``pread`` at an offset of its own, leaving the descriptor's
+    offset, which another process shares, where it is."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._offset = 0
+
+    def read(self, size: int = -1, /) -> bytes:
+        if size < 0:
+            size = max(0, os.fstat(self._fd).st_size - self._offset)
+        data = os.pread(self._fd, size, self._offset)
+        self._offset += len(data)
+        return data
+
+    def seek(self, offset: int, /) -> int:
+        self._offset = offset
+        return offset
+
+    def tell(self) -> int:
+        return self._offset
+
+    def fileno(self) -> int:
+        return self._fd
 
 
 class _FileReader:
@@ -124,7 +162,7 @@ class _FileReader:
         self,
         path: str,
         stream: Readable,
-        raw: BinaryIO | None,
+        raw: SeekableFile | None,
         processor: LineProcessor,
         max_line_bytes: int,
     ) -> None:
@@ -186,7 +224,8 @@ class _FileReader:
         if not cut:
             return
         helpers = [
-            ranges.Helper.launch(self._path, start, end, self._max_line_bytes) for start, end in cut
+            ranges.Helper.launch(file.fileno(), start, end, self._max_line_bytes)
+            for start, end in cut
         ]
         try:
             self.read_range(file.tell(), cut[0][0])
@@ -198,7 +237,7 @@ class _FileReader:
             for helper in helpers:
                 helper.close()
 
-    def _require_plain_file(self) -> BinaryIO:
+    def _require_plain_file(self) -> SeekableFile:
         if self._plain_file is None:
             raise ValueError(f"{self._path}: only a plain file can be read by ranges")
         return self._plain_file
