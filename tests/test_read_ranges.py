@@ -70,8 +70,8 @@ def spy_on_replays(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     outcomes: list[bool] = []
     replay = ranges.Helper.replay
 
-    def recorded(self: ranges.Helper, sink: Any) -> bool:
-        outcomes.append(replay(self, sink))
+    def recorded(self: ranges.Helper, sink: Any, stopping: Any) -> bool:
+        outcomes.append(replay(self, sink, stopping))
         return outcomes[-1]
 
     monkeypatch.setattr(ranges.Helper, "replay", recorded)

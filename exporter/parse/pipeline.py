@@ -95,6 +95,13 @@ class LineProcessor:
         """``plain``, ``cri`` or ``docker`` once the first line has told; None before."""
         return self._decoder.kind
 
+    @property
+    def cuttable(self) -> bool:
+        """Whether a part of this source can be read by another processor alone (see
+        ``parse.ranges``): SGLang lines in a plain envelope carry no state across lines that
+        a reader must have seen."""
+        return self.engine == "sglang" and self._decoder.kind == "plain"
+
     def finish(self) -> None:
         """The source has ended: deliver what a parser still holds (vLLM's last engine line)."""
         if self._vllm is not None:

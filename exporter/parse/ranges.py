@@ -21,7 +21,8 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import IO, Any
@@ -36,6 +37,7 @@ MAX_HELPERS = 3
 # A helper reads at least ~20 MB/s on a slow core; far past that it is stuck, not slow.
 HELPER_SECONDS_PER_MB = 0.5
 HELPER_MIN_SECONDS = 30.0
+WAIT_STEP = 0.1  # seconds between looks at whether the reader is stopping
 _FRAME_CALLS = 4096  # sink calls per spooled frame: bounded helper memory
 _BOUNDARY_SEARCH = 1 << 20
 
@@ -81,6 +83,41 @@ def _line_start_before(fd: int, size: int) -> int | None:
     return None if newline < 0 else offset + newline + 1
 
 
+def read_by_ranges(
+    fd: int,
+    position: int,
+    size: int,
+    sink: RecordSink,
+    max_line_bytes: int,
+    read_here: Callable[[int, int], None],
+    stopping: Callable[[], bool] = lambda: False,
+    split_above: int = SPLIT_ABOVE_BYTES,
+) -> int | None:
+    """Read ``[position, size)`` of the plain SGLang file ``fd`` with helpers for its far
+    part, or None when it is not worth cutting (small, one core, one enormous line).
+
+    ``read_here(start, end)`` reads a range in-process, through the caller's own splitter
+    and processor into ``sink``: the near part, and the range of a helper that failed.
+    Returns the offset reading goes on from (where a helper range stopped when ``stopping``).
+    """
+    count = helpers_available()
+    cut = plan(fd, position, size, count) if count and size - position > split_above else []
+    if not cut:
+        return None
+    helpers = [Helper.launch(fd, start, end, max_line_bytes) for start, end in cut]
+    try:
+        read_here(position, cut[0][0])
+        for helper in helpers:
+            if stopping():
+                return helper.start
+            if not helper.replay(sink, stopping):
+                read_here(helper.start, helper.end)
+        return cut[-1][1]
+    finally:
+        for helper in helpers:
+            helper.close()
+
+
 @dataclass
 class Helper:
     """One helper process reading ``[start, end)`` of a log into its spool file."""
@@ -109,15 +146,11 @@ class Helper:
             process = None
         return cls(start, end, process, spool)
 
-    def replay(self, sink: RecordSink) -> bool:
+    def replay(self, sink: RecordSink, stopping: Callable[[], bool] = lambda: False) -> bool:
         """Deliver the helper's sink calls to ``sink``, in order; False (and nothing
-        delivered) when it failed or overran its deadline."""
-        process = self.process
-        try:
-            if process is None or process.wait(self._deadline()) != 0:
-                return False
-        except subprocess.TimeoutExpired:
-            return False  # close() stops it
+        delivered) when it failed, overran its deadline, or ``stopping`` turned true."""
+        if not self._finished(stopping):
+            return False
         self.spool.seek(0)
         for frame in _frames(self.spool):
             _deliver(frame, sink)
@@ -129,7 +162,19 @@ class Helper:
             self.process.wait()
         self.spool.close()
 
-    def _deadline(self) -> float:
+    def _finished(self, stopping: Callable[[], bool]) -> bool:
+        """Whether the helper exited well, waiting in short steps so that a stop is heard."""
+        process = self.process
+        deadline = time.monotonic() + self._allowed_seconds()
+        while process is not None and not stopping():
+            try:
+                return process.wait(min(WAIT_STEP, max(0.0, deadline - time.monotonic()))) == 0
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= deadline:
+                    return False  # close() stops it
+        return False
+
+    def _allowed_seconds(self) -> float:
         return max(HELPER_MIN_SECONDS, (self.end - self.start) / 1e6 * HELPER_SECONDS_PER_MB)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import stat
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -178,8 +177,7 @@ class _FileReader:
     def read_all(self, split_above: int) -> None:
         """The whole file; its far part on other cores when it is big and plain enough."""
         self._step()  # the first chunk decides the engine and the envelope
-        if self._splittable(split_above):
-            self._read_with_helpers()
+        self._read_with_helpers(split_above)
         while self._step():
             pass
         last = self._splitter.flush()
@@ -207,35 +205,24 @@ class _FileReader:
             self.on_chunk()
         return True
 
-    def _splittable(self, split_above: int) -> bool:
-        file, processor = self._plain_file, self._processor
-        if file is None or processor.engine != "sglang" or processor.envelope != "plain":
-            return False
-        info = os.fstat(file.fileno())
-        return stat.S_ISREG(info.st_mode) and info.st_size - file.tell() > split_above
-
-    def _read_with_helpers(self) -> None:
+    def _read_with_helpers(self, split_above: int) -> None:
         """Read up to the first cut here while helpers read the rest; then replay their
-        calls, or read a failed helper's range here."""
-        file = self._require_plain_file()
-        count = ranges.helpers_available()
-        size = os.fstat(file.fileno()).st_size
-        cut = ranges.plan(file.fileno(), file.tell(), size, count) if count else []
-        if not cut:
+        calls (or read a failed helper's range here) and go on after the last."""
+        file = self._plain_file
+        if file is None or not self._processor.cuttable:
             return
-        helpers = [
-            ranges.Helper.launch(file.fileno(), start, end, self._max_line_bytes)
-            for start, end in cut
-        ]
-        try:
-            self.read_range(file.tell(), cut[0][0])
-            for helper in helpers:
-                if not helper.replay(self._processor.sink):
-                    self.read_range(helper.start, helper.end)
-                file.seek(helper.end)
-        finally:
-            for helper in helpers:
-                helper.close()
+        fd, position = file.fileno(), file.tell()
+        end = ranges.read_by_ranges(
+            fd,
+            position,
+            os.fstat(fd).st_size,
+            self._processor.sink,
+            self._max_line_bytes,
+            self.read_range,
+            split_above=split_above,
+        )
+        if end is not None:
+            file.seek(end)
 
     def _require_plain_file(self) -> SeekableFile:
         if self._plain_file is None:
