@@ -84,6 +84,7 @@ class Daemon:
                     observer=self._observer,
                     on_status=status,
                     missing_grace=self.config.log_missing_grace,
+                    backlog=feed.read_backlog,
                 )
 
     def _input_ended(self) -> None:

@@ -17,6 +17,12 @@ from exporter.engines.record import StatsRecord
 from exporter.engines.sglang import LogLine
 from exporter.parse import ranges
 from exporter.parse.reader import read_logs
+from exporter.sources.tail import FileTailer
+from exporter.sources.tail import file as tail_file
+from exporter.sources.tail.lines import CHUNK_BYTES
+from exporter.state.feed import LogFeed
+from exporter.state.target_state import TargetSnapshot, TargetState
+from tests.support.tailing import FAST
 
 LOGS = Path(__file__).parent / "data" / "logs"
 MAX_LINE = 4096
@@ -131,3 +137,42 @@ def test_compressed_and_small_logs_are_read_by_one_reader(
     assert read(zipped, split_above=0).calls == read(big_log, split_above=1 << 40).calls
     read(big_log, split_above=big_log.stat().st_size)
     assert outcomes == []
+
+
+def caught_up(log: Path, with_helpers: bool) -> tuple[TargetSnapshot, list[str]]:
+    """The daemon's state after catching up on ``log`` from its first byte, stepped."""
+    state = TargetState("node")
+    feed = LogFeed(state)
+    backlog = feed.read_backlog if with_helpers else None
+    tailer = FileTailer(
+        str(log), feed, from_beginning=True, max_line_bytes=MAX_LINE, backlog=backlog, **FAST
+    )
+    try:
+        previous = -1
+        while (lines := state.snapshot().log_lines) != previous:  # until a pass adds none
+            previous = lines
+            tailer.poll()
+    finally:
+        tailer.stop()
+    observed = state.evidence.observations(state.tracker.config, now=0.0)
+    return state.snapshot(), [repr(window) for window in observed.windows]
+
+
+def test_the_daemon_catching_up_by_ranges_ends_in_the_state_of_one_reader(
+    big_log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ranges, "helpers_available", lambda: 1)
+    monkeypatch.setattr(ranges, "SPLIT_ABOVE_BYTES", 0)
+    monkeypatch.setattr(tail_file, "PASS_BUDGET_BYTES", CHUNK_BYTES)  # the log is one budget
+    outcomes = spy_on_replays(monkeypatch)
+    by_ranges, by_ranges_evidence = caught_up(big_log, with_helpers=True)
+    assert outcomes == [True]
+    alone, alone_evidence = caught_up(big_log, with_helpers=False)
+    assert by_ranges_evidence == alone_evidence
+    for field in ("log_lines", "stats_lines", "unrecognized", "skipped", "decode_windows"):
+        assert getattr(by_ranges, field) == getattr(alone, field), field
+    assert by_ranges.accept_length_buckets == alone.accept_length_buckets
+    assert by_ranges.accept_length_sum == pytest.approx(alone.accept_length_sum)
+    assert {rank: w.record for rank, w in by_ranges.windows.items()} == {
+        rank: w.record for rank, w in alone.windows.items()
+    }

@@ -91,7 +91,7 @@ def read_by_ranges(
     max_line_bytes: int,
     read_here: Callable[[int, int], None],
     stopping: Callable[[], bool] = lambda: False,
-    split_above: int = SPLIT_ABOVE_BYTES,
+    split_above: int | None = None,
 ) -> int | None:
     """Read ``[position, size)`` of the plain SGLang file ``fd`` with helpers for its far
     part, or None when it is not worth cutting (small, one core, one enormous line).
@@ -101,16 +101,17 @@ def read_by_ranges(
     Returns the offset reading goes on from (where a helper range stopped when ``stopping``).
     """
     count = helpers_available()
-    cut = plan(fd, position, size, count) if count and size - position > split_above else []
+    above = SPLIT_ABOVE_BYTES if split_above is None else split_above
+    cut = plan(fd, position, size, count) if count and size - position > above else []
     if not cut:
         return None
     helpers = [Helper.launch(fd, start, end, max_line_bytes) for start, end in cut]
     try:
         read_here(position, cut[0][0])
         for helper in helpers:
-            if stopping():
-                return helper.start
             if not helper.replay(sink, stopping):
+                if stopping():  # the reader is going away; nothing after this is read
+                    return helper.start
                 read_here(helper.start, helper.end)
         return cut[-1][1]
     finally:
@@ -147,12 +148,14 @@ class Helper:
         return cls(start, end, process, spool)
 
     def replay(self, sink: RecordSink, stopping: Callable[[], bool] = lambda: False) -> bool:
-        """Deliver the helper's sink calls to ``sink``, in order; False (and nothing
-        delivered) when it failed, overran its deadline, or ``stopping`` turned true."""
+        """Deliver the helper's sink calls to ``sink``, in order; False when it failed or
+        overran its deadline (nothing delivered), or when ``stopping`` turned true."""
         if not self._finished(stopping):
             return False
         self.spool.seek(0)
         for frame in _frames(self.spool):
+            if stopping():
+                return False
             _deliver(frame, sink)
         return True
 

@@ -88,12 +88,13 @@ def read_logs(
     sink: RecordSink,
     progress: Progress | None = None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-    split_above: int = ranges.SPLIT_ABOVE_BYTES,
+    split_above: int | None = None,
 ) -> None:
     """Feed every line of ``paths`` (in order; ``-`` is stdin) through one ``sink``.
 
-    A plain SGLang file bigger than ``split_above`` bytes is read on several cores
-    (:mod:`.ranges`); the sink sees the same calls either way.
+    A plain SGLang file bigger than ``split_above`` bytes (default
+    ``ranges.SPLIT_ABOVE_BYTES``) is read on several cores (:mod:`.ranges`); the sink sees the
+    same calls either way.
     """
     processor = LineProcessor(sink)
     before = 0  # bytes of the files already read, for the progress bar
@@ -174,7 +175,7 @@ class _FileReader:
         self._splitter = LineSplitter(max_line_bytes)
         self.on_chunk: Callable[[], None] | None = None
 
-    def read_all(self, split_above: int) -> None:
+    def read_all(self, split_above: int | None) -> None:
         """The whole file; its far part on other cores when it is big and plain enough."""
         self._step()  # the first chunk decides the engine and the envelope
         self._read_with_helpers(split_above)
@@ -205,7 +206,7 @@ class _FileReader:
             self.on_chunk()
         return True
 
-    def _read_with_helpers(self, split_above: int) -> None:
+    def _read_with_helpers(self, split_above: int | None) -> None:
         """Read up to the first cut here while helpers read the rest; then replay their
         calls (or read a failed helper's range here) and go on after the last."""
         file = self._plain_file

@@ -7,8 +7,11 @@ each source keeps its own envelope detection and partial CRI joins.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from exporter.engines.record import StatsRecord
 from exporter.engines.sglang import LogLine
+from exporter.parse import ranges
 from exporter.parse.custom_rules import CustomRuleSet
 from exporter.parse.pipeline import LineProcessor
 from exporter.state.target_state import TargetState
@@ -79,6 +82,23 @@ class LogFeed:
         self._processor.process(lines)
         if self._custom_rules:
             self._custom_rules.feed_raw(lines)
+
+    def read_backlog(
+        self,
+        fd: int,
+        position: int,
+        size: int,
+        max_line_bytes: int,
+        read_here: Callable[[int, int], None],
+        stopping: Callable[[], bool],
+    ) -> int | None:
+        """Catching up on a long stretch of a plain SGLang log, helpers on the other cores read
+        its far part (``parse.ranges``; a ``BacklogReader``). Not with custom rules: they see
+        every raw line, which only this process has."""
+        if self._custom_rules or not self._processor.cuttable:
+            return None
+        sink = self._processor.sink
+        return ranges.read_by_ranges(fd, position, size, sink, max_line_bytes, read_here, stopping)
 
     def on_bootstrap(self, lines: list[bytes], mtime: float) -> None:
         bootstrap = LineProcessor(BootstrapSink(self._state, mtime), self._engine)

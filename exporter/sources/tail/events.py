@@ -6,6 +6,7 @@ behind them changed, so the consumer can reset per-file state and count what hap
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal, Protocol
 
 SkipReason = Literal["too_long", "partial_discarded"]
@@ -41,3 +42,20 @@ class TailEvents(Protocol):
 
     def on_read_error(self, reason: ReadErrorReason) -> None:
         """A filesystem call failed; the source retries on its next pass."""
+
+
+class BacklogReader(Protocol):
+    """The consumer's way through a long unread stretch of the followed file (catching up on
+    a big log): helper processes for its far part (``parse.ranges``), ``read_here(start,
+    end)`` for what it reads through the tailer as usual. Returns the offset the tailer goes
+    on from, or None to leave the stretch to the tailer."""
+
+    def __call__(
+        self,
+        fd: int,
+        position: int,
+        size: int,
+        max_line_bytes: int,
+        read_here: Callable[[int, int], None],
+        stopping: Callable[[], bool],
+    ) -> int | None: ...

@@ -25,6 +25,7 @@ Design (after mtail, Fluent Bit and Vector; see the module docs of ``exporter.so
 from __future__ import annotations
 
 import errno
+import functools
 import glob
 import logging
 import os
@@ -33,7 +34,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from exporter.sources.tail.events import ReadErrorReason, TailEvents
+from exporter.sources.tail.events import BacklogReader, ReadErrorReason, TailEvents
 from exporter.sources.tail.health import SourceHealth, SourceReason, StatusCallback
 from exporter.sources.tail.lines import CHUNK_BYTES, LineSplitter, Split
 from exporter.sources.tail.wakeup import WakeupObserver
@@ -102,6 +103,7 @@ class FileTailer:
         observer: WakeupObserver | None = None,
         on_status: StatusCallback | None = None,
         missing_grace: float = 60.0,
+        backlog: BacklogReader | None = None,
     ) -> None:
         self._pattern = pattern
         self._health = SourceHealth(pattern, on_status, missing_grace=missing_grace)
@@ -114,6 +116,7 @@ class FileTailer:
         self._rotate_wait = rotate_wait
         self._head_bytes = bootstrap_head_bytes
         self._tail_bytes = bootstrap_tail_bytes
+        self._backlog = backlog
         self._own_observer = observer is None
         self._observer = observer if observer is not None else WakeupObserver()
         self._current: _Stream | None = None
@@ -348,7 +351,9 @@ class FileTailer:
             stream.head = b""
             self._events.on_truncation()
             self._events.on_new_file()
-        read = self._read(stream, PASS_BUDGET_BYTES)
+        read = self._read_backlog(stream, st.st_size)
+        if read is None:
+            read = self._read(stream, PASS_BUDGET_BYTES)
         if len(stream.head) < FINGERPRINT_BYTES and stream.offset > len(stream.head):
             stream.head = os.pread(stream.fd, min(FINGERPRINT_BYTES, stream.offset), 0)
         return read
@@ -364,12 +369,36 @@ class FileTailer:
             return False
         return os.pread(stream.fd, len(stream.head), 0) != stream.head
 
-    def _read(self, stream: _Stream, budget: int) -> int:
-        """Read up to ``budget`` bytes in large chunks and deliver the complete lines."""
+    def _read_backlog(self, stream: _Stream, size: int) -> int | None:
+        """Bytes read of a long unread stretch the consumer took on, or None: read as usual."""
+        if self._backlog is None:
+            return None
+        start = stream.offset
+        read_here = functools.partial(self._read_between, stream)
+        end = self._backlog(
+            stream.fd, start, size, self._max_line_bytes, read_here, self._stopping.is_set
+        )
+        if end is None:
+            return None
+        stream.offset = end
+        return end - start
+
+    def _read_between(self, stream: _Stream, start: int, end: int) -> None:
+        stream.offset = start
+        stopping = self._stopping
+        while (
+            stream.offset < end and not stopping.is_set() and self._read(stream, CHUNK_BYTES, end)
+        ):
+            pass
+
+    def _read(self, stream: _Stream, budget: int, end: int | None = None) -> int:
+        """Read up to ``budget`` bytes (and not past ``end``) in large chunks and deliver the
+        complete lines."""
         total = 0
         while total < budget:
+            size = CHUNK_BYTES if end is None else min(CHUNK_BYTES, end - stream.offset)
             try:
-                chunk = os.pread(stream.fd, CHUNK_BYTES, stream.offset)
+                chunk = os.pread(stream.fd, size, stream.offset)
             except OSError as exc:
                 self._error(exc, "read")
                 break
