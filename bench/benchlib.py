@@ -5,6 +5,7 @@ Everything is measured from outside the daemon process, as an operator would see
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
@@ -66,8 +67,19 @@ def daemon(log: Path, *flags: str) -> Iterator[tuple[subprocess.Popen[bytes], in
 
 
 def cpu_seconds(pid: int) -> float:
+    """User + system CPU of ``pid`` and of the children it has waited for (range helpers)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+    return sum(int(field) for field in fields[11:15]) / CLK_TCK  # (c)utime + (c)stime
+
+
+def children_peak_kib(pid: int) -> int:
+    """The largest peak RSS among ``pid``'s running children (0 when it has none)."""
+    listed = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    peaks = [0]
+    for child in listed:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError, KeyError):  # it exited
+            peaks.append(memory_kib(int(child), "VmHWM"))
+    return max(peaks)
 
 
 def memory_kib(pid: int, key: str) -> int:

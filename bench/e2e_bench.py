@@ -30,7 +30,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from benchlib import SPECWATCH, cpu_seconds, daemon, fetch, free_port, memory_kib
+from benchlib import (
+    SPECWATCH,
+    children_peak_kib,
+    cpu_seconds,
+    daemon,
+    fetch,
+    free_port,
+    memory_kib,
+)
 from busy_log import write_busy_log
 
 HERE = Path(__file__).parent
@@ -72,17 +80,21 @@ def lines_total(port: int) -> float:
     return float(found.group(1)) if found else -1.0
 
 
-def catch_up(log: Path, lines: int, rss: list[int]) -> Timing:
-    """Launch to ``specwatch_log_lines_total == lines``; appends the peak RSS (KiB) to ``rss``."""
+def catch_up(log: Path, lines: int, rss: list[int], helper_rss: list[int]) -> Timing:
+    """Launch to ``specwatch_log_lines_total == lines``; appends the daemon's peak RSS (KiB)
+    to ``rss`` and its range helpers' largest to ``helper_rss``."""
     start = time.perf_counter()
+    helper_peak = 0
     with daemon(log, "--from-beginning") as (proc, port):
         while lines_total(port) < lines:
+            helper_peak = max(helper_peak, children_peak_kib(proc.pid))
             if time.perf_counter() - start > 1800:
                 raise SystemExit("catch-up did not finish in 30 minutes")
             time.sleep(0.05)
         wall = time.perf_counter() - start
         cpu = cpu_seconds(proc.pid)
         rss.append(memory_kib(proc.pid, "VmHWM"))
+        helper_rss.append(helper_peak)
     return wall, cpu
 
 
@@ -151,12 +163,13 @@ def main() -> None:
         size = log.stat().st_size
         print(f"log: {args.lines} lines ({decode} decode lines), {size / 1e6:.0f} MB, 8 DP ranks")
         rss: list[int] = []
+        helper_rss: list[int] = []
         best = best_of(
             args.repeat,
             {
                 "mtail": lambda: mtail(log),
                 "report": lambda: report(log),
-                "catch-up": lambda: catch_up(log, args.lines, rss),
+                "catch-up": lambda: catch_up(log, args.lines, rss, helper_rss),
                 "parse": lambda: parse(log),
             },
         )
@@ -169,6 +182,7 @@ def main() -> None:
                 f"| {cpu:.2f} | {base_cpu / cpu:.2f} |"
             )
         print(f"\ncatch-up peak RSS: {max(rss) / 1024:.1f} MiB (best run {min(rss) / 1024:.1f})")
+        print(f"range helpers' peak RSS: {max(helper_rss) / 1024:.1f} MiB each, at most")
         if not args.skip_live:
             per_million = live_cpu(log, folder, args.rate, args.live_seconds)
             print(f"live tailing at {args.rate} lines/s: {per_million:.2f} CPU s per 1M lines")
