@@ -11,16 +11,28 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from exporter.engines import sglang
 from exporter.engines.record import StatsRecord
 from exporter.engines.sglang import LogLine
+from exporter.parse import pipeline
 from exporter.parse.pipeline import LineProcessor
 from exporter.sources.tail.lines import LineSplitter
 
 LOGS = Path(__file__).parent / "data" / "logs"
+
+
+# The fixture below only sets a module constant: the same for every example.
+FIXTURE_PER_TEST = HealthCheck.function_scoped_fixture
+
+
+@pytest.fixture(autouse=True)
+def chunk_reader_for_every_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batches here are short; the chunk reader must read them too, to be held equal."""
+    monkeypatch.setattr(pipeline, "CHUNK_MIN_LINES", 1)
 
 
 class RecordingSink:
@@ -107,7 +119,9 @@ def layout_lines(draw: st.DrawFn) -> list[bytes]:
     return lines
 
 
-@settings(max_examples=300, deadline=None)
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.lists(layout_lines(), min_size=1, max_size=4), st.integers(1, 7))
 def test_every_line_reads_as_the_plain_field_by_field_reader_reads_it(
     groups: list[list[bytes]], batch_size: int
@@ -223,7 +237,9 @@ def busy_batch(draw: st.DrawFn) -> list[bytes]:
     return lines
 
 
-@settings(max_examples=300, deadline=None)
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.lists(busy_batch(), min_size=1, max_size=6))
 def test_whole_batches_read_in_one_pass_equal_the_plain_reader(batches: list[list[bytes]]) -> None:
     """Batches as the chunk reader sees them: both kinds interleaved, quoted stats text,

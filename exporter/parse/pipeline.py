@@ -29,6 +29,9 @@ from exporter.parse.envelopes import DEBRIS, EnvelopeDecoder, clean
 # only reach a marker much later ("Receive: obj=GenerateReqInput(text='..."), so they are
 # never mistaken for events.
 EVENT_MARKER_WINDOW = 20
+# Batches this long are read whole by the chunk reader; shorter ones (a live server's lines,
+# a few per wake-up) cost less line by line than the chunk reader's fixed cost per batch.
+CHUNK_MIN_LINES = 32
 
 
 class RecordSink(Protocol):
@@ -131,7 +134,7 @@ class LineProcessor:
             return
         # Terminal debris is rare, and the same scan spares cleaning each line of a tidy batch.
         tidy = not any(debris in blob for debris in DEBRIS)
-        if tidy and self._read_chunk(blob):
+        if tidy and len(lines) >= CHUNK_MIN_LINES and self._read_chunk(blob):
             return
         markers = tuple(marker for marker in _ALL_MARKERS if marker in blob)
         if not markers:
