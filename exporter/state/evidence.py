@@ -12,6 +12,7 @@ import threading
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
+from itertools import repeat
 from typing import Any
 
 from exporter.analysis.baseline import Baseline
@@ -50,25 +51,44 @@ class Evidence:
                 self._started_at = at
             self._outcomes.append(True)
             if record.kind == "decode":
-                self._windows.append(record)
-                self._add_load(record, at)
-                self._last_decode_at = at
-                self._silent_prefills = 0
+                self._add_decodes((record,), at)
             elif not _is_probe(record):
                 self._silent_prefills += 1
 
-    def _add_load(self, record: StatsRecord, at: float) -> None:
-        if record.dp_rank is not None:
-            moment = self._node.add(record.dp_rank, record, at)
-            if moment is None:
-                return
-            running, tput = moment.running, moment.throughput
-        elif speaks_for_node(record):
-            running, tput = record.running_requests, record.gen_throughput
-        else:
+    def add_records(self, records: Sequence[StatsRecord], at: float) -> None:
+        """Count recognised stats records seen together at ``at``, as ``add_record`` each.
+
+        One lock and C-speed passes per batch: the daemon hands over each read of its log.
+        """
+        if not records:
             return
-        if running and tput is not None:
-            self._loads.append((running, tput))
+        decodes = [record for record in records if record.kind == "decode"]
+        with self._lock:
+            if self._started_at is None:
+                self._started_at = at
+            self._outcomes.extend(repeat(True, len(records)))
+            if decodes:
+                self._add_decodes(decodes, at)
+            self._silent_prefills += _user_prefills_after_decodes(records)
+
+    def _add_decodes(self, decodes: Sequence[StatsRecord], at: float) -> None:
+        """Remember decode windows and the node loads they close, in order."""
+        self._windows.extend(decodes)
+        self._last_decode_at = at
+        self._silent_prefills = 0
+        add_to_node, loads = self._node.add, self._loads
+        for record in decodes:
+            if record.dp_rank is not None:
+                moment = add_to_node(record.dp_rank, record, at)
+                if moment is None:
+                    continue
+                running, tput = moment.running, moment.throughput
+            elif speaks_for_node(record):
+                running, tput = record.running_requests, record.gen_throughput
+            else:
+                continue
+            if running and tput is not None:
+                loads.append((running, tput))
 
     def recent_speedup(self, baseline: Baseline | None) -> float | None:
         """Mean node throughput over mean baseline of the recent windows, or ``None``.
@@ -117,6 +137,17 @@ def _with_draft_length(config: ServerConfig, windows: Sequence[DecodeSample]) ->
             drafted = len(window.accept_rate_by_position)
             return replace(config, num_steps=drafted, eagle_topk=1, num_draft_tokens=drafted + 1)
     return config
+
+
+def _user_prefills_after_decodes(records: Sequence[StatsRecord]) -> int:
+    """Prefills of user traffic after the last decode of ``records`` (all, without one)."""
+    count = 0
+    for record in reversed(records):
+        if record.kind == "decode":
+            break
+        if not _is_probe(record):
+            count += 1
+    return count
 
 
 def _is_probe(record: StatsRecord) -> bool:

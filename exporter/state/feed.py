@@ -18,26 +18,42 @@ from exporter.state.target_state import TargetState
 
 
 class StateSink:
-    """``RecordSink`` for live lines: everything is counted and becomes current."""
+    """``RecordSink`` for live lines: everything is counted and becomes current.
+
+    Records are held until ``flush`` (or the next call of any other kind, so the state still
+    sees every call in order) and then applied together: the state takes a batch for the
+    price of a few records, which is what lets the daemon catch up on a long log quickly.
+    """
 
     def __init__(self, state: TargetState) -> None:
         self.state = state
+        self._pending: list[StatsRecord] = []
 
     def on_lines(self, count: int) -> None:
+        self.flush()
         self.state.add_lines(count)
 
     def on_record(self, record: StatsRecord) -> None:
-        self.state.add_record(record)
+        self._pending.append(record)
 
     def on_unrecognized(self, reason: str) -> None:
+        self.flush()
         self.state.add_unrecognized()
 
     def on_skipped(self, reason: str) -> None:
+        self.flush()
         self.state.add_skipped(reason)
 
     def on_event(self, line: LogLine) -> None:
         """Startup and configuration lines; the findings engine consumes them."""
+        self.flush()
         self.state.add_event(line)
+
+    def flush(self) -> None:
+        """Apply the records held so far, as seen now; the source calls it after each read."""
+        if self._pending:
+            pending, self._pending = self._pending, []
+            self.state.add_records(pending)
 
 
 class BootstrapSink(StateSink):
@@ -79,7 +95,10 @@ class LogFeed:
         self._custom_rules = custom_rules
 
     def on_lines(self, lines: list[bytes]) -> None:
-        self._processor.process(lines)
+        try:
+            self._processor.process(lines)
+        finally:
+            self._sink.flush()  # whatever was read becomes current, even if a line raised
         if self._custom_rules:
             self._custom_rules.feed_raw(lines)
 
@@ -97,8 +116,12 @@ class LogFeed:
         every raw line, which only this process has."""
         if self._custom_rules or not self._processor.cuttable:
             return None
-        sink = self._processor.sink
-        return ranges.read_by_ranges(fd, position, size, sink, max_line_bytes, read_here, stopping)
+        try:
+            return ranges.read_by_ranges(
+                fd, position, size, self._sink, max_line_bytes, read_here, stopping
+            )
+        finally:
+            self._sink.flush()  # the last replayed records become current now, not next read
 
     def on_bootstrap(self, lines: list[bytes], mtime: float) -> None:
         bootstrap = LineProcessor(BootstrapSink(self._state, mtime), self._engine)

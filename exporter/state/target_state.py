@@ -8,9 +8,12 @@ concurrent scrapes run without blocking the tailer for long.
 from __future__ import annotations
 
 import bisect
+import functools
+import operator
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from exporter.engines.record import StatsRecord
@@ -101,16 +104,28 @@ class TargetState:
 
     def add_record(self, record: StatsRecord, observed_at: float | None = None) -> None:
         """Count a stats line and, for decode lines, make it the current window."""
+        self.add_records((record,), observed_at)
+
+    def add_records(self, records: Sequence[StatsRecord], observed_at: float | None = None) -> None:
+        """Count stats lines read together, exactly as ``add_record`` on each in turn would.
+
+        One clock read, one lock and a few C-speed passes per batch instead of a dozen calls
+        per line: a daemon catching up on a long log takes half a million records.
+        """
+        if not records:
+            return
         now = time.time() if observed_at is None else observed_at
-        self.evidence.add_record(record, now)
+        self.evidence.add_records(records, now)
+        decodes = [record for record in records if record.kind == "decode"]
         with self._lock:
-            self._stats_lines[record.kind] += 1
-            self._engine = record.engine
-            if record.kind == "decode":
-                self._count_window(record)
-                self._count_speculation(record)
-                if not self._set_window(record, now):
-                    self._skipped["too_many_ranks"] += 1
+            self._stats_lines.update([record.kind for record in records])
+            self._engine = records[-1].engine
+            if decodes:
+                self._count_windows(decodes)
+                self._count_speculation(decodes)
+                folded = self._set_windows(decodes, now)
+                if folded:
+                    self._skipped["too_many_ranks"] += folded
 
     def restore_window(self, record: StatsRecord, observed_at: float) -> None:
         """Adopt a window read back from an existing file at start, without counting it.
@@ -122,48 +137,65 @@ class TargetState:
         self.evidence.add_record(record, observed_at)
         with self._lock:
             self._engine = record.engine
-            self._set_window(record, observed_at)
+            self._set_windows((record,), observed_at)
 
-    def _set_window(self, record: StatsRecord, observed_at: float) -> bool:
-        """False when the record's DP rank is past the first ``max_dp_ranks``: it has no window."""
-        key = record.dp_rank
-        if key is None and record.tp_rank not in (None, 0):
-            return True  # every rank printing (all-schedulers mode): TP0 speaks for the group
-        if (
-            key not in self._windows
-            and key is not None
-            and len(self._windows) >= self._max_dp_ranks
-        ):
-            # Counted in the totals already; no series of its own (see README, series budget).
-            if len(self._folded) < MAX_FOLDED_DP_RANKS:
-                self._folded.add(key)
-            return False
-        current = self._windows.get(key)
-        if current is None or observed_at >= current.observed_at:
-            self._windows[key] = LatestDecode(record, observed_at)
-        if self._last_decode_at is None or observed_at > self._last_decode_at:
+    def _set_windows(self, decodes: Sequence[StatsRecord], observed_at: float) -> int:
+        """Make the newest decode of each rank its window; the number of decodes left without
+        one because their DP rank is past the first ``max_dp_ranks``.
+
+        All share ``observed_at``, so only each rank's last decode can become its window; ranks
+        are taken in the order they first appear, which decides who gets the last free slots.
+        """
+        # Every rank printing (all-schedulers mode): TP0 speaks for the group, others are left.
+        newest = {r.dp_rank: r for r in decodes if r.dp_rank is not None or r.tp_rank in (None, 0)}
+        folded = 0
+        placed = False
+        for key, record in newest.items():
+            if self._folds(key):
+                folded += sum(1 for r in decodes if r.dp_rank == key)
+                continue
+            placed = True
+            current = self._windows.get(key)
+            if current is None or observed_at >= current.observed_at:
+                self._windows[key] = LatestDecode(record, observed_at)
+        if placed and (self._last_decode_at is None or observed_at > self._last_decode_at):
             self._last_decode_at = observed_at
+        return folded
+
+    def _folds(self, key: int | None) -> bool:
+        """Whether a new DP rank finds every window taken: counted in the totals already, it gets
+        no series of its own (see README, series budget)."""
+        if key is None or key in self._windows or len(self._windows) < self._max_dp_ranks:
+            return False
+        if len(self._folded) < MAX_FOLDED_DP_RANKS:
+            self._folded.add(key)
         return True
 
-    def _count_window(self, record: StatsRecord) -> None:
-        if record.cuda_graph is not None:
-            self._decode_windows[record.cuda_graph] += 1
-        value = record.accept_length
-        if value is None:
+    def _count_windows(self, decodes: Sequence[StatsRecord]) -> None:
+        graphs = [record.cuda_graph for record in decodes]
+        self._decode_windows[True] += graphs.count(True)
+        self._decode_windows[False] += graphs.count(False)
+        values = [v for record in decodes if (v := record.accept_length) is not None]
+        if not values:
             return
-        self._accept_sum += value
-        self._accept_count += 1
-        if value <= ACCEPT_LENGTH_BUCKETS[-1]:  # false for NaN, as for any value above
-            self._buckets[bisect.bisect_left(ACCEPT_LENGTH_BUCKETS, value)] += 1
+        # Added one by one in order, as a float sum is order-sensitive (``sum`` may not be).
+        self._accept_sum = functools.reduce(operator.add, values, self._accept_sum)
+        self._accept_count += len(values)
+        # ``<=`` is false for NaN, as for any value above the last bound: no bucket.
+        ordered = sorted([v for v in values if v <= ACCEPT_LENGTH_BUCKETS[-1]])
+        below = 0  # values in the buckets before: bucket i holds bounds[i-1] < v <= bounds[i]
+        for index, bound in enumerate(ACCEPT_LENGTH_BUCKETS):
+            upto = bisect.bisect_right(ordered, bound, below)
+            self._buckets[index] += upto - below
+            below = upto
 
-    def _count_speculation(self, record: StatsRecord) -> None:
-        counts = record.draft_counts
-        if counts is None:
-            return
-        for name in SPECULATION_COUNTS:
-            value = getattr(counts, name)
-            if value is not None:
-                self._speculation[name] = self._speculation.get(name, 0) + value
+    def _count_speculation(self, decodes: Sequence[StatsRecord]) -> None:
+        counts = [c for record in decodes if (c := record.draft_counts) is not None]
+        for count in counts:  # one by one: the order names first appear is the export order
+            for name in SPECULATION_COUNTS:
+                value = getattr(count, name)
+                if value is not None:
+                    self._speculation[name] = self._speculation.get(name, 0) + value
 
     def add_unrecognized(self) -> None:
         self.evidence.add_unrecognized()

@@ -1,0 +1,189 @@
+"""The state takes a read of the log as one batch, and ends exactly where it would have ended
+taking its records one at a time: counters, histogram, windows, folded ranks and evidence.
+
+The daemon hands each read to ``TargetState.add_records`` (through ``StateSink``) so that
+catching up on a long log costs a few passes per read rather than a dozen calls per line; these
+properties are what make that safe.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+from unittest import mock
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from exporter.analysis.baseline import Baseline
+from exporter.engines.record import DraftCounts, StatsRecord
+from exporter.engines.server_config import ServerConfig
+from exporter.engines.sglang import LogLine
+from exporter.state.evidence import Evidence
+from exporter.state.feed import LogFeed, StateSink
+from exporter.state.target_state import ACCEPT_LENGTH_BUCKETS, TargetState
+from tests.support.loglines import decode_line
+from tests.support.metrics import T0
+
+BASELINE = Baseline(((1.0, 50.0), (64.0, 900.0)), "test")
+
+
+def as_record(fields: dict[str, Any]) -> StatsRecord:
+    return StatsRecord(**fields)
+
+
+ACCEPT_LENGTHS = st.one_of(
+    st.none(),
+    st.sampled_from([*ACCEPT_LENGTH_BUCKETS, math.nan, math.inf, -math.inf, 0.0, 8.01]),
+    st.floats(min_value=0.5, max_value=9.0),
+)
+DRAFT_COUNTS = st.one_of(
+    st.none(),
+    st.builds(
+        DraftCounts,
+        draft_tokens=st.integers(0, 40),
+        accepted_tokens=st.integers(0, 40),
+        drafts=st.one_of(st.none(), st.integers(0, 10)),
+    ),
+)
+RECORDS = st.fixed_dictionaries(
+    {
+        "kind": st.sampled_from(["decode", "decode", "prefill"]),
+        "engine": st.sampled_from(["sglang", "vllm"]),
+        "dp_rank": st.one_of(st.none(), st.integers(0, 6)),
+        "tp_rank": st.one_of(st.none(), st.integers(0, 2)),
+        "running_requests": st.one_of(st.none(), st.integers(0, 64)),
+        "accept_length": ACCEPT_LENGTHS,
+        "cuda_graph": st.one_of(st.none(), st.booleans()),
+        "gen_throughput": st.one_of(st.none(), st.floats(0.0, 5000.0)),
+        "new_tokens": st.one_of(st.none(), st.integers(0, 3)),
+        "draft_counts": DRAFT_COUNTS,
+    }
+).map(as_record)
+# Batches with the time they are applied at: not always increasing, as a window restored from
+# a file's mtime can be newer than the lines read after it.
+BATCH = st.tuples(st.lists(RECORDS, max_size=12), st.floats(T0 - 5, T0 + 5))
+BATCHES = st.lists(BATCH, max_size=8)
+
+
+def seen(state: TargetState) -> str:
+    """Everything a scrape or a finding can observe of ``state`` (``repr``: NaN equals NaN)."""
+    return repr((state.snapshot(), evidence_seen(state.evidence)))
+
+
+def evidence_seen(evidence: Evidence) -> str:
+    observations = evidence.observations(ServerConfig(), T0 + 30)
+    return repr((observations, evidence.recent_speedup(BASELINE)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    batches=BATCHES,
+    max_dp_ranks=st.integers(1, 4),
+    restored=st.lists(RECORDS, max_size=3),
+)
+def test_a_batch_leaves_the_state_as_its_records_added_one_by_one(
+    batches: list[tuple[list[StatsRecord], float]],
+    max_dp_ranks: int,
+    restored: list[StatsRecord],
+) -> None:
+    with mock.patch("time.time", return_value=T0):  # when their evidence starts
+        batched = TargetState("t", max_dp_ranks)
+        single = TargetState("t", max_dp_ranks)
+    for state in (batched, single):
+        for record in restored:
+            state.restore_window(record, T0 + 1)
+    for records, at in batches:
+        batched.add_records(records, at)
+        for record in records:
+            single.add_record(record, at)
+        assert seen(batched) == seen(single)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    batches=st.lists(st.tuples(BATCH, st.booleans()), max_size=8),
+    max_windows=st.integers(1, 3),
+)
+def test_evidence_of_a_batch_equals_its_records_added_one_by_one(
+    batches: list[tuple[tuple[list[StatsRecord], float], bool]], max_windows: int
+) -> None:
+    """A small memory, so that windows, loads and outcomes are pushed out mid-batch."""
+    batched, single = Evidence(max_windows=max_windows), Evidence(max_windows=max_windows)
+    for (records, at), unrecognized in batches:
+        batched.add_records(records, at)
+        for record in records:
+            single.add_record(record, at)
+        if unrecognized:
+            batched.add_unrecognized()
+            single.add_unrecognized()
+        assert evidence_seen(batched) == evidence_seen(single)
+
+
+RESTART = LogLine(None, None, None, "server_args=ServerArgs(speculative_algorithm='EAGLE3')")
+CALLS = st.lists(
+    st.one_of(
+        # A record up to 150 times: enough to push older outcomes out of the evidence, where
+        # their order shows.
+        st.tuples(st.just("record"), st.tuples(RECORDS, st.integers(1, 150))),
+        st.tuples(st.just("lines"), st.integers(1, 50)),
+        st.tuples(st.just("unrecognized"), st.just("drift")),
+        st.tuples(st.just("skipped"), st.just("invalid_utf8")),
+        st.tuples(st.just("event"), st.just(RESTART)),
+    ),
+    max_size=40,
+)
+
+
+def apply(state: TargetState, call: str, value: Any) -> None:
+    """What the sink's ``on_<call>(value)`` comes to, one call at a time."""
+    if call == "lines":
+        state.add_lines(value)
+    elif call == "unrecognized":
+        state.add_unrecognized()
+    elif call == "skipped":
+        state.add_skipped(value)
+    else:
+        state.add_event(value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(calls=CALLS)
+def test_the_sink_applies_held_records_before_anything_else_reaches_the_state(
+    calls: list[tuple[str, Any]],
+) -> None:
+    """Drift and restarts land between the records they came between: a restart starts the
+    findings evidence afresh, and the last 200 outcomes decide the drift share."""
+    with mock.patch("time.time", return_value=T0):
+        held, direct = TargetState("t"), TargetState("t")
+        sink = StateSink(held)
+        for call, value in calls:
+            if call == "record":
+                record, times = value
+                for _ in range(times):
+                    sink.on_record(record)
+                    direct.add_record(record)
+            else:
+                getattr(sink, f"on_{call}")(value)
+                apply(direct, call, value)
+        sink.flush()
+        assert seen(held) == seen(direct)
+
+
+def test_a_feed_makes_the_records_of_a_read_current_when_the_read_is_done() -> None:
+    state = TargetState("t")
+    LogFeed(state).on_lines([decode_line(accept_len=2.5).encode()] * 3)
+    snapshot = state.snapshot()
+    assert snapshot.stats_lines["decode"] == 3
+    assert snapshot.windows[None].record.accept_length == 2.5
+
+
+def test_a_decode_of_a_tp_rank_past_0_neither_shows_nor_refreshes_the_last_decode() -> None:
+    """With every scheduler printing, TP0 speaks for its group; the others only count."""
+    state = TargetState("t")
+    state.add_record(StatsRecord("decode", accept_length=2.0, tp_rank=0), T0)
+    state.add_records([StatsRecord("decode", accept_length=3.0, tp_rank=1)], T0 + 1)
+    snapshot = state.snapshot()
+    assert snapshot.windows[None].record.accept_length == 2.0
+    assert snapshot.last_decode_at == T0
+    assert snapshot.stats_lines["decode"] == 2
