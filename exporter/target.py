@@ -43,7 +43,8 @@ class Target:
             )
         return cls(
             config=config,
-            state=TargetState(config.name, max_dp_ranks),
+            # Without a baseline nothing asks for the node loads a speedup is measured on.
+            state=TargetState(config.name, max_dp_ranks, node_loads=baseline is not None),
             baseline=baseline,
             draft=from_draft_config(config.draft_config) if config.draft_config else ServerConfig(),
             upstream=_scraper(config),

@@ -31,8 +31,14 @@ class Evidence:
     any one clock: wall clock in the daemon, log timestamps offline.
     """
 
-    def __init__(self, started_at: float | None = None, max_windows: int = 20) -> None:
+    def __init__(
+        self, started_at: float | None = None, max_windows: int = 20, node_loads: bool = True
+    ) -> None:
+        """``node_loads=False`` for a reader that never asks for :meth:`recent_speedup` (a
+        target without a baseline): folding DP ranks into node moments is then skipped, and it
+        is the largest part of a decode record's cost."""
         self._lock = threading.Lock()
+        self._node_loads = node_loads
         # Records, not DecodeSamples: most are pushed out unseen, so they are converted only when
         # observed (per-record cost matters when a long log is caught up, see bench/).
         self._windows: deque[StatsRecord] = deque(maxlen=max_windows)
@@ -76,6 +82,8 @@ class Evidence:
         self._windows.extend(decodes)
         self._last_decode_at = at
         self._silent_prefills = 0
+        if not self._node_loads:
+            return
         add_to_node, loads = self._node.add, self._loads
         for record in decodes:
             if record.dp_rank is not None:

@@ -72,7 +72,11 @@ class TargetSnapshot:
 class TargetState:
     """Mutable state of one watched server; every method is thread-safe."""
 
-    def __init__(self, name: str, max_dp_ranks: int = DEFAULT_MAX_DP_RANKS) -> None:
+    def __init__(
+        self, name: str, max_dp_ranks: int = DEFAULT_MAX_DP_RANKS, node_loads: bool = True
+    ) -> None:
+        """``node_loads``: whether the evidence keeps the node loads that
+        ``Evidence.recent_speedup`` compares with a baseline (not needed without one)."""
         self.name = name
         self._lock = threading.Lock()
         self._windows: dict[int | None, LatestDecode] = {}
@@ -93,9 +97,10 @@ class TargetState:
         self._speculation: dict[str, int] = {}
         self._engine: str | None = None
         self._log_sources: dict[str, str] = {}
+        self._node_loads = node_loads
         # Configuration from startup lines and recent windows for findings; both thread-safe.
         self.tracker = RunTracker()
-        self.evidence = Evidence(started_at=time.time())
+        self.evidence = self._new_evidence()
 
     # --- log events -------------------------------------------------------------------------
     def add_lines(self, count: int) -> None:
@@ -209,7 +214,10 @@ class TargetState:
         server, so the findings evidence starts afresh.
         """
         if self.tracker.observe(line):
-            self.evidence = Evidence(started_at=time.time())
+            self.evidence = self._new_evidence()
+
+    def _new_evidence(self) -> Evidence:
+        return Evidence(started_at=time.time(), node_loads=self._node_loads)
 
     def add_skipped(self, reason: str) -> None:
         with self._lock:

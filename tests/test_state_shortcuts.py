@@ -1,9 +1,10 @@
-"""The state takes a read of the log as one batch, and ends exactly where it would have ended
-taking its records one at a time: counters, histogram, windows, folded ranks and evidence.
+"""The daemon's state takes shortcuts so that a record stays cheap when a long log is caught
+up, and each leaves everything a scrape or a finding can observe exactly as before.
 
-The daemon hands each read to ``TargetState.add_records`` (through ``StateSink``) so that
-catching up on a long log costs a few passes per read rather than a dozen calls per line; these
-properties are what make that safe.
+- A read of the log is one batch (``TargetState.add_records``, through ``StateSink``): it ends
+  where taking its records one at a time would have ended, counters, histogram, windows,
+  folded ranks and evidence alike.
+- A target without a baseline keeps no node loads, which only a speedup is measured on.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from exporter.analysis.baseline import Baseline
+from exporter.config import BaselineConfig, TargetConfig
 from exporter.engines.record import DraftCounts, StatsRecord
 from exporter.engines.server_config import ServerConfig
 from exporter.engines.sglang import LogLine
 from exporter.state.evidence import Evidence
 from exporter.state.feed import LogFeed, StateSink
 from exporter.state.target_state import ACCEPT_LENGTH_BUCKETS, TargetState
+from exporter.target import Target
 from tests.support.loglines import decode_line
 from tests.support.metrics import T0
 
@@ -187,3 +190,36 @@ def test_a_decode_of_a_tp_rank_past_0_neither_shows_nor_refreshes_the_last_decod
     assert snapshot.windows[None].record.accept_length == 2.0
     assert snapshot.last_decode_at == T0
     assert snapshot.stats_lines["decode"] == 2
+
+
+@settings(max_examples=100, deadline=None)
+@given(batches=BATCHES)
+def test_without_a_baseline_node_loads_are_skipped_and_nothing_observable_changes(
+    batches: list[tuple[list[StatsRecord], float]],
+) -> None:
+    with mock.patch("time.time", return_value=T0):
+        full, lean = TargetState("t"), TargetState("t", node_loads=False)
+    for records, at in batches:
+        full.add_records(records, at)
+        lean.add_records(records, at)
+    for state in (full, lean):
+        assert state.evidence.recent_speedup(None) is None
+    assert repr(full.snapshot()) == repr(lean.snapshot())
+    assert evidence_seen(lean.evidence).endswith(", None)")  # no speedup, as no loads
+    observations = [s.evidence.observations(ServerConfig(), T0 + 30) for s in (full, lean)]
+    assert repr(observations[0]) == repr(observations[1])
+
+
+def test_only_a_target_with_a_baseline_keeps_the_node_loads_of_its_speedup() -> None:
+    measured = Target.from_config(TargetConfig(baseline=BaselineConfig(tok_s=500)))
+    plain = Target.from_config(TargetConfig())
+    ranks = [
+        StatsRecord("decode", dp_rank=rank, running_requests=8, gen_throughput=400.0)
+        for rank in (0, 1)
+    ]
+    for target in (measured, plain):
+        for _ in range(3):  # a rank logging again closes the node's moment: 16 running, 800 tok/s
+            target.state.add_records(ranks, T0)
+    assert measured.baseline is not None
+    assert measured.state.evidence.recent_speedup(measured.baseline) == 1.6
+    assert plain.state.evidence.recent_speedup(BASELINE) is None
