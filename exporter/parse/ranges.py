@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import marshal
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -42,6 +43,7 @@ HELPER_MIN_SECONDS = 30.0
 WAIT_STEP = 0.1  # seconds between looks at whether the reader is stopping
 _FRAME_CALLS = 4096  # sink calls per spooled frame: bounded helper memory
 _BOUNDARY_SEARCH = 1 << 20
+_LENGTH = struct.Struct("<Q")  # before each spooled frame
 
 # Spooled sink calls: (kind, value); a run of records is one call with a list of them.
 _LINES, _RECORDS, _EVENT, _UNRECOGNIZED, _SKIPPED = range(5)
@@ -184,11 +186,11 @@ class Helper:
 
 
 def _frames(spool: IO[bytes]) -> Iterator[list[tuple[int, Any]]]:
-    while True:
-        try:
-            yield marshal.load(spool)
-        except EOFError:
-            return
+    """The spooled frames: each a length, then its marshal bytes. ``marshal.load`` on a file
+    reads it a few bytes per call, some 25 times slower than ``loads`` on the frame."""
+    while len(header := spool.read(_LENGTH.size)) == _LENGTH.size:
+        (length,) = _LENGTH.unpack(header)
+        yield marshal.loads(spool.read(length))
 
 
 def _deliver(frame: list[tuple[int, Any]], sink: RecordSink) -> None:
@@ -239,7 +241,8 @@ class SpoolSink:
 
     def flush(self) -> None:
         if self._calls:
-            marshal.dump(self._calls, self._out)
+            frame = marshal.dumps(self._calls)
+            self._out.write(_LENGTH.pack(len(frame)) + frame)
         self._calls, self._records, self._size = [], None, 0
 
     def _add(self, call: tuple[int, Any]) -> None:
