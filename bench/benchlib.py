@@ -73,8 +73,10 @@ def cpu_seconds(pid: int) -> float:
 
 
 def children_peak_kib(pid: int) -> int:
-    """The largest peak RSS among ``pid``'s running children (0 when it has none)."""
-    listed = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    """The largest peak RSS among ``pid``'s running children (0 when it has none), whichever
+    of its threads started them."""
+    tasks = Path(f"/proc/{pid}/task").glob("*/children")
+    listed = [child for task in tasks for child in task.read_text().split()]
     peaks = [0]
     for child in listed:
         with contextlib.suppress(FileNotFoundError, ProcessLookupError, KeyError):  # it exited
