@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+from unittest.mock import patch
+
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from exporter.analysis.baseline import Baseline
-from exporter.engines.record import StatsRecord
+from exporter.engines.record import DraftCounts, StatsRecord, logged_seconds
+from exporter.engines.server_config import ServerConfig
+from exporter.report import builder as builder_module
 from exporter.report.builder import ReportBuilder
 from exporter.report.series import Downsampler
+from exporter.state.evidence import Evidence
 
 
 def decode(
@@ -145,3 +152,53 @@ def test_downsampler_stays_bounded_when_breaks_crowd_it() -> None:
     points = series.points()
     assert len(points) <= 10
     assert (points[0].time, points[-1].end) == (0.0, 99_900.0)  # every window still plotted
+
+
+def _record(**fields: Any) -> StatsRecord:
+    return StatsRecord(
+        **fields
+    )  # only these fields: the others stay unset, as most logs leave them
+
+
+_RECORD = st.builds(
+    _record,
+    kind=st.sampled_from(["decode", "decode", "prefill"]),
+    time=st.one_of(
+        st.none(),
+        st.just("garbled"),
+        st.integers(0, 90).map(lambda s: f"2026-02-23T10:00:{s % 60:02d}"),
+    ),
+    dp_rank=st.one_of(st.none(), st.integers(0, 2)),
+    running_requests=st.integers(0, 10**6),  # tells one window from another
+    new_tokens=st.one_of(st.none(), st.integers(0, 3)),  # 0 and 1: health probes
+    accept_length=st.one_of(st.none(), st.just(2.5)),
+    draft_counts=st.one_of(
+        st.none(),
+        st.none(),
+        st.none(),
+        st.integers(1, 4).map(lambda k: DraftCounts(k, k, 1, (0.5,) * k)),
+    ),
+)
+# Long streams too: the evidence keeps 20 decode windows, batches run to 48 records.
+_RECORDS = st.integers(0, 150).flatmap(lambda n: st.lists(_RECORD, min_size=n, max_size=n))
+
+
+@settings(max_examples=400)
+@given(_RECORDS, st.sampled_from([1, 5, 24, 32, 48]))
+def test_report_evidence_is_what_a_record_by_record_feed_gives(
+    records: list[StatsRecord], batch: int
+) -> None:
+    # The builder hands its evidence only the records that can still matter, a batch at a time;
+    # it counts the lines itself, so the evidence's counts of outcomes are no part of this.
+    reference = Evidence()
+    builder = ReportBuilder()
+    with patch.object(builder_module, "EVIDENCE_BATCH", batch):
+        for record in records:
+            builder.on_record(record)
+            at = logged_seconds(record.time)
+            reference.add_record(record, at if at is not None else 0.0)
+    config, now = ServerConfig(), builder.last_time or 0.0
+    seen = builder._run.evidence.observations(config, now)
+    expected = reference.observations(config, now)
+    assert replace(seen, stats_lines=0) == replace(expected, stats_lines=0)
+    assert builder.observations(config).stats_lines == len(records)

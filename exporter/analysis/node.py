@@ -30,20 +30,33 @@ class Moment(NamedTuple):
 
 def node_totals(records: Iterable[StatsRecord]) -> tuple[float | None, int | None]:
     """Throughput and running requests summed over ranks; ``None`` where any rank lacks it."""
+    moment = _summed(None, records)
+    return moment.throughput, moment.running
+
+
+def _summed(at: float | None, records: Iterable[StatsRecord]) -> Moment:
+    """The moment ``at`` of the ranks' ``records``: sums, ``None`` where any rank lacks one, and
+    the mean accept length over the ranks that logged one. One pass: a report takes a moment
+    every few lines of a busy log."""
     tput: float | None = 0.0
     running: int | None = 0
+    queued: int | None = 0
+    lengths: list[float] = []
     count = 0
     for record in records:
         count += 1
-        tput = (
-            None if tput is None or record.gen_throughput is None else tput + record.gen_throughput
-        )
-        running = (
-            None
-            if running is None or record.running_requests is None
-            else running + record.running_requests
-        )
-    return (tput, running) if count else (None, None)
+        value = record.gen_throughput
+        tput = None if tput is None or value is None else tput + value
+        requests = record.running_requests
+        running = None if running is None or requests is None else running + requests
+        waiting = record.queued_requests
+        queued = None if queued is None or waiting is None else queued + waiting
+        if record.accept_length is not None:
+            lengths.append(record.accept_length)
+    if not count:
+        return Moment(at, None, None, None, None)
+    accept = sum(lengths) / len(lengths) if lengths else None
+    return Moment(at, accept, running, tput, queued)
 
 
 def speaks_for_node(record: StatsRecord) -> bool:
@@ -67,36 +80,31 @@ class NodeMoments:
     def __init__(self, stale_after: float = STALE_AFTER) -> None:
         self._stale_after = stale_after
         self._newest: dict[int, tuple[float | None, StatsRecord]] = {}
-        self._round: set[int] = set()
+        # This round's lines, joining ``_newest`` when it closes: one dict store per line.
+        self._round: dict[int, tuple[float | None, StatsRecord]] = {}
 
     def add(self, rank: int, record: StatsRecord, at: float | None) -> Moment | None:
         """Take one rank's line; the moment it closed, if any."""
-        closed = None
-        if rank in self._round:
-            closed = self._moment()
-            self._round.clear()
-        self._round.add(rank)
-        self._newest[rank] = (at, record)
+        round_ = self._round
+        closed = self._moment() if rank in round_ else None
+        round_[rank] = (at, record)
         return closed
 
     def flush(self) -> Moment | None:
         """The moment still open (at the end of a log or a run), then forget every rank."""
         moment = self._moment() if self._round else None
-        self._round.clear()
         self._newest.clear()
         return moment
 
     def _moment(self) -> Moment:
-        times = [at for at, _ in self._newest.values() if at is not None]
-        now = max(times) if times else None
-        records = [
-            record
-            for at, record in self._newest.values()
-            if now is None or at is None or now - at <= self._stale_after
-        ]
-        tput, running = node_totals(records)
-        queued = [r.queued_requests for r in records]
-        total_queued = None if None in queued else sum(q for q in queued if q is not None)
-        lengths = [r.accept_length for r in records if r.accept_length is not None]
-        accept = sum(lengths) / len(lengths) if lengths else None
-        return Moment(now, accept, running, tput, total_queued)
+        """The moment of the round so far, which it closes."""
+        self._newest.update(self._round)
+        self._round.clear()
+        newest = self._newest.values()
+        times = [at for at, _ in newest if at is not None]
+        if not times:
+            return _summed(None, [record for _, record in newest])
+        now = max(times)
+        stale_after = self._stale_after
+        fresh = [record for at, record in newest if at is None or now - at <= stale_after]
+        return _summed(now, fresh)

@@ -14,17 +14,19 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter, deque
+from collections.abc import Mapping
 from dataclasses import replace
 
 from exporter.analysis.baseline import Baseline
 from exporter.analysis.breakeven import Assessment, advise
 from exporter.analysis.findings import DecodeSample, Observations, evaluate
-from exporter.analysis.node import Moment, NodeMoments, speaks_for_node
+from exporter.analysis.node import NodeMoments, speaks_for_node
 from exporter.analysis.thresholds import DEFAULT, Thresholds
 from exporter.analysis.verdicts import RunFigures, Verdict, implausible, judge
 from exporter.engines.record import StatsRecord, logged_seconds
 from exporter.engines.server_config import ServerConfig
 from exporter.engines.sglang import LogLine
+from exporter.report.reservoir import Reservoir
 from exporter.report.series import Downsampler
 from exporter.report.summary import AcceptStats, BandStats, Report, RunSummary
 from exporter.state.evidence import Evidence
@@ -40,6 +42,8 @@ BANDS: tuple[tuple[str, int, int | None], ...] = (
 )
 SERIES_FIELDS = ("accept_length", "gen_throughput", "baseline", "running", "queued")
 FINDINGS_SAMPLE = 2000
+RECENT_WINDOWS = 20  # decode windows the findings' evidence keeps, as the daemon's
+EVIDENCE_BATCH = 4096  # records a run holds before handing the evidence those that matter
 MAX_RUNS = 100  # a crash-looping server restarts thousands of times; the newest runs tell
 
 
@@ -50,13 +54,13 @@ class _BandAccumulator:
         self.windows = 0
         self.throughput_sum = 0.0
         self.baseline_sum = 0.0
-        self.running: Counter[int] = Counter()
+        self.running: dict[int, int] = {}  # windows by running requests (a dict is cheaper)
 
     def add(self, running: int, throughput: float, baseline: float | None) -> None:
         self.windows += 1
         self.throughput_sum += throughput
         self.baseline_sum += baseline or 0.0
-        self.running[running] += 1
+        self.running[running] = self.running.get(running, 0) + 1
 
     def result(self, label: str, has_baseline: bool) -> BandStats:
         return BandStats(
@@ -79,41 +83,54 @@ class _Run:
         self.started_at = started_at
         self.first_time: float | None = None
         self.last_time: float | None = None
-        self.evidence = Evidence()
-        self.sample: list[DecodeSample] = []
+        self.sample = Reservoir[DecodeSample](FINDINGS_SAMPLE, random.Random(0))
         self.windows = 0
-        self.stats_lines = 0
         self.unrecognized = 0
         self.accept_sum = 0.0
         self.accept_count = 0
         self.bands = [_BandAccumulator() for _ in BANDS]
-        self._random = random.Random(0)
+        # Records not yet handed to the evidence: see ``evidence``.
+        self.unfed: list[StatsRecord] = []
+        self._batched = 0  # records of the batches already handed over
+        self._evidence = Evidence(max_windows=RECENT_WINDOWS, node_loads=False)
 
-    def add_record(self, record: StatsRecord, at: float | None) -> None:
-        self.stats_lines += 1
-        self.evidence.add_record(record, at if at is not None else 0.0)
-        if at is not None:
-            if self.first_time is None:
-                self.first_time = at
-            self.last_time = at
+    @property
+    def stats_lines(self) -> int:
+        return self._batched + len(self.unfed) + self.unrecognized
 
     def add_unrecognized(self) -> None:
-        self.stats_lines += 1
         self.unrecognized += 1
-        self.evidence.add_unrecognized()
+        self._evidence.add_unrecognized()
 
-    def add_decode(self, record: StatsRecord) -> None:
-        """Reservoir sampling: every window has the same chance to inform the findings."""
-        self.windows += 1
-        if record.accept_length is not None:
-            self.accept_sum += record.accept_length
-            self.accept_count += 1
-        if len(self.sample) < FINDINGS_SAMPLE:
-            self.sample.append(DecodeSample.from_record(record))
+    @property
+    def evidence(self) -> Evidence:
+        """The run's evidence, as if it had been handed every record so far."""
+        self.feed_evidence()
+        return self._evidence
+
+    def feed_evidence(self) -> None:
+        """Hand the evidence the unfed records that can still matter, and forget them all.
+
+        Evidence keeps the run's first time, its last ``RECENT_WINDOWS`` decode windows and what
+        follows the newest (the silent prefills); a report reads nothing else of it (it counts
+        the lines itself and keeps no recent loads). So of each batch only the first record of
+        the run and the records from the ``RECENT_WINDOWS``-th decode from the end on can
+        change what is read: the others would be pushed out or reset by those.
+        """
+        unfed = self.unfed
+        if not unfed:
             return
-        slot = self._random.randrange(self.windows)
-        if slot < FINDINGS_SAMPLE:
-            self.sample[slot] = DecodeSample.from_record(record)
+        start = _recent_start(unfed)
+        if not self._batched and start:
+            self._add_evidence(unfed[0])
+        for record in unfed[start:]:
+            self._add_evidence(record)
+        self._batched += len(unfed)
+        unfed.clear()
+
+    def _add_evidence(self, record: StatsRecord) -> None:
+        at = logged_seconds(record.time)
+        self._evidence.add_record(record, at if at is not None else 0.0)
 
     @property
     def accept_length(self) -> float | None:
@@ -179,8 +196,10 @@ class ReportBuilder:
         self.skipped: Counter[str] = Counter()
         self.first_time: float | None = None
         self.last_time: float | None = None
-        self._accept_hundredths: Counter[int] = Counter()
-        self._graph = Counter[bool]()
+        # Plain dict and counts, not Counters: a Counter's item costs twice a dict's.
+        self._accept_hundredths: dict[int, int] = {}
+        self._graph_on = 0  # decode windows that ran a CUDA graph
+        self._graph_off = 0
         self._bands = [_BandAccumulator() for _ in BANDS]
         self._overall = _BandAccumulator()
         self._dp_ranks: set[int] = set()
@@ -189,18 +208,25 @@ class ReportBuilder:
         self._run = _Run()
         self._done: deque[RunSummary] = deque(maxlen=MAX_RUNS)
         self._node = NodeMoments()
-        self._last_time_text: str | None = None
-        self._last_at = 0.0
+        # The last record's time as logged and in seconds: prefill and decode lines, and the
+        # DP ranks' lines, mostly share a second, so most records skip reading their time.
+        self._time_text: str | None = None
+        self._at: float | None = None
 
     # RecordSink -------------------------------------------------------------------------
     def on_lines(self, count: int) -> None:
         self.lines += count
 
     def on_record(self, record: StatsRecord) -> None:
-        at = self._place(record.time)
-        self._run.add_record(record, at)
+        time = record.time
+        at = self._at if time == self._time_text else self._place(time)
+        run = self._run
+        unfed = run.unfed
+        unfed.append(record)
+        if len(unfed) >= EVIDENCE_BATCH:
+            run.feed_evidence()
         if record.kind == "decode":
-            self._add_decode(record, at)
+            self._add_decode(record, at, run)
         else:
             self.prefill_windows += 1
 
@@ -215,37 +241,47 @@ class ReportBuilder:
         if self._runs.observe(line):
             self._close_run()
             self._run = _Run(logged_seconds(line.time))
+            self._time_text = self._at = None  # the new run's first and last time are unset
             self._series.restart(self._run.started_at)
 
     # Folding ------------------------------------------------------------------------------
     def _place(self, time: str | None) -> float | None:
-        """Seconds of a record's time, also kept as the log's first and last time seen."""
-        if time is None:
-            return None
-        at: float | None = self._last_at
-        if time != self._last_time_text:  # prefill and decode lines often share a second
-            at = logged_seconds(time)
-            if at is None:
-                return None
-            self._last_time_text, self._last_at = time, at
-        if self.first_time is None:
-            self.first_time = at
-        self.last_time = at
+        """Seconds of a record's time, remembered with its text, and kept as the log's and the
+        run's first and last time seen."""
+        at = logged_seconds(time)
+        self._time_text, self._at = time, at
+        if at is not None:
+            if self.first_time is None:
+                self.first_time = at
+            self.last_time = at
+            run = self._run
+            if run.first_time is None:
+                run.first_time = at
+            run.last_time = at
         return at
 
-    def _add_decode(self, record: StatsRecord, at: float | None) -> None:
+    def _add_decode(self, record: StatsRecord, at: float | None, run: _Run) -> None:
         self.decode_windows += 1
-        if record.accept_length is not None:
-            self._accept_hundredths[round(record.accept_length * 100)] += 1
-        if record.cuda_graph is not None:
-            self._graph[record.cuda_graph] += 1
-        self._run.add_decode(record)
+        run.windows += 1
+        accept = record.accept_length
+        if accept is not None:
+            hundredths = round(accept * 100)
+            self._accept_hundredths[hundredths] = self._accept_hundredths.get(hundredths, 0) + 1
+            run.accept_sum += accept
+            run.accept_count += 1
+        graph = record.cuda_graph
+        if graph:
+            self._graph_on += 1
+        elif graph is not None:
+            self._graph_off += 1
+        if run.windows == run.sample.due:  # every window has the same chance to be judged
+            run.sample.keep(DecodeSample.from_record(record))
         rank = record.dp_rank
         if rank is None:
             if speaks_for_node(record):
                 self._add_moment(
                     at,
-                    record.accept_length,
+                    accept,
                     record.running_requests,
                     record.gen_throughput,
                     record.queued_requests,
@@ -254,16 +290,13 @@ class ReportBuilder:
         self._dp_ranks.add(rank)
         moment = self._node.add(rank, record, at)
         if moment is not None:
-            self._add_node_moment(moment)
-
-    def _add_node_moment(self, moment: Moment) -> None:
-        self._add_moment(*moment)
+            self._add_moment(*moment)
 
     def _flush_node(self) -> None:
         """The DP ranks' open moment belongs to the run that logged it."""
         moment = self._node.flush()
         if moment is not None:
-            self._add_node_moment(moment)
+            self._add_moment(*moment)
 
     def _add_moment(
         self,
@@ -281,8 +314,7 @@ class ReportBuilder:
             self._bands[index].add(running, tput, base)
             self._run.bands[index].add(running, tput, base)
         if at is not None:
-            values = (accept_length, tput, base, running, queued)
-            self._series.add(at, tuple(None if v is None else float(v) for v in values))
+            self._series.add(at, (accept_length, tput, base, running, queued))
 
     def _close_run(self) -> None:
         """The run so far is over (a restart, or the end of the log); judge it."""
@@ -309,7 +341,7 @@ class ReportBuilder:
         run = self._run
         return replace(
             run.evidence.observations(config, self.last_time or 0.0),
-            windows=tuple(run.sample),
+            windows=tuple(run.sample.items),
             stats_lines=run.stats_lines,
             unrecognized_lines=run.unrecognized,
             speedup=self.advice_speedup(),
@@ -345,7 +377,7 @@ class ReportBuilder:
             last_time=self.last_time,
             dp_ranks=len(self._dp_ranks),
             accept=_accept_stats(self._accept_hundredths, self.thresholds),
-            cuda_graph_share=_share(self._graph),
+            cuda_graph_share=_share(self._graph_on, self._graph_off),
             bands=bands,
             overall=overall,
             baseline=self.baseline.describe() if self.baseline else None,
@@ -361,14 +393,41 @@ class ReportBuilder:
         )
 
 
+def _recent_start(unfed: list[StatsRecord]) -> int:
+    """Where the last ``RECENT_WINDOWS`` decode windows of ``unfed`` begin (0 if fewer)."""
+    decodes = 0
+    for index in range(len(unfed) - 1, -1, -1):
+        if unfed[index].kind == "decode":
+            decodes += 1
+            if decodes == RECENT_WINDOWS:
+                return index
+    return 0
+
+
+def _band_table() -> dict[int, int]:
+    """The band index of every running count below the open-ended top band's lowest."""
+    return {
+        running: index
+        for index, (_, low, high) in enumerate(BANDS)
+        if high is not None
+        for running in range(low, high + 1)
+    }
+
+
+_BAND_OF = _band_table()
+
+
 def _band_index(running: int) -> int:
-    for index, (_, low, high) in enumerate(BANDS):
-        if running >= low and (high is None or running <= high):
-            return index
+    """The band of ``running`` requests: a look-up, as every node moment asks."""
+    index = _BAND_OF.get(running)
+    if index is not None:
+        return index
+    if running >= BANDS[-1][1]:
+        return len(BANDS) - 1
     raise ValueError(f"no band for {running} running requests")
 
 
-def _accept_stats(hundredths: Counter[int], thresholds: Thresholds) -> AcceptStats | None:
+def _accept_stats(hundredths: Mapping[int, int], thresholds: Thresholds) -> AcceptStats | None:
     total = sum(hundredths.values())
     if not total:
         return None
@@ -384,7 +443,7 @@ def _accept_stats(hundredths: Counter[int], thresholds: Thresholds) -> AcceptSta
     )
 
 
-def _quantile(counts: Counter[int], q: float) -> int:
+def _quantile(counts: Mapping[int, int], q: float) -> int:
     """Nearest-rank quantile of a histogram: the smallest value with ``q`` of the mass at or
     below it."""
     total = sum(counts.values())
@@ -397,6 +456,5 @@ def _quantile(counts: Counter[int], q: float) -> int:
     return max(counts)
 
 
-def _share(counts: Counter[bool]) -> float | None:
-    total = counts[True] + counts[False]
-    return counts[True] / total if total else None
+def _share(on: int, off: int) -> float | None:
+    return on / (on + off) if on + off else None

@@ -33,11 +33,13 @@ class _Bucket:
 
     def add(self, time: float, values: tuple[float | None, ...]) -> None:
         self.windows += 1
-        self.end = max(self.end, time)
+        if time > self.end:
+            self.end = time
+        sums, counts = self.sums, self.counts  # a report adds a window every few lines
         for i, value in enumerate(values):
             if value is not None:
-                self.sums[i] += value
-                self.counts[i] += 1
+                sums[i] += value
+                counts[i] += 1
 
     def absorb(self, other: _Bucket) -> None:
         self.windows += other.windows
