@@ -73,12 +73,14 @@ def read(path: Path, split_above: int) -> RecordingSink:
 
 
 def spy_on_replays(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each helper's replay delivered its whole range."""
     outcomes: list[bool] = []
     replay = ranges.Helper.replay
 
-    def recorded(self: ranges.Helper, sink: Any, stopping: Any) -> bool:
-        outcomes.append(replay(self, sink, stopping))
-        return outcomes[-1]
+    def recorded(self: ranges.Helper, sink: Any, stopping: Any) -> int:
+        done = replay(self, sink, stopping)
+        outcomes.append(done == self.end)
+        return done
 
     monkeypatch.setattr(ranges.Helper, "replay", recorded)
     return outcomes
@@ -108,6 +110,27 @@ def test_a_helper_that_cannot_run_has_its_range_read_in_process(
     assert outcomes == [False]
     monkeypatch.undo()
     assert by_ranges.calls == read(big_log, split_above=1 << 40).calls
+
+
+def test_a_helper_that_stops_halfway_has_the_rest_of_its_range_read_in_process(
+    big_log: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its whole frames are taken; reading resumes at the first line they did not deliver."""
+    halfway = tmp_path / "halfway"
+    halfway.write_text(
+        "#!/bin/sh\n"  # -m exporter.parse.ranges FD START END MAX: END moved to mid-range
+        f'exec {sys.executable} "$1" "$2" "$3" "$4" $(( ($4 + $5) / 2 )) "$6"\n'
+    )
+    halfway.chmod(0o755)
+    monkeypatch.setattr(ranges, "helpers_available", lambda: 1)
+    monkeypatch.setattr(sys, "executable", str(halfway))
+    outcomes = spy_on_replays(monkeypatch)
+    by_ranges = read(big_log, split_above=0)
+    assert outcomes == [False]
+    monkeypatch.undo()
+    alone = read(big_log, split_above=1 << 40)
+    assert by_ranges.calls == alone.calls
+    assert by_ranges.lines == alone.lines
 
 
 def test_a_helper_past_its_deadline_is_stopped_and_its_range_read_in_process(

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import IO, Any
@@ -35,13 +35,12 @@ from exporter.parse.pipeline import RecordSink
 SPLIT_ABOVE_BYTES = 32 << 20  # smaller logs take about a second: not worth a process
 # Of the bytes after the first chunk. The reader also replays the helpers' calls (about 0.4
 # of parsing them) and folds every record into its sink, so its share of the parsing is small.
-READER_SHARE = 0.25
+READER_SHARE = 0.35
 MAX_HELPERS = 3
 # A helper reads at least ~20 MB/s on a slow core; far past that it is stuck, not slow.
 HELPER_SECONDS_PER_MB = 0.5
 HELPER_MIN_SECONDS = 30.0
-WAIT_STEP = 0.1  # seconds between looks at whether the reader is stopping
-_FRAME_CALLS = 4096  # sink calls per spooled frame: bounded helper memory
+SPOOL_POLL = 0.005  # seconds between looks for a helper's next frame
 _BOUNDARY_SEARCH = 1 << 20
 _LENGTH = struct.Struct("<Q")  # before each spooled frame
 
@@ -113,10 +112,11 @@ def read_by_ranges(
     try:
         read_here(position, cut[0][0])
         for helper in helpers:
-            if not helper.replay(sink, stopping):
+            done = helper.replay(sink, stopping)
+            if done < helper.end:
                 if stopping():  # the reader is going away; nothing after this is read
-                    return helper.start
-                read_here(helper.start, helper.end)
+                    return done
+                read_here(done, helper.end)  # it failed: the rest of its range is read here
         return cut[-1][1]
     finally:
         for helper in helpers:
@@ -151,17 +151,22 @@ class Helper:
             process = None
         return cls(start, end, process, spool)
 
-    def replay(self, sink: RecordSink, stopping: Callable[[], bool] = lambda: False) -> bool:
-        """Deliver the helper's sink calls to ``sink``, in order; False when it failed or
-        overran its deadline (nothing delivered), or when ``stopping`` turned true."""
-        if not self._finished(stopping):
-            return False
-        self.spool.seek(0)
-        for frame in _frames(self.spool):
-            if stopping():
-                return False
-            _deliver(frame, sink)
-        return True
+    def replay(self, sink: RecordSink, stopping: Callable[[], bool] = lambda: False) -> int:
+        """Deliver the helper's calls to ``sink`` in order, as it spools them; returns the
+        offset up to which the lines are delivered: its end when it read its whole range,
+        less when it failed, overran its deadline, or ``stopping`` turned true."""
+        done, exited = self.start, False
+        deadline = time.monotonic() + self._allowed_seconds()
+        frames = _SpoolReader(self.spool)
+        while True:
+            while (frame := frames.next()) is not None and not stopping():
+                done, calls = frame
+                _deliver(calls, sink)
+            if exited or self.process is None or stopping() or time.monotonic() > deadline:
+                return done  # below its end when it failed: the caller reads the rest
+            exited = self.process.poll() is not None  # then take what it wrote, once more
+            if not exited:
+                time.sleep(SPOOL_POLL)
 
     def close(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -169,28 +174,31 @@ class Helper:
             self.process.wait()
         self.spool.close()
 
-    def _finished(self, stopping: Callable[[], bool]) -> bool:
-        """Whether the helper exited well, waiting in short steps so that a stop is heard."""
-        process = self.process
-        deadline = time.monotonic() + self._allowed_seconds()
-        while process is not None and not stopping():
-            try:
-                return process.wait(min(WAIT_STEP, max(0.0, deadline - time.monotonic()))) == 0
-            except subprocess.TimeoutExpired:
-                if time.monotonic() >= deadline:
-                    return False  # close() stops it
-        return False
-
     def _allowed_seconds(self) -> float:
         return max(HELPER_MIN_SECONDS, (self.end - self.start) / 1e6 * HELPER_SECONDS_PER_MB)
 
 
-def _frames(spool: IO[bytes]) -> Iterator[list[tuple[int, Any]]]:
-    """The spooled frames: each a length, then its marshal bytes. ``marshal.load`` on a file
-    reads it a few bytes per call, some 25 times slower than ``loads`` on the frame."""
-    while len(header := spool.read(_LENGTH.size)) == _LENGTH.size:
+class _SpoolReader:
+    """The frames of a spool file still being written: each a length, its resume offset and
+    calls in marshal bytes; read by ``pread``, since the writer shares the file offset.
+    (``marshal.load`` on a file reads a few bytes per call, some 25 times slower.)"""
+
+    def __init__(self, spool: IO[bytes]) -> None:
+        self._fd = spool.fileno()
+        self._position = 0
+
+    def next(self) -> tuple[int, list[tuple[int, Any]]] | None:
+        """The next whole frame, or None while it is not all written."""
+        header = os.pread(self._fd, _LENGTH.size, self._position)
+        if len(header) < _LENGTH.size:
+            return None
         (length,) = _LENGTH.unpack(header)
-        yield marshal.loads(spool.read(length))
+        body = os.pread(self._fd, length, self._position + _LENGTH.size)
+        if len(body) < length:
+            return None
+        self._position += _LENGTH.size + length
+        resume, calls = marshal.loads(body)
+        return resume, calls
 
 
 def _deliver(frame: list[tuple[int, Any]], sink: RecordSink) -> None:
@@ -217,8 +225,7 @@ class SpoolSink:
     def __init__(self, out: IO[bytes]) -> None:
         self._out = out
         self._calls: list[tuple[int, Any]] = []
-        self._records: list[tuple[Any, ...]] | None = None
-        self._size = 0
+        self._records: list[StatsRecord] | None = None
 
     def on_lines(self, count: int) -> None:
         self._add((_LINES, count))
@@ -227,8 +234,9 @@ class SpoolSink:
         if self._records is None:
             self._records = []
             self._calls.append((_RECORDS, self._records))
-        self._records.append((*record[:-1], dict(record.extra)))
-        self._grow()
+        if type(record.extra) is not dict:  # the shared empty default: marshal wants a dict
+            record = record._replace(extra=dict(record.extra))
+        self._records.append(record)
 
     def on_unrecognized(self, reason: str) -> None:
         self._add((_UNRECOGNIZED, reason))
@@ -239,21 +247,20 @@ class SpoolSink:
     def on_event(self, line: LogLine) -> None:
         self._add((_EVENT, (line.time, line.dp_rank, line.tp_rank, line.message)))
 
-    def flush(self) -> None:
-        if self._calls:
-            frame = marshal.dumps(self._calls)
-            self._out.write(_LENGTH.pack(len(frame)) + frame)
-        self._calls, self._records, self._size = [], None, 0
+    def flush(self, resume: int) -> None:
+        """Write the calls so far as one frame, with the offset reading could resume from."""
+        calls = [
+            (kind, list(map(tuple, value)) if kind == _RECORDS else value)
+            for kind, value in self._calls
+        ]
+        frame = marshal.dumps((resume, calls))
+        self._out.write(_LENGTH.pack(len(frame)) + frame)
+        self._out.flush()  # the reader takes frames while this helper goes on
+        self._calls, self._records = [], None
 
     def _add(self, call: tuple[int, Any]) -> None:
         self._records = None  # a record after this call starts a new run
         self._calls.append(call)
-        self._grow()
-
-    def _grow(self) -> None:
-        self._size += 1
-        if self._size >= _FRAME_CALLS:
-            self.flush()
 
 
 def main(argv: list[str]) -> int:
@@ -262,9 +269,7 @@ def main(argv: list[str]) -> int:
 
     fd, start, end, max_line_bytes = (int(arg) for arg in argv)
     sink = SpoolSink(sys.stdout.buffer)
-    read_range(fd, start, end, sink, max_line_bytes)
-    sink.flush()
-    sys.stdout.buffer.flush()
+    read_range(fd, start, end, sink, max_line_bytes, on_line_start=sink.flush)
     return 0
 
 

@@ -109,12 +109,31 @@ def read_logs(
     processor.finish()
 
 
-def read_range(fd: int, start: int, end: int, sink: RecordSink, max_line_bytes: int) -> None:
+def read_range(
+    fd: int,
+    start: int,
+    end: int,
+    sink: RecordSink,
+    max_line_bytes: int,
+    on_line_start: Callable[[int], None],
+) -> None:
     """Bytes ``[start, end)`` of the plain SGLang log open as ``fd`` (a helper's share, see
-    :mod:`.ranges`), by ``pread``: the descriptor's offset is shared with the reader."""
+    :mod:`.ranges`), by ``pread``: the descriptor's offset is shared with the reader.
+
+    ``on_line_start(offset)`` follows each chunk, with the offset of the first line not yet
+    delivered whole: reading could start again there.
+    """
     processor = LineProcessor(sink, engine="sglang", envelope="plain")
     file = PreadFile(fd)
-    _FileReader(f"descriptor {fd}", file, file, processor, max_line_bytes).read_range(start, end)
+    reader = _FileReader(f"descriptor {fd}", file, file, processor, max_line_bytes)
+    splitter = reader.splitter
+
+    def at_line_start() -> None:
+        if not splitter.skipping:
+            on_line_start(file.tell() - splitter.pending)
+
+    reader.on_chunk = at_line_start
+    reader.read_range(start, end)
 
 
 class SeekableFile(Protocol):
@@ -172,7 +191,7 @@ class _FileReader:
         self._plain_file = raw if raw is stream else None
         self._processor = processor
         self._max_line_bytes = max_line_bytes
-        self._splitter = LineSplitter(max_line_bytes)
+        self.splitter = LineSplitter(max_line_bytes)
         self.on_chunk: Callable[[], None] | None = None
 
     def read_all(self, split_above: int | None) -> None:
@@ -181,7 +200,7 @@ class _FileReader:
         self._read_with_helpers(split_above)
         while self._step():
             pass
-        last = self._splitter.flush()
+        last = self.splitter.flush()
         if last:
             self._processor.process([last])
 
@@ -197,7 +216,7 @@ class _FileReader:
         chunk = _read(self._stream, size, self._path)
         if not chunk:
             return False
-        split = self._splitter.feed(chunk)
+        split = self.splitter.feed(chunk)
         for _ in range(split.too_long):
             self._processor.sink.on_skipped("too_long")
         if split.lines:

@@ -46,6 +46,11 @@ class LineSplitter:
         """Bytes held for the unterminated last line (never more than ``max_line_bytes``)."""
         return len(self._partial)
 
+    @property
+    def skipping(self) -> bool:
+        """Whether a line over the cap is being dropped up to its newline."""
+        return self._skipping
+
     def feed(self, chunk: bytes) -> Split:
         """Split ``chunk``, joining it to the held fragment; keeps the new trailing fragment."""
         out = Split()
