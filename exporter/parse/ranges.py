@@ -33,8 +33,9 @@ from exporter.engines.sglang import LogLine
 from exporter.parse.pipeline import RecordSink
 
 SPLIT_ABOVE_BYTES = 32 << 20  # smaller logs take about a second: not worth a process
-# Of the bytes after the first chunk. The reader also replays the helpers' calls (about 0.4
-# of parsing them) and folds every record into its sink, so its share of the parsing is small.
+# The reader's share of the bytes still to read, by default. It also replays the helpers'
+# calls (about a fifth of parsing them) and folds every record into its sink, so it parses
+# less than a helper; a sink that folds a record cheaply can take a larger share.
 READER_SHARE = 0.35
 MAX_HELPERS = 3
 # A helper reads at least ~20 MB/s on a slow core; far past that it is stuck, not slow.
@@ -57,13 +58,15 @@ def helpers_available() -> int:
     return max(0, min(cores - 1, MAX_HELPERS))
 
 
-def plan(fd: int, start: int, size: int, helpers: int) -> list[tuple[int, int]]:
+def plan(
+    fd: int, start: int, size: int, helpers: int, reader_share: float = READER_SHARE
+) -> list[tuple[int, int]]:
     """The helpers' ranges of ``[start, size)``, each starting and ending just after a
     newline; the reader reads from ``start`` to the first, and whatever follows the last.
 
     Empty when no line boundary is found near a wanted cut (one enormous line).
     """
-    reader_end = start + int((size - start) * READER_SHARE)
+    reader_end = start + int((size - start) * reader_share)
     share = (size - reader_end) / helpers
     wanted = [reader_end + int(i * share) for i in range(helpers)]
     cuts = [_line_start_after(fd, offset, size) for offset in wanted]
@@ -95,6 +98,7 @@ def read_by_ranges(
     read_here: Callable[[int, int], None],
     stopping: Callable[[], bool] = lambda: False,
     split_above: int | None = None,
+    reader_share: float = READER_SHARE,
 ) -> int | None:
     """Read ``[position, size)`` of the plain SGLang file ``fd`` with helpers for its far
     part, or None when it is not worth cutting (small, one core, one enormous line).
@@ -105,7 +109,8 @@ def read_by_ranges(
     """
     count = helpers_available()
     above = SPLIT_ABOVE_BYTES if split_above is None else split_above
-    cut = plan(fd, position, size, count) if count and size - position > above else []
+    worth_it = count and size - position > above
+    cut = plan(fd, position, size, count, reader_share) if worth_it else []
     if not cut:
         return None
     helpers = [Helper.launch(fd, start, end, max_line_bytes) for start, end in cut]
