@@ -75,8 +75,10 @@ def cpu_seconds(pid: int) -> float:
 def children_peak_kib(pid: int) -> int:
     """The largest peak RSS among ``pid``'s running children (0 when it has none), whichever
     of its threads started them."""
-    tasks = Path(f"/proc/{pid}/task").glob("*/children")
-    listed = [child for task in tasks for child in task.read_text().split()]
+    listed: list[str] = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # the thread ended
+            listed += task.read_text().split()
     peaks = [0]
     for child in listed:
         with contextlib.suppress(FileNotFoundError, ProcessLookupError, KeyError):  # it exited
