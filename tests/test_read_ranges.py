@@ -100,30 +100,28 @@ def test_a_log_read_by_ranges_gives_every_call_of_one_reader_in_order(
     assert alone.calls[-1].startswith("StatsRecord(kind='decode', time='2026-02-23T00:14:40'")
 
 
-def test_a_helper_that_cannot_run_has_its_range_read_in_process(
-    big_log: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(ranges, "helpers_available", lambda: 1)
-    outcomes = spy_on_replays(monkeypatch)
-    monkeypatch.setattr(sys, "executable", "/bin/false")
-    by_ranges = read(big_log, split_above=0)
-    assert outcomes == [False]
-    monkeypatch.undo()
-    assert by_ranges.calls == read(big_log, split_above=1 << 40).calls
+# Commands standing in for the helper's Python: the same arguments, other endings.
+FAILING_HELPERS = {
+    "cannot_run": "exec false\n",
+    # -m exporter.parse.ranges FD START END MAX, with END moved to the middle of the range
+    "stops_halfway": f'exec {sys.executable} "$1" "$2" "$3" "$4" $(( ($4 + $5) / 2 )) "$6"\n',
+    "hangs": "exec sleep 60\n",
+}
 
 
-def test_a_helper_that_stops_halfway_has_the_rest_of_its_range_read_in_process(
-    big_log: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("failure", FAILING_HELPERS)
+def test_a_failing_helper_leaves_its_undelivered_lines_to_the_reader(
+    failure: str, big_log: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Its whole frames are taken; reading resumes at the first line they did not deliver."""
-    halfway = tmp_path / "halfway"
-    halfway.write_text(
-        "#!/bin/sh\n"  # -m exporter.parse.ranges FD START END MAX: END moved to mid-range
-        f'exec {sys.executable} "$1" "$2" "$3" "$4" $(( ($4 + $5) / 2 )) "$6"\n'
-    )
-    halfway.chmod(0o755)
+    """Whole frames it spooled are taken; reading goes on at the first line they did not
+    deliver, and a helper past its deadline is stopped first."""
+    helper = tmp_path / "helper"
+    helper.write_text("#!/bin/sh\n" + FAILING_HELPERS[failure])
+    helper.chmod(0o755)
     monkeypatch.setattr(ranges, "helpers_available", lambda: 1)
-    monkeypatch.setattr(sys, "executable", str(halfway))
+    if failure == "hangs":
+        monkeypatch.setattr(ranges, "HELPER_MIN_SECONDS", 0.5)
+    monkeypatch.setattr(sys, "executable", str(helper))
     outcomes = spy_on_replays(monkeypatch)
     by_ranges = read(big_log, split_above=0)
     assert outcomes == [False]
@@ -131,22 +129,6 @@ def test_a_helper_that_stops_halfway_has_the_rest_of_its_range_read_in_process(
     alone = read(big_log, split_above=1 << 40)
     assert by_ranges.calls == alone.calls
     assert by_ranges.lines == alone.lines
-
-
-def test_a_helper_past_its_deadline_is_stopped_and_its_range_read_in_process(
-    big_log: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    hang = tmp_path / "hang"
-    hang.write_text("#!/bin/sh\nexec sleep 60\n")
-    hang.chmod(0o755)
-    monkeypatch.setattr(ranges, "helpers_available", lambda: 1)
-    monkeypatch.setattr(ranges, "HELPER_MIN_SECONDS", 0.5)
-    monkeypatch.setattr(sys, "executable", str(hang))
-    outcomes = spy_on_replays(monkeypatch)
-    by_ranges = read(big_log, split_above=0)
-    assert outcomes == [False]
-    monkeypatch.undo()
-    assert by_ranges.calls == read(big_log, split_above=1 << 40).calls
 
 
 def test_compressed_and_small_logs_are_read_by_one_reader(
