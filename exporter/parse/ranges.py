@@ -16,6 +16,7 @@ it). A helper that fails, or runs past its deadline, is stopped and its range re
 
 from __future__ import annotations
 
+import contextlib
 import marshal
 import os
 import struct
@@ -41,6 +42,7 @@ MAX_HELPERS = 3
 # A helper reads at least ~20 MB/s on a slow core; far past that it is stuck, not slow.
 HELPER_SECONDS_PER_MB = 0.5
 HELPER_MIN_SECONDS = 30.0
+KILL_WAIT = 5.0  # seconds to reap a killed helper
 SPOOL_POLL = 0.005  # seconds between looks for a helper's next frame
 _BOUNDARY_SEARCH = 1 << 20
 _LENGTH = struct.Struct("<Q")  # before each spooled frame
@@ -176,7 +178,8 @@ class Helper:
     def close(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
-            self.process.wait()
+            with contextlib.suppress(subprocess.TimeoutExpired):  # SIGKILL: gone at once
+                self.process.wait(KILL_WAIT)
         self.spool.close()
 
     def _allowed_seconds(self) -> float:
