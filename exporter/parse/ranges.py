@@ -3,15 +3,16 @@
 Reading a busy node's log is bound by one core: Python parses one line at a time. So when a
 log is big, the reader cuts it at line boundaries, reads the first part itself, and starts one
 helper process per other core (``python -m exporter.parse.ranges``) for the rest. Each helper
-reads its range into a spool file of the sink calls it made; the reader then replays them, in
-order. The sink sees exactly the records, events and skips, in the same order, that one
-reader would have delivered (line counts come in other batches, with the same sum), so
+spools the sink calls it makes, a frame per chunk read; the reader replays them in order as
+they come. The sink gets the records, events and drift in the same order one reader would
+deliver them, and the same line counts and skips (in other batches, with the same sums), so
 nothing downstream changes.
 
-The reader also folds every record into its sink, so it keeps the smaller share. Only what a
+The reader also replays and folds every record, so it parses the smaller share. Only what a
 helper can read alone is cut: a regular, uncompressed file whose envelope is plain and whose
 engine is SGLang (vLLM pairs lines across a cut; CRI and Docker join partial lines across
-it). A helper that fails, or runs past its deadline, is stopped and its range read in-process.
+it). A helper that fails, runs past its deadline or is stopped leaves the lines it did not
+deliver to the reader: each frame says where reading could resume.
 """
 
 from __future__ import annotations
