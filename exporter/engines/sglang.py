@@ -450,7 +450,7 @@ def _raw_head(stamp: bytes, ranks: bytes) -> _Head | None:
     time = _RAW_STAMPS.get(stamp)
     if time is None:
         valid = _RAW_STAMP.fullmatch(stamp) is not None
-        time = stamp.decode("ascii").replace(" ", "T") if valid else ""
+        time = iso_time(stamp) if valid else ""
         if len(_RAW_STAMPS) >= _HEAD_CACHE_SIZE:
             _RAW_STAMPS.clear()
         _RAW_STAMPS[stamp] = time
@@ -474,12 +474,17 @@ _RAW_STAMP = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
 _RAW_RANK_LIST = re.compile(RANK_LIST.encode())
 _RAW_STAMPS: dict[bytes, str] = {}
 _RAW_RANKS: dict[bytes, tuple[int | None, int | None] | tuple[()]] = {}
-_RAW_BOOLS = {b"True": True, b"False": False}
+RAW_BOOLS: dict[bytes, bool] = {b"True": True, b"False": False}
+
+
+def iso_time(stamp: bytes) -> str:
+    """``2026-02-23 00:14:33`` as the text reader gives it: ``2026-02-23T00:14:33``."""
+    return stamp.decode("ascii").replace(" ", "T")
 
 
 def _raw_flag(value: bytes) -> bool:
     try:
-        return _RAW_BOOLS[value]
+        return RAW_BOOLS[value]
     except KeyError:
         raise ValueError(value) from None
 

@@ -25,9 +25,11 @@ from typing import Any, TypeVar
 from exporter.engines.record import StatsRecord, record_from_row
 from exporter.engines.sglang import (
     RANK_LIST,
+    RAW_BOOLS,
     TOKEN_USAGE,
     VALUE_FIELD_COUNT,
     LayoutColumns,
+    iso_time,
     learnt_columns,
     rank_numbers,
 )
@@ -106,7 +108,7 @@ class ChunkReader:
         ranks = _looked_up(self._ranks, _column(rows, 1), _rank_numbers)
         fields = zip(
             repeat(kind),
-            _looked_up(self._times, _column(rows, 0), _iso_time),
+            _looked_up(self._times, _column(rows, 0), iso_time),
             repeat("sglang"),
             map(itemgetter(0), ranks),
             map(itemgetter(1), ranks),
@@ -132,10 +134,6 @@ def _looked_up(
     for key in missing:
         cache[key] = parse(key)
     return list(map(cache.__getitem__, keys))
-
-
-def _iso_time(stamp: bytes) -> str:
-    return stamp.decode("ascii").replace(" ", "T")
 
 
 def _rank_numbers(ranks: bytes) -> tuple[int | None, int | None]:
@@ -180,10 +178,9 @@ def _convert(converter: str, column: Sequence[bytes]) -> list[Any] | None:
             return numbers if all(map(isfinite, numbers)) else None
     except ValueError:
         return None
-    flags = list(map(_FLAGS.get, column))
+    flags = list(map(RAW_BOOLS.get, column))
     return None if None in flags else flags
 
 
-_FLAGS: dict[bytes, bool] = {b"True": True, b"False": False}
 if len(StatsRecord._fields) != 5 + VALUE_FIELD_COUNT + 1:
     raise TypeError("StatsRecord's fields changed: update the chunk reader's rows")
