@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from exporter import __version__
 from exporter.commands import register_all
 from exporter.commands.usage import OneLineParser, UsageError
+from exporter.runtime import tune_gc
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -30,6 +31,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    tune_gc()
     args = build_parser(argv).parse_args(argv)
     try:
         return int(args.func(args) or 0)

@@ -33,6 +33,7 @@ from typing import IO, Any
 from exporter.engines.record import StatsRecord, record_from_row
 from exporter.engines.sglang import LogLine
 from exporter.parse.pipeline import RecordSink
+from exporter.runtime import tune_gc
 
 SPLIT_ABOVE_BYTES = 32 << 20  # smaller logs take about a second: not worth a process
 # The reader's share of the bytes still to read, by default. It also replays the helpers'
@@ -276,6 +277,7 @@ def main(argv: list[str]) -> int:
     """The helper: read descriptor ``FD`` from ``START`` to ``END``, spool the calls to stdout."""
     from exporter.parse.reader import read_range  # the reader imports this module
 
+    tune_gc()
     fd, start, end, max_line_bytes = (int(arg) for arg in argv)
     sink = SpoolSink(sys.stdout.buffer)
     read_range(fd, start, end, sink, max_line_bytes, on_line_start=sink.flush)
