@@ -68,12 +68,17 @@ def plain_read(lines: list[bytes]) -> list[str]:
     return [event for event in sink.events if not event.startswith("lines ")]
 
 
-def fast_read(batches: list[list[bytes]]) -> tuple[list[str], int]:
+def fast_read(batches: list[list[bytes]], framed: bool = False) -> tuple[list[str], int]:
+    """Batches as lines (a live tailer's) or ``framed``, each line between two newlines (the
+    bulk reader's, which may read a batch without ever splitting it)."""
     sglang._LAYOUTS.clear()
     sink = RecordingSink()
     processor = LineProcessor(sink)
     for batch in batches:
-        processor.process(batch)
+        if framed:
+            processor.process_framed(b"\n".join([b"", *batch, b""]))
+        else:
+            processor.process(batch)
     sglang._LAYOUTS.clear()
     lines = sum(int(e.split()[1]) for e in sink.events if e.startswith("lines "))
     return [event for event in sink.events if not event.startswith("lines ")], lines
@@ -240,12 +245,15 @@ def busy_batch(draw: st.DrawFn) -> list[bytes]:
 @settings(
     max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(st.lists(busy_batch(), min_size=1, max_size=6))
-def test_whole_batches_read_in_one_pass_equal_the_plain_reader(batches: list[list[bytes]]) -> None:
+@given(st.lists(busy_batch(), min_size=1, max_size=6), st.booleans())
+def test_whole_batches_read_in_one_pass_equal_the_plain_reader(
+    batches: list[list[bytes]], framed: bool
+) -> None:
     """Batches as the chunk reader sees them: both kinds interleaved, quoted stats text,
-    invalid UTF-8, startup events, and values no column conversion may accept."""
+    invalid UTF-8, startup events, and values no column conversion may accept; handed over
+    as lines or framed."""
     lines = [line for batch in batches for line in batch]
-    events, counted = fast_read(batches)
+    events, counted = fast_read(batches, framed)
     assert counted == len(lines)
     assert events == plain_read(lines)
 

@@ -18,6 +18,9 @@ def feed_all(
     too_long = 0
     for chunk in chunks:
         split = splitter.feed(chunk)
+        if split.framed is not None:  # what a bulk reader takes unsplit: each line between two
+            assert split.framed[:1] == split.framed[-1:] == b"\n" and len(split.framed) > 1
+            assert not split.listed
         lines += split.lines
         too_long += split.too_long
         if max_pending is not None:

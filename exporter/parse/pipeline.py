@@ -134,8 +134,11 @@ class LineProcessor:
             return
         # Terminal debris is rare, and the same scan spares cleaning each line of a tidy batch.
         tidy = not any(debris in blob for debris in DEBRIS)
-        if tidy and len(lines) >= CHUNK_MIN_LINES and self._read_chunk(blob):
-            return
+        if tidy and len(lines) >= CHUNK_MIN_LINES:
+            records = self._chunk_records(blob)
+            if records is not None:
+                self._deliver_records(records)
+                return
         markers = tuple(marker for marker in _ALL_MARKERS if marker in blob)
         if not markers:
             return
@@ -146,19 +149,32 @@ class LineProcessor:
                     handle(line, tidy, marker)
                     break
 
-    def _read_chunk(self, blob: bytes) -> bool:
-        """Deliver a batch's stats lines read in one pass (the hot path, see bench/), if the
-        chunk reader can read it exactly as line by line: no startup events among them, and
-        no line the line reader would count as invalid UTF-8."""
+    def process_framed(self, framed: bytes) -> None:
+        """Deliver what the lines of ``framed`` (each between two newlines) hold, as
+        :meth:`process` does: the bulk reader's batch. A tidy plain SGLang batch is read
+        whole, never split into lines; anything else is split and read as lines."""
+        if self.engine == "sglang" and self._decoder.kind == "plain":
+            count = framed.count(b"\n") - 1
+            tidy = not any(debris in framed for debris in DEBRIS)
+            records = self._chunk_records(framed) if tidy and count >= CHUNK_MIN_LINES else None
+            if records is not None:
+                self._sink.on_lines(count)
+                self._deliver_records(records)
+                return
+        self.process(framed.split(b"\n")[1:-1])
+
+    def _chunk_records(self, blob: bytes) -> list[StatsRecord] | None:
+        """A tidy batch's records read in one pass (the hot path, see bench/), or None: the
+        chunk reader cannot read it exactly as line by line (a startup event among them, a
+        line the line reader would count as invalid UTF-8, a layout not learnt yet)."""
         if any(marker in blob for marker in EVENT_MARKERS) or not _valid_utf8(blob):
-            return False
-        records = self._chunk.read(blob)
-        if records is None:
-            return False
+            return None
+        return self._chunk.read(blob)
+
+    def _deliver_records(self, records: list[StatsRecord]) -> None:
         on_record = self._sink.on_record
         for record in records:
             on_record(record)
-        return True
 
     def _process_vllm(self, lines: list[bytes], blob: bytes) -> None:
         """vLLM's stats lines come in pairs (engine, then spec): one parser keeps the pair."""

@@ -219,8 +219,10 @@ class _FileReader:
         split = self.splitter.feed(chunk)
         for _ in range(split.too_long):
             self._processor.sink.on_skipped("too_long")
-        if split.lines:
-            self._processor.process(split.lines)
+        if split.framed is not None:
+            self._processor.process_framed(split.framed)
+        elif split.listed:
+            self._processor.process(split.listed)
         if self.on_chunk is not None:
             self.on_chunk()
         return True
