@@ -147,7 +147,9 @@ def serve(daemon: Daemon) -> int:
         daemon.start()
         while not daemon.stopping.is_set():
             received = signal.sigtimedwait(_SIGNALS, _STOP_CHECK_SECONDS)
-            if received is not None and not _hangup(received):
+            if received is None or received.si_signo not in _SIGNALS:
+                continue  # timed out, or woken with no signal (a profiler attaching by ptrace)
+            if not _hangup(received):
                 log.info("%s received, stopping", signal.Signals(received.si_signo).name)
                 break
     finally:

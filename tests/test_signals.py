@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from exporter.daemon import _STOP_CHECK_SECONDS
 from tests.support.daemon import healthy, run_daemon, specwatch_cmd
 from tests.support.files import append
 from tests.support.loglines import decode_line
@@ -73,3 +75,37 @@ def test_sighup_is_logged_and_ignored(tmp_path: Path, port: int) -> None:
         assert "ignored" in line
         assert daemon.proc.poll() is None
         assert healthy(port)
+
+
+def test_a_wait_woken_without_a_signal_does_not_end_the_daemon(tmp_path: Path, port: int) -> None:
+    """A profiler attaching by ptrace (py-spy, gdb) wakes ``sigtimedwait`` with a siginfo whose
+    number is no signal at all; the daemon used to crash on it. The wake-up is simulated here,
+    since attaching needs a debugger: everything else is the real daemon."""
+    log = tmp_path / "server.log"
+    append(log, decode_line(2.5))
+    code = (
+        "import signal, sys\n"
+        "from exporter.cli import main\n"
+        "real, woken = signal.sigtimedwait, []\n"
+        "def wait(signals, timeout):\n"
+        "    if not woken:\n"
+        "        woken.append(1)\n"
+        "        return signal.struct_siginfo((520885952, 0, 0, 0, 0, 0, 0))\n"
+        "    return real(signals, timeout)\n"
+        "signal.sigtimedwait = wait\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    args = ["run", "--listen", f"127.0.0.1:{port}", "--log-file", str(log)]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        wait_for(lambda: healthy(port) or proc.poll() is not None, timeout=15)
+        time.sleep(2 * _STOP_CHECK_SECONDS)  # well past the first wait
+        assert proc.poll() is None and healthy(port)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=5)
