@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from itertools import repeat
+from itertools import compress, repeat
 from math import isfinite
-from operator import itemgetter
+from operator import itemgetter, not_
 from typing import Any, TypeVar
 
 from exporter.engines.record import StatsRecord, record_from_row
@@ -65,8 +65,9 @@ class ChunkReader:
         rows: list[Row] = self._compiled(decode, prefill).findall(blob)
         if len(rows) != expected:
             return None  # a line that might be a stats line did not match: read each line
-        decodes = [row for row in rows if row[2]]
-        prefills = [row for row in rows if not row[2]] if len(decodes) < len(rows) else []
+        kinds = _column(rows, 2)  # b"D" for a decode line, b"" for a prefill line
+        decodes = list(compress(rows, kinds))
+        prefills = list(compress(rows, map(not_, kinds))) if len(decodes) < len(rows) else []
         decoded = self._records("decode", decode, 3, decodes)
         after_decode = 3 + (0 if decode is None else decode.groups)
         prefilled = self._records("prefill", prefill, after_decode, prefills)
@@ -74,8 +75,8 @@ class ChunkReader:
             return None
         if not prefills or not decodes:
             return decoded or prefilled
-        next_decode, next_prefill = iter(decoded).__next__, iter(prefilled).__next__
-        return [next_decode() if row[2] else next_prefill() for row in rows]
+        by_kind = {b"D": iter(decoded), b"": iter(prefilled)}
+        return list(map(next, map(by_kind.__getitem__, kinds)))  # back in line order
 
     def _compiled(
         self, decode: LayoutColumns | None, prefill: LayoutColumns | None
