@@ -54,7 +54,9 @@ class RunningDaemon:
             s = self.scrape()
             return s if predicate(s.value(name, **labels)) else None
 
-        return wait_for(check, timeout)
+        found = wait_for(check, timeout)
+        assert found is not None  # wait_for returns only a truthy value
+        return found
 
 
 def config_file(tmp_path: Path, url: str, *, server_info: bool = True) -> Path:
@@ -105,7 +107,7 @@ def run_daemon(
     )
     wait_for(lambda: ready(port) or proc.poll() is not None, timeout=15)
     if proc.poll() is not None:
-        raise AssertionError(f"daemon exited {proc.returncode}: {proc.stderr.read()}")
+        raise AssertionError(f"daemon exited {proc.returncode}: {_stderr(proc)}")
     try:
         yield RunningDaemon(proc, port)
     finally:
@@ -115,7 +117,7 @@ def run_daemon(
         except subprocess.TimeoutExpired:
             proc.kill()
             raise AssertionError("daemon did not stop within 10 s of SIGTERM") from None
-        assert code == 0, f"daemon exited {code}: {proc.stderr.read()}"
+        assert code == 0, f"daemon exited {code}: {_stderr(proc)}"
 
 
 @contextmanager
@@ -147,3 +149,7 @@ def simulated_log(folder: Path, scenario: str) -> Path:
     cmd = specwatch_cmd("simulate", "--scenario", scenario, "--duration", "60", "--out", str(log))
     subprocess.run(cmd, check=True, timeout=60)
     return log
+
+
+def _stderr(proc: subprocess.Popen[str]) -> str:
+    return proc.stderr.read() if proc.stderr is not None else ""

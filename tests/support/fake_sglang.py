@@ -10,7 +10,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,7 +23,7 @@ def exposition(sep: str = ":", graph: float = 1000.0, eager: float = 0.0) -> str
     ranks = ('dp_rank="0",engine_type="unified",model_name="kimi",tp_rank="0"', "31", "2.41")
     ranks2 = ('dp_rank="1",engine_type="unified",model_name="kimi",tp_rank="4"', "30", "2.47")
     out = []
-    gauges = [
+    gauges: list[tuple[str, str, Callable[[tuple[str, str, str]], str]]] = [
         ("num_running_reqs", "The number of running requests.", lambda r: r[1]),
         ("num_queue_reqs", "The number of requests in the waiting queue.", lambda r: "2"),
         ("gen_throughput", "The generation throughput (token/s).", lambda r: "600.5"),

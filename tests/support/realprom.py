@@ -49,7 +49,7 @@ def http_json(url: str, body: Any = None, timeout: float = 5.0) -> Any:
 def _ready(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=1) as response:
-            return response.status == 200
+            return bool(response.status == 200)
     except OSError:
         return False
 
@@ -97,14 +97,17 @@ class RunningPrometheus:
 
     def query(self, expr: str) -> list[dict[str, Any]]:
         """Instant query now: the ``result`` list (``metric`` labels and ``value`` pairs)."""
-        return self._api("query", query=expr)["result"]
+        result: list[dict[str, Any]] = self._api("query", query=expr)["result"]
+        return result
 
     def alerts(self) -> list[dict[str, Any]]:
         """Pending and firing alerts, each with ``labels``, ``annotations`` and ``state``."""
-        return self._api("alerts")["alerts"]
+        alerts: list[dict[str, Any]] = self._api("alerts")["alerts"]
+        return alerts
 
     def targets(self) -> list[dict[str, Any]]:
-        return self._api("targets")["activeTargets"]
+        targets: list[dict[str, Any]] = self._api("targets")["activeTargets"]
+        return targets
 
     def rule_evaluations(self) -> int:
         """Evaluations so far of the rule group evaluated least often (Prometheus' own count)."""
@@ -206,7 +209,8 @@ class RunningAlertmanager:
     def alerts(self, **filters: str) -> list[dict[str, Any]]:
         """Alerts it holds; ``status.inhibitedBy`` lists what silences each one."""
         query = f"?{urllib.parse.urlencode(filters)}" if filters else ""
-        return http_json(f"{self.url}/api/v2/alerts{query}")
+        alerts: list[dict[str, Any]] = http_json(f"{self.url}/api/v2/alerts{query}")
+        return alerts
 
     def post_alerts(self, alerts: Sequence[dict[str, Any]]) -> None:
         """Send alerts the way Prometheus does (``labels``, ``annotations``, optional times)."""

@@ -6,7 +6,7 @@ from exporter.engines.record import StatsRecord
 
 
 def decode(**fields: object) -> StatsRecord:
-    values = dict(
+    values: dict[str, object] = dict(
         running_requests=48,
         queued_requests=32,
         token_usage=0.06,
