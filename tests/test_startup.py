@@ -210,6 +210,27 @@ def test_server_info_gives_config_with_effective_running_cap() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("flags", "cap"),
+    [
+        ("max_running_requests=512, dp_size=8, enable_dp_attention=True", 64),
+        ("max_running_requests=500, dp_size=8, enable_dp_attention=True", 62),  # floor, as SGLang
+        ("max_running_requests=512, dp_size=8, enable_dp_attention=False", 512),  # plain DP
+        ("max_running_requests=512, dp_size=1, enable_dp_attention=True", 512),
+        ("max_running_requests=None, dp_size=8, enable_dp_attention=True", None),
+    ],
+)
+def test_running_cap_is_each_schedulers_share(flags: str, cap: int | None) -> None:
+    """With DP attention ``--max-running-requests`` is the node's and each DP rank's scheduler
+    takes an equal share: the figure its decode lines' running requests are held against, and
+    the one its own startup line and ``/server_info`` report."""
+    tracker = ConfigTracker()
+    _feed(tracker, f"[2026-02-23 00:10:02] server_args=ServerArgs(model_path='m', {flags})")
+    assert tracker.config.max_running_requests == cap
+    info = {"max_running_requests": 512, "dp_size": 8, "enable_dp_attention": True}
+    assert from_server_info(info).max_running_requests == 64
+
+
 def test_server_info_with_wrong_types_yields_unknown_not_wrong_values() -> None:
     info = {"speculative_num_draft_tokens": "4", "disable_cuda_graph": "no", "log_level": 3}
     config = from_server_info(info)

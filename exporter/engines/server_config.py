@@ -100,7 +100,19 @@ def from_server_args(args: Mapping[str, Any]) -> ServerConfig:
     }
     if isinstance(values["algorithm"], str):
         values["algorithm"] = values["algorithm"].upper()
+    values["max_running_requests"] = _per_scheduler(values["max_running_requests"], args)
     return ServerConfig(**values)
+
+
+def _per_scheduler(cap: int | None, args: Mapping[str, Any]) -> int | None:
+    """``--max-running-requests`` as each scheduler applies it. With DP attention the flag is
+    the node's, and each DP rank's scheduler takes ``cap // dp_size``: the share its startup
+    line and ``effective_max_running_requests_per_dp`` report, and the running requests its
+    decode lines count against."""
+    dp_size: int | None = _coerce(args.get("dp_size"), int)
+    if cap is None or args.get("enable_dp_attention") is not True or not dp_size or dp_size < 2:
+        return cap
+    return cap // dp_size
 
 
 def from_server_info(info: Mapping[str, Any]) -> ServerConfig:

@@ -81,7 +81,8 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "expected_accept_length": ("gauge", "Accept length this drafter should reach (configured)."),
     "max_running_requests": (
         "gauge",
-        "The server's cap on running requests, from its startup log or /server_info.",
+        "The server's cap on running requests per scheduler (per DP rank with DP attention), "
+        "from its startup log or /server_info.",
     ),
     "speculative_info": (
         "gauge",

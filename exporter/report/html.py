@@ -236,7 +236,7 @@ def _queue(axes: Axes, report: Report) -> bool:
         ("running", "running", "tab:blue", "-"),
         ("queued", "queued", "tab:orange", "-"),
     )
-    # The series sums the DP ranks of a moment (the node), and the cap holds per rank.
+    # The series sums the DP ranks of a moment (the node); the cap is each scheduler's.
     cap = report.config.max_running_requests
     ranks = max(report.dp_ranks, 1)
     label = f"max running\n{cap}" if ranks == 1 else f"max running\n{cap} x {ranks} ranks"
