@@ -20,6 +20,7 @@ import pstats
 import random
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from exporter.engines.record import StatsRecord
@@ -40,6 +41,9 @@ class CountingSink:
 
     def on_record(self, record: StatsRecord) -> None:
         self.records += 1
+
+    def on_records(self, records: Sequence[StatsRecord]) -> None:
+        self.records += len(records)
 
     def on_unrecognized(self, reason: str) -> None:
         self.unrecognized += 1

@@ -19,7 +19,7 @@ from exporter.engines import sglang
 from exporter.engines.record import StatsRecord
 from exporter.engines.sglang import LogLine
 from exporter.parse import pipeline
-from exporter.parse.pipeline import LineProcessor
+from exporter.parse.pipeline import LineProcessor, RecordSink
 from exporter.sources.tail.lines import LineSplitter
 
 LOGS = Path(__file__).parent / "data" / "logs"
@@ -35,7 +35,7 @@ def chunk_reader_for_every_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pipeline, "CHUNK_MIN_LINES", 1)
 
 
-class RecordingSink:
+class RecordingSink(RecordSink):
     """Everything a sink is told, in order, as comparable text."""
 
     def __init__(self) -> None:

@@ -16,6 +16,7 @@ import pytest
 from exporter.engines.record import StatsRecord
 from exporter.engines.sglang import LogLine
 from exporter.parse import ranges
+from exporter.parse.pipeline import RecordSink
 from exporter.parse.reader import read_logs
 from exporter.sources.tail import FileTailer
 from exporter.sources.tail import file as tail_file
@@ -30,7 +31,7 @@ MAX_LINE = 4096
 pytestmark = pytest.mark.e2e
 
 
-class RecordingSink:
+class RecordingSink(RecordSink):
     """Records, events and drift in order, comparable; line counts summed and skips counted:
     those come per batch, before the batch's records, and batches differ by ranges."""
 

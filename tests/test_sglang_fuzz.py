@@ -22,11 +22,11 @@ from exporter.engines.sglang import (
     _read_each,
     classify,
 )
-from exporter.parse.pipeline import LineProcessor
+from exporter.parse.pipeline import LineProcessor, RecordSink
 
 
 @dataclass
-class CountingSink:
+class CountingSink(RecordSink):
     lines: int = 0
     records: list[StatsRecord] = field(default_factory=list)
     other: int = 0

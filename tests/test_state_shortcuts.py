@@ -3,7 +3,7 @@ up, and each leaves everything a scrape or a finding can observe exactly as befo
 
 - A read of the log is one batch (``TargetState.add_records``, through ``StateSink``): it ends
   where taking its records one at a time would have ended, counters, histogram, windows,
-  folded ranks and evidence alike.
+  folded ranks and evidence alike. The sink takes a read's records in one call too.
 - A target without a baseline keeps no node loads, which only a speedup is measured on.
 """
 
@@ -22,7 +22,7 @@ from exporter.engines.record import DraftCounts, StatsRecord
 from exporter.engines.server_config import ServerConfig
 from exporter.engines.sglang import LogLine
 from exporter.state.evidence import Evidence
-from exporter.state.feed import LogFeed, StateSink
+from exporter.state.feed import BootstrapSink, LogFeed, StateSink
 from exporter.state.target_state import ACCEPT_LENGTH_BUCKETS, TargetState
 from exporter.target import Target
 from tests.support.loglines import decode_line
@@ -171,6 +171,40 @@ def test_the_sink_applies_held_records_before_anything_else_reaches_the_state(
                 apply(direct, call, value)
         sink.flush()
         assert seen(held) == seen(direct)
+
+
+SINK_CALLS = st.lists(
+    st.one_of(
+        st.tuples(st.just("records"), st.lists(RECORDS, max_size=30)),
+        st.tuples(st.just("lines"), st.integers(1, 50)),
+        st.tuples(st.just("unrecognized"), st.just("drift")),
+        st.tuples(st.just("skipped"), st.just("invalid_utf8")),
+        st.tuples(st.just("event"), st.just(RESTART)),
+    ),
+    max_size=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(calls=SINK_CALLS, bootstrap=st.booleans())
+def test_a_sink_given_a_read_s_records_in_one_call_ends_as_given_them_one_by_one(
+    calls: list[tuple[str, Any]], bootstrap: bool
+) -> None:
+    """Live and bootstrap sinks alike, records between drift, skips and restarts."""
+    with mock.patch("time.time", return_value=T0):
+        together, apart = TargetState("t"), TargetState("t")
+        sinks = [BootstrapSink(s, T0 - 5) if bootstrap else StateSink(s) for s in (together, apart)]
+        for call, value in calls:
+            if call == "records":
+                sinks[0].on_records(value)
+                for record in value:
+                    sinks[1].on_record(record)
+            else:
+                for sink in sinks:
+                    getattr(sink, f"on_{call}")(value)
+        for sink in sinks:
+            sink.flush()
+        assert seen(together) == seen(apart)
 
 
 def test_a_feed_makes_the_records_of_a_read_current_when_the_read_is_done() -> None:

@@ -17,6 +17,7 @@ from exporter.commands import COMMANDS
 from exporter.commands.usage import UsageError
 from exporter.engines.record import StatsRecord
 from exporter.engines.sglang import LogLine
+from exporter.parse.pipeline import RecordSink
 from exporter.parse.reader import ReadError, read_logs, require_readable
 
 # (header, record attribute, width, decimals) of the readable table; widths fit SGLang's
@@ -51,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(func=run)
 
 
-class _PrintingSink:
+class _PrintingSink(RecordSink):
     """Prints each record as it is found and counts the rest for the stderr summary."""
 
     def __init__(self, out: TextIO, as_json: bool) -> None:

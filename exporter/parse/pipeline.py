@@ -35,11 +35,21 @@ CHUNK_MIN_LINES = 32
 
 
 class RecordSink(Protocol):
-    """Where a LineProcessor delivers what it found; the daemon state and `parse` implement it."""
+    """Where a LineProcessor delivers what it found; the daemon state and `parse` implement it.
+
+    A sink that subclasses this protocol takes ``on_records`` one record at a time.
+    """
 
     def on_lines(self, count: int) -> None: ...
 
     def on_record(self, record: StatsRecord) -> None: ...
+
+    def on_records(self, records: Sequence[StatsRecord]) -> None:
+        """Records read together, in order, as if each were given to ``on_record``; a sink
+        that folds a batch for less than its records one by one (the report, the daemon's
+        state) takes it whole."""
+        for record in records:
+            self.on_record(record)
 
     def on_unrecognized(self, reason: str) -> None: ...
 
@@ -172,9 +182,7 @@ class LineProcessor:
         return self._chunk.read(blob)
 
     def _deliver_records(self, records: list[StatsRecord]) -> None:
-        on_record = self._sink.on_record
-        for record in records:
-            on_record(record)
+        self._sink.on_records(records)
 
     def _process_vllm(self, lines: list[bytes], blob: bytes) -> None:
         """vLLM's stats lines come in pairs (engine, then spec): one parser keeps the pair."""

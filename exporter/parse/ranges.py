@@ -212,11 +212,9 @@ class _SpoolReader:
 
 
 def _deliver(frame: list[tuple[int, Any]], sink: RecordSink) -> None:
-    on_record = sink.on_record
     for kind, value in frame:
         if kind == _RECORDS:
-            for record in map(record_from_row, value):
-                on_record(record)
+            sink.on_records(list(map(record_from_row, value)))
         elif kind == _LINES:
             sink.on_lines(value)
         elif kind == _EVENT:
@@ -227,7 +225,7 @@ def _deliver(frame: list[tuple[int, Any]], sink: RecordSink) -> None:
             sink.on_skipped(value)
 
 
-class SpoolSink:
+class SpoolSink(RecordSink):
     """The helper's ``RecordSink``: every call, in order, in marshal frames (plain values
     only: marshal is the fastest way between two Pythons, and records are tuples). A run of
     records is one entry, so the reader rebuilds them in C."""

@@ -26,6 +26,7 @@ from exporter.analysis.verdicts import RunFigures, Verdict, implausible, judge
 from exporter.engines.record import StatsRecord, logged_seconds
 from exporter.engines.server_config import ServerConfig
 from exporter.engines.sglang import LogLine
+from exporter.parse.pipeline import RecordSink
 from exporter.report.reservoir import Reservoir
 from exporter.report.series import Downsampler
 from exporter.report.summary import AcceptStats, BandStats, Report, RunSummary
@@ -171,7 +172,7 @@ class _Run:
         )
 
 
-class ReportBuilder:
+class ReportBuilder(RecordSink):
     """A ``RecordSink`` for ``exporter.parse.pipeline.LineProcessor`` that folds a whole log.
 
     ``baseline_option`` names where the baseline came from (``--baseline-curve``), so a

@@ -7,7 +7,7 @@ each source keeps its own envelope detection and partial CRI joins.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from exporter.engines.record import StatsRecord
 from exporter.engines.sglang import LogLine
@@ -39,6 +39,9 @@ class StateSink:
 
     def on_record(self, record: StatsRecord) -> None:
         self._pending.append(record)
+
+    def on_records(self, records: Sequence[StatsRecord]) -> None:
+        self._pending.extend(records)
 
     def on_unrecognized(self, reason: str) -> None:
         self.flush()
@@ -75,6 +78,10 @@ class BootstrapSink(StateSink):
 
     def on_record(self, record: StatsRecord) -> None:
         self.state.restore_window(record, self._mtime)
+
+    def on_records(self, records: Sequence[StatsRecord]) -> None:
+        for record in records:
+            self.on_record(record)
 
     def on_unrecognized(self, reason: str) -> None:
         pass

@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 
 from exporter.engines.record import StatsRecord
 from exporter.engines.sglang import LogLine
+from exporter.parse.pipeline import RecordSink
 
 
 @dataclass
-class ListSink:
+class ListSink(RecordSink):
     """Counts lines and keeps records, reasons and events; ``order`` interleaves them."""
 
     lines: int = 0
