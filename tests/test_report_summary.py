@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 from unittest.mock import patch
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from exporter.analysis.baseline import Baseline
 from exporter.engines.record import DraftCounts, StatsRecord, logged_seconds
 from exporter.engines.server_config import ServerConfig
+from exporter.engines.sglang import LogLine
 from exporter.report import builder as builder_module
 from exporter.report.builder import ReportBuilder
 from exporter.report.series import Downsampler
@@ -183,22 +185,130 @@ _RECORD = st.builds(
 _RECORDS = st.integers(0, 150).flatmap(lambda n: st.lists(_RECORD, min_size=n, max_size=n))
 
 
+def reads(records: list[StatsRecord], sizes: list[int]) -> list[list[StatsRecord]]:
+    """``records`` cut into consecutive reads of ``sizes`` records, the rest in a last one."""
+    cut, start = [], 0
+    for size in sizes:
+        cut.append(records[start : start + size])
+        start += size
+    return [read for read in [*cut, records[start:]] if read]
+
+
 @settings(max_examples=400)
-@given(_RECORDS, st.sampled_from([1, 5, 24, 32, 48]))
+@given(_RECORDS, st.sampled_from([1, 5, 24, 32, 48]), st.lists(st.integers(1, 60), max_size=4))
 def test_report_evidence_is_what_a_record_by_record_feed_gives(
-    records: list[StatsRecord], batch: int
+    records: list[StatsRecord], batch: int, sizes: list[int]
 ) -> None:
     # The builder hands its evidence only the records that can still matter, a batch at a time;
     # it counts the lines itself, so the evidence's counts of outcomes are no part of this.
     reference = Evidence()
+    for record in records:
+        at = logged_seconds(record.time)
+        reference.add_record(record, at if at is not None else 0.0)
     builder = ReportBuilder()
+    config = ServerConfig()
     with patch.object(builder_module, "EVIDENCE_BATCH", batch):
-        for record in records:
-            builder.on_record(record)
-            at = logged_seconds(record.time)
-            reference.add_record(record, at if at is not None else 0.0)
-    config, now = ServerConfig(), builder.last_time or 0.0
+        for read in reads(records, sizes):
+            builder.on_lines(len(read))
+            builder.on_records(read)
+        stats_lines = builder.observations(config).stats_lines  # folds the last read too
+    now = builder.last_time or 0.0
     seen = builder._run.evidence.observations(config, now)
     expected = reference.observations(config, now)
     assert replace(seen, stats_lines=0) == replace(expected, stats_lines=0)
-    assert builder.observations(config).stats_lines == len(records)
+    assert stats_lines == len(records)
+
+
+def _stamp(second: int) -> str:
+    return f"2026-02-23T10:{second // 60:02d}:{second % 60:02d}"
+
+
+# Every field the fold reads, each sometimes missing; times out of order and a minute apart
+# now and then (idle gaps in the chart, ranks gone stale in a node's moment).
+_FOLDED = st.builds(
+    _record,
+    kind=st.sampled_from(["decode", "decode", "prefill"]),
+    time=st.one_of(st.none(), st.just("garbled"), st.integers(0, 200).map(_stamp)),
+    dp_rank=st.one_of(st.none(), st.integers(0, 3)),
+    tp_rank=st.one_of(st.none(), st.integers(0, 1)),
+    running_requests=st.one_of(st.none(), st.integers(0, 80)),
+    queued_requests=st.one_of(st.none(), st.integers(0, 5)),
+    accept_length=st.one_of(st.none(), st.integers(0, 900).map(lambda h: h / 100)),
+    cuda_graph=st.one_of(st.none(), st.booleans()),
+    gen_throughput=st.one_of(st.none(), st.floats(0.0, 5000.0)),
+    new_tokens=st.one_of(st.none(), st.integers(0, 3)),
+    draft_counts=st.one_of(
+        st.none(), st.integers(1, 4).map(lambda k: DraftCounts(k, k, 1, (0.5,) * k))
+    ),
+)
+_RESTART = LogLine(
+    _stamp(100), None, None, "server_args=ServerArgs(speculative_algorithm='EAGLE3')"
+)
+_CALLS = st.lists(
+    st.one_of(
+        st.tuples(st.just("records"), st.lists(_FOLDED, max_size=40)),
+        st.tuples(st.just("event"), st.just(_RESTART)),
+        st.tuples(st.just("unrecognized"), st.just("drift")),
+        st.tuples(st.just("skipped"), st.just("too_long")),
+    ),
+    max_size=12,
+)
+_BASELINE = Baseline(((1.0, 50.0), (64.0, 900.0)), "test")
+
+
+def _folded(
+    calls: list[tuple[str, Any]], baseline: Baseline | None, deliver: Callable[..., None]
+) -> str:
+    """What a report and its findings show of ``calls``, each run of records handed over by
+    ``deliver(builder, records)`` (``repr``: 1 and 1.0 stay apart)."""
+    builder = ReportBuilder(baseline)
+    for call, value in calls:
+        if call == "records":
+            deliver(builder, value)
+        else:
+            getattr(builder, f"on_{call}")(value)
+    observations = builder.observations(builder.config)
+    report = builder.finish(("test.log",))
+    return repr((observations, report, report.series))
+
+
+def _one_by_one(builder: ReportBuilder, records: list[StatsRecord]) -> None:
+    for record in records:  # each line a read of its own
+        builder.on_lines(1)
+        builder.on_record(record)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    calls=_CALLS,
+    sizes=st.lists(st.integers(1, 30), max_size=3),
+    in_one_call=st.booleans(),
+    baseline=st.sampled_from([None, _BASELINE]),
+    evidence_batch=st.sampled_from([1, 7, 4096]),
+    sample=st.sampled_from([1, 3, 2000]),
+)
+def test_records_folded_a_read_at_a_time_report_exactly_as_one_by_one(
+    calls: list[tuple[str, Any]],
+    sizes: list[int],
+    in_one_call: bool,
+    baseline: Baseline | None,
+    evidence_batch: int,
+    sample: int,
+) -> None:
+    """Reads mix kinds, ranks, times and missing values; restarts, drift and skips fall
+    between them. A small sample and evidence batch, so that both turn over within a read."""
+
+    def by_reads(builder: ReportBuilder, records: list[StatsRecord]) -> None:
+        for read in reads(records, sizes):
+            builder.on_lines(len(read))
+            if in_one_call:
+                builder.on_records(read)
+            else:  # the line-by-line reader's way: held until the next call of another kind
+                for record in read:
+                    builder.on_record(record)
+
+    with (
+        patch.object(builder_module, "EVIDENCE_BATCH", evidence_batch),
+        patch.object(builder_module, "FINDINGS_SAMPLE", sample),
+    ):
+        assert _folded(calls, baseline, by_reads) == _folded(calls, baseline, _one_by_one)

@@ -59,6 +59,17 @@ def _summed(at: float | None, records: Iterable[StatsRecord]) -> Moment:
     return Moment(at, accept, running, tput, queued)
 
 
+def _own_moment(at: float | None, record: StatsRecord) -> Moment:
+    """The moment of a line that speaks for the whole node alone."""
+    return Moment(
+        at,
+        record.accept_length,
+        record.running_requests,
+        record.gen_throughput,
+        record.queued_requests,
+    )
+
+
 def speaks_for_node(record: StatsRecord) -> bool:
     """Whether a rank's line describes the node (or its DP rank's share of it).
 
@@ -69,12 +80,12 @@ def speaks_for_node(record: StatsRecord) -> bool:
 
 
 class NodeMoments:
-    """Folds one log's per-rank decode lines into node moments, as the daemon sees them.
+    """Folds one log's decode lines into node moments, as the daemon sees them.
 
-    A moment closes when a rank logs again: by then every rank has had its turn. It sums each
-    rank's newest line, leaving out ranks silent for more than ``stale_after`` seconds, as
-    the daemon's fresh windows do. Lines without a DP rank are moments of their own and never
-    reach this class (see the report builder).
+    A moment of DP ranks closes when a rank logs again: by then every rank has had its turn.
+    It sums each rank's newest line, leaving out ranks silent for more than ``stale_after``
+    seconds, as the daemon's fresh windows do. A line without a DP rank is a moment of its
+    own, if it speaks for the node.
     """
 
     def __init__(self, stale_after: float = STALE_AFTER) -> None:
@@ -83,12 +94,20 @@ class NodeMoments:
         # This round's lines, joining ``_newest`` when it closes: one dict store per line.
         self._round: dict[int, tuple[float | None, StatsRecord]] = {}
 
-    def add(self, rank: int, record: StatsRecord, at: float | None) -> Moment | None:
-        """Take one rank's line; the moment it closed, if any."""
+    def add(self, records: Iterable[StatsRecord], times: Iterable[float | None]) -> list[Moment]:
+        """Take decode lines in order, each with its time in seconds; the moments they made,
+        in order. Many lines a call: a call per line cost more than its moment."""
+        moments: list[Moment] = []
         round_ = self._round
-        closed = self._moment() if rank in round_ else None
-        round_[rank] = (at, record)
-        return closed
+        for record, at in zip(records, times, strict=False):  # ``times`` may be ``repeat``
+            rank = record.dp_rank
+            if rank is not None:
+                if rank in round_:
+                    moments.append(self._moment())
+                round_[rank] = (at, record)
+            elif speaks_for_node(record):
+                moments.append(_own_moment(at, record))
+        return moments
 
     def flush(self) -> Moment | None:
         """The moment still open (at the end of a log or a run), then forget every rank."""

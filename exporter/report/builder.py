@@ -14,13 +14,15 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter, deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from functools import reduce
+from operator import add, attrgetter
 
 from exporter.analysis.baseline import Baseline
 from exporter.analysis.breakeven import Assessment, advise
 from exporter.analysis.findings import DecodeSample, Observations, evaluate
-from exporter.analysis.node import NodeMoments, speaks_for_node
+from exporter.analysis.node import Moment, NodeMoments
 from exporter.analysis.thresholds import DEFAULT, Thresholds
 from exporter.analysis.verdicts import RunFigures, Verdict, implausible, judge
 from exporter.engines.record import StatsRecord, logged_seconds
@@ -84,7 +86,8 @@ class _Run:
         self.started_at = started_at
         self.first_time: float | None = None
         self.last_time: float | None = None
-        self.sample = Reservoir[DecodeSample](FINDINGS_SAMPLE, random.Random(0))
+        # Records, not DecodeSamples: most are replaced unseen, so they are converted at the end.
+        self.sample = Reservoir[StatsRecord](FINDINGS_SAMPLE, random.Random(0))
         self.windows = 0
         self.unrecognized = 0
         self.accept_sum = 0.0
@@ -98,6 +101,22 @@ class _Run:
     @property
     def stats_lines(self) -> int:
         return self._batched + len(self.unfed) + self.unrecognized
+
+    def hold(self, records: list[StatsRecord]) -> None:
+        """Keep records for the evidence until a batch of them is worth handing over."""
+        unfed = self.unfed
+        unfed.extend(records)
+        if len(unfed) >= EVIDENCE_BATCH:
+            self.feed_evidence()
+
+    def add_windows(self, decodes: list[StatsRecord]) -> None:
+        """Count decode windows, and sample those due: every window has the same chance to be
+        judged, and the others are not even looked at."""
+        before = self.windows
+        self.windows += len(decodes)
+        sample = self.sample
+        while sample.due <= self.windows:
+            sample.keep(decodes[sample.due - before - 1])
 
     def add_unrecognized(self) -> None:
         self.unrecognized += 1
@@ -175,6 +194,10 @@ class _Run:
 class ReportBuilder(RecordSink):
     """A ``RecordSink`` for ``exporter.parse.pipeline.LineProcessor`` that folds a whole log.
 
+    Records are held until the next call of another kind (or a result is asked for) and then
+    folded together, so the sink still sees every call in order: a batch of a read costs a
+    few passes over it instead of a dozen calls per record, the bulk of a report's folding.
+
     ``baseline_option`` names where the baseline came from (``--baseline-curve``), so a
     verdict that it looks wrong can say which setting to fix.
     """
@@ -197,117 +220,111 @@ class ReportBuilder(RecordSink):
         self.skipped: Counter[str] = Counter()
         self.first_time: float | None = None
         self.last_time: float | None = None
-        # Plain dict and counts, not Counters: a Counter's item costs twice a dict's.
-        self._accept_hundredths: dict[int, int] = {}
+        self._accept_hundredths: Counter[int] = Counter()
         self._graph_on = 0  # decode windows that ran a CUDA graph
         self._graph_off = 0
         self._bands = [_BandAccumulator() for _ in BANDS]
         self._overall = _BandAccumulator()
-        self._dp_ranks: set[int] = set()
+        self._dp_ranks: set[int] = set()  # of decode windows
         self._series = Downsampler(SERIES_FIELDS)
         self._runs = RunTracker()
         self._run = _Run()
         self._done: deque[RunSummary] = deque(maxlen=MAX_RUNS)
         self._node = NodeMoments()
-        # The last record's time as logged and in seconds: prefill and decode lines, and the
-        # DP ranks' lines, mostly share a second, so most records skip reading their time.
-        self._time_text: str | None = None
-        self._at: float | None = None
+        self._held: list[StatsRecord] = []  # records not folded yet: see ``on_record``
 
     # RecordSink -------------------------------------------------------------------------
     def on_lines(self, count: int) -> None:
+        self._fold_held()
         self.lines += count
 
     def on_record(self, record: StatsRecord) -> None:
-        time = record.time
-        at = self._at if time == self._time_text else self._place(time)
-        run = self._run
-        unfed = run.unfed
-        unfed.append(record)
-        if len(unfed) >= EVIDENCE_BATCH:
-            run.feed_evidence()
-        if record.kind == "decode":
-            self._add_decode(record, at, run)
-        else:
-            self.prefill_windows += 1
+        self._held.append(record)
+
+    def on_records(self, records: Sequence[StatsRecord]) -> None:
+        self._held.extend(records)
 
     def on_unrecognized(self, reason: str) -> None:
+        self._fold_held()
         self.unrecognized += 1
         self._run.add_unrecognized()
 
     def on_skipped(self, reason: str) -> None:
+        self._fold_held()
         self.skipped[reason] += 1
 
     def on_event(self, line: LogLine) -> None:
+        self._fold_held()
         if self._runs.observe(line):
             self._close_run()
             self._run = _Run(logged_seconds(line.time))
-            self._time_text = self._at = None  # the new run's first and last time are unset
             self._series.restart(self._run.started_at)
 
     # Folding ------------------------------------------------------------------------------
-    def _place(self, time: str | None) -> float | None:
-        """Seconds of a record's time, remembered with its text, and kept as the log's and the
-        run's first and last time seen."""
-        at = logged_seconds(time)
-        self._time_text, self._at = time, at
-        if at is not None:
-            if self.first_time is None:
-                self.first_time = at
-            self.last_time = at
-            run = self._run
-            if run.first_time is None:
-                run.first_time = at
-            run.last_time = at
-        return at
+    def _fold_held(self) -> None:
+        """Fold the records held since the last call of another kind, all at once."""
+        if self._held:
+            held, self._held = self._held, []
+            self._fold(held)
 
-    def _add_decode(self, record: StatsRecord, at: float | None, run: _Run) -> None:
-        self.decode_windows += 1
-        run.windows += 1
-        accept = record.accept_length
-        if accept is not None:
-            hundredths = round(accept * 100)
-            self._accept_hundredths[hundredths] = self._accept_hundredths.get(hundredths, 0) + 1
-            run.accept_sum += accept
-            run.accept_count += 1
-        graph = record.cuda_graph
-        if graph:
-            self._graph_on += 1
-        elif graph is not None:
-            self._graph_off += 1
-        if run.windows == run.sample.due:  # every window has the same chance to be judged
-            run.sample.keep(DecodeSample.from_record(record))
-        rank = record.dp_rank
-        if rank is None:
-            if speaks_for_node(record):
-                self._add_moment(
-                    at,
-                    accept,
-                    record.running_requests,
-                    record.gen_throughput,
-                    record.queued_requests,
-                )
-            return
-        self._dp_ranks.add(rank)
-        moment = self._node.add(rank, record, at)
-        if moment is not None:
-            self._add_moment(*moment)
+    def _fold(self, records: list[StatsRecord]) -> None:
+        """Fold records of one run in a few passes over them, most in C, to the same result
+        as one by one: a call per record and field cost more than the folding itself."""
+        self._run.hold(records)
+        seconds = self._place(records)
+        decodes = [record for record in records if record.kind == "decode"]
+        self.prefill_windows += len(records) - len(decodes)
+        if decodes:
+            self._add_decodes(decodes, list(map(seconds.__getitem__, map(_TIME, decodes))))
+
+    def _place(self, records: list[StatsRecord]) -> dict[str | None, float | None]:
+        """Seconds of each time the records logged, read once per distinct text (the lines of
+        a second share it), and kept as the log's and the run's first and last time seen."""
+        seconds = {time: logged_seconds(time) for time in dict.fromkeys(map(_TIME, records))}
+        first = next((at for at in seconds.values() if at is not None), None)
+        if first is None:
+            return seconds
+        times = map(_TIME, reversed(records))
+        last = next(at for at in map(seconds.__getitem__, times) if at is not None)
+        if self.first_time is None:
+            self.first_time = first
+        self.last_time = last
+        run = self._run
+        if run.first_time is None:
+            run.first_time = first
+        run.last_time = last
+        return seconds
+
+    def _add_decodes(self, decodes: list[StatsRecord], ats: list[float | None]) -> None:
+        self.decode_windows += len(decodes)
+        run = self._run
+        run.add_windows(decodes)
+        accepts = [value for record in decodes if (value := record.accept_length) is not None]
+        if accepts:
+            hundredths = self._accept_hundredths
+            for accept, count in Counter(accepts).items():  # a few hundred distinct values
+                hundredths[round(accept * 100)] += count
+            # One by one, in order: a float sum depends on the order (``sum`` may not keep it).
+            run.accept_sum = reduce(add, accepts, run.accept_sum)
+            run.accept_count += len(accepts)
+        graphs = list(map(_CUDA_GRAPH, decodes))
+        self._graph_on += graphs.count(True)
+        self._graph_off += graphs.count(False)
+        ranks = set(map(_DP_RANK, decodes))
+        ranks.discard(None)
+        self._dp_ranks |= ranks
+        for moment in self._node.add(decodes, ats):
+            self._add_moment(moment)
 
     def _flush_node(self) -> None:
         """The DP ranks' open moment belongs to the run that logged it."""
         moment = self._node.flush()
         if moment is not None:
-            self._add_moment(*moment)
+            self._add_moment(moment)
 
-    def _add_moment(
-        self,
-        at: float | None,
-        accept_length: float | None,
-        running: int | None,
-        tput: float | None,
-        queued: int | None,
-    ) -> None:
+    def _add_moment(self, moment: Moment) -> None:
         """One node-wide window: into the bands, the run's load and the chart series."""
+        at, accept_length, running, tput, queued = moment
         base = self.baseline.at(running) if self.baseline and running else None
         if running and tput is not None:
             index = _band_index(running)
@@ -334,15 +351,17 @@ class ReportBuilder(RecordSink):
 
     def advice_speedup(self) -> float | None:
         """The newest run's speedup, unless its baseline is implausible (then no evidence)."""
+        self._fold_held()
         figures = self._run.figures(self.baseline is not None, self.baseline_option)
         return None if implausible(figures) else figures.speedup
 
     def observations(self, config: ServerConfig) -> Observations:
         """What the findings engine judges of the newest run, under ``config``."""
+        self._fold_held()
         run = self._run
         return replace(
             run.evidence.observations(config, self.last_time or 0.0),
-            windows=tuple(run.sample.items),
+            windows=tuple(map(DecodeSample.from_record, run.sample.items)),
             stats_lines=run.stats_lines,
             unrecognized_lines=run.unrecognized,
             speedup=self.advice_speedup(),
@@ -350,10 +369,12 @@ class ReportBuilder(RecordSink):
         )
 
     def breakeven(self, config: ServerConfig) -> Assessment | None:
+        self._fold_held()
         return advise(self._run.accept_length, config.num_draft_tokens, self.advice_speedup())
 
     def finish(self, files: tuple[str, ...]) -> Report:
         """The report over everything seen; call once, at the end of the log."""
+        self._fold_held()
         has_baseline = self.baseline is not None
         config = self.config
         self._flush_node()
@@ -392,6 +413,11 @@ class ReportBuilder(RecordSink):
             restarts=tuple(self._series.restarts),
             collapsed_accept_length=self.thresholds.collapsed_accept_length,
         )
+
+
+_TIME = attrgetter("time")
+_CUDA_GRAPH = attrgetter("cuda_graph")
+_DP_RANK = attrgetter("dp_rank")
 
 
 def _recent_start(unfed: list[StatsRecord]) -> int:

@@ -17,7 +17,7 @@ from typing import Any
 
 from exporter.analysis.baseline import Baseline
 from exporter.analysis.findings import DecodeSample, Observations
-from exporter.analysis.node import NodeMoments, speaks_for_node
+from exporter.analysis.node import NodeMoments
 from exporter.engines.record import StatsRecord
 from exporter.engines.server_config import ServerConfig
 
@@ -84,17 +84,9 @@ class Evidence:
         self._silent_prefills = 0
         if not self._node_loads:
             return
-        add_to_node, loads = self._node.add, self._loads
-        for record in decodes:
-            if record.dp_rank is not None:
-                moment = add_to_node(record.dp_rank, record, at)
-                if moment is None:
-                    continue
-                running, tput = moment.running, moment.throughput
-            elif speaks_for_node(record):
-                running, tput = record.running_requests, record.gen_throughput
-            else:
-                continue
+        loads = self._loads
+        for moment in self._node.add(decodes, repeat(at)):
+            running, tput = moment.running, moment.throughput
             if running and tput is not None:
                 loads.append((running, tput))
 
