@@ -48,6 +48,7 @@ FINDINGS_SAMPLE = 2000
 RECENT_WINDOWS = 20  # decode windows the findings' evidence keeps, as the daemon's
 EVIDENCE_BATCH = 4096  # records a run holds before handing the evidence those that matter
 MAX_RUNS = 100  # a crash-looping server restarts thousands of times; the newest runs tell
+ACCEPT_VALUES = 4096  # distinct accept lengths counted as logged before they are binned
 
 
 class _BandAccumulator:
@@ -220,6 +221,8 @@ class ReportBuilder(RecordSink):
         self.skipped: Counter[str] = Counter()
         self.first_time: float | None = None
         self.last_time: float | None = None
+        # Accept lengths as logged, counted in C, binned into hundredths now and then.
+        self._accept_values: Counter[float] = Counter()
         self._accept_hundredths: Counter[int] = Counter()
         self._graph_on = 0  # decode windows that ran a CUDA graph
         self._graph_off = 0
@@ -301,9 +304,9 @@ class ReportBuilder(RecordSink):
         run.add_windows(decodes)
         accepts = [value for record in decodes if (value := record.accept_length) is not None]
         if accepts:
-            hundredths = self._accept_hundredths
-            for accept, count in Counter(accepts).items():  # a few hundred distinct values
-                hundredths[round(accept * 100)] += count
+            self._accept_values.update(accepts)
+            if len(self._accept_values) > ACCEPT_VALUES:
+                self._bin_accept_lengths()
             # One by one, in order: a float sum depends on the order (``sum`` may not keep it).
             run.accept_sum = reduce(add, accepts, run.accept_sum)
             run.accept_count += len(accepts)
@@ -315,6 +318,14 @@ class ReportBuilder(RecordSink):
         self._dp_ranks |= ranks
         for moment in self._node.add(decodes, ats):
             self._add_moment(moment)
+
+    def _bin_accept_lengths(self) -> Counter[int]:
+        """Every accept length counted so far, by hundredths."""
+        hundredths = self._accept_hundredths
+        for value, count in self._accept_values.items():
+            hundredths[round(value * 100)] += count
+        self._accept_values.clear()
+        return hundredths
 
     def _flush_node(self) -> None:
         """The DP ranks' open moment belongs to the run that logged it."""
@@ -398,7 +409,7 @@ class ReportBuilder(RecordSink):
             first_time=self.first_time,
             last_time=self.last_time,
             dp_ranks=len(self._dp_ranks),
-            accept=_accept_stats(self._accept_hundredths, self.thresholds),
+            accept=_accept_stats(self._bin_accept_lengths(), self.thresholds),
             cuda_graph_share=_share(self._graph_on, self._graph_off),
             bands=bands,
             overall=overall,
