@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import datetime, timezone
 from typing import Any
 from unittest.mock import patch
 
@@ -312,3 +313,37 @@ def test_records_folded_a_read_at_a_time_report_exactly_as_one_by_one(
         patch.object(builder_module, "FINDINGS_SAMPLE", sample),
     ):
         assert _folded(calls, baseline, by_reads) == _folded(calls, baseline, _one_by_one)
+
+
+def _iso_reading(time: str) -> float | None:
+    try:
+        return datetime.fromisoformat(time).replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return None
+
+
+def _part(edges: list[int], low: int, high: int) -> st.SearchStrategy[int]:
+    return st.one_of(st.sampled_from(edges), st.integers(low, high))
+
+
+# The parsers' form and its near misses: impossible dates and times, other separators,
+# fractions, zones, a digit too many; and any text.
+_TIMES = st.one_of(
+    st.builds(
+        "{:04d}-{:02d}-{:02d}{}{:02d}:{:02d}:{:02d}{}".format,
+        _part([1, 2024, 2026, 9999], 1, 9999),
+        _part([1, 2, 12, 0, 13], 0, 13),
+        _part([1, 28, 29, 30, 31, 0, 32], 0, 32),
+        st.sampled_from("TTT _"),
+        _part([0, 23, 24], 0, 25),
+        _part([0, 59, 60], 0, 61),
+        _part([0, 59, 60], 0, 61),
+        st.sampled_from(["", "", "", ".5", "+01:00", "Z", "0"]),
+    ),
+    st.text(max_size=25),
+)
+
+
+@given(st.lists(_TIMES, max_size=20))
+def test_a_logged_time_reads_as_fromisoformat_reads_it_in_utc(times: list[str]) -> None:
+    assert [logged_seconds(time) for time in times] == [_iso_reading(time) for time in times]
