@@ -10,6 +10,7 @@ node several times slower than it is. The daemon sums its fresh windows with
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import repeat
 from typing import NamedTuple
 
 from exporter.engines.record import StatsRecord
@@ -30,20 +31,27 @@ class Moment(NamedTuple):
 
 def node_totals(records: Iterable[StatsRecord]) -> tuple[float | None, int | None]:
     """Throughput and running requests summed over ranks; ``None`` where any rank lacks it."""
-    moment = _summed(None, records)
+    moment = _summed(None, zip(repeat(None), records))
     return moment.throughput, moment.running
 
 
-def _summed(at: float | None, records: Iterable[StatsRecord]) -> Moment:
-    """The moment ``at`` of the ranks' ``records``: sums, ``None`` where any rank lacks one, and
-    the mean accept length over the ranks that logged one. One pass: a report takes a moment
-    every few lines of a busy log."""
+def _summed(
+    now: float | None,
+    ranks: Iterable[tuple[float | None, StatsRecord]],
+    stale_after: float = STALE_AFTER,
+) -> Moment:
+    """The moment ``now`` of the ranks' (time, line) pairs, leaving out lines older than
+    ``stale_after``: sums, ``None`` where any rank lacks one, and the mean accept length over
+    the ranks that logged one. One pass, no call per rank: a report takes a moment every few
+    lines of a busy log."""
     tput: float | None = 0.0
     running: int | None = 0
     queued: int | None = 0
     lengths: list[float] = []
     count = 0
-    for record in records:
+    for at, record in ranks:
+        if now is not None and at is not None and now - at > stale_after:
+            continue
         count += 1
         value = record.gen_throughput
         tput = None if tput is None or value is None else tput + value
@@ -51,12 +59,22 @@ def _summed(at: float | None, records: Iterable[StatsRecord]) -> Moment:
         running = None if running is None or requests is None else running + requests
         waiting = record.queued_requests
         queued = None if queued is None or waiting is None else queued + waiting
-        if record.accept_length is not None:
-            lengths.append(record.accept_length)
+        length = record.accept_length
+        if length is not None:
+            lengths.append(length)
     if not count:
-        return Moment(at, None, None, None, None)
+        return Moment(now, None, None, None, None)
     accept = sum(lengths) / len(lengths) if lengths else None
-    return Moment(at, accept, running, tput, queued)
+    return Moment(now, accept, running, tput, queued)
+
+
+def _latest(ranks: Iterable[tuple[float | None, StatsRecord]]) -> float | None:
+    """The newest time of the ranks' lines, if any has one (a loop: no call per rank)."""
+    latest = None
+    for at, _ in ranks:
+        if at is not None and (latest is None or at > latest):
+            latest = at
+    return latest
 
 
 def _own_moment(at: float | None, record: StatsRecord) -> Moment:
@@ -117,13 +135,8 @@ class NodeMoments:
 
     def _moment(self) -> Moment:
         """The moment of the round so far, which it closes."""
-        self._newest.update(self._round)
+        newest = self._newest
+        newest.update(self._round)
         self._round.clear()
-        newest = self._newest.values()
-        times = [at for at, _ in newest if at is not None]
-        if not times:
-            return _summed(None, [record for _, record in newest])
-        now = max(times)
-        stale_after = self._stale_after
-        fresh = [record for at, record in newest if at is None or now - at <= stale_after]
-        return _summed(now, fresh)
+        ranks = newest.values()
+        return _summed(_latest(ranks), ranks, self._stale_after)
