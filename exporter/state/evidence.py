@@ -61,14 +61,21 @@ class Evidence:
             elif not _is_probe(record):
                 self._silent_prefills += 1
 
-    def add_records(self, records: Sequence[StatsRecord], at: float) -> None:
-        """Count recognised stats records seen together at ``at``, as ``add_record`` each.
+    def add_records(
+        self,
+        records: Sequence[StatsRecord],
+        at: float,
+        decodes: Sequence[StatsRecord] | None = None,
+    ) -> None:
+        """Count recognised stats records seen together at ``at``, as ``add_record`` each;
+        ``decodes``, the decode records among them, when the caller has picked them out.
 
         One lock and C-speed passes per batch: the daemon hands over each read of its log.
         """
         if not records:
             return
-        decodes = [record for record in records if record.kind == "decode"]
+        if decodes is None:
+            decodes = [record for record in records if record.kind == "decode"]
         with self._lock:
             if self._started_at is None:
                 self._started_at = at

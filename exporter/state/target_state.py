@@ -120,10 +120,11 @@ class TargetState:
         if not records:
             return
         now = time.time() if observed_at is None else observed_at
-        self.evidence.add_records(records, now)
         decodes = [record for record in records if record.kind == "decode"]
+        self.evidence.add_records(records, now, decodes)
         with self._lock:
-            self._stats_lines.update([record.kind for record in records])
+            self._stats_lines["decode"] += len(decodes)
+            self._stats_lines["prefill"] += len(records) - len(decodes)  # the only other kind
             self._engine = records[-1].engine
             if decodes:
                 self._count_windows(decodes)
