@@ -122,6 +122,16 @@ def test_missing_file_exits_2_naming_the_file(log_file: Path, tmp_path: Path) ->
     assert str(missing) in result.stderr
 
 
+def test_records_read_before_a_broken_file_are_printed(log_file: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "server.log.1.gz"
+    broken.write_bytes(gzip.compress(LOG.encode())[:-12])  # cut off mid-rotation
+    result = specwatch("parse", "--json", str(log_file), str(broken))
+    assert result.returncode == 2
+    assert str(broken) in result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["kind"] for r in records] == ["prefill", "decode", "decode"]
+
+
 def test_directory_instead_of_file_exits_2(tmp_path: Path) -> None:
     result = specwatch("parse", str(tmp_path))
     assert result.returncode == 2

@@ -11,6 +11,8 @@ import argparse
 import json
 import sys
 from collections import Counter
+from collections.abc import Callable, Sequence
+from operator import attrgetter, itemgetter
 from typing import TextIO
 
 from exporter.commands import COMMANDS
@@ -38,6 +40,11 @@ _COLUMNS: tuple[tuple[str, str, int, int | None], ...] = (
     ("cached", "cached_tokens", 7, 0),
     ("in_tok/s", "input_throughput", 10, 2),
 )
+_WIDTHS = tuple(width for _, _, width, _ in _COLUMNS)
+_PLACES = tuple(places for _, _, _, places in _COLUMNS)
+_VALUES = itemgetter(*(StatsRecord._fields.index(attr) for _, attr, _, _ in _COLUMNS))
+_GRAPH = [attr for _, attr, _, _ in _COLUMNS].index("cuda_graph")
+_KIND = attrgetter("kind")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -52,12 +59,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(func=run)
 
 
-class _PrintingSink(RecordSink):
-    """Prints each record as it is found and counts the rest for the stderr summary."""
+_Text = Callable[[Sequence[StatsRecord]], str]
+
+
+class PrintingSink(RecordSink):
+    """Prints the records it is given and counts the rest for the stderr summary.
+
+    A read's records come together (``on_records``) and are printed with one ``write`` and
+    one count of kinds instead of one per record: a busy log holds hundreds of thousands of
+    them. Nothing is held back, so ``tail -f log | specwatch parse -`` prints as lines come.
+    """
 
     def __init__(self, out: TextIO, as_json: bool) -> None:
         self.out = out
-        self.as_json = as_json
+        self._text: _Text = _json_lines if as_json else _Table().rows
         self.lines = 0
         self.records: Counter[str] = Counter()
         self.unrecognized = 0
@@ -67,11 +82,11 @@ class _PrintingSink(RecordSink):
         self.lines += count
 
     def on_record(self, record: StatsRecord) -> None:
-        self.records[record.kind] += 1
-        if self.as_json:
-            self.out.write(json.dumps(record.to_json_dict()) + "\n")
-        else:
-            self.out.write(format_row(record) + "\n")
+        self.on_records([record])
+
+    def on_records(self, records: Sequence[StatsRecord]) -> None:
+        self.records.update(map(_KIND, records))
+        self.out.write(self._text(records))
 
     def on_unrecognized(self, reason: str) -> None:
         self.unrecognized += 1
@@ -93,18 +108,71 @@ class _PrintingSink(RecordSink):
         return text
 
 
-def format_row(record: StatsRecord) -> str:
-    """One aligned table row; a value the line did not carry shows as ``-``."""
-    return " ".join(
-        _cell(getattr(record, attr), width, places) for _, attr, width, places in _COLUMNS
-    )
+def _json_lines(records: Sequence[StatsRecord]) -> str:
+    return "\n".join([*map(json.dumps, map(StatsRecord.to_json_dict, records)), ""])
+
+
+_Row = Callable[[tuple[object, ...]], str]
+_MAX_SHAPES = 256
+
+
+class _Table:
+    """Table rows by one ``%`` template per shape of row instead of a formatting step per
+    cell: a log's rows come in a handful of shapes (which columns are None or floats, the
+    graph flag's word), and one template call per row is several times cheaper.
+    """
+
+    def __init__(self) -> None:
+        self._rows: dict[tuple[object, ...], _Row] = {}
+
+    def rows(self, records: Sequence[StatsRecord]) -> str:
+        """The records' rows, each ended by a newline."""
+        known = self._rows
+        if len(known) > _MAX_SHAPES:  # a log has a handful; never let odd input grow it
+            known.clear()
+        rows = []
+        for values in map(_VALUES, records):
+            # Types decide each cell's conversion; a boolean prints as a word, so which word
+            # the graph flag prints is part of the shape too.
+            shape = (*map(type, values), values[_GRAPH] is True)
+            row = known.get(shape) or known.setdefault(shape, _row_for(values))
+            rows.append(row(values))
+        rows.append("")
+        return "\n".join(rows)
+
+
+def _row_for(values: tuple[object, ...]) -> _Row:
+    """The row of every value tuple shaped like ``values``.
+
+    A cell whose text its shape fixes (None, the graph flag) is that text, and takes its
+    value with ``%.0s`` (which prints nothing) so the template takes the whole tuple. A
+    boolean outside the graph column (the parser makes none) is not in the shape: such rows
+    are made cell by cell.
+    """
+    cells = []
+    for column, (value, width, places) in enumerate(zip(values, _WIDTHS, _PLACES, strict=True)):
+        if value is None or (column == _GRAPH and isinstance(value, bool)):
+            cells.append(_cell(value, width, places).replace("%", "%%") + "%.0s")
+        elif isinstance(value, bool):
+            return _cells_row
+        elif isinstance(value, float) and places:
+            cells.append(f"%{width}.{places}f")
+        else:
+            cells.append(f"%{'-' if places is None else ''}{width}s")
+    return " ".join(cells).__mod__
 
 
 def header_row() -> str:
-    return " ".join(_cell(title, width, places) for title, _, width, places in _COLUMNS)
+    return _cells_row(tuple(title for title, _, _, _ in _COLUMNS))
+
+
+def _cells_row(values: tuple[object, ...]) -> str:
+    """One aligned row, a cell at a time: the definition the templates of ``_Table`` follow."""
+    return " ".join(map(_cell, values, _WIDTHS, _PLACES))
 
 
 def _cell(value: object, width: int, places: int | None) -> str:
+    """A value the line did not carry shows as ``-``."""
     align = "<" if places is None else ">"
     if value is None:
         value = "-"
@@ -116,7 +184,7 @@ def _cell(value: object, width: int, places: int | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    sink = _PrintingSink(sys.stdout, args.json)
+    sink = PrintingSink(sys.stdout, args.json)
     try:
         require_readable(args.files)
         if not args.json:
