@@ -182,3 +182,33 @@ def test_the_daemon_catching_up_by_ranges_ends_in_the_state_of_one_reader(
     assert {rank: w.record for rank, w in by_ranges.windows.items()} == {
         rank: w.record for rank, w in alone.windows.items()
     }
+
+
+def test_a_helpers_spool_replays_every_call_in_order(tmp_path: Path) -> None:
+    """Records come in runs (one call or many); the shared read-only empty ``extra`` that a
+    record made without one carries, which marshal cannot write, arrives as an empty dict."""
+    bare = StatsRecord(kind="decode", time="2026-02-23T00:14:33", engine="sglang", dp_rank=1)
+    extra = bare._replace(kind="prefill", extra={"new_seqs": 2})
+    event = LogLine("2026-02-23T00:14:30", None, 0, "Load weight end. type=LlamaForCausalLM")
+    with (tmp_path / "spool").open("w+b") as spool:
+        sink = ranges.SpoolSink(spool)
+        sink.on_lines(3)
+        sink.on_records([bare, extra])
+        sink.on_event(event)
+        sink.on_record(extra)
+        sink.on_record(bare)
+        sink.flush(resume=120)
+        sink.on_skipped("too_long")
+        sink.on_unrecognized("no_fields")
+        sink.flush(resume=240)
+        frames = ranges._SpoolReader(spool)
+        replayed = RecordingSink()
+        resumes = []
+        while (frame := frames.next()) is not None:
+            resumes.append(frame[0])
+            ranges._deliver(frame[1], replayed)
+    assert resumes == [120, 240]
+    assert (replayed.lines, replayed.skipped) == (3, {"too_long": 1})
+    plain = bare._replace(extra={})
+    expected = [plain, extra, event, extra, plain]
+    assert replayed.calls == [*map(repr, expected), "unrecognized no_fields"]

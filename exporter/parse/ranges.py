@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import IO, Any
@@ -51,6 +51,7 @@ _LENGTH = struct.Struct("<Q")  # before each spooled frame
 
 # Spooled sink calls: (kind, value); a run of records is one call with a list of them.
 _LINES, _RECORDS, _EVENT, _UNRECOGNIZED, _SKIPPED = range(5)
+_EXTRA = StatsRecord._fields.index("extra")
 
 
 def helpers_available() -> int:
@@ -239,12 +240,13 @@ class SpoolSink(RecordSink):
         self._add((_LINES, count))
 
     def on_record(self, record: StatsRecord) -> None:
+        self.on_records([record])
+
+    def on_records(self, records: Sequence[StatsRecord]) -> None:
         if self._records is None:
             self._records = []
             self._calls.append((_RECORDS, self._records))
-        if type(record.extra) is not dict:  # the shared empty default: marshal wants a dict
-            record = record._replace(extra=dict(record.extra))
-        self._records.append(record)
+        self._records.extend(records)
 
     def on_unrecognized(self, reason: str) -> None:
         self._add((_UNRECOGNIZED, reason))
@@ -261,7 +263,10 @@ class SpoolSink(RecordSink):
             (kind, list(map(tuple, value)) if kind == _RECORDS else value)
             for kind, value in self._calls
         ]
-        frame = marshal.dumps((resume, calls))
+        try:
+            frame = marshal.dumps((resume, calls))
+        except ValueError:  # a record with the shared, read-only empty extra: marshal wants dicts
+            frame = marshal.dumps((resume, [_with_plain_extras(call) for call in calls]))
         self._out.write(_LENGTH.pack(len(frame)) + frame)
         self._out.flush()  # the reader takes frames while this helper goes on
         self._calls, self._records = [], None
@@ -269,6 +274,13 @@ class SpoolSink(RecordSink):
     def _add(self, call: tuple[int, Any]) -> None:
         self._records = None  # a record after this call starts a new run
         self._calls.append(call)
+
+
+def _with_plain_extras(call: tuple[int, Any]) -> tuple[int, Any]:
+    kind, value = call
+    if kind != _RECORDS:
+        return call
+    return kind, [(*row[:_EXTRA], dict(row[_EXTRA]), *row[_EXTRA + 1 :]) for row in value]
 
 
 def main(argv: list[str]) -> int:
