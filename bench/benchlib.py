@@ -67,23 +67,36 @@ def daemon(log: Path, *flags: str) -> Iterator[tuple[subprocess.Popen[bytes], in
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU of ``pid`` and of the children it has waited for (range helpers)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(field) for field in fields[11:15]) / CLK_TCK  # (c)utime + (c)stime
+    """User + system CPU of ``pid`` and of its range helpers: those it has waited for, and
+    those still running or not yet reaped (a catch-up can end before its helper is)."""
+    return _stat_seconds(pid, 15) + sum(_stat_seconds(child, 13) for child in _children(pid))
+
+
+def _stat_seconds(pid: int, end: int) -> float:
+    """utime + stime (+ cutime + cstime when ``end`` is 15) of ``pid``; 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    return sum(int(field) for field in fields[11:end]) / CLK_TCK
 
 
 def children_peak_kib(pid: int) -> int:
-    """The largest peak RSS among ``pid``'s running children (0 when it has none), whichever
-    of its threads started them."""
-    listed: list[str] = []
+    """The largest peak RSS among ``pid``'s running children (0 when it has none)."""
+    peaks = [0]
+    for child in _children(pid):
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError, KeyError):  # it exited
+            peaks.append(memory_kib(child, "VmHWM"))
+    return max(peaks)
+
+
+def _children(pid: int) -> list[int]:
+    """``pid``'s children, whichever of its threads started them."""
+    listed: list[int] = []
     for task in Path(f"/proc/{pid}/task").glob("*/children"):
         with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # the thread ended
-            listed += task.read_text().split()
-    peaks = [0]
-    for child in listed:
-        with contextlib.suppress(FileNotFoundError, ProcessLookupError, KeyError):  # it exited
-            peaks.append(memory_kib(int(child), "VmHWM"))
-    return max(peaks)
+            listed += map(int, task.read_text().split())
+    return listed
 
 
 def memory_kib(pid: int, key: str) -> int:
