@@ -8,6 +8,7 @@ underscores, non-ASCII text, terminal debris, other prefixes and headers.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -216,7 +217,16 @@ _OTHER_LINES = [
     "[2026-02-23 00:14:33 TP0] The server is fired up and ready to roll!",
     "plain text without a prefix",
     "",
+    # A startup event names its subject within its message's first 20 characters: the
+    # chunk reader looks no further into other lines when every line has the plain prefix.
+    "[2026-02-23 00:14:33 TP0] " + "x" * 20 + "Max running requests is reset to 48",
+    "[2026-02-23 00:14:33 TP0] " + "x" * 21 + "Max running requests is reset to 48",
+    "[2026-02-23 00:14:33] " + "y" * 20 + "server_args=ServerArgs(model_path='m')",
+    "[2026-02-23 00:14:33] Receive: obj=GenerateReqInput(text='Load weight end.')",
 ]
+# Lines every one of which the chunk reader's pattern sees: whole seconds, a plain rank list.
+_PLAIN_PREFIXES = [p for p in _PREFIXES if re.fullmatch(r"\[[-\d :]{19}( [A-Z]+\d)*\]  ?", p)]
+_PLAIN_OTHER_LINES = [line for line in _OTHER_LINES if line.startswith("[")]
 
 
 # Mostly stats lines, so that many batches are read whole and the rest line by line.
@@ -224,20 +234,23 @@ _CHOICES = ["decode"] * 4 + ["prefill"] * 4 + ["other", "bad_bytes"]
 
 
 @st.composite
-def busy_batch(draw: st.DrawFn) -> list[bytes]:
-    """A batch of a busy node: today's stats lines of both kinds among other lines."""
+def busy_batch(draw: st.DrawFn, plain: bool = False) -> list[bytes]:
+    """A batch of a busy node: today's stats lines of both kinds among other lines; with
+    ``plain``, every line in the plain prefix."""
+    prefixes = _PLAIN_PREFIXES if plain else _PREFIXES
+    others = _PLAIN_OTHER_LINES if plain else _OTHER_LINES
     lines: list[bytes] = []
     for _ in range(draw(st.integers(1, 12))):
         choice = draw(st.sampled_from(_CHOICES))
         if choice == "other":
-            lines.append(draw(st.sampled_from(_OTHER_LINES)).encode())
+            lines.append(draw(st.sampled_from(others)).encode())
         elif choice == "bad_bytes":
             lines.append(b"[2026-02-23 00:14:33] text='Decode batch, \xff\xfe'")
         else:
             numbers = draw(st.lists(st.sampled_from(_NUMBERS), min_size=4, max_size=4))
             flag = draw(st.sampled_from(["True", "False", "Maybe"]))
             body = _TODAY[choice].format(*numbers, flag)
-            prefix = draw(st.sampled_from(_PREFIXES))
+            prefix = draw(st.sampled_from(prefixes))
             lines.append(f"{prefix}{body}".encode())
     return lines
 
@@ -245,7 +258,7 @@ def busy_batch(draw: st.DrawFn) -> list[bytes]:
 @settings(
     max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(st.lists(busy_batch(), min_size=1, max_size=6), st.booleans())
+@given(st.lists(st.booleans().flatmap(busy_batch), min_size=1, max_size=6), st.booleans())
 def test_whole_batches_read_in_one_pass_equal_the_plain_reader(
     batches: list[list[bytes]], framed: bool
 ) -> None:
@@ -288,3 +301,22 @@ def test_a_tidy_batch_after_the_first_is_read_without_a_line_by_line_pass(
     assert len(records) == 8
     assert "time='2026-02-23T00:14:31', engine='sglang', dp_rank=2, tp_rank=2" in records[6]
     assert "accept_length=3.1, accept_rate=0.5, cuda_graph=True" in records[6]
+
+
+@pytest.mark.parametrize("other", _PLAIN_OTHER_LINES)
+@pytest.mark.parametrize("framed", [False, True])
+def test_a_batch_of_plain_lines_finds_an_event_as_the_plain_reader_does(
+    other: str, framed: bool
+) -> None:
+    """When every line has the plain prefix, the chunk reader looks for startup events only
+    in the other lines' message heads: an event at the edge of where the line reader looks
+    must still be found, and one just past it must not."""
+    decode = "[2026-02-23 00:14:3{} DP{} TP{} EP{}] " + _TODAY["decode"].format(
+        9, 70, "0.5", "3.1", True
+    )
+    prefill = "[2026-02-23 00:14:35 TP0] " + _TODAY["prefill"].format(4, 700, "0.5", "99.5", False)
+    learn = [decode.format(0, 0, 0, 0).encode(), prefill.encode()]
+    batch = [decode.format(1, r, r, r).encode() for r in range(3)] + [other.encode()]
+    batch += [prefill.encode(), decode.format(2, 0, 0, 0).encode()]
+    events, _ = fast_read([learn, batch], framed)
+    assert events == plain_read(learn + batch)

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from itertools import compress, repeat
 from math import isfinite
-from operator import itemgetter, not_
+from operator import add, itemgetter
 from typing import Any, TypeVar
 
 from exporter.engines.record import StatsRecord, record_from_row
@@ -39,55 +39,70 @@ _STATS_HEADS = (b"] Decode batch", b"] Prefill batch")
 # The prefix as the fast line reader takes it: whole seconds, a plain rank list.
 _HEAD = rb"\n\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(" + RANK_LIST.encode() + rb")\] "
 _NEVER = rb"(?!)"
+_IS_DECODE, _IS_PREFILL = b"D", b"P"
 _CACHE_SIZE = 4096  # distinct stamps (one a second) and rank lists kept; cleared when full
 
 Row = tuple[bytes, ...]
 
 
 class ChunkReader:
-    """Reads a batch's stats lines with the pattern of the layouts learnt so far."""
+    """Reads a batch's stats lines with the pattern of the layouts learnt so far.
 
-    def __init__(self) -> None:
+    The pattern also matches every other line with the same prefix, taking the first
+    ``message_head`` bytes of its message: when every line of a batch matched, those heads
+    are all a caller needs to search for messages that must be read line by line (startup
+    events, which name their subject within their first words), not the whole batch.
+    """
+
+    def __init__(self, message_head: int) -> None:
+        self._message_head = message_head
         self._key: tuple[LayoutColumns | None, LayoutColumns | None] | None = None
         self._pattern: re.Pattern[bytes] | None = None
         self._times: dict[bytes, str] = {}
         self._ranks: dict[bytes, tuple[int | None, int | None]] = {}
 
-    def read(self, blob: bytes) -> list[StatsRecord] | None:
-        """The records of ``blob`` (tidy lines, no startup events, each line between two
-        ``\\n``), in line order, or None: read it line by line."""
-        expected = sum(blob.count(head) for head in _STATS_HEADS)
-        if not expected:
-            return []
+    def read(self, blob: bytes, lines: int) -> tuple[list[StatsRecord], bytes] | None:
+        """The records of ``blob`` (``lines`` tidy lines, each between two ``\n``) in line
+        order, and the text in which the caller must find no startup event: the other lines'
+        message heads, or the whole blob. None: read it line by line."""
         decode, prefill = learnt_columns("decode"), learnt_columns("prefill")
         if decode is None and prefill is None:
             return None
         rows: list[Row] = self._compiled(decode, prefill).findall(blob)
-        if len(rows) != expected:
-            return None  # a line that might be a stats line did not match: read each line
-        kinds = _column(rows, 2)  # b"D" for a decode line, b"" for a prefill line
-        decodes = list(compress(rows, kinds))
-        prefills = list(compress(rows, map(not_, kinds))) if len(decodes) < len(rows) else []
-        decoded = self._records("decode", decode, 3, decodes)
-        after_decode = 3 + (0 if decode is None else decode.groups)
-        prefilled = self._records("prefill", prefill, after_decode, prefills)
+        decode_at = 3
+        prefill_at = decode_at + (0 if decode is None else decode.groups)
+        kinds = list(map(add, _column(rows, 2), _column(rows, prefill_at)))  # D, P or b""
+        if len(rows) == lines and blob.isascii():  # one row per line: none was left unread
+            rest = b"\n".join(_column(rows, -1))
+            rows = list(compress(rows, kinds))
+        else:
+            rest = blob
+            rows = list(compress(rows, kinds))
+            if len(rows) != sum(blob.count(head) for head in _STATS_HEADS):
+                return None  # a line that might be a stats line did not match: read each line
+        kinds = list(filter(None, kinds))
+        decodes = list(compress(rows, map(_IS_DECODE.__eq__, kinds)))
+        prefills = list(compress(rows, map(_IS_PREFILL.__eq__, kinds)))
+        decoded = self._records("decode", decode, decode_at, decodes)
+        prefilled = self._records("prefill", prefill, prefill_at + 1, prefills)
         if decoded is None or prefilled is None:
             return None
-        if not prefills or not decodes:
-            return decoded or prefilled
-        by_kind = {b"D": iter(decoded), b"": iter(prefilled)}
-        return list(map(next, map(by_kind.__getitem__, kinds)))  # back in line order
+        by_kind = {_IS_DECODE: iter(decoded), _IS_PREFILL: iter(prefilled)}
+        return list(map(next, map(by_kind.__getitem__, kinds))), rest  # back in line order
 
     def _compiled(
         self, decode: LayoutColumns | None, prefill: LayoutColumns | None
     ) -> re.Pattern[bytes]:
-        """One pattern for both kinds; group 3 onwards are decode's values, then prefill's."""
+        """One pattern for every line with the plain prefix: group 2 is ``D`` for a decode
+        line, followed by decode's values; then ``P`` and prefill's values; the last group is
+        another line's message head."""
         if self._pattern is None or self._key != (decode, prefill):
             decode_body = _NEVER if decode is None else decode.body
             prefill_body = _NEVER if prefill is None else prefill.body
-            alternatives = rb"(?:(D)ecode batch, " + decode_body
-            alternatives += rb"|Prefill batch, " + prefill_body + rb")"
-            self._pattern = re.compile(_HEAD + alternatives + rb"(?=\n)")
+            alternatives = rb"(?:(D)ecode batch, " + decode_body + rb"(?=\n)"
+            alternatives += rb"|(P)refill batch, " + prefill_body + rb"(?=\n)"
+            alternatives += rb"|(?!Decode batch|Prefill batch)([^\n]{0,%d}))" % self._message_head
+            self._pattern = re.compile(_HEAD + alternatives)
             self._key = (decode, prefill)
         return self._pattern
 

@@ -74,7 +74,7 @@ class LineProcessor:
         self._decoder.kind = envelope
         self.engine: str | None = None
         self._vllm: vllm.VllmParser | None = None
-        self._chunk = ChunkReader()
+        self._chunk = ChunkReader(message_head=_EVENT_SCAN)
         if engine != "auto":
             self._decide(engine)
 
@@ -145,7 +145,7 @@ class LineProcessor:
         # Terminal debris is rare, and the same scan spares cleaning each line of a tidy batch.
         tidy = not any(debris in blob for debris in DEBRIS)
         if tidy and len(lines) >= CHUNK_MIN_LINES:
-            records = self._chunk_records(blob)
+            records = self._chunk_records(blob, len(lines))
             if records is not None:
                 self._deliver_records(records)
                 return
@@ -166,20 +166,26 @@ class LineProcessor:
         if self.engine == "sglang" and self._decoder.kind == "plain":
             count = framed.count(b"\n") - 1
             tidy = not any(debris in framed for debris in DEBRIS)
-            records = self._chunk_records(framed) if tidy and count >= CHUNK_MIN_LINES else None
+            records = (
+                self._chunk_records(framed, count) if tidy and count >= CHUNK_MIN_LINES else None
+            )
             if records is not None:
                 self._sink.on_lines(count)
                 self._deliver_records(records)
                 return
         self.process(framed.split(b"\n")[1:-1])
 
-    def _chunk_records(self, blob: bytes) -> list[StatsRecord] | None:
+    def _chunk_records(self, blob: bytes, lines: int) -> list[StatsRecord] | None:
         """A tidy batch's records read in one pass (the hot path, see bench/), or None: the
         chunk reader cannot read it exactly as line by line (a startup event among them, a
         line the line reader would count as invalid UTF-8, a layout not learnt yet)."""
-        if any(marker in blob for marker in EVENT_MARKERS) or not _valid_utf8(blob):
+        if not _valid_utf8(blob):
             return None
-        return self._chunk.read(blob)
+        found = self._chunk.read(blob, lines)
+        if found is None:
+            return None
+        records, rest = found
+        return None if any(marker in rest for marker in EVENT_MARKERS) else records
 
     def _deliver_records(self, records: list[StatsRecord]) -> None:
         self._sink.on_records(records)
