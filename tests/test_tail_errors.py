@@ -27,6 +27,8 @@ from exporter.sources.tail import FileTailer
 class Printer:
     def __getattr__(self, name):
         def record(*args):
+            if name == "on_framed":  # lines as read, each between two newlines
+                return self.on_lines(args[0].split(b"\\n")[1:-1])
             payload = [a if isinstance(a, str) else None for a in args]
             lines = [b.decode() for a in args if isinstance(a, list) for b in a]
             print(json.dumps({"event": name, "args": payload, "lines": lines}), flush=True)

@@ -14,6 +14,7 @@ from exporter.engines.sglang import LogLine
 from exporter.parse import ranges
 from exporter.parse.custom_rules import CustomRuleSet
 from exporter.parse.pipeline import LineProcessor
+from exporter.sources.tail.events import TailEvents
 from exporter.state.target_state import TargetState
 
 # The tail thread's share of a long backlog: the target state folds a record in about a third
@@ -90,7 +91,7 @@ class BootstrapSink(StateSink):
         pass
 
 
-class LogFeed:
+class LogFeed(TailEvents):
     """The tailer's ``TailEvents`` for one source of one target."""
 
     def __init__(
@@ -112,6 +113,15 @@ class LogFeed:
             self._sink.flush()  # whatever was read becomes current, even if a line raised
         if self._custom_rules:
             self._custom_rules.feed_raw(lines)
+
+    def on_framed(self, framed: bytes) -> None:
+        if self._custom_rules:  # they see every raw line
+            self.on_lines(framed.split(b"\n")[1:-1])
+            return
+        try:
+            self._processor.process_framed(framed)
+        finally:
+            self._sink.flush()
 
     def read_backlog(
         self,

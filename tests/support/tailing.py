@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from exporter.config import TargetConfig
-from exporter.sources.tail import FileTailer
+from exporter.sources.tail import FileTailer, TailEvents
 from exporter.state.feed import LogFeed
 from exporter.target import Target
 from tests.support.metrics import Scrape, render
@@ -25,7 +25,7 @@ FAST: dict[str, Any] = {"poll_interval": 0.02, "rotate_wait": 0.3}
 """Tailer timings that keep each test well under a second of waiting."""
 
 
-class Recorder:
+class Recorder(TailEvents):
     """Records every event in arrival order; safe to read while the tailer thread writes."""
 
     def __init__(self) -> None:

@@ -25,6 +25,12 @@ class TailEvents(Protocol):
     def on_lines(self, lines: list[bytes]) -> None:
         """Complete lines in order, without the trailing ``\\n`` (a trailing ``\\r`` may remain)."""
 
+    def on_framed(self, framed: bytes) -> None:
+        """Complete lines as read, each between two newlines: a consumer that reads a batch
+        whole is spared splitting it. A receiver that subclasses this protocol gets them as
+        ``on_lines``."""
+        self.on_lines(framed.split(b"\n")[1:-1])
+
     def on_bootstrap(self, lines: list[bytes], mtime: float) -> None:
         """Head and tail lines of a file present at start, before any ``on_lines``."""
 

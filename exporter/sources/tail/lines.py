@@ -36,9 +36,10 @@ class Split:
 
     def deliver(self, events: TailEvents) -> None:
         """Hand the lines, then one ``too_long`` skip per dropped line, to ``events``."""
-        lines = self.lines
-        if lines:
-            events.on_lines(lines)
+        if self.framed is not None:
+            events.on_framed(self.framed)
+        elif self.listed:
+            events.on_lines(self.listed)
         for _ in range(self.too_long):
             events.on_skipped("too_long")
 
