@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import select
 import subprocess
 import sys
 from pathlib import Path
@@ -188,3 +189,23 @@ def test_gzipped_rotation_and_a_last_line_without_newline_are_read(tmp_path: Pat
     assert [r["accept_length"] for r in records if r["kind"] == "decode"] == [1.0, 1.0] * 2
     assert records[-1]["running_requests"] == 47  # the unterminated last line
     assert "skipped: 1 too_long" in result.stderr
+
+
+def test_records_from_a_live_pipe_are_printed_as_they_come(log_file: Path) -> None:
+    """``tail -f log | specwatch parse --json -``: a record shows while the pipe stays open."""
+    proc = subprocess.Popen(
+        [str(SPECWATCH), "parse", "--json", "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(LOG.encode())
+        proc.stdin.flush()
+        ready, _, _ = select.select([proc.stdout], [], [], 20)
+        assert ready, "no record printed while standard input was still open"
+        assert json.loads(proc.stdout.readline())["kind"] == "prefill"
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=20)

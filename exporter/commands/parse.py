@@ -185,6 +185,8 @@ def _cell(value: object, width: int, places: int | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     sink = PrintingSink(sys.stdout, args.json)
+    if "-" in args.files:  # a live pipe: each read's rows go out as it is printed
+        sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     try:
         require_readable(args.files)
         if not args.json:

@@ -282,8 +282,11 @@ def _open(path: str) -> Iterator[tuple[Readable, BinaryIO | None]]:
 
 
 def _read(stream: Readable, size: int, path: str) -> bytes:
+    # Standard input may be a live pipe (``tail -f log | specwatch parse -``): take what has
+    # come instead of waiting for a whole chunk, which would hold lines back until the end.
+    read1 = getattr(stream, "read1", None) if path == "-" else None
     try:
-        return stream.read(size)
+        return read1(size) if read1 is not None else stream.read(size)
     except (OSError, EOFError) as exc:
         raise ReadError(f"cannot read {path}: {exc}") from exc
 
