@@ -15,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from exporter.commands.parse import PrintingSink, header_row
-from exporter.engines.record import DraftCounts, StatsRecord
-from tests.support.records import decode
+from exporter.engines.record import StatsRecord
+from tests.support.records import decode, draft_counts
 
 # (record attribute, width, decimals) of each column: text is left-aligned, numbers right.
 COLUMNS: tuple[tuple[str, int, int | None], ...] = (
@@ -87,16 +87,7 @@ RECORDS = st.builds(
     new_tokens=INTS,
     cached_tokens=INTS,
     input_throughput=REALS,
-    draft_counts=st.one_of(
-        st.none(),
-        st.builds(
-            DraftCounts,
-            draft_tokens=st.integers(0, 40),
-            accepted_tokens=st.integers(0, 40),
-            drafts=st.one_of(st.none(), st.integers(0, 10)),
-            accept_rate_by_position=st.one_of(st.none(), st.tuples(FLOATS, FLOATS)),
-        ),
-    ),
+    draft_counts=draft_counts(st.one_of(st.none(), st.tuples(FLOATS, FLOATS))),
     extra=st.dictionaries(st.one_of(TEXT, st.sampled_from(["time", "new_seqs"])), EXTRA_VALUES),
 )
 

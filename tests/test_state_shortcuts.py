@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from exporter.analysis.baseline import Baseline
 from exporter.config import BaselineConfig, TargetConfig
-from exporter.engines.record import DraftCounts, StatsRecord
+from exporter.engines.record import StatsRecord
 from exporter.engines.server_config import ServerConfig
 from exporter.engines.sglang import LogLine
 from exporter.state.evidence import Evidence
@@ -27,6 +27,7 @@ from exporter.state.target_state import ACCEPT_LENGTH_BUCKETS, TargetState
 from exporter.target import Target
 from tests.support.loglines import decode_line
 from tests.support.metrics import T0
+from tests.support.records import draft_counts
 
 BASELINE = Baseline(((1.0, 50.0), (64.0, 900.0)), "test")
 
@@ -40,15 +41,6 @@ ACCEPT_LENGTHS = st.one_of(
     st.sampled_from([*ACCEPT_LENGTH_BUCKETS, math.nan, math.inf, -math.inf, 0.0, 8.01]),
     st.floats(min_value=0.5, max_value=9.0),
 )
-DRAFT_COUNTS = st.one_of(
-    st.none(),
-    st.builds(
-        DraftCounts,
-        draft_tokens=st.integers(0, 40),
-        accepted_tokens=st.integers(0, 40),
-        drafts=st.one_of(st.none(), st.integers(0, 10)),
-    ),
-)
 RECORDS = st.fixed_dictionaries(
     {
         "kind": st.sampled_from(["decode", "decode", "prefill"]),
@@ -60,7 +52,7 @@ RECORDS = st.fixed_dictionaries(
         "cuda_graph": st.one_of(st.none(), st.booleans()),
         "gen_throughput": st.one_of(st.none(), st.floats(0.0, 5000.0)),
         "new_tokens": st.one_of(st.none(), st.integers(0, 3)),
-        "draft_counts": DRAFT_COUNTS,
+        "draft_counts": draft_counts(),
     }
 ).map(as_record)
 # Batches with the time they are applied at: not always increasing, as a window restored from

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from exporter.engines.record import StatsRecord
+from hypothesis import strategies as st
+
+from exporter.engines.record import DraftCounts, StatsRecord
 
 
 def decode(**fields: object) -> StatsRecord:
@@ -17,3 +19,20 @@ def decode(**fields: object) -> StatsRecord:
     )
     values.update(fields)
     return StatsRecord(kind="decode", **values)  # type: ignore[arg-type]
+
+
+def draft_counts(
+    rates: st.SearchStrategy[tuple[float, float] | None] | None = None,
+) -> st.SearchStrategy[DraftCounts | None]:
+    """A record's draft counts, or none; ``rates`` draws the acceptance rate by position
+    (none by default)."""
+    return st.one_of(
+        st.none(),
+        st.builds(
+            DraftCounts,
+            draft_tokens=st.integers(0, 40),
+            accepted_tokens=st.integers(0, 40),
+            drafts=st.one_of(st.none(), st.integers(0, 10)),
+            accept_rate_by_position=st.none() if rates is None else rates,
+        ),
+    )
