@@ -47,7 +47,7 @@ NODE_SCOPE: tuple[str, ...] = (JOB, INSTANCE, TARGET)
 # Per-window gauges are the only series the engine may split per data-parallel rank.
 WINDOW_SCOPE: tuple[str, ...] = (*NODE_SCOPE, DP_RANK)
 
-# What each finding (README "Findings") means and what to do, shown next to the code.
+# What each finding (docs/metrics.md, Findings) means and what to do, shown next to the code.
 FINDING_TEXT: dict[str, str] = {
     "eagle3_draft_with_eagle_algorithm": (
         "EAGLE-3 draft served with --speculative-algorithm EAGLE: the draft's layer fusion is "

@@ -126,7 +126,7 @@ class TargetConfig(Strict):
 
 
 class Config(Strict):
-    """The whole daemon configuration; the README's Configuration section lists every key."""
+    """The whole daemon configuration; docs/configuration.md lists every key."""
 
     listen: str = DEFAULT_LISTEN
     stale_after: float = Field(default=60.0, gt=0)

@@ -1,8 +1,8 @@
 """The alert rules, their promtool unit tests, the runbook and the shipped alerting configs.
 
 The rules are checked by the tools that load them in production (promtool, amtool) and against
-the README's Alerts table: every alert listed there exists with its severity, is documented in
-the runbook, and is proven to fire by at least one promtool scenario.
+the table of docs/alerts.md: every alert listed there exists with its severity, is documented
+in the runbook, and is proven to fire by at least one promtool scenario.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ PROMETHEUS_RULE = REPO / "deploy" / "kubernetes" / "base" / "prometheusrule.yaml
 # The default runbook_url_template: the runbook this repository ships.
 RUNBOOK_BASE = "alerts/runbook.md"
 
-# The alerts the README's Alerts table lists: alert name -> severity.
+# The alerts docs/alerts.md lists: alert name -> severity.
 LISTED_ALERTS = {
     "SpecDecodeAcceptLengthCollapsed": "critical",
     "SpecDecodeAcceptLengthLow": "warning",
@@ -203,7 +203,7 @@ def test_runbook_promql_is_valid_and_names_real_series(tmp_path: Path) -> None:
 
 
 def test_no_rule_trusts_sglang_accept_rate() -> None:
-    """SGLang's logged/exported accept rate changed meaning in 2026 (README: Alerts)."""
+    """SGLang's logged/exported accept rate changed meaning in 2026 (docs/alerts.md)."""
     for rule in load_rules():
         assert "sglang" not in rule["expr"], rule.get("alert") or rule["record"]
 

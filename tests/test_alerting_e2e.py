@@ -40,7 +40,7 @@ from tests.support.tools import REPO, free_port, require_tool, shipped_rules
 from tests.support.waiting import wait_for
 
 ALERTMANAGER = REPO / "deploy" / "alertmanager" / "alertmanager.yml"
-# The collapsed drafter's 600 tok/s at 48 running, against the README's baseline curve (see
+# The collapsed drafter's 600 tok/s at 48 running, against the documented baseline curve (see
 # Baselines): 1,500 tok/s at 48 running.
 BASELINE_CURVE = "1:82,48:1500,128:2370"
 COLLAPSED_SPEEDUP = 600 / 1500

@@ -1,6 +1,6 @@
 """Break-even advice on the draft-token count, checked against hand-worked scenario numbers.
 
-Arithmetic (see exporter/breakeven.py and the README): a round costs ``C = AL / S`` decode
+Arithmetic (exporter/breakeven.py, docs/troubleshooting.md): a round costs ``C = AL / S`` decode
 steps, each drafted token ``k = (C - 1) / (N - 1)``, and drafts are accepted as a prefix with
 per-position probability ``a`` where ``AL = 1 + a + ... + a**(N-1)``.
 """

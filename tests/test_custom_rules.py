@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import yaml
 
 from exporter.config import ConfigError
 from exporter.parse.custom_rules import CustomRuleSet
 from tests.support.custom_rules import documented_rules, rule_set
+from tests.support.docs import doc
+from tests.support.docs import section as section_of
 from tests.support.loglines import PROF_LINE
 
 
@@ -115,9 +115,8 @@ def test_empty_rule_set_is_falsy() -> None:
     assert rule_set([_rule()])
 
 
-def test_readme_example_extracts_the_profiler_line() -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme[readme.index("### Custom extraction rules") :]
+def test_the_configuration_page_example_extracts_the_profiler_line() -> None:
+    section = section_of(doc("configuration.md"), "## Custom extraction rules")
     block = section[section.index("```yaml") + len("```yaml") : section.index("```\n\n")]
     rules = rule_set(yaml.safe_load(block)["custom_rules"])
     rules.feed_raw([PROF_LINE.encode()])

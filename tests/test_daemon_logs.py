@@ -1,4 +1,4 @@
-"""The daemon on real log files (README: "How the log is read"), asserted by /metrics.
+"""The daemon on real log files (docs/configuration.md), asserted by /metrics.
 
 Each test runs the real ``specwatch run`` process, changes the file the way log rotation tools
 and servers do, and checks over HTTP that nothing is lost or counted twice.

@@ -3,7 +3,7 @@
 The lint rules are those of grafana/dashboard-linter (datasource/job/instance variables,
 reload on time change, templated datasource, title+description, units, `$__rate_interval`,
 job/instance matchers, counters only under rate), re-stated here because the Go linter cannot
-be built on the project's machines. Expectations come from the README (uids, finding codes,
+be built on the project's machines. Expectations come from docs/metrics.md (uids, finding codes,
 metric names) and Grafana's formats, not from the generator.
 """
 
@@ -25,9 +25,9 @@ from tests.support.tools import REPO, promtool_check, shipped_rules
 
 SCHEMAS = REPO / "tests" / "data" / "grafana-schema"
 NODE, FLEET = "specwatch-node.json", "specwatch-fleet.json"
-# The README's Dashboards section: file name -> uid.
+# The Dashboards section of docs/metrics.md: file name -> uid.
 UIDS = {NODE: "specwatch-node", FLEET: "specwatch-fleet"}
-# The README's Findings table: every finding code the node dashboard must explain.
+# The Findings table of docs/metrics.md: every finding code the node dashboard must explain.
 FINDING_CODES = {
     "eagle3_draft_with_eagle_algorithm",
     "cuda_graph_disabled",
@@ -210,7 +210,7 @@ def panel(board: dict[str, Any], title: str) -> dict[str, Any]:
 
 
 # Issue text for each dashboard -> (panel types that can show it, patterns all found in one
-# panel's queries). Metric names are those of the README's Metrics section.
+# panel's queries). Metric names are those of docs/metrics.md.
 WANTED_PANELS: dict[str, dict[str, tuple[set[str], tuple[str, ...]]]] = {
     NODE: {
         "accept length over time": ({"timeseries"}, (r"\bspecwatch_accept_length\{",)),

@@ -14,6 +14,7 @@ import yaml
 
 from exporter.config import Config, TargetConfig, load_config
 from tests.support.deploy import DEPLOY, EXAMPLE, parse_specwatch_argv
+from tests.support.docs import DOC_PAGES, doc
 from tests.support.tools import REPO
 
 # Folders of deploy/ holding other programs' configs (which may also be named specwatch.yaml).
@@ -72,10 +73,10 @@ def test_bad_flag_in_a_deploy_command_line_is_caught() -> None:
         parse_specwatch_argv(["run", "--log-files", "/x"])
 
 
-# Deploy files (and the README that explains them) that may name repository paths.
+# Deploy files (and the pages that explain them) that may name repository paths.
 REFERRING_FILES = [
     REPO / ".dockerignore",
-    REPO / "README.md",
+    *DOC_PAGES,
     *(
         p
         for p in DEPLOY.rglob("*")
@@ -97,25 +98,19 @@ def test_repository_paths_named_in_deploy_files_exist() -> None:
     assert not missing, missing
 
 
-def readme_section(heading: str) -> str:
-    """The README text under a level-2 heading, up to the next level-2 heading."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    return text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
-
-
-def test_readme_deploying_covers_every_path_and_how_to_scale() -> None:
-    deploying = readme_section("Deploying")
+def test_the_deployment_page_covers_every_path_and_how_to_scale() -> None:
+    deploying = doc("deployment.md")
     paths = ["deploy/docker/Dockerfile", "deploy/compose", "deploy/systemd"] + [
         overlay.relative_to(REPO).as_posix()
         for overlay in sorted((DEPLOY / "kubernetes" / "overlays").iterdir())
     ]
     assert len(paths) >= 5
     for path in paths:
-        assert f"`{path}`" in deploying, f"README Deploying does not mention {path}"
-    subsections = re.findall(r"^### (.+)$", deploying, flags=re.MULTILINE)
+        assert f"`{path}`" in deploying, f"docs/deployment.md does not mention {path}"
+    subsections = re.findall(r"^## (.+)$", deploying, flags=re.MULTILINE)
     for how in ("Container image", "Kubernetes", "Compose", "systemd", "Scaling"):
         assert any(s.startswith(how) for s in subsections), f"no subsection on {how}"
-    scaling = deploying.split("### Scaling", 1)[1]
+    scaling = deploying.split("## Scaling", 1)[1]
     assert "One specwatch per serving node" in scaling
     assert "Thanos" in scaling and "Mimir" in scaling
     # What one node adds: a measured number of series, not only a bound.

@@ -1,4 +1,4 @@
-"""Container envelopes and terminal debris around log lines (README: "How the log is read")."""
+"""Container envelopes and terminal debris around log lines (docs/configuration.md)."""
 
 from __future__ import annotations
 

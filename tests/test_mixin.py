@@ -23,6 +23,7 @@ from exporter.analysis.thresholds import Thresholds
 from exporter.mixin_config import MixinConfig, load_mixin_config
 from mixin.render import render, stale_files
 from tests.support.deploy import OPERATOR_SCHEMAS
+from tests.support.docs import doc
 from tests.support.tools import REPO, promtool_check, require_tool
 
 USER_CONFIG = {
@@ -297,14 +298,13 @@ def test_bad_mixin_config_exits_2_naming_the_key(
     assert not (tmp_path / "out").exists()
 
 
-def readme_mixin_examples() -> list[dict[str, Any]]:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    part = readme.split("### Rendering for your setup", 1)[1].split("\n## ", 1)[0]
+def documented_mixin_examples() -> list[dict[str, Any]]:
+    part = doc("alerts.md").split("## Rendering for your setup", 1)[1].split("\n## ", 1)[0]
     return [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", part, re.S)]
 
 
-def test_readme_lists_the_defaults_and_valid_examples() -> None:
-    reference, *examples = readme_mixin_examples()
+def test_the_docs_list_the_defaults_and_valid_examples() -> None:
+    reference, *examples = documented_mixin_examples()
     assert MixinConfig.model_validate(reference) == MixinConfig()
     assert len(examples) == 3
     for example in examples:

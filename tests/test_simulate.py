@@ -325,7 +325,7 @@ def test_a_reader_that_stops_early_is_not_an_error() -> None:
     assert b"Traceback" not in proc.stderr.read()
 
 
-# The findings (the README's Findings table) each scenario must raise from its log alone.
+# The findings (the Findings table of docs/metrics.md) each scenario must raise from its log alone.
 # Slower-than-baseline needs a baseline, which a log does not carry: that is the alerts' job.
 INTENDED_FINDINGS: dict[str, set[str]] = {
     "healthy": set(),

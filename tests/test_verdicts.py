@@ -128,7 +128,7 @@ def undertrained_log() -> list[str]:
 
 
 def break_even_count(accept_length: float, tokens: int, speedup: float) -> int:
-    """The README's model, worked independently: per-position acceptance a from
+    """The model of docs/troubleshooting.md, worked independently: per-position acceptance a from
     1 + a + ... + a^(N-1) = AL, cost k per drafted token from C = AL / S = 1 + k (N - 1), and
     the count up to 2N with the best (1 + a + ... + a^(n-1)) / (1 + k (n - 1))."""
     low, high = 0.0, 1.0

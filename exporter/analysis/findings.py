@@ -1,4 +1,4 @@
-"""Diagnosis: turn what was seen into named causes with a fix (README "Findings").
+"""Diagnosis: turn what was seen into named causes with a fix (docs/metrics.md, Findings).
 
 :func:`evaluate` is a pure function over plain inputs (:class:`Observations`), so the daemon,
 ``specwatch doctor`` and ``specwatch report`` give the same verdict from the same evidence

@@ -65,7 +65,7 @@ def path_arg(value: str) -> Path:
 
 
 def add_baseline_flags(parser: argparse.ArgumentParser) -> None:
-    """The baseline (README "Baselines") and expected accept length, alike wherever they appear.
+    """The baseline (docs/configuration.md) and expected accept length, alike everywhere.
 
     ``run``, ``doctor`` and ``report`` all judge throughput against a baseline; one definition
     keeps their flags, exclusivity and help identical.

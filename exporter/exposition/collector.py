@@ -1,4 +1,4 @@
-"""The one Collector: renders every target's snapshot into the README's metrics per scrape.
+"""The one Collector: renders every target's snapshot into docs/metrics.md's metrics per scrape.
 
 Nothing is stored in prometheus_client metric objects: each scrape builds fresh families from
 snapshots, so a value that went stale simply is not rendered (instead of lingering as if
@@ -90,7 +90,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     ),
     "finding": (
         "gauge",
-        "1 for each active finding (codes in the README's Findings table); absent otherwise.",
+        "1 for each active finding (codes in docs/metrics.md, Findings); absent otherwise.",
     ),
     "upstream_up": ("gauge", "1 if the newest scrape of the server's endpoint succeeded."),
     "upstream_scrape_duration_seconds": ("gauge", "Duration of the newest upstream scrape."),

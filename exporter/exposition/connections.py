@@ -31,7 +31,7 @@ Serve = Callable[[socket.socket, Any], None]
 
 @dataclass(frozen=True)
 class Limits:
-    """The bounds every connection is held to; the README's reliability table states them."""
+    """The bounds every connection is held to; docs/reliability.md states them."""
 
     io_timeout: float = 10.0  # one read, write or TLS handshake step
     idle_timeout: float = 10.0  # connected without sending a byte

@@ -67,7 +67,7 @@ class Scenario:
     summary: str
     phases: tuple[Phase, ...]
     baseline: tuple[tuple[int, float], ...]
-    findings: tuple[str, ...]  # finding codes (README "Findings") active at the end of the log
+    findings: tuple[str, ...]  # finding codes (docs/metrics.md) active at the log's end
 
     def baseline_flag(self) -> str:
         """The ``--baseline-curve`` value that describes this scenario's baseline."""

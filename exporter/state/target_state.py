@@ -170,7 +170,7 @@ class TargetState:
 
     def _folds(self, key: int | None) -> bool:
         """Whether a new DP rank finds every window taken: counted in the totals already, it gets
-        no series of its own (see README, series budget)."""
+        no series of its own (see docs/deployment.md, series per node)."""
         if key is None or key in self._windows or len(self._windows) < self._max_dp_ranks:
             return False
         if len(self._folded) < MAX_FOLDED_DP_RANKS:

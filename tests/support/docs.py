@@ -1,0 +1,29 @@
+"""The user documentation as the tests read it: the README and the pages under ``docs/``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.support.tools import REPO
+
+README = REPO / "README.md"
+DOC_PAGES = (README, *sorted((REPO / "docs").glob("*.md")))
+
+
+def doc(name: str) -> str:
+    """A page under ``docs/`` by file name."""
+    return (REPO / "docs" / name).read_text(encoding="utf-8")
+
+
+def all_docs() -> dict[Path, str]:
+    return {path: path.read_text(encoding="utf-8") for path in DOC_PAGES}
+
+
+def section(text: str, heading: str) -> str:
+    """The text under ``heading`` (any level), up to the next heading of that level or higher."""
+    level, _, _ = heading.partition(" ")
+    start = (f"\n{text}").index(f"\n{heading}\n") + len(heading) + 1
+    ends = [
+        i for i in (text.find(f"\n{'#' * n} ", start) for n in range(1, len(level) + 1)) if i != -1
+    ]
+    return text[start : min(ends)] if ends else text[start:]

@@ -1,0 +1,168 @@
+"""The README and ``docs/`` against the program, both ways.
+
+A user copies flag and variable names from the documentation and looks metrics and alerts up
+in it: a name the program does not know stops the start (exit 2) or finds nothing, and a name
+the documentation leaves out is one nobody finds. Each list is read from the program as a user
+would meet it: each command's ``--help``, the names an unknown ``SPECWATCH_*`` variable's error
+lists, the collector's families and the rendered alert and recording rules.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from exporter.cli import main
+from exporter.config import ConfigError, build_config, env_overrides
+from exporter.exposition.collector import FAMILIES
+from tests.support.docs import DOC_PAGES, README, all_docs, doc, section
+from tests.support.tools import shipped_rules
+
+ENV_NAME = re.compile(r"\bSPECWATCH_[A-Z_]*[A-Z]\b")
+FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z.-]*[a-z])")
+METRIC = re.compile(r"\bspecwatch_[a-z0-9_]*[a-z0-9]\b")
+ALERT = re.compile(r"\b(?:SpecDecode|Specwatch)[A-Z][A-Za-z]+\b")
+RECORDED = re.compile(r"\b(?:target|job|cluster):specwatch_[a-z0-9_]+:[a-z0-9_]+\b")
+# A specwatch command line inside code: the command and what follows it up to a pipe.
+COMMAND_LINE = re.compile(r"(?:^|[/(]|\$ |\| |\|)specwatch ([a-z]+)\b([^|`\n]*)", re.MULTILINE)
+CODE = re.compile(r"```[a-z]*\n(.*?)```|`([^`\n]+)`", re.DOTALL)
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+DOCS = all_docs()
+CONFIG_REFERENCE = section(
+    doc("configuration.md"), "## Flags, environment variables and the config file"
+)
+RENAMED = section(doc("metrics.md"), "## Renamed metrics")
+
+
+def help_flags(command: str, capsys: pytest.CaptureFixture[str]) -> set[str]:
+    """The long options ``specwatch COMMAND --help`` prints; fails for an unknown command."""
+    with pytest.raises(SystemExit) as exited:
+        main([command, "--help"])
+    assert exited.value.code == 0, f"specwatch {command} is not a command"
+    return set(FLAG.findall(capsys.readouterr().out)) - {"--help"}
+
+
+def known_env_names() -> set[str]:
+    """The names the error for an unknown variable offers: what the program answers to."""
+    with pytest.raises(ConfigError) as caught:
+        env_overrides({"SPECWATCH_NO_SUCH_SETTING": "1"})
+    known = str(caught.value).split("known:", 1)[1]
+    return set(ENV_NAME.findall(known))
+
+
+def code_text(text: str) -> str:
+    """Every code block and code span of a page, continuation lines joined."""
+    pieces = [block or span for block, span in CODE.findall(text)]
+    return "\n".join(pieces).replace("\\\n", " ")
+
+
+def exported_names() -> set[str]:
+    suffix = {"counter": "_total", "gauge": "", "histogram": ""}
+    return {f"specwatch_{short}{suffix[kind]}" for short, (kind, _) in FAMILIES.items()}
+
+
+def rule_names(key: str) -> set[str]:
+    return {r[key] for g in shipped_rules()["groups"] for r in g["rules"] if key in r}
+
+
+def test_the_run_flags_in_the_configuration_reference_are_exactly_the_programs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    table = "\n".join(line for line in CONFIG_REFERENCE.splitlines() if line.startswith("|"))
+    flags = help_flags("run", capsys)
+    assert len(flags) > 10, "the help no longer lists the flags"
+    assert set(FLAG.findall(table)) == flags
+
+
+def test_every_flag_given_to_a_specwatch_command_in_the_docs_exists(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    used: dict[str, set[str]] = {}
+    for text in DOCS.values():
+        for command, rest in COMMAND_LINE.findall(code_text(text)):
+            used.setdefault(command, set()).update(FLAG.findall(rest))
+    assert {"run", "doctor", "report"} <= set(used), "the pattern no longer finds the commands"
+    unknown = {c: flags - help_flags(c, capsys) for c, flags in used.items()}
+    assert not {c: f for c, f in unknown.items() if f}
+
+
+def test_the_environment_variables_in_the_reference_are_exactly_the_programs() -> None:
+    known = known_env_names()
+    assert len(known) > 10, "the error no longer lists the known names"
+    assert set(ENV_NAME.findall(CONFIG_REFERENCE)) == known
+
+
+def test_each_variable_named_anywhere_in_the_docs_is_accepted() -> None:
+    for name in sorted({n for text in DOCS.values() for n in ENV_NAME.findall(text)}):
+        env_overrides({name: "1"})  # raises ConfigError for an unknown name
+
+
+def test_every_exported_metric_is_in_the_metrics_table_and_nothing_else() -> None:
+    metrics = doc("metrics.md").split("## Findings", 1)[0]
+    listed = set(METRIC.findall(metrics)) - {"specwatch_custom"}  # `specwatch_custom_<name>`
+    assert listed == exported_names()
+
+
+def test_metric_names_anywhere_in_the_docs_exist() -> None:
+    """Every name outside the renamed-metrics list (the one place old names are quoted)."""
+    histogram = {f"{n}_{s}" for n in exported_names() for s in ("bucket", "count", "sum")}
+    for path, text in DOCS.items():
+        names = set(METRIC.findall(text.replace(RENAMED, "")))
+        custom = {m for m in names if m.startswith("specwatch_custom_")}
+        unknown = names - exported_names() - histogram - custom
+        assert not unknown, (path.name, unknown)
+
+
+def test_alerts_and_recording_rules_named_in_the_docs_exist() -> None:
+    alerts, recorded = rule_names("alert"), rule_names("record")
+    named_alerts = {a for text in DOCS.values() for a in ALERT.findall(text)}
+    named_records = {
+        r for text in DOCS.values() for r in RECORDED.findall(text.replace(RENAMED, ""))
+    }
+    assert len(named_alerts) >= 10 and named_records, "the patterns no longer find the names"
+    assert named_alerts - alerts == set()
+    assert named_records - recorded == set()
+
+
+def test_renamed_metrics_are_gone_and_their_new_names_exported() -> None:
+    renames = re.findall(r"`(specwatch_\w+)` is now `(specwatch_\w+)`", RENAMED)
+    assert renames
+    for old, new in renames:
+        assert old not in exported_names() and new in exported_names(), (old, new)
+
+
+def test_the_reference_config_file_is_valid() -> None:
+    block = CONFIG_REFERENCE.split("```yaml\n", 1)[1].split("```", 1)[0]
+    config = build_config(yaml.safe_load(block))
+    assert [t.name for t in config.targets] == ["sglang-0"]
+
+
+def anchors(text: str) -> set[str]:
+    """GitHub's anchors for a page's headings."""
+    headings = re.findall(r"^#+ (.+)$", re.sub(r"```.*?```", "", text, flags=re.S), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in headings}
+
+
+def test_links_between_the_pages_lead_somewhere() -> None:
+    checked = 0
+    for path in DOC_PAGES:
+        for target in LINK.findall(DOCS[path]):
+            if "://" in target:
+                continue
+            file, _, anchor = target.partition("#")
+            dest = (path.parent / file).resolve() if file else path
+            assert dest.exists(), (path.name, target)
+            if anchor:
+                assert anchor in anchors(dest.read_text(encoding="utf-8")), (path.name, target)
+            checked += 1
+    assert checked > 10
+
+
+def test_the_readme_links_every_docs_page() -> None:
+    readme = README.read_text(encoding="utf-8")
+    for page in DOC_PAGES[1:]:
+        assert f"(docs/{page.name})" in readme, page.name
+    assert len(readme.splitlines()) < 150, "the README is for what a user needs first"
