@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from exporter.config import ConfigError
+from exporter.config import ConfigError, build_config
 from exporter.parse.custom_rules import CustomRuleSet
 from tests.support.custom_rules import documented_rules, rule_set
 from tests.support.docs import doc
@@ -63,6 +63,11 @@ def _rule(**changes: object) -> dict:
         ({"pattern": r"Accept len: (?P<len>[\d.]+"}, "invalid regular expression"),
         ({"labels": ["missing"]}, "no named group"),
         ({"labels": ["target"], "pattern": r"(?P<len>\d) (?P<target>\w+)"}, "reserved"),
+        ({"labels": ["__name__"], "pattern": r"(?P<len>\d) (?P<__name__>\w+)"}, "reserved"),
+        ({"labels": ["__x"], "pattern": r"(?P<len>\d) (?P<__x>\w+)"}, "reserved"),
+        ({"labels": ["mode", "mode"]}, "given twice"),
+        ({"pattern": r"(?P<len>\d)(?P<mode>\w)\2"}, "RE2 syntax): invalid escape sequence"),
+        ({"pattern": r"(?P<len>\d)(?=(?P<mode>\w))"}, "RE2 syntax"),
         ({"metrics": [{"name": "bad-name", "value": "len"}]}, "must match"),
         ({"metrics": [{"name": "x_total", "type": "counter"}]}, "not end in _total"),
         ({"metrics": [{"name": "g", "type": "gauge"}]}, "needs a value group"),
@@ -129,3 +134,35 @@ def test_overlong_label_value_is_counted_not_exported() -> None:
     rules.feed_raw([b"Accept len: 1.5 " + b"m" * 129, b"Accept len: 2.5 " + b"m" * 128])
     assert series(rules) == {("specwatch_custom_prof_len", (("mode", "m" * 128),)): 2.5}
     assert rules.dropped_counts() == {("prof", "bad_value"): 1}
+
+
+def test_a_backtracking_pattern_reads_a_hostile_line_in_linear_time() -> None:
+    """``^(a+)+$`` takes Python's ``re`` hours on 40 ``a``s and a ``!``; RE2 reads a
+    100,000-byte one at once, within the rule's CPU budget, so the rule stays enabled."""
+    evil = {
+        "name": "evil",
+        "pattern": r"^(?P<run>a+)+$",
+        "metrics": [{"name": "runs", "type": "counter"}],
+    }
+    rules = rule_set([evil])
+    rules.feed_raw([b"a" * 40 + b"!", b"a" * 100_000 + b"!", b"aaaa"])
+    assert series(rules) == {("specwatch_custom_runs", ()): 1.0}
+    assert rules.dropped_counts() == {}
+
+
+def test_a_rule_over_its_cpu_budget_is_disabled_logged_once_and_counted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    slow = {
+        "name": "slow",
+        "pattern": r"x(?P<v>\d+)",
+        "metrics": [{"name": "slow_v", "value": "v"}],
+    }
+    rules = CustomRuleSet(build_config({"custom_rules": [slow]}).custom_rules, cpu_budget=0.0)
+    rules.feed_raw([b"x1", b"x2", b"x3"])  # any work is over a budget of 0: out after x1
+    rules.feed_raw([b"x4", b"other", b"x6"])
+    assert series(rules) == {("specwatch_custom_slow_v", ()): 1.0}  # what it read stays
+    assert rules.dropped_counts() == {("slow", "over_budget"): 2 + 3}
+    disabled = [r for r in caplog.records if "disabled until restart" in r.getMessage()]
+    assert len(disabled) == 1
+    assert disabled[0].getMessage().startswith("custom rule slow used")

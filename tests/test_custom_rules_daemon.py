@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -27,17 +30,66 @@ def test_profiler_lines_become_custom_metrics(tmp_path: Path, port: int) -> None
         assert s.value("specwatch_custom_eagle3_prof_accept_length", sync="no sync") == 0.58
 
 
+def _start(config: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``specwatch run`` with ``config``, expected to refuse it."""
+    log = str(tmp_path / "x.log")
+    cmd = specwatch_cmd("run", "--config", str(config), "--log-file", log)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
+
+
 def test_bad_rule_stops_the_start_naming_the_key(tmp_path: Path) -> None:
     config = tmp_path / "specwatch.yaml"
     rule = {"name": "bad", "pattern": "(?P<v", "metrics": [{"name": "m", "value": "v"}]}
     config.write_text(yaml.safe_dump({"custom_rules": [rule]}))
-    result = subprocess.run(
-        specwatch_cmd("run", "--config", str(config), "--log-file", str(tmp_path / "x.log")),
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    result = _start(config, tmp_path)
     assert result.returncode == 2
     assert "custom_rules.0.pattern: invalid regular expression" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+EVIL_RULE = {
+    "name": "runs",
+    "pattern": r"^(?P<run>a+)+$",  # nested quantifiers: exponential for a backtracking matcher
+    "metrics": [{"name": "runs", "type": "counter"}],
+}
+
+
+def test_a_catastrophic_pattern_neither_stalls_scrapes_nor_signals(
+    tmp_path: Path, port: int
+) -> None:
+    """Under Python's ``re`` one 41-byte line froze the tail thread, every scrape and SIGTERM."""
+    log = tmp_path / "server.log"
+    config = tmp_path / "specwatch.yaml"
+    config.write_text(yaml.safe_dump({"custom_rules": [*documented_rules(), EVIL_RULE]}))
+    with run_daemon(["--config", str(config), "--log-file", str(log)], port) as d:
+        hostile = ["a" * n + "!" for n in (40, 64, 1000, 500_000)]
+        append(log, *hostile, PROF_LINE)
+        name = "specwatch_custom_eagle3_prof_reports_total"
+        d.wait_metric(name, lambda v: v == 1, timeout=5, sync="no sync")  # read past them
+        append(log, *hostile)
+        started = time.monotonic()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as answer:
+            assert answer.status == 200
+        assert time.monotonic() - started < 2
+        d.proc.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        assert d.proc.wait(timeout=2) == 0
+        assert time.monotonic() - started < 2
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        ({"pattern": r"^(?P<run>a+)\1$"}, "custom_rules.0.pattern"),  # a backreference
+        ({"labels": ["__name__"], "pattern": r"(?P<__name__>\w+)"}, "custom_rules.0.labels"),
+    ],
+)
+def test_a_rule_re2_cannot_run_or_a_reserved_label_stops_the_start(
+    tmp_path: Path, change: dict[str, object], key: str
+) -> None:
+    config = tmp_path / "specwatch.yaml"
+    config.write_text(yaml.safe_dump({"custom_rules": [{**EVIL_RULE, **change}]}))
+    result = _start(config, tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"specwatch run: error: {key}: ")
     assert len(result.stderr.strip().splitlines()) == 1

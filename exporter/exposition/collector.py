@@ -97,7 +97,8 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "upstream_scrape_errors": ("counter", "Failed upstream scrapes, by endpoint and reason."),
     "custom_rule_dropped_lines": (
         "counter",
-        "Lines a custom rule matched but did not export: series_limit or bad_value.",
+        "Lines a custom rule matched but did not export (series_limit, bad_value), or skipped "
+        "after it was disabled for exceeding its CPU budget (over_budget).",
     ),
     "log_source_up": (
         "gauge",

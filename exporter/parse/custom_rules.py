@@ -25,10 +25,19 @@ unknown group or a bad name is an error naming the rule), and each rule keeps at
 ``max_series`` label combinations of at most ``MAX_LABEL_CHARS`` characters each: label values
 come from log text, so without both caps one rule could create unbounded series or a huge
 scrape. Lines over either cap are counted, not exported.
+
+Patterns run on RE2 (``google-re2``), whose matching time is linear in the line: Python's
+``re`` backtracks, so ``^(a+)+$`` against a few dozen ``a``s would spin for hours in the tail
+thread while holding the interpreter lock, and nothing else in the daemon, signals included,
+would run. RE2 refuses what it cannot match in linear time (backreferences, look-around) when
+the pattern is compiled, that is at start. As a last guard, a rule whose matching takes more
+than ``RULE_CPU_BUDGET`` seconds of CPU for one batch of lines is disabled for good, logged
+once and its further lines counted.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import threading
@@ -36,6 +45,7 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
+import re2
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -48,6 +58,13 @@ PREFIX = "specwatch_custom_"
 _NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _RESERVED_LABELS = frozenset({"target", "le", "quantile"})
 MAX_LABEL_CHARS = 128
+# RE2's own default; a pattern whose automaton needs more fails to compile, at start.
+RULE_MAX_MEM = 8 << 20
+# CPU seconds one rule may spend on one batch (at most a few MiB of lines, which RE2 reads in
+# milliseconds); past it the rule is disabled rather than let it hold up the tail thread.
+RULE_CPU_BUDGET = 0.5
+
+log = logging.getLogger(__name__)
 
 
 class CustomRuleError(ValueError):
@@ -95,21 +112,42 @@ class CustomRule(BaseModel):
     @field_validator("pattern")
     @classmethod
     def _compiles(cls, pattern: str) -> str:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise ValueError(f"invalid regular expression: {exc}") from exc
+        compile_rule(pattern)
         return pattern
+
+    @field_validator("labels")
+    @classmethod
+    def _label_names(cls, labels: list[str]) -> list[str]:
+        """Prometheus reserves ``__`` names (a ``__name__`` label makes it reject the whole
+        scrape), the exporter sets ``target``, and a histogram or summary owns ``le`` and
+        ``quantile``; a name given twice would write one series with two values."""
+        if bad := sorted({n for n in labels if n in _RESERVED_LABELS or n.startswith("__")}):
+            raise ValueError(f"label name {bad} is reserved")
+        if twice := sorted({n for n in labels if labels.count(n) > 1}):
+            raise ValueError(f"label name {twice} given twice")
+        return labels
 
     @model_validator(mode="after")
     def _groups_exist(self) -> CustomRule:
-        groups = set(re.compile(self.pattern).groupindex)
+        groups = set(compile_rule(self.pattern).groupindex)
         wanted = set(self.labels) | {m.value for m in self.metrics if m.value}
         if missing := sorted(wanted - groups):
             raise ValueError(f"rule {self.name!r}: pattern has no named group {missing}")
-        if bad := sorted(set(self.labels) & _RESERVED_LABELS):
-            raise ValueError(f"rule {self.name!r}: label name {bad} is reserved")
         return self
+
+
+def compile_rule(pattern: str) -> re2._Regexp[str]:
+    """``pattern`` as RE2 runs it, or ``ValueError`` saying why RE2 cannot (its syntax is
+    Python's without backreferences and look-around; ``\\Z`` is written ``\\z``)."""
+    options = re2.Options()
+    options.log_errors = False  # the reason goes into our one-line error instead of stderr
+    options.max_mem = RULE_MAX_MEM
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        text = reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
+        raise ValueError(f"invalid regular expression (RE2 syntax): {text}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +164,8 @@ class CustomSample:
 class _CompiledRule:
     def __init__(self, rule: CustomRule) -> None:
         self.rule = rule
-        self.regex = re.compile(rule.pattern)
+        self.regex = compile_rule(rule.pattern)
+        self.disabled = False
         # (metric name, label values) -> (value, monotonic time of last update)
         self.series: dict[tuple[str, tuple[str, ...]], tuple[float, float]] = {}
         self.label_sets: set[tuple[str, ...]] = set()
@@ -135,11 +174,12 @@ class _CompiledRule:
 class CustomRuleSet:
     """Compiled rules fed with log lines from the tail thread and read by the collector."""
 
-    def __init__(self, rules: list[CustomRule]) -> None:
+    def __init__(self, rules: list[CustomRule], cpu_budget: float = RULE_CPU_BUDGET) -> None:
         names = [f"{PREFIX}{metric.name}" for rule in rules for metric in rule.metrics]
         if duplicates := sorted({n for n in names if names.count(n) > 1}):
             raise CustomRuleError(f"metric name used twice: {duplicates}")
         self._rules = [_CompiledRule(rule) for rule in rules]
+        self._cpu_budget = cpu_budget
         self._lock = threading.Lock()
         self.dropped: dict[tuple[str, str], int] = {}  # (rule, reason) -> lines
 
@@ -158,13 +198,38 @@ class CustomRuleSet:
             needle = contains.encode() if contains is not None else None
             if needle is not None and needle not in blob:
                 continue
-            for raw in lines:
-                if needle is None or needle in raw:
-                    text = raw.decode("utf-8", errors="replace").rstrip("\r")
-                    if match := compiled.regex.search(text):
-                        self._apply(compiled, match)
+            wanted = [raw for raw in lines if needle is None or needle in raw]
+            if compiled.disabled:
+                self._drop(compiled.rule.name, "over_budget", len(wanted))
+            else:
+                self._match(compiled, wanted)
 
-    def _apply(self, compiled: _CompiledRule, match: re.Match[str]) -> None:
+    def _match(self, compiled: _CompiledRule, lines: list[bytes]) -> None:
+        """Match and apply, on the CPU time of this thread alone: time spent waiting for the
+        interpreter lock while a scrape renders is not the rule's."""
+        started = time.thread_time()
+        for done, raw in enumerate(lines, 1):
+            text = raw.decode("utf-8", errors="replace").rstrip("\r")
+            if match := compiled.regex.search(text):
+                self._apply(compiled, match)
+            spent = time.thread_time() - started
+            if spent > self._cpu_budget:
+                self._disable(compiled, spent, len(lines) - done)
+                return
+
+    def _disable(self, compiled: _CompiledRule, spent: float, left: int) -> None:
+        compiled.disabled = True
+        self._drop(compiled.rule.name, "over_budget", left)
+        log.error(
+            "custom rule %s used %.2f s of CPU on one batch of lines (budget %g s); it is "
+            "disabled until restart, and the lines it skips are counted in "
+            'specwatch_custom_rule_dropped_lines_total{reason="over_budget"}',
+            compiled.rule.name,
+            spent,
+            self._cpu_budget,
+        )
+
+    def _apply(self, compiled: _CompiledRule, match: re2._Match[str]) -> None:
         rule = compiled.rule
         labels = tuple(match.group(name) or "" for name in rule.labels)
         if any(len(value) > MAX_LABEL_CHARS for value in labels):
@@ -194,12 +259,12 @@ class CustomRuleSet:
                     value += compiled.series.get(key, (0.0, now))[0]
                 compiled.series[key] = (value, now)
 
-    def _drop(self, rule: str, reason: str) -> None:
+    def _drop(self, rule: str, reason: str, lines: int = 1) -> None:
         with self._lock:
-            self._count_drop(rule, reason)
+            self._count_drop(rule, reason, lines)
 
-    def _count_drop(self, rule: str, reason: str) -> None:
-        self.dropped[(rule, reason)] = self.dropped.get((rule, reason), 0) + 1
+    def _count_drop(self, rule: str, reason: str, lines: int = 1) -> None:
+        self.dropped[(rule, reason)] = self.dropped.get((rule, reason), 0) + lines
 
     def samples(self, stale_after: float | None = None) -> list[CustomSample]:
         """Current series; gauges not updated within ``stale_after`` seconds are left out,
@@ -219,6 +284,7 @@ class CustomRuleSet:
         return out
 
     def dropped_counts(self) -> dict[tuple[str, str], int]:
-        """Lines matched but not exported, by (rule, reason): ``series_limit`` or ``bad_value``."""
+        """Lines matched but not exported, by (rule, reason): ``series_limit``, ``bad_value``,
+        or ``over_budget`` (lines a disabled rule no longer reads)."""
         with self._lock:
             return dict(self.dropped)
