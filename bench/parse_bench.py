@@ -23,8 +23,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from exporter.engines.record import StatsRecord
-from exporter.engines.sglang import LogLine
+from exporter.engines.record import LogLine, StatsRecord
 from exporter.parse.pipeline import LineProcessor
 from exporter.parse.reader import DEFAULT_MAX_LINE_BYTES
 from exporter.sources.tail.lines import CHUNK_BYTES, LineSplitter

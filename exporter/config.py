@@ -14,25 +14,15 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from exporter.engines.server_config import from_draft_config
 from exporter.parse.custom_rules import CustomRule, CustomRuleSet
+from exporter.settings import ConfigError, Strict, load_yaml
 
 DEFAULT_LISTEN = "0.0.0.0:9477"
 DEFAULT_TARGET = "default"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
-
-
-class ConfigError(Exception):
-    """Invalid configuration; the message names the offending key."""
-
-
-class Strict(BaseModel):
-    """A config section: an unknown key is an error, not a silently ignored typo."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class BaselineConfig(Strict):
@@ -240,31 +230,6 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
 
 def _env_names(keys: set[str]) -> str:
     return ", ".join(sorted(env_name(k) for k in keys))
-
-
-def load_yaml(path: Path, what: str = "config file") -> dict[str, Any]:
-    """A YAML mapping; every error names the file, and for bad YAML the line and column."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{what} {path}: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{what} {path}: not UTF-8 text (byte {exc.start})") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{what} {path}: {_yaml_problem(exc)}") from exc
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{what} {path}: top level must be a mapping of keys")
-    return data
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or "not valid YAML"
-    if mark is None:
-        return f"not valid YAML: {problem}"
-    return f"line {mark.line + 1}, column {mark.column + 1}: not valid YAML: {problem}"
 
 
 def build_config(

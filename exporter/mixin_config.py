@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from exporter.analysis.thresholds import DEFAULT, Thresholds
-from exporter.config import ConfigError, load_yaml
+from exporter.settings import ConfigError, load_yaml
 
 # One PromQL label matcher: name, operator, double-quoted value (escapes allowed).
 _MATCHER = r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\\n]|\\.)*"\s*'

@@ -18,8 +18,8 @@ import yaml
 
 from dashboards.build import render as render_dashboards
 from exporter.commands.usage import OneLineParser
-from exporter.config import ConfigError
 from exporter.mixin_config import MixinConfig, load_mixin_config
+from exporter.settings import ConfigError
 from mixin.rules import alert_groups, header, recording_rules
 
 REPO = Path(__file__).resolve().parent.parent

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from exporter.config import ConfigError, load_config
+from exporter.config import load_config
+from exporter.settings import ConfigError
 
 
 def write(tmp_path: Path, text: str) -> Path:

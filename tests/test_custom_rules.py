@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from exporter.config import ConfigError, build_config
+from exporter.config import build_config
 from exporter.parse.custom_rules import CustomRuleSet
+from exporter.settings import ConfigError
 from tests.support.custom_rules import documented_rules, rule_set
 from tests.support.docs import doc
 from tests.support.docs import section as section_of

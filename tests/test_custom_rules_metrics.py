@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from exporter.config import ConfigError, build_config
+from exporter.config import build_config
+from exporter.settings import ConfigError
 from exporter.state.feed import LogFeed
 from exporter.target import Target
 from tests.support.custom_rules import documented_rules

@@ -15,8 +15,9 @@ import pytest
 import yaml
 
 from exporter.cli import main
-from exporter.config import ConfigError, build_config, env_overrides
+from exporter.config import build_config, env_overrides
 from exporter.exposition.collector import FAMILIES
+from exporter.settings import ConfigError
 from tests.support.docs import DOC_PAGES, README, all_docs, doc, section
 from tests.support.tools import shipped_rules
 

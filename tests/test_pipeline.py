@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from exporter.engines.sglang import LogLine
+from exporter.engines.record import LogLine
 from exporter.parse.pipeline import LineProcessor
 from tests.support.sinks import ListSink
 

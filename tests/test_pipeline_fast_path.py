@@ -17,8 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from exporter.engines import sglang
-from exporter.engines.record import StatsRecord
-from exporter.engines.sglang import LogLine
+from exporter.engines.record import LogLine, StatsRecord
 from exporter.parse import pipeline
 from exporter.parse.pipeline import LineProcessor, RecordSink
 from exporter.sources.tail.lines import LineSplitter

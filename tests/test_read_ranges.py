@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from exporter.engines.record import StatsRecord
-from exporter.engines.sglang import LogLine
+from exporter.engines.record import LogLine, StatsRecord
 from exporter.parse import ranges
 from exporter.parse.pipeline import RecordSink
 from exporter.parse.reader import read_logs

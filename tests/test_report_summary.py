@@ -13,9 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from exporter.analysis.baseline import Baseline
-from exporter.engines.record import DraftCounts, StatsRecord, logged_seconds
+from exporter.engines.record import DraftCounts, LogLine, StatsRecord, logged_seconds
 from exporter.engines.server_config import ServerConfig
-from exporter.engines.sglang import LogLine
 from exporter.report import builder as builder_module
 from exporter.report.builder import ReportBuilder
 from exporter.report.series import Downsampler

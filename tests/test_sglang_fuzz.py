@@ -13,11 +13,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exporter.engines.record import StatsRecord, Unrecognized
+from exporter.engines.record import LogLine, StatsRecord, Unrecognized
 from exporter.engines.sglang import (
     _LAYOUTS,
     _VALUE_FIELDS,
-    LogLine,
     _learn,
     _read_each,
     classify,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.engines.record import StatsRecord
-from exporter.engines.sglang import LogLine, classify
+from exporter.engines.record import LogLine, StatsRecord
+from exporter.engines.sglang import classify
 
 # A message that is no stats line, so the pipeline's classifier hands back the line itself.
 MESSAGE = "Load weight begin. avail mem=78.50 GB"

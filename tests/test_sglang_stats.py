@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.engines.record import StatsRecord, Unrecognized
-from exporter.engines.sglang import LogLine, classify
+from exporter.engines.record import LogLine, StatsRecord, Unrecognized
+from exporter.engines.sglang import classify
 
 P = "[2026-02-23 00:14:33 TP0] "
 

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from exporter.analysis.findings import eagle3_draft_evidence
+from exporter.engines.record import LogLine
 from exporter.engines.server_config import (
     ConfigTracker,
     DraftConfigError,
@@ -18,17 +19,17 @@ from exporter.engines.server_config import (
     from_server_info,
     with_local_draft,
 )
-from exporter.engines.sglang import LogLine, classify
+from exporter.engines.sglang import classify
 from exporter.engines.sglang_startup import (
     MaxRunningReset,
     MemoryPlan,
     ServerArgsEvent,
     ServerReady,
     WeightsLoaded,
-    is_secret_name,
     parse_event,
     parse_server_args,
 )
+from exporter.redact import is_secret_name
 from tests.support.fake_sglang import server_info
 
 # Shaped like SGLang's dataclass repr (Feb 2026 field names), with the awkward cases a real

@@ -18,9 +18,8 @@ from hypothesis import strategies as st
 
 from exporter.analysis.baseline import Baseline
 from exporter.config import BaselineConfig, TargetConfig
-from exporter.engines.record import StatsRecord
+from exporter.engines.record import LogLine, StatsRecord
 from exporter.engines.server_config import ServerConfig
-from exporter.engines.sglang import LogLine
 from exporter.state.evidence import Evidence
 from exporter.state.feed import BootstrapSink, LogFeed, StateSink
 from exporter.state.target_state import ACCEPT_LENGTH_BUCKETS, TargetState

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from exporter.analysis.insight import inspect
 from exporter.config import BaselineConfig, TargetConfig
+from exporter.exposition.insight import inspect
 from exporter.state.feed import LogFeed
 from exporter.target import Target
 from tests.support.daemon import specwatch_cmd

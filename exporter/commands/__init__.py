@@ -151,7 +151,8 @@ def judging_options(args: argparse.Namespace) -> Judging:
 
 def _config_target(args: argparse.Namespace) -> TargetConfig:
     """The one target of ``--config`` (``--target`` picks among several)."""
-    from exporter.config import ConfigError, load_config  # pydantic: only when a file is given
+    from exporter.config import load_config  # pydantic: only when a file is given
+    from exporter.settings import ConfigError  # pydantic: only when a file is given
 
     name = getattr(args, "target", None)
     try:
@@ -179,8 +180,8 @@ def mixin_thresholds(args: argparse.Namespace) -> Thresholds:
     """The thresholds of ``--mixin-config``, or the shipped ones; a bad file is a usage error."""
     if args.mixin_config is None:
         return DEFAULT
-    from exporter.config import ConfigError  # pydantic: only when a file is given
     from exporter.mixin_config import load_mixin_config
+    from exporter.settings import ConfigError  # pydantic: only when a file is given
 
     try:
         return load_mixin_config(args.mixin_config).thresholds

@@ -17,8 +17,7 @@ from typing import TextIO
 
 from exporter.commands import COMMANDS
 from exporter.commands.usage import UsageError
-from exporter.engines.record import StatsRecord
-from exporter.engines.sglang import LogLine
+from exporter.engines.record import LogLine, StatsRecord
 from exporter.parse.pipeline import RecordSink
 from exporter.parse.reader import ReadError, read_logs, require_readable
 

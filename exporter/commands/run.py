@@ -8,7 +8,8 @@ from typing import Any
 
 from exporter.commands import COMMANDS, add_baseline_flags, add_config_flag, baseline_flag, path_arg
 from exporter.commands.usage import UsageError
-from exporter.config import Config, ConfigError, load_config
+from exporter.config import Config, load_config
+from exporter.settings import ConfigError
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -126,3 +126,15 @@ class Unrecognized:
 
     def __repr__(self) -> str:
         return f"Unrecognized({self.reason!r})"
+
+
+@dataclass(slots=True, frozen=True)
+class LogLine:
+    """One engine-formatted line that is not a stats line: its prefix read (``time`` is ISO 8601
+    as logged, no zone; ranks where the engine names them) and the message after it. Start-up
+    events are looked for in the message; the time and ranks place a server run."""
+
+    time: str | None
+    dp_rank: int | None
+    tp_rank: int | None
+    message: str

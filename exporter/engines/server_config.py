@@ -26,8 +26,8 @@ from exporter.engines.sglang_startup import (
     MemoryPlan,
     ServerArgsEvent,
     WeightsLoaded,
-    drop_secrets,
 )
+from exporter.redact import drop_secrets
 
 
 class DraftConfigError(ValueError):

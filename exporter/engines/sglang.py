@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from math import isfinite
 from typing import Any, TypeVar
 
-from exporter.engines.record import StatsRecord, Unrecognized
+from exporter.engines.record import LogLine, StatsRecord, Unrecognized
 
 # Marker -> record kind; the pipeline reads a line with a stats marker as that kind first.
 STATS_KINDS: dict[bytes, str] = {b"Decode batch": "decode", b"Prefill batch": "prefill"}
@@ -47,17 +47,6 @@ _RANK = re.compile(r" ([A-Z][A-Z_]*?)(\d+)")
 # Ray folds repeated lines and says so at the end of the message.
 _RAY_REPEAT = re.compile(r" \[repeated \d+x across cluster\]$")
 _HEADER = re.compile(r"(Decode|Prefill) batch(?:\.|,| ?\[(\d{1,18})\],?) ")
-
-
-@dataclass(slots=True, frozen=True)
-class LogLine:
-    """One SGLang-formatted line: its prefix read (``time`` is ISO 8601 as logged, no zone) and
-    the message after it."""
-
-    time: str | None
-    dp_rank: int | None
-    tp_rank: int | None
-    message: str
 
 
 def classify(text: str) -> StatsRecord | Unrecognized | LogLine | None:

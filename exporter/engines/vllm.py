@@ -20,8 +20,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from exporter.engines.record import DraftCounts, StatsRecord, Unrecognized
-from exporter.engines.sglang import LogLine
+from exporter.engines.record import DraftCounts, LogLine, StatsRecord, Unrecognized
 
 ENGINE = "vllm"
 STATS_MARKERS: tuple[bytes, ...] = (b"Avg generation throughput", b"SpecDecoding metrics:")

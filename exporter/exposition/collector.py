@@ -24,8 +24,9 @@ from prometheus_client.registry import Collector
 
 from exporter import __version__
 from exporter.analysis.findings import drafts_only_accept_rate, window_accept_rate
-from exporter.analysis.insight import Insight, inspect
 from exporter.engines.server_config import ServerConfig
+from exporter.exposition.insight import Insight, inspect
+from exporter.exposition.watched import Watched
 from exporter.parse.custom_rules import CustomSample
 from exporter.sources.upstream import ENDPOINTS, REASONS, UpstreamValues
 from exporter.state.target_state import (
@@ -34,7 +35,6 @@ from exporter.state.target_state import (
     LatestDecode,
     TargetSnapshot,
 )
-from exporter.target import Target
 
 P = "specwatch_"
 
@@ -208,7 +208,7 @@ class SpecwatchCollector(Collector):
 
     def __init__(
         self,
-        targets: Sequence[Target],
+        targets: Sequence[Watched],
         stale_after: float,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -231,7 +231,7 @@ class SpecwatchCollector(Collector):
             families.add("render_errors", {"target": target.name}, failed)
         yield from families
 
-    def _render_guarded(self, target: Target, now: float) -> Families:
+    def _render_guarded(self, target: Watched, now: float) -> Families:
         """One target's series, or none: a bug there must not cost the other targets theirs,
         nor show half a target as if it were whole."""
         rendered = Families()
@@ -253,7 +253,7 @@ class SpecwatchCollector(Collector):
 
 
 def render_target(
-    out: Families, target: Target, snap: TargetSnapshot, now: float, stale_after: float
+    out: Families, target: Watched, snap: TargetSnapshot, now: float, stale_after: float
 ) -> None:
     base = {"target": target.name}
     fresh = snap.fresh_windows(now, stale_after)
@@ -267,7 +267,7 @@ def render_target(
     _render_insight(out, target, base, fresh, insight, stale_after)
 
 
-def engine_of(target: Target, snap: TargetSnapshot, insight: Insight) -> str:
+def engine_of(target: Watched, snap: TargetSnapshot, insight: Insight) -> str:
     """The configured engine, else the one the log or ``/metrics`` revealed, else unknown."""
     if target.config.engine != "auto":
         return target.config.engine
@@ -276,7 +276,7 @@ def engine_of(target: Target, snap: TargetSnapshot, insight: Insight) -> str:
 
 
 def _render_speculation_counts(
-    out: Families, target: Target, base: dict[str, str], snap: TargetSnapshot, insight: Insight
+    out: Families, target: Watched, base: dict[str, str], snap: TargetSnapshot, insight: Insight
 ) -> None:
     """The engine's counters from one source for good: ``/metrics`` when configured (absent
     while it is down), else the log's sums; switching would make the counters jump."""
@@ -321,7 +321,7 @@ def _render_windows(
             _render_positions(out, labels, counts.accept_rate_by_position)
 
 
-def _render_speed(out: Families, target: Target, base: dict[str, str], insight: Insight) -> None:
+def _render_speed(out: Families, target: Watched, base: dict[str, str], insight: Insight) -> None:
     if target.config.expected_accept_length is not None:
         out.add("expected_accept_length", base, target.config.expected_accept_length)
     if insight.baseline_tok_s is not None:
@@ -379,7 +379,7 @@ DRAFT_MODEL_MAX = 64
 
 def _render_insight(
     out: Families,
-    target: Target,
+    target: Watched,
     base: dict[str, str],
     fresh: dict[int | None, LatestDecode],
     insight: Insight,
@@ -454,7 +454,9 @@ def _render_upstream_health(out: Families, base: dict[str, str], insight: Insigh
             out.add("upstream_scrape_errors", labels, count)
 
 
-def _render_custom(out: Families, base: dict[str, str], target: Target, stale_after: float) -> None:
+def _render_custom(
+    out: Families, base: dict[str, str], target: Watched, stale_after: float
+) -> None:
     rules = target.custom_rules
     if rules is None:
         return

@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable, Sequence
 
 from exporter import __version__
-from exporter.analysis.insight import inspect
+from exporter.exposition.insight import inspect
+from exporter.exposition.watched import Watched
 from exporter.sources.tail.health import explain
-from exporter.target import Target
 
 
 def _state(reason: str) -> str:
@@ -22,7 +22,7 @@ def _state(reason: str) -> str:
 
 
 def landing_page(
-    targets: Sequence[Target], stale_after: float, clock: Callable[[], float] = time.time
+    targets: Sequence[Watched], stale_after: float, clock: Callable[[], float] = time.time
 ) -> bytes:
     now = clock()
     sections = "".join(_target_section(t, now, stale_after) for t in targets)
@@ -35,7 +35,7 @@ def landing_page(
     ).encode()
 
 
-def _target_section(target: Target, now: float, stale_after: float) -> str:
+def _target_section(target: Watched, now: float, stale_after: float) -> str:
     snap = target.state.snapshot()
     fresh = snap.fresh_windows(now, stale_after)
     findings = inspect(target, snap, fresh, now, stale_after).findings

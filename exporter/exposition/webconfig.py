@@ -21,8 +21,8 @@ from typing import Any, Literal
 import bcrypt
 from pydantic import Field, ValidationError
 
-from exporter.config import ConfigError, Strict, load_yaml
 from exporter.exposition.server import StartResponse, WSGIApp
+from exporter.settings import ConfigError, Strict, load_yaml
 
 ClientAuth = Literal[
     "NoClientCert",

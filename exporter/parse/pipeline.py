@@ -12,12 +12,11 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from exporter.engines import vllm
-from exporter.engines.record import StatsRecord, Unrecognized
+from exporter.engines.record import LogLine, StatsRecord, Unrecognized
 from exporter.engines.sglang import (
     EVENT_MARKERS,
     STATS_KINDS,
     STATS_MARKERS,
-    LogLine,
     classify,
     read_stats_line,
 )

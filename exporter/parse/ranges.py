@@ -30,8 +30,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import IO, Any
 
-from exporter.engines.record import StatsRecord, record_from_row
-from exporter.engines.sglang import LogLine
+from exporter.engines.record import LogLine, StatsRecord, record_from_row
 from exporter.parse.pipeline import RecordSink
 from exporter.runtime import tune_gc
 

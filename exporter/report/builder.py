@@ -25,9 +25,8 @@ from exporter.analysis.findings import DecodeSample, Observations, evaluate
 from exporter.analysis.node import Moment, NodeMoments
 from exporter.analysis.thresholds import DEFAULT, Thresholds
 from exporter.analysis.verdicts import RunFigures, Verdict, implausible, judge
-from exporter.engines.record import StatsRecord, logged_seconds
+from exporter.engines.record import LogLine, StatsRecord, logged_seconds
 from exporter.engines.server_config import ServerConfig
-from exporter.engines.sglang import LogLine
 from exporter.parse.pipeline import RecordSink
 from exporter.report.reservoir import Reservoir
 from exporter.report.series import Downsampler

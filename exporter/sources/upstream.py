@@ -35,7 +35,7 @@ from prometheus_client.openmetrics.parser import (
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.engines.server_config import ServerConfig, from_server_info, with_local_draft
-from exporter.engines.sglang_startup import drop_secrets
+from exporter.redact import drop_secrets
 from exporter.sources import upstream_vllm
 
 log = logging.getLogger(__name__)

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from exporter.engines.record import StatsRecord
-from exporter.engines.sglang import LogLine
+from exporter.engines.record import LogLine, StatsRecord
 from exporter.parse import ranges
 from exporter.parse.custom_rules import CustomRuleSet
 from exporter.parse.pipeline import LineProcessor

@@ -9,8 +9,8 @@ so that line, and nothing else, begins a run.
 
 from __future__ import annotations
 
+from exporter.engines.record import LogLine
 from exporter.engines.server_config import ConfigTracker, ServerConfig
-from exporter.engines.sglang import LogLine
 from exporter.engines.sglang_startup import ServerArgsEvent, parse_event
 
 

@@ -16,8 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from exporter.engines.record import StatsRecord
-from exporter.engines.sglang import LogLine
+from exporter.engines.record import LogLine, StatsRecord
 from exporter.state.evidence import Evidence
 from exporter.state.runs import RunTracker
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from exporter.engines.record import StatsRecord
-from exporter.engines.sglang import LogLine
+from exporter.engines.record import LogLine, StatsRecord
 from exporter.parse.pipeline import RecordSink
 
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 from exporter.analysis.findings import Finding, evaluate
 from exporter.analysis.node import node_totals
 from exporter.engines.server_config import ServerConfig
+from exporter.exposition.watched import Watched
 from exporter.sources.upstream import UpstreamSnapshot, UpstreamValues
 from exporter.state.target_state import LatestDecode, TargetSnapshot
-from exporter.target import Target
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +29,7 @@ class Insight:
     speedup: float | None = None  # current throughput over that baseline
 
 
-def merged_config(target: Target, upstream: UpstreamSnapshot | None) -> ServerConfig:
+def merged_config(target: Watched, upstream: UpstreamSnapshot | None) -> ServerConfig:
     """The log describes the run that wrote it, so it wins over a scrape of ``/server_info``;
     a configured draft ``config.json`` is the most direct word on the draft.
 
@@ -43,7 +43,7 @@ def merged_config(target: Target, upstream: UpstreamSnapshot | None) -> ServerCo
 
 
 def inspect(
-    target: Target,
+    target: Watched,
     snap: TargetSnapshot,
     fresh: Mapping[int | None, LatestDecode],
     now: float,
@@ -99,7 +99,7 @@ def _totals(windows: Iterable[LatestDecode]) -> tuple[float | None, float | None
 
 
 def _speed(
-    target: Target, tput: float | None, running: float | None
+    target: Watched, tput: float | None, running: float | None
 ) -> tuple[float | None, float | None]:
     """The baseline at ``running`` (1 when unknown) and the speedup against it.
 
