@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.daemon import run_daemon
 from tests.support.files import append
-from tests.support.loglines import decode_line
+from tests.support.loglines import decode_line, startup
 from tests.support.proc import rss_mib
 
 pytestmark = pytest.mark.e2e
@@ -46,6 +46,26 @@ def test_poison_stats_lines_cost_only_themselves(tmp_path: Path, port: int) -> N
         windows_sum = scrape.value("specwatch_accept_length_windows_sum", **TARGET)
         assert windows_sum is not None and math.isfinite(windows_sum)
         assert windows_sum == pytest.approx(2.5 * 1010)
+
+
+@pytest.mark.parametrize("name", ["d" * 300, "d/" * 3000], ids=["component", "path"])
+def test_a_server_args_line_naming_an_impossible_draft_path_costs_nothing(
+    tmp_path: Path, port: int, name: str
+) -> None:
+    """Its draft lookup raised ENAMETOOLONG, which took the 1,000 lines read with it."""
+    log = tmp_path / "server.log"
+    lines = startup(draft_path=f"{tmp_path}/{name}")
+    append(log, *lines, *[decode_line(2.5)] * 1000)
+    with run_daemon(["--log-file", str(log), "--from-beginning"], port) as daemon:
+        labels = {**TARGET, "kind": "decode"}
+        scrape = daemon.wait_metric(
+            "specwatch_log_stats_lines_total", lambda v: v == 1000, **labels
+        )
+        assert scrape.value("specwatch_log_lines_total", **TARGET) == len(lines) + 1000
+        assert scrape.value("specwatch_log_read_errors_total", **TARGET) == 0
+        reason = "name_too_long"
+        assert scrape.value("specwatch_draft_config_errors_total", reason=reason) == 1
+        assert scrape.value("specwatch_speculative_info", **TARGET, algorithm="EAGLE3") == 1
 
 
 def docker(text: str) -> str:

@@ -23,6 +23,7 @@ from tests.support.daemon import RunningDaemon, config_file, run_daemon
 from tests.support.fake_sglang import Route, exposition, fake_sglang, server_info
 from tests.support.metrics import Scrape
 from tests.support.proc import MEMORY_LIMIT_MIB, SCRAPE_BUDGET, rss_mib
+from tests.support.tools import unprivileged
 
 pytestmark = pytest.mark.e2e
 
@@ -127,6 +128,55 @@ def test_a_draft_path_from_server_info_never_stalls_or_bloats_a_scrape(
                 assert scrape.value("specwatch_running_requests", **TARGET) == 61
                 time.sleep(0.3)
             assert rss_mib(daemon.proc.pid) < MEMORY_LIMIT_MIB
+
+
+def _unreadable_draft(tmp_path: Path) -> Path:
+    """A draft folder behind a directory only another user may enter (a model under
+    ``/root`` while specwatch runs as a service user)."""
+    private = tmp_path / "private"
+    (private / "draft").mkdir(parents=True)
+    (private / "draft" / "config.json").write_text('{"architectures": ["LlamaForCausalLMEagle3"]}')
+    private.chmod(0o700)
+    os.chown(private, 65534, 65534)
+    return private / "draft"
+
+
+@pytest.mark.parametrize("privileged", [True, False], ids=["root", "unprivileged"])
+@pytest.mark.parametrize("path", ["component_too_long", "behind_private_dir"])
+def test_a_draft_path_the_file_system_refuses_costs_nothing_but_a_count(
+    tmp_path: Path, port: int, privileged: bool, path: str
+) -> None:
+    """Path.exists() raised ENAMETOOLONG or EACCES here, and every scrape failed with no
+    ``upstream_up`` series at all."""
+    if os.geteuid() != 0:
+        pytest.skip("changing a folder's owner needs root")
+    prefix = [] if privileged else unprivileged()
+    draft = tmp_path / ("d" * 300) if path == "component_too_long" else _unreadable_draft(tmp_path)
+    refused = path == "component_too_long" or not privileged
+    reason = "name_too_long" if path == "component_too_long" else "permission"
+    tmp_path.chmod(0o755)  # the daemon's own config must stay readable
+    with fake_sglang() as server:
+        server.routes["/metrics"] = Route(body=exposition().encode())
+        server.routes["/server_info"] = Route(
+            body=server_info(speculative_draft_model_path=str(draft)),
+            content_type="application/json",
+        )
+        config = ["--config", str(config_file(tmp_path, server.url))]
+        with run_daemon(config, port, prefix=prefix) as daemon:
+            daemon.wait_metric("specwatch_running_requests", lambda v: v == 61, **TARGET)
+            scrape = daemon.wait_metric(
+                "specwatch_speculative_info", lambda v: v == 1, **TARGET, algorithm="EAGLE"
+            )
+            for _ in range(3):
+                scrape = timed_scrape(daemon)
+                assert up(scrape, "server_info") == 1
+                assert up(scrape, "metrics") == 1
+            errors = scrape.value("specwatch_draft_config_errors_total", reason=reason)
+            assert errors == (1 if refused else 0)
+            arch = "" if refused else "LlamaForCausalLMEagle3"
+            info = {**TARGET, "draft_architecture": arch}
+            assert scrape.value("specwatch_speculative_info", **info) == 1
+        assert "Traceback" not in (daemon.proc.stderr.read() if daemon.proc.stderr else "")
 
 
 def test_server_info_nested_too_deep_is_garbage_not_a_traceback(tmp_path: Path, port: int) -> None:

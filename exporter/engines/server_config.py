@@ -10,11 +10,13 @@ Only non-secret, whitelisted fields are kept: the server's API key never enters 
 
 from __future__ import annotations
 
-import functools
+import errno
+import hashlib
 import json
 import os
 import stat
 import threading
+from collections import Counter, OrderedDict
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -31,7 +33,33 @@ from exporter.redact import drop_secrets
 
 
 class DraftConfigError(ValueError):
-    """The draft config path names no readable draft ``config.json``."""
+    """The draft config path names no readable draft ``config.json``; ``reason`` is one of
+    ``DRAFT_CONFIG_REASONS``."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+DRAFT_CONFIG_REASONS = (
+    "absent",  # nothing at the path here (a hub id, or a volume this container lacks)
+    "permission",
+    "name_too_long",
+    "not_regular",
+    "too_large",
+    "invalid",  # not a JSON object
+    "io",  # any other error of the file system
+)
+# Linux's PATH_MAX; a longer path cannot name a file, and is not worth a system call.
+MAX_PATH_CHARS = 4096
+_SHOWN_PATH_CHARS = 200
+_ERRNO_REASONS = {
+    errno.ENOENT: "absent",
+    errno.ENOTDIR: "absent",
+    errno.EACCES: "permission",
+    errno.EPERM: "permission",
+    errno.ENAMETOOLONG: "name_too_long",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,18 +159,25 @@ def from_server_info(info: Mapping[str, Any]) -> ServerConfig:
 
 
 def from_draft_config(path: str | Path) -> ServerConfig:
-    """A config from a draft model's ``config.json`` (or the folder holding it)."""
+    """A config from a draft model's ``config.json`` (or the folder holding it).
+
+    Total: the path may come from the watched server, so whatever the file system answers
+    (no permission on a parent, a name too long, a FIFO) is a ``DraftConfigError``.
+    """
     file = Path(path)
-    if file.is_dir():
-        file = file / "config.json"
+    if len(str(path)) > MAX_PATH_CHARS:
+        raise DraftConfigError(f"{_shown(file)}: path too long", "name_too_long")
     try:
+        if file.is_dir():
+            file = file / "config.json"
         data = json.loads(_read_small_file(file))
     except OSError as exc:
-        raise DraftConfigError(f"cannot read {file}: {exc.strerror}") from exc
+        reason = _ERRNO_REASONS.get(exc.errno or 0, "io")
+        raise DraftConfigError(f"cannot read {_shown(file)}: {exc.strerror}", reason) from exc
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-        raise DraftConfigError(f"{file} is not valid JSON: {exc}") from exc
+        raise DraftConfigError(f"{_shown(file)} is not valid JSON: {exc}", "invalid") from exc
     if not isinstance(data, dict):
-        raise DraftConfigError(f"{file} is not a JSON object")
+        raise DraftConfigError(f"{_shown(file)} is not a JSON object", "invalid")
     architectures = data.get("architectures")
     arch = architectures[0] if isinstance(architectures, list) and architectures else None
     return ServerConfig(
@@ -150,6 +185,12 @@ def from_draft_config(path: str | Path) -> ServerConfig:
         draft_has_eagle_config=isinstance(data.get("eagle_config"), dict),
         draft_vocab_size=_coerce(data.get("draft_vocab_size"), int),
     )
+
+
+def _shown(file: Path) -> str:
+    """A path for a message: a hostile one can be megabytes long."""
+    text = str(file)
+    return text if len(text) <= _SHOWN_PATH_CHARS else text[:_SHOWN_PATH_CHARS] + "..."
 
 
 # A draft's config.json is a few kB.
@@ -167,9 +208,10 @@ def _read_small_file(file: Path) -> bytes:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise DraftConfigError(f"{file} is not a regular file")
+            raise DraftConfigError(f"{_shown(file)} is not a regular file", "not_regular")
         if info.st_size > MAX_DRAFT_CONFIG_BYTES:
-            raise DraftConfigError(f"{file} is larger than {MAX_DRAFT_CONFIG_BYTES} bytes")
+            message = f"{_shown(file)} is larger than {MAX_DRAFT_CONFIG_BYTES} bytes"
+            raise DraftConfigError(message, "too_large")
         return os.read(fd, MAX_DRAFT_CONFIG_BYTES + 1)
     finally:
         os.close(fd)
@@ -231,22 +273,59 @@ def with_local_draft(config: ServerConfig) -> ServerConfig:
 
     A sidecar usually mounts the same model volume as the server, and ``/server_info`` names
     the draft only by path: reading the file turns a guess into proof. Unreadable or remote
-    paths (hub ids) leave the config as it was. Called where the path is learnt (the upstream
-    scraper, the tailer), never while rendering a scrape.
+    paths (hub ids) leave the config as it was, whatever the file system answers. Called
+    where the path is learnt (the upstream scraper, the tailer), never while rendering.
     """
     path = config.draft_model_path
     if not path or config.draft_architecture is not None:
         return config
-    local = _local_draft(path)
+    local = _LOOKUPS.get(path)
     return config if local is None else config.merged(local)
 
 
-@functools.lru_cache(maxsize=16)
-def _local_draft(path: str) -> ServerConfig | None:
-    """Read once per path: the scraper asks on each of its scrapes, and a draft does not change."""
-    if not Path(path).exists():
-        return None
-    try:
-        return from_draft_config(path)
-    except DraftConfigError:
-        return None
+class _DraftLookups:
+    """The newest few paths' answers, keyed by a digest: the scraper asks on each of its
+    scrapes and a draft does not change, and a hostile path can be megabytes long. Each
+    failure is counted once per path, by reason (``DRAFT_CONFIG_REASONS`` less ``absent``,
+    the normal case of a hub id)."""
+
+    SIZE = 16
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._answers: OrderedDict[bytes, ServerConfig | None] = OrderedDict()
+        self._failures: Counter[str] = Counter()
+
+    def get(self, path: str) -> ServerConfig | None:
+        key = hashlib.blake2b(path.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        with self._lock:
+            if key in self._answers:
+                self._answers.move_to_end(key)
+                return self._answers[key]
+        answer = self._read(path)
+        with self._lock:
+            self._answers[key] = answer
+            if len(self._answers) > self.SIZE:
+                self._answers.popitem(last=False)
+        return answer
+
+    def _read(self, path: str) -> ServerConfig | None:
+        try:
+            return from_draft_config(path)
+        except DraftConfigError as exc:
+            if exc.reason != "absent":
+                with self._lock:
+                    self._failures[exc.reason] += 1
+            return None
+
+    def failure_counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._failures)
+
+
+_LOOKUPS = _DraftLookups()
+
+
+def draft_config_failures() -> dict[str, int]:
+    """Draft paths learnt from a server whose ``config.json`` could not be read, by reason."""
+    return _LOOKUPS.failure_counts()

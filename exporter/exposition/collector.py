@@ -24,7 +24,11 @@ from prometheus_client.registry import Collector
 
 from exporter import __version__
 from exporter.analysis.findings import drafts_only_accept_rate, window_accept_rate
-from exporter.engines.server_config import ServerConfig
+from exporter.engines.server_config import (
+    DRAFT_CONFIG_REASONS,
+    ServerConfig,
+    draft_config_failures,
+)
 from exporter.exposition.insight import Insight, inspect
 from exporter.exposition.watched import Watched
 from exporter.parse.custom_rules import CustomSample
@@ -44,6 +48,11 @@ log = logging.getLogger(__name__)
 FAMILIES: dict[str, tuple[str, str]] = {
     "build_info": ("gauge", "specwatch version, always 1."),
     "target_info": ("gauge", "One series per configured target, always 1."),
+    "draft_config_errors": (
+        "counter",
+        "Draft model paths named by a server (log or /server_info) whose config.json could "
+        "not be read here, once per path, by reason.",
+    ),
     "accept_length": ("gauge", "Mean accepted tokens per verify round in the newest window."),
     "accept_ratio": (
         "gauge",
@@ -225,6 +234,9 @@ class SpecwatchCollector(Collector):
         now = self._clock()
         families = Families()
         families.add("build_info", {"version": __version__}, 1)
+        failures = draft_config_failures()
+        for reason in (r for r in DRAFT_CONFIG_REASONS if r != "absent"):  # a hub id
+            families.add("draft_config_errors", {"reason": reason}, failures.get(reason, 0))
         for target in self._targets:
             families.merge(self._render_guarded(target, now))
             failed = self._render_errors[target.name]

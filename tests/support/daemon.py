@@ -89,15 +89,16 @@ def run_daemon(
     env: dict[str, str] | None = None,
     ready: Callable[[int], bool] = healthy,
     host: str = "127.0.0.1",
+    prefix: Sequence[str] = (),
 ) -> Iterator[RunningDaemon]:
     """Start ``specwatch run`` on ``port`` and wait until it is ready; on exit, SIGTERM it and
-    insist on a clean stop.
+    insist on a clean stop. ``prefix`` runs it under another command (``unprivileged()``).
 
     ``ready(port)`` tells when it answers (plain HTTP ``/healthz`` unless told otherwise). Ready
     means every log source follows: nothing appended from then on is lost.
     """
     listen = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    cmd = specwatch_cmd("run", "--listen", listen, *args)
+    cmd = [*prefix, *specwatch_cmd("run", "--listen", listen, *args)]
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,
