@@ -45,7 +45,7 @@ demo: $(STAMP)
 CONFIG ?=
 OUT ?=
 mixin: $(STAMP)
-	$(BIN)/python -m mixin $(if $(CONFIG),--config $(CONFIG)) $(if $(OUT),--out $(OUT))
+	$(BIN)/python -m exporter.mixin $(if $(CONFIG),--config $(CONFIG)) $(if $(OUT),--out $(OUT))
 
 # End-to-end speed beside mtail on a generated busy multi-rank log (minutes; not part of test).
 bench: $(STAMP)

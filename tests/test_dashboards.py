@@ -19,8 +19,8 @@ import jsonschema
 import pytest
 import yaml
 
-from dashboards.build import render
-from dashboards.queries import dashboard_queries, expand
+from exporter.mixin.dashboards.build import render
+from exporter.mixin.dashboards.queries import dashboard_queries, expand
 from tests.support.tools import REPO, promtool_check, shipped_rules
 
 SCHEMAS = REPO / "tests" / "data" / "grafana-schema"

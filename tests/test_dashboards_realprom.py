@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dashboards.queries import Query, dashboard_queries, expand
+from exporter.mixin.dashboards.queries import Query, dashboard_queries, expand
 from exporter.simulate.scenarios import SCENARIOS
 from tests.support.daemon import RunningDaemon, live_simulation, run_daemon
 from tests.support.fake_sglang import (

@@ -18,10 +18,11 @@ import jsonschema
 import pytest
 import yaml
 
-from dashboards.queries import dashboard_queries, expand
 from exporter.analysis.thresholds import Thresholds
+from exporter.mixin.dashboards.queries import dashboard_queries, expand
+from exporter.mixin.render import render
+from exporter.mixin.repository import stale_files
 from exporter.mixin_config import MixinConfig, load_mixin_config
-from mixin.render import render, stale_files
 from tests.support.deploy import OPERATOR_SCHEMAS
 from tests.support.docs import doc
 from tests.support.tools import REPO, promtool_check, require_tool
@@ -37,6 +38,8 @@ USER_CONFIG = {
     "multi_cluster": True,
 }
 # A series name with its matchers, anywhere in PromQL (raw series, recorded series and `up`).
+# The console script pip installs next to the interpreter, as a user runs it.
+SPECWATCH = str(Path(sys.executable).with_name("specwatch"))
 SELECTED = re.compile(r"((?:target:)?specwatch_[a-z_]+(?::\w+)?|\bup|ALERTS)(\{[^}]*\})?")
 
 
@@ -209,7 +212,7 @@ def test_rendered_alert_fires_for_the_users_series_only(rendered: Path) -> None:
 def test_repository_files_are_the_default_rendering() -> None:
     assert stale_files() == [], "run make mixin"
     result = subprocess.run(
-        [sys.executable, "-m", "mixin", "--check"],
+        [sys.executable, "-m", "exporter.mixin", "--check"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -219,7 +222,7 @@ def test_repository_files_are_the_default_rendering() -> None:
 
 
 def test_check_names_a_stale_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import mixin.render as module
+    import exporter.mixin.repository as module
 
     copy = tmp_path / "alerts"
     copy.mkdir()
@@ -253,7 +256,7 @@ def test_config_without_out_exits_2_in_one_line(tmp_path: Path) -> None:
     path = tmp_path / "mixin.yaml"
     path.write_text("multi_cluster: true\n")
     result = subprocess.run(
-        [sys.executable, "-m", "mixin", "--config", str(path)],
+        [sys.executable, "-m", "exporter.mixin", "--config", str(path)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -286,7 +289,7 @@ def test_bad_mixin_config_exits_2_naming_the_key(
     path = tmp_path / "mixin.yaml"
     path.write_text(yaml.safe_dump(config))
     result = subprocess.run(
-        [sys.executable, "-m", "mixin", "--config", str(path), "--out", str(tmp_path / "out")],
+        [SPECWATCH, "mixin", "--config", str(path), "--out", str(tmp_path / "out")],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "doctor": "judge a server, log or draft config and suggest fixes",
     "simulate": "write a realistic SGLang (or vLLM) log for an incident scenario",
     "report": "summarise a log: accept length, throughput vs baseline, findings",
+    "mixin": "render the alert rules, recording rules and dashboards for your labels",
 }
 BASELINE_FLAGS = ("--baseline-tok-s", "--baseline-curve", "--baseline-bench")
 # The config's ``baseline:`` keys, in the order of their flags.
@@ -39,7 +40,7 @@ def register_all(
     """Add every command's parser, in :data:`COMMANDS` order.
 
     Only the command ``argv`` names is imported and given its flags (all of them when it
-    names none, for ``--help``): the five together import pydantic, the daemon and the
+    names none, for ``--help``): the commands together import pydantic, the daemon and the
     simulator, half a second of every ``report`` on a log.
     """
     chosen = None if argv is None else next((arg for arg in argv if arg in COMMANDS), None)

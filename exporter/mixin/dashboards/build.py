@@ -12,8 +12,8 @@ from collections.abc import Callable
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 
-from dashboards import fleet, node
-from dashboards.common import rendering
+from exporter.mixin.dashboards import fleet, node
+from exporter.mixin.dashboards.common import rendering
 from exporter.mixin_config import MixinConfig
 
 # File names stay fixed whatever the uid prefix, so provisioning paths survive a re-render.

@@ -14,7 +14,7 @@ from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
 from grafana_foundation_sdk.models import heatmap as hm
 
-from dashboards.common import DS, runbook, steps
+from exporter.mixin.dashboards.common import DS, runbook, steps
 
 
 def _legend() -> cb.VizLegendOptions:

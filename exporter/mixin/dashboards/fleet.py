@@ -12,7 +12,7 @@ from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import dashboard as dm
 from grafana_foundation_sdk.models import prometheus as pm
 
-from dashboards.common import (
+from exporter.mixin.dashboards.common import (
     FLEET_SCOPE,
     RATE,
     STALE_AFTER_S,
@@ -35,8 +35,8 @@ from dashboards.common import (
     table_query,
     value_text,
 )
-from dashboards.node import accept_length_steps, speedup_steps
-from dashboards.panels import graph, grid, heat, single, timeline
+from exporter.mixin.dashboards.node import accept_length_steps, speedup_steps
+from exporter.mixin.dashboards.panels import graph, grid, heat, single, timeline
 
 WORST = 10
 PER_TARGET = ("job", "instance", "target")

@@ -13,7 +13,7 @@ from grafana_foundation_sdk.builders import prometheus as pb
 from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
 
-from dashboards.common import (
+from exporter.mixin.dashboards.common import (
     ABOVE_PANELS,
     DS,
     INSTANCE,
@@ -40,7 +40,7 @@ from dashboards.common import (
     table_query,
     value_text,
 )
-from dashboards.panels import graph, grid, single, timeline
+from exporter.mixin.dashboards.panels import graph, grid, single, timeline
 
 PER_RANK = "{{instance}} {{dp_rank}}"
 ON_OFF = {"0": ("off", "red"), "1": ("on", "green")}

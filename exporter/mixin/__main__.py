@@ -1,0 +1,5 @@
+import sys
+
+from exporter.mixin.repository import main
+
+sys.exit(main())

@@ -1,0 +1,75 @@
+"""The repository's copy of the default rendering: ``make mixin`` (``python -m exporter.mixin``).
+
+Without ``--out`` the default rendering is written where the repository keeps it
+(``alerts/``, ``dashboards/``, ``deploy/kubernetes/base/``); ``--check`` only reports (exit 1)
+when those files are stale. ``--config FILE --out DIR`` renders like ``specwatch mixin``.
+Only meaningful in a checkout: an installed package has no repository to write into.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from exporter.settings import ConfigError
+from exporter.mixin.render import DASHBOARDS_OUT, render, write
+from exporter.mixin_config import MixinConfig, load_mixin_config
+
+REPO = Path(__file__).resolve().parents[2]
+# Where the repository keeps the default rendering of each output file.
+COMMITTED: dict[str, str] = {
+    "prometheus_alerts.yaml": "alerts/prometheus_alerts.yaml",
+    "prometheus_rules.yaml": "alerts/prometheus_rules.yaml",
+    "prometheusrule.yaml": "deploy/kubernetes/base/prometheusrule.yaml",
+    "runbook.md": "alerts/runbook.md",
+}
+
+
+def committed_path(name: str) -> Path:
+    """Where the repository keeps the default rendering of output file ``name``."""
+    if name.startswith(DASHBOARDS_OUT + "/"):
+        return REPO / "dashboards" / name.removeprefix(DASHBOARDS_OUT + "/")
+    return REPO / COMMITTED[name]
+
+
+def stale_files() -> list[Path]:
+    """Committed files that differ from the default rendering."""
+    return [
+        committed_path(name)
+        for name, text in render(MixinConfig()).items()
+        if not committed_path(name).exists()
+        or committed_path(name).read_text(encoding="utf-8") != text
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="make mixin", description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--config", type=Path, metavar="FILE", help="mixin config (YAML)")
+    parser.add_argument("--out", type=Path, metavar="DIR", help="default: the repository")
+    parser.add_argument("--check", action="store_true", help="fail if the repository is stale")
+    args = parser.parse_args(argv)
+    if args.check:
+        stale = stale_files()
+        for path in stale:
+            print(f"{path.relative_to(REPO)} is out of date: run make mixin")
+        return 1 if stale else 0
+    if args.config is not None and args.out is None:
+        parser.error("--out: required with --config (the repository keeps the defaults)")
+    try:
+        config = load_mixin_config(args.config)
+    except ConfigError as exc:
+        print(f"specwatch mixin: {exc}", file=sys.stderr)
+        return 2
+    files = render(config)
+    if args.out is not None:
+        written = write(files, args.out)
+    else:
+        written = []
+        for name, text in files.items():
+            written.append(committed_path(name))
+            written[-1].write_text(text, encoding="utf-8")
+    for path in written:
+        print(f"wrote {path}")
+    return 0

@@ -1,5 +1,0 @@
-import sys
-
-from mixin.render import main
-
-sys.exit(main())
