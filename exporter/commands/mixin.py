@@ -33,9 +33,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     # pydantic and grafana-foundation-sdk: imported only by the command that needs them.
-    from exporter.settings import ConfigError
     from exporter.mixin.render import render, write
     from exporter.mixin_config import load_mixin_config
+    from exporter.settings import ConfigError
 
     try:
         config = load_mixin_config(args.config)

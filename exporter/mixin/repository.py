@@ -13,9 +13,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from exporter.settings import ConfigError
 from exporter.mixin.render import DASHBOARDS_OUT, render, write
 from exporter.mixin_config import MixinConfig, load_mixin_config
+from exporter.settings import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 # Where the repository keeps the default rendering of each output file.
@@ -56,7 +56,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{path.relative_to(REPO)} is out of date: run make mixin")
         return 1 if stale else 0
     if args.config is not None and args.out is None:
-        parser.error("--out: required with --config (the repository keeps the defaults)")
+        print(
+            "make mixin: --out: required with --config (the repository keeps the defaults)",
+            file=sys.stderr,
+        )
+        return 2
     try:
         config = load_mixin_config(args.config)
     except ConfigError as exc:
