@@ -37,6 +37,7 @@ LISTED_ALERTS = {
     "SpecDecodeSlowerThanBaseline": "warning",
     "SpecDecodeCudaGraphDisabled": "warning",
     "SpecDecodeMisconfigured": "critical",
+    "SpecDecodeServerCrashed": "critical",
     "SpecDecodeDraftTokensWasted": "info",
     "SpecDecodeStatsMissing": "warning",
     "SpecDecodeLogFormatUnrecognized": "warning",

@@ -36,7 +36,14 @@ from tests.support.realprom import (
     seconds_since,
     webhook_receiver,
 )
-from tests.support.tools import REPO, free_port, require_tool, shipped_rules
+from tests.support.tools import (
+    REPO,
+    duration_seconds,
+    fast_rules,
+    free_port,
+    require_tool,
+    shipped_rules,
+)
 from tests.support.waiting import wait_for
 
 ALERTMANAGER = REPO / "deploy" / "alertmanager" / "alertmanager.yml"
@@ -73,27 +80,8 @@ INTENDED_ALERTS = {
 # The same incidents on vLLM (target -> scenario): the same rules must fire, from its log alone.
 VLLM_TARGETS = {"vllm-collapsed": "collapsed", "vllm-healthy": "healthy"}
 INTENDED_ALERTS.update({target: INTENDED_ALERTS[s] for target, s in VLLM_TARGETS.items()})
-DURATION_UNITS = {"s": 1, "m": 60, "h": 3600}
 NOTIFY_TIMEOUT = 60.0
 GROUP_INTERVAL = 1  # seconds, instead of the shipped minutes
-
-
-def duration_seconds(text: str) -> int:
-    """Seconds of a Prometheus duration such as ``5m`` or ``1h30m``."""
-    parts = re.findall(r"(\d+)([smh])", text)
-    assert parts and "".join(n + u for n, u in parts) == text, f"unsupported duration {text!r}"
-    return sum(int(n) * DURATION_UNITS[u] for n, u in parts)
-
-
-def fast_rules() -> dict[str, Any]:
-    """The shipped rules with every minute of ``for``/``keep_firing_for`` turned into a second."""
-    rules = shipped_rules()
-    for group in rules["groups"]:
-        for rule in group["rules"]:
-            for key in ("for", "keep_firing_for"):
-                if key in rule:
-                    rule[key] = f"{max(1, duration_seconds(rule[key]) // 60)}s"
-    return rules
 
 
 def fast_alertmanager_config(webhook_url: str) -> dict[str, Any]:

@@ -99,6 +99,8 @@ def test_unparsable_stats_line_is_format_drift(tmp_path: Path) -> None:
 
 def test_every_finding_code_has_its_readme_severity() -> None:
     assert SEVERITIES == {
+        "server_crashed": "critical",
+        "server_failing": "warning",
         "eagle3_draft_with_eagle_algorithm": "critical",
         "cuda_graph_disabled": "warning",
         "draft_tokens_excessive": "warning",

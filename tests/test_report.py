@@ -42,6 +42,8 @@ REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
 LOGS = DATA / "logs"
 BENCH = str(DATA / "bench_serving_baseline.jsonl")
+# The collapsed verdict's summary: a critical headline says it before any speed figure.
+COLLAPSED = "Speculative decoding collapsed: no draft token is accepted"
 CHART_TITLES = (
     "Accept length over time",
     "Throughput vs baseline over time",
@@ -68,8 +70,8 @@ def json_report(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
         (  # 600 / 1560 = 0.385: 61.5% less
             "collapsed.log",
             ["--baseline-bench", BENCH],
-            "Speculation is slower than the baseline: 62% less throughput (0.38x), 600 tok/s at "
-            "48 running vs 1,560 tok/s baseline",
+            f"{COLLAPSED}. Speculation is slower than the baseline: 62% less throughput "
+            "(0.38x), 600 tok/s at 48 running vs 1,560 tok/s baseline",
         ),
         (  # 57 / 90 = 0.633
             "undertrained.log",
@@ -80,8 +82,8 @@ def json_report(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
         (  # 52 / 82 = 0.634
             "mismatched.log",
             ["--baseline-curve", "1:82,48:1500,128:2370"],
-            "Speculation is slower than the baseline: 37% less throughput (0.63x), 52 tok/s at "
-            "1 running vs 82 tok/s baseline",
+            f"{COLLAPSED}. Speculation is slower than the baseline: 37% less throughput "
+            "(0.63x), 52 tok/s at 1 running vs 82 tok/s baseline",
         ),
         (  # 2256 / 1253.3 = 1.800
             "healthy.log",
@@ -202,7 +204,10 @@ def test_html_page_is_self_contained_with_four_matplotlib_charts(
         assert base64.b64decode(data).startswith(b"\x89PNG\r\n\x1a\n")
     for title in CHART_TITLES:
         assert f"<h2>{title}</h2>" in text
-    assert '<p class="headline">Speculation is slower than the baseline: 62% less' in text
+    assert (
+        f'<p class="headline">{COLLAPSED}. Speculation is slower than the baseline: 62% less'
+        in text
+    )
     assert not re.search(r'(src|href)="(https?:)?//', text)  # nothing fetched from elsewhere
 
 
@@ -351,7 +356,11 @@ def test_report_on_each_simulated_incident(
     )
     assert data["overall"]["speedup"] == pytest.approx(expected, rel=0.05)
     word = "faster" if expected > 1 else "slower"
-    assert data["headline"].startswith(f"Speculation is {word} than the baseline")
+    # A critical state is said first: the collapse, before how slow it made the node.
+    judged = data["verdicts"] + data["findings"]
+    critical = "; ".join(v["summary"] for v in judged if v["severity"] == "critical")
+    head = f"{critical}. " if critical else ""
+    assert data["headline"].startswith(f"{head}Speculation is {word} than the baseline")
 
 
 def test_after_a_restart_findings_and_advice_judge_the_last_run(

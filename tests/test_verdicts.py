@@ -94,7 +94,10 @@ def test_collapse_with_a_baseline_below_the_node_says_the_baseline_is_wrong(tmp_
     impossible with accept length 1.00: no headline of success."""
     log = write(tmp_path, collapsed_log())
     data = report(log, "--baseline-curve", "1:82")
-    assert data["headline"].startswith("The baseline looks wrong, so speed is not judged")
+    assert data["headline"].startswith(
+        "Speculative decoding collapsed: no draft token is accepted. The baseline looks wrong, "
+        "so speed is not judged"
+    )
     assert "faster" not in data["headline"]
     implausible = verdicts(data)["baseline_implausible"]
     assert "--baseline-curve's 82 tok/s" in implausible["seen"]

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from statistics import fmean
 
 from exporter.analysis.breakeven import Assessment, advise, assess_positions
+from exporter.engines.ending import Ending
 from exporter.engines.record import StatsRecord
 from exporter.engines.server_config import ServerConfig
 
@@ -25,6 +26,8 @@ SEVERITY_ORDER = {CRITICAL: 0, WARNING: 1, INFO: 2}
 
 # Every finding code with its fixed severity.
 SEVERITIES: dict[str, str] = {
+    "server_crashed": CRITICAL,
+    "server_failing": WARNING,
     "eagle3_draft_with_eagle_algorithm": CRITICAL,
     "cuda_graph_disabled": WARNING,
     "draft_tokens_excessive": WARNING,
@@ -116,6 +119,7 @@ class Observations:
     # Mean accept length of the whole run when it was read whole (doctor, report); the daemon
     # leaves it unset and judges its recent windows.
     accept_length: float | None = None
+    ending: Ending | None = None  # how the run ended, when its log says so
 
 
 def drafts_only_accept_rate(
@@ -144,6 +148,7 @@ def window_accept_rate(record: StatsRecord, num_draft_tokens: int | None) -> flo
 def evaluate(obs: Observations) -> list[Finding]:
     """All findings that hold for ``obs``, most severe first."""
     rules = (
+        _server_ended,
         _eagle3_draft_with_eagle_algorithm,
         _cuda_graph_disabled,
         _draft_tokens_excessive,
@@ -155,6 +160,63 @@ def evaluate(obs: Observations) -> list[Finding]:
     )
     found = [finding for rule in rules if (finding := rule(obs)) is not None]
     return sorted(found, key=lambda f: SEVERITY_ORDER[f.severity])
+
+
+# What to do about each cause ``engines.ending`` names; anything else: read the traceback.
+_CRASH_FIXES = {
+    "CUDA graph capture failed: out of GPU memory at start-up": (
+        "Leave the CUDA graphs room: lower SGLang's --mem-fraction-static (0.8, then 0.7) or "
+        "--cuda-graph-max-bs, or vLLM's --gpu-memory-utilization; then restart the server."
+    ),
+    "CUDA out of memory": (
+        "Leave the GPU more headroom: lower SGLang's --mem-fraction-static or "
+        "--max-running-requests, or vLLM's --gpu-memory-utilization or --max-num-seqs; then "
+        "restart the server."
+    ),
+    "NCCL error (GPU communication)": (
+        "Check the GPUs and their links (nvidia-smi, NCCL_DEBUG=INFO names the failing rank), "
+        "then restart the server."
+    ),
+}
+
+
+def _server_ended(obs: Observations) -> Finding | None:
+    """The log says the server died, or logged a traceback and no decode window since."""
+    end = obs.ending
+    if end is None:
+        return None
+    crashed = end.final or end.cause in _CRASH_FIXES
+    when = f" at {end.time.replace('T', ' ')}" if end.time else ""
+    cause = f": {end.cause}" if end.cause else ""
+    served = (
+        f"after {len(obs.windows)} recent decode windows"
+        if obs.windows
+        else "before any decode window of this run (it failed at start-up)"
+    )
+    if crashed:
+        summary = "The server crashed" if obs.windows else "The server failed to start"
+        summary += f"{when}{cause}"
+        why = (
+            "A dead server serves nothing and writes no stats lines: every alert that rests on "
+            "them goes quiet just when the node is down."
+        )
+    else:
+        summary = "The server logged a traceback and no decode window since"
+        why = (
+            "A traceback with no window after it is how a dying server looks from its log; one "
+            "failed request looks the same until the next decode window shows the node serving."
+        )
+    return Finding(
+        code="server_crashed" if crashed else "server_failing",
+        summary=summary,
+        seen=f"{end.kind}{when}{cause}, {served}.",
+        why=why,
+        fix=_CRASH_FIXES.get(end.cause or "")
+        or (
+            "Read the traceback just before this point in the log, fix its cause and restart "
+            "the server."
+        ),
+    )
 
 
 def _mean_accept_length(windows: Sequence[DecodeSample]) -> float | None:

@@ -210,7 +210,7 @@ def _check_endpoints(url: str, snap: UpstreamSnapshot, diagnosis: Diagnosis) -> 
 
 def _judge_log(report: Report, diagnosis: Diagnosis) -> None:
     """The newest run's verdicts, and what could not be judged, in plain words."""
-    if report.stats_lines == 0:
+    if report.stats_lines == 0 and not report.critical:
         diagnosis.problems.append(
             "log: no stats lines at all, so nothing could be judged (is the server logging at "
             "--log-level info, and is this its log?)"

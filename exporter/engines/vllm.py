@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
+from exporter.engines import ending
 from exporter.engines.record import DraftCounts, LogLine, StatsRecord, Unrecognized
 
 ENGINE = "vllm"
@@ -87,12 +88,14 @@ class VllmParser:
         """Records (and drift) completed by one cleaned line, or the engine's startup line as
         an event; empty for any other line."""
         match = _PREFIX.match(text)
-        if match is None:
-            return []
+        if match is None:  # a traceback's own lines carry no prefix
+            return [LogLine(None, None, None, text)] if ending.parse(text) else []
         message = text[match.end() :]
         time = self._iso(*match.groups())
         if time is None:
             return []
+        if ending.opens(message):
+            return [LogLine(time, None, None, message)]
         if message.startswith("SpecDecoding metrics: "):
             return [*self._spec(time, message[len("SpecDecoding metrics: ") :])]
         if message.startswith(ENGINE_CONFIG):

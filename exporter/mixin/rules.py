@@ -203,6 +203,19 @@ def speculation_alerts(config: MixinConfig) -> list[Rule]:
             "Restart it with --speculative-algorithm EAGLE3.",
             keep_firing_for="10m",
         ),
+        # Log-only: a dead server writes no more windows, so nothing guards on traffic here.
+        _alert(
+            config,
+            "SpecDecodeServerCrashed",
+            _finding(config, "server_crashed", keep="severity") + "\n",
+            "critical",
+            "The serving engine crashed.",
+            f"The log of {{{{ $labels.target }}}} ({node}) says the server died (a scheduler "
+            "exception, SIGQUIT, a fatal engine error or out of GPU memory): it serves nothing, "
+            "and the speculation alerts have gone quiet with its stats lines. "
+            "`specwatch doctor --log-file` names the cause.",
+            keep_firing_for="5m",
+        ),
         _alert(
             config,
             "SpecDecodeDraftTokensWasted",

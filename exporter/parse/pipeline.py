@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from typing import Protocol
 
-from exporter.engines import vllm
+from exporter.engines import ending, vllm
 from exporter.engines.record import LogLine, StatsRecord, Unrecognized
 from exporter.engines.sglang import (
     EVENT_MARKERS,
@@ -184,7 +184,7 @@ class LineProcessor:
         if found is None:
             return None
         records, rest = found
-        return None if any(marker in rest for marker in EVENT_MARKERS) else records
+        return None if any(marker in rest for marker in _LINE_MARKERS) else records
 
     def _deliver_records(self, records: list[StatsRecord]) -> None:
         self._sink.on_records(records)
@@ -224,6 +224,7 @@ class LineProcessor:
         """
         kind = STATS_KINDS.get(marker)
         result: StatsRecord | Unrecognized | LogLine | None = None
+        text = ""
         if kind is not None and tidy and line.isascii():
             result = read_stats_line(kind, line)
         if result is None:
@@ -232,17 +233,23 @@ class LineProcessor:
             except UnicodeDecodeError:
                 self._sink.on_skipped("invalid_utf8")
                 return
-            result = classify(text if tidy else clean(text))
+            text = text if tidy else clean(text)
+            result = classify(text)
         if isinstance(result, StatsRecord):
             self._sink.on_record(result)
         elif isinstance(result, Unrecognized):
             self._sink.on_unrecognized(result.reason)
-        elif result is not None and _is_event(result.message):
-            self._sink.on_event(result)
+        elif result is not None:
+            if _is_event(result.message) or ending.opens(result.message):
+                self._sink.on_event(result)
+        elif marker in ending.MARKERS and ending.parse(text) is not None:
+            self._sink.on_event(LogLine(None, None, None, text))  # a traceback's own lines
 
 
-_ALL_MARKERS = STATS_MARKERS + EVENT_MARKERS
-_VLLM_MARKERS = vllm.STATS_MARKERS + vllm.EVENT_MARKERS
+_ALL_MARKERS = STATS_MARKERS + EVENT_MARKERS + ending.MARKERS
+# Lines other than stats lines that must be read one by one.
+_LINE_MARKERS = EVENT_MARKERS + ending.MARKERS
+_VLLM_MARKERS = vllm.STATS_MARKERS + vllm.EVENT_MARKERS + ending.MARKERS
 _EVENT_TEXT = re.compile("|".join(re.escape(marker.decode()) for marker in EVENT_MARKERS))
 _EVENT_SCAN = EVENT_MARKER_WINDOW + max(map(len, EVENT_MARKERS))
 

@@ -25,6 +25,7 @@ from exporter.analysis.findings import DecodeSample, Observations, evaluate
 from exporter.analysis.node import Moment, NodeMoments
 from exporter.analysis.thresholds import DEFAULT, Thresholds
 from exporter.analysis.verdicts import RunFigures, Verdict, implausible, judge
+from exporter.engines import ending
 from exporter.engines.record import LogLine, StatsRecord, logged_seconds
 from exporter.engines.server_config import ServerConfig
 from exporter.parse.pipeline import RecordSink
@@ -261,6 +262,9 @@ class ReportBuilder(RecordSink):
             self._close_run()
             self._run = _Run(logged_seconds(line.time))
             self._series.restart(self._run.started_at)
+        end = ending.parse(line.message, line.time)
+        if end is not None:
+            self._run.evidence.add_ending(end)
 
     # Folding ------------------------------------------------------------------------------
     def _fold_held(self) -> None:

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from exporter.analysis.breakeven import Assessment
-from exporter.analysis.findings import Finding
+from exporter.analysis.findings import CRITICAL, Finding
 from exporter.analysis.verdicts import Verdict
 from exporter.engines.server_config import ServerConfig
 from exporter.report.series import Point
@@ -142,9 +142,18 @@ class Report:
         return newest is not None and any(run.codes != newest.codes for run in self.runs[:-1])
 
     @property
+    def critical(self) -> tuple[Verdict | Finding, ...]:
+        """The newest run's critical verdicts and findings: what a headline must say first."""
+        judged: tuple[Verdict | Finding, ...] = (*self.verdicts, *self.findings)
+        return tuple(item for item in judged if item.severity == CRITICAL)
+
+    @property
     def headline(self) -> str:
-        """The answer in plain words, about the newest run: is speculation faster than none?"""
+        """The answer in plain words, about the newest run: a critical state first (a crash,
+        a collapse), then whether speculation is faster than none."""
         text = self._speed_headline()
+        if self.critical:
+            text = f"{'; '.join(item.summary for item in self.critical)}. {text}"
         if self.earlier_runs_differ:
             text += f" (newest of {len(self.runs)} server runs; earlier runs differ)"
         return text

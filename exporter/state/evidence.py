@@ -18,6 +18,7 @@ from typing import Any
 from exporter.analysis.baseline import Baseline
 from exporter.analysis.findings import DecodeSample, Observations
 from exporter.analysis.node import NodeMoments
+from exporter.engines.ending import Ending
 from exporter.engines.record import StatsRecord
 from exporter.engines.server_config import ServerConfig
 
@@ -49,6 +50,7 @@ class Evidence:
         self._started_at = started_at
         self._last_decode_at: float | None = None
         self._silent_prefills = 0
+        self._ending: Ending | None = None
 
     def add_record(self, record: StatsRecord, at: float) -> None:
         """Count one recognised stats record seen at ``at``."""
@@ -85,8 +87,11 @@ class Evidence:
             self._silent_prefills += _user_prefills_after_decodes(records)
 
     def _add_decodes(self, decodes: Sequence[StatsRecord], at: float) -> None:
-        """Remember decode windows and the node loads they close, in order."""
+        """Remember decode windows and the node loads they close, in order; windows after a
+        traceback show it ended nothing."""
         self._windows.extend(decodes)
+        if self._ending is not None and not self._ending.final:
+            self._ending = None
         self._last_decode_at = at
         self._silent_prefills = 0
         if not self._node_loads:
@@ -115,6 +120,11 @@ class Evidence:
         with self._lock:
             self._outcomes.append(False)
 
+    def add_ending(self, ending: Ending) -> None:
+        """A line of the server's end (see ``engines.ending``), folded into what came before."""
+        with self._lock:
+            self._ending = ending if self._ending is None else self._ending.merged(ending)
+
     def observations(self, config: ServerConfig, now: float, **upstream: Any) -> Observations:
         """Inputs for :func:`evaluate` as of ``now``; ``upstream`` adds ``metrics_endpoint``,
         ``cuda_graph_share`` and ``upstream_busy`` from a scrape."""
@@ -129,6 +139,7 @@ class Evidence:
                 seconds_without_decode=0.0 if since is None else max(0.0, now - since),
                 stats_lines=len(self._outcomes),
                 unrecognized_lines=self._outcomes.count(False),
+                ending=self._ending,
                 **upstream,
             )
 

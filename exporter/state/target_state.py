@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from exporter.engines import ending
 from exporter.engines.record import LogLine, StatsRecord
 from exporter.state.evidence import Evidence
 from exporter.state.runs import RunTracker
@@ -208,13 +209,17 @@ class TargetState:
             self._unrecognized += 1
 
     def add_event(self, line: LogLine) -> None:
-        """A startup/config line: update the server configuration the findings rest on.
+        """A startup/config line: update the server configuration the findings rest on; a
+        line of the server's end: remember it for the findings.
 
         A new ``server_args`` line is a restart; windows of the old run no longer describe the
         server, so the findings evidence starts afresh.
         """
         if self.tracker.observe(line):
             self.evidence = self._new_evidence()
+        end = ending.parse(line.message, line.time)
+        if end is not None:
+            self.evidence.add_ending(end)
 
     def _new_evidence(self) -> Evidence:
         return Evidence(started_at=time.time(), node_loads=self._node_loads)

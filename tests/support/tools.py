@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -21,6 +22,27 @@ def shipped_rules() -> dict[str, Any]:
     """Both shipped rule files as one rule file's content (every group, in load order)."""
     groups = [g for path in RULE_FILES for g in yaml.safe_load(path.read_text())["groups"]]
     return {"groups": groups}
+
+
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def duration_seconds(text: str) -> int:
+    """Seconds of a Prometheus duration such as ``5m`` or ``1h30m``."""
+    parts = re.findall(r"(\d+)([smh])", text)
+    assert parts and "".join(n + u for n, u in parts) == text, f"unsupported duration {text!r}"
+    return sum(int(n) * DURATION_UNITS[u] for n, u in parts)
+
+
+def fast_rules() -> dict[str, Any]:
+    """The shipped rules with every minute of ``for``/``keep_firing_for`` turned into a second."""
+    rules = shipped_rules()
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            for key in ("for", "keep_firing_for"):
+                if key in rule:
+                    rule[key] = f"{max(1, duration_seconds(rule[key]) // 60)}s"
+    return rules
 
 
 def require_tool(name: str) -> str:

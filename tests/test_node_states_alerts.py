@@ -1,0 +1,115 @@
+"""Node states beyond the seed incidents, through the real daemon and a real Prometheus running
+the shipped rules (every ``for:`` shrunk from minutes to seconds): each raises its alerts and
+nothing else.
+
+Every log is written here in the engine's own format; the ones that must look live are
+appended by a thread with wall-clock stamps, as the server would write them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support.daemon import run_daemon
+from tests.support.files import append
+from tests.support.loglines import decode, stamp, startup
+from tests.support.realprom import RunningPrometheus, running_prometheus
+from tests.support.tools import fast_rules, free_port, require_tool
+
+pytestmark = pytest.mark.e2e
+
+LINE_EVERY = 0.5  # seconds between the live lines of one log
+
+
+def crashed() -> list[str]:
+    """A healthy SGLang node whose scheduler died of CUDA OOM; the parent's SIGQUIT after."""
+    lines = startup() + [decode(260 + 4 * i, 2.6, 0.53, tput=2700) for i in range(8)]
+    return [
+        *lines,
+        f"{stamp(300, 'TP0')} Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/opt/sglang/python/sglang/srt/managers/scheduler.py", line 6368, in '
+        "run_scheduler_process",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+        "total capacity of 79.10 GiB of which 1.23 GiB is free.",
+        "",
+        f"{stamp(300)} SIGQUIT received. signum=3, frame=<frame at 0x7f3c2c0a1b40, file "
+        "'/usr/lib/python3.12/selectors.py', line 468, code select>. It usually means one child "
+        "failed.",
+    ]
+
+
+def now_stamp(ranks: str) -> str:
+    return f"[{datetime.now().strftime('%Y-%m-%d %H:%M:%S')} {ranks}]"
+
+
+# target -> (the whole log written before the daemon starts, the live line maker or None,
+# the alerts that must fire, and only those)
+Scenario = tuple[list[str], Callable[[], list[str]] | None, set[str]]
+SCENARIOS: dict[str, Scenario] = {
+    "crashed": (crashed(), None, {"SpecDecodeServerCrashed"}),
+}
+
+
+@contextmanager
+def live_lines(log: Path, make: Callable[[], list[str]]) -> Iterator[None]:
+    """Append ``make()``'s lines to ``log`` every LINE_EVERY seconds until the block ends."""
+    stop = threading.Event()
+
+    def write() -> None:
+        while not stop.wait(LINE_EVERY):
+            append(log, *make())
+
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningPrometheus]:
+    """Every scenario's daemon behind one Prometheus; yields once every intended alert fires
+    and every rule group has been evaluated five more times (time for an unintended one)."""
+    require_tool("prometheus")
+    tmp = tmp_path_factory.mktemp("node-states")
+    rules = tmp / "rules.yaml"
+    rules.write_text(yaml.safe_dump(fast_rules()))
+    with ExitStack() as stack:
+        instances = []
+        for target, (lines, live, _) in SCENARIOS.items():
+            log = tmp / f"{target}.log"
+            log.write_text("".join(f"{line}\n" for line in lines))
+            args = ["--log-file", str(log), "--from-beginning", "--target", target]
+            stack.enter_context(run_daemon(args, port := free_port()))
+            instances.append(f"127.0.0.1:{port}")
+            if live is not None:
+                stack.enter_context(live_lines(log, live))
+        prom = stack.enter_context(running_prometheus(tmp, instances, [rules]))
+        prom.wait_for(
+            lambda: all(firing(prom, t) >= alerts for t, (_, _, alerts) in SCENARIOS.items()),
+            timeout=90,
+        )
+        fired_at = prom.rule_evaluations()
+        prom.wait_for(lambda: prom.rule_evaluations() >= fired_at + 5, timeout=30)
+        yield prom
+
+
+def firing(prometheus: RunningPrometheus, target: str) -> set[str]:
+    query = f'ALERTS{{alertstate="firing",target="{target}"}}'
+    return {series["metric"]["alertname"] for series in prometheus.query(query)}
+
+
+@pytest.mark.parametrize("target", SCENARIOS)
+def test_each_node_state_raises_its_alerts_and_only_those(
+    prometheus: RunningPrometheus, target: str
+) -> None:
+    assert firing(prometheus, target) == SCENARIOS[target][2]
