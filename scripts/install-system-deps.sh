@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the Debian tools the tests run for real (promtool, prometheus, alertmanager, amtool,
-# chromium), or with `bench` the one `make bench` times specwatch beside (mtail).
+# chromium, jsonnet), or with `bench` the one `make bench` times specwatch beside (mtail).
 # Does nothing when they are present; needs root (or sudo) when they are not.
 set -euo pipefail
 
@@ -21,6 +21,8 @@ else
   command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
   # The HTML report test opens the page in headless Chromium, as a reader would.
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  # The jsonnet face of the mixin is evaluated as kube-prometheus users evaluate it.
+  command -v jsonnet >/dev/null 2>&1 || missing+=(jsonnet)
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 

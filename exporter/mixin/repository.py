@@ -1,7 +1,8 @@
 """The repository's copy of the default rendering: ``make mixin`` (``python -m exporter.mixin``).
 
 Without ``--out`` the default rendering is written where the repository keeps it
-(``alerts/``, ``dashboards/``, ``deploy/kubernetes/base/``); ``--check`` only reports (exit 1)
+(``alerts/``, ``dashboards/``, ``deploy/kubernetes/base/``, and for the jsonnet face
+``specwatch-mixin/rendered.json``); ``--check`` only reports (exit 1)
 when those files are stale. ``--config FILE --out DIR`` renders like ``specwatch mixin``.
 Only meaningful in a checkout: an installed package has no repository to write into.
 """
@@ -13,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from exporter.mixin.jsonnet import LIBRARY_PATH, library
 from exporter.mixin.render import DASHBOARDS_OUT, render, write
 from exporter.mixin_config import MixinConfig, load_mixin_config
 from exporter.settings import ConfigError
@@ -34,13 +36,19 @@ def committed_path(name: str) -> Path:
     return REPO / COMMITTED[name]
 
 
+def committed_files() -> dict[Path, str]:
+    """Every file the repository keeps of the default rendering, with its text."""
+    files = {committed_path(name): text for name, text in render(MixinConfig()).items()}
+    files[REPO / LIBRARY_PATH] = library()
+    return files
+
+
 def stale_files() -> list[Path]:
     """Committed files that differ from the default rendering."""
     return [
-        committed_path(name)
-        for name, text in render(MixinConfig()).items()
-        if not committed_path(name).exists()
-        or committed_path(name).read_text(encoding="utf-8") != text
+        path
+        for path, text in committed_files().items()
+        if not path.exists() or path.read_text(encoding="utf-8") != text
     ]
 
 
@@ -66,14 +74,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"specwatch mixin: {exc}", file=sys.stderr)
         return 2
-    files = render(config)
     if args.out is not None:
-        written = write(files, args.out)
+        written = write(render(config), args.out)
     else:
-        written = []
-        for name, text in files.items():
-            written.append(committed_path(name))
-            written[-1].write_text(text, encoding="utf-8")
+        files = committed_files()
+        for path, text in files.items():
+            path.write_text(text, encoding="utf-8")
+        written = list(files)
     for path in written:
         print(f"wrote {path}")
     return 0
