@@ -9,6 +9,7 @@ the Python rendering (``specwatch mixin``) gives for the same settings.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ local specwatch = (import 'specwatch-mixin/mixin.libsonnet') + {
   dashboards: specwatch.grafanaDashboards,
 }
 """
-# The same settings in both faces' spelling.
+# Settings a kube-prometheus user overrides.
 USER_JSONNET = {
     "selector": 'job="specwatch", namespace="llm"',
     "alertLabels": {"team": "inference", "tier": "gpu"},
@@ -48,15 +49,8 @@ USER_JSONNET = {
     "dashboardUidPrefix": "llm-spec",
     "dashboardTags": ["llm", "specwatch"],
 }
-USER_YAML = {
-    "selector": 'job="specwatch", namespace="llm"',
-    "alert_labels": {"team": "inference", "tier": "gpu"},
-    "runbook_url_template": "https://runbooks.example.com/specwatch/{alertname}",
-    "multi_cluster": True,
-    "cluster_label": "region",
-    "dashboard_uid_prefix": "llm-spec",
-    "dashboard_tags": ["llm", "specwatch"],
-}
+# The YAML config spells each key in snake case.
+USER_YAML = {re.sub(r"([A-Z])", r"_\1", k).lower(): v for k, v in USER_JSONNET.items()}
 
 
 def evaluate(config: dict[str, Any], tmp_path: Path, source: str = CONSUMER) -> dict[str, Any]:
