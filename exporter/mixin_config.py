@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from exporter.analysis.algorithms import LOWEST_FLOOR
 from exporter.analysis.thresholds import DEFAULT, Thresholds
 from exporter.settings import ConfigError, load_yaml
 
@@ -97,9 +98,10 @@ class MixinConfig(BaseModel):
         for key in ("collapsed_for", "low_accept_for", "slower_for"):
             if not _DURATION.match(getattr(value, key)):
                 raise ValueError(f"{key}: must be a Prometheus duration, e.g. 10m")
-        if not 1 <= value.collapsed_accept_length < value.low_accept_length:
+        if not 1 <= value.collapsed_accept_length < LOWEST_FLOOR:
             raise ValueError(
-                "collapsed_accept_length: must be at least 1 and below low_accept_length"
+                "collapsed_accept_length: must be at least 1 and below every algorithm's "
+                f"accept-length floor ({LOWEST_FLOOR:g})"
             )
         if not 0 < value.low_accept_fraction <= 1:
             raise ValueError("low_accept_fraction: must be above 0 and at most 1")

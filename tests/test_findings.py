@@ -109,6 +109,7 @@ def test_every_finding_code_has_its_readme_severity() -> None:
         "log_format_unrecognized": "warning",
         "running_requests_capped": "warning",
         "draft_positions_unprofitable": "info",
+        "algorithm_unknown": "info",
     }
 
 

@@ -159,13 +159,23 @@ def test_rendered_alert_fires_for_the_users_series_only(rendered: Path) -> None:
     require_tool("promtool")
     mine = 'job="llm-spec",namespace="prod",cluster="eu",instance="n1:9477",target="t1"'
     theirs = 'job="specwatch",namespace="dev",cluster="eu",instance="n2:9477",target="t2"'
-    series = [
-        {"series": f"specwatch_accept_length{{{labels}}}", "values": "1.08x20"}
-        for labels in (mine, theirs)
-    ] + [
-        {"series": f"specwatch_gen_throughput_tokens_per_second{{{labels}}}", "values": "500x20"}
-        for labels in (mine, theirs)
-    ]
+    series = (
+        [
+            {"series": f"specwatch_accept_length{{{labels}}}", "values": "1.08x20"}
+            for labels in (mine, theirs)
+        ]
+        + [
+            {
+                "series": f"specwatch_gen_throughput_tokens_per_second{{{labels}}}",
+                "values": "500x20",
+            }
+            for labels in (mine, theirs)
+        ]
+        + [
+            {"series": f"specwatch_accept_length_floor{{{labels}}}", "values": "1.8x20"}
+            for labels in (mine, theirs)
+        ]
+    )
     fired = {
         "exp_labels": {
             "severity": "critical", "team": "inference", "job": "llm-spec", "namespace": "prod",

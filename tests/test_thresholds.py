@@ -33,7 +33,7 @@ def test_collapse_alert_uses_the_collapse_threshold() -> None:
 def test_low_accept_alert_uses_the_low_accept_thresholds() -> None:
     rule = _alert("SpecDecodeAcceptLengthLow")
     assert f"< {DEFAULT.low_accept_fraction} * specwatch_expected_accept_length" in rule["expr"]
-    assert f"< {DEFAULT.low_accept_length} unless" in rule["expr"]
+    assert "< specwatch_accept_length_floor" in rule["expr"]
     assert rule["for"] == DEFAULT.low_accept_for
 
 
@@ -43,6 +43,13 @@ def test_slower_alert_uses_the_speedup_threshold() -> None:
     assert rule["for"] == DEFAULT.slower_for
 
 
+def test_accept_length_alerts_judge_only_drafters_with_a_floor() -> None:
+    """Both accept-length alerts need the floor specwatch exports for a known algorithm."""
+    for name in ("SpecDecodeAcceptLengthCollapsed", "SpecDecodeAcceptLengthLow"):
+        assert "specwatch_accept_length_floor" in _alert(name)["expr"]
+
+
 def test_low_accept_limit_scales_with_the_expected_length() -> None:
-    assert DEFAULT.low_accept_limit(4.0) == DEFAULT.low_accept_fraction * 4.0
-    assert DEFAULT.low_accept_limit(None) == DEFAULT.low_accept_length
+    assert DEFAULT.low_accept_limit(4.0, 1.2) == DEFAULT.low_accept_fraction * 4.0
+    assert DEFAULT.low_accept_limit(None, 1.2) == 1.2
+    assert DEFAULT.low_accept_limit(None, None) is None

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import fmean
 
+from exporter.analysis import algorithms
+from exporter.analysis.algorithms import Standard, config_standard
 from exporter.analysis.breakeven import Assessment, advise, assess_positions
 from exporter.engines.ending import Ending
 from exporter.engines.record import StatsRecord
@@ -36,6 +38,7 @@ SEVERITIES: dict[str, str] = {
     "log_format_unrecognized": WARNING,
     "running_requests_capped": WARNING,
     "draft_positions_unprofitable": INFO,
+    "algorithm_unknown": INFO,
 }
 
 MIN_WINDOWS = 3  # window-based rules need a few windows so one odd batch is not a verdict
@@ -157,6 +160,7 @@ def evaluate(obs: Observations) -> list[Finding]:
         _running_requests_capped,
         _metrics_endpoint_disabled,
         _draft_positions_unprofitable,
+        _algorithm_unknown,
     )
     found = [finding for rule in rules if (finding := rule(obs)) is not None]
     return sorted(found, key=lambda f: SEVERITY_ORDER[f.severity])
@@ -327,6 +331,9 @@ def _draft_tokens_excessive(obs: Observations) -> Finding | None:
     tokens = obs.config.num_draft_tokens
     if tokens is None or tokens < EXCESSIVE_DRAFT_TOKENS or _position_profile(obs.windows):
         return None  # measured per-position acceptance has its own, sharper finding
+    standard = config_standard(obs.config) or algorithms.DEFAULT
+    if not standard.has_draft_model:
+        return None  # a lookup drafts for free: wide trees of rarely accepted tokens are its way
     lengths = [w.accept_length for w in obs.windows if w.accept_length is not None]
     if len(lengths) < MIN_WINDOWS:
         return None
@@ -347,7 +354,7 @@ def _draft_tokens_excessive(obs: Observations) -> Finding | None:
             "Every proposed token is verified by the target; rejected ones are pure cost. At "
             "this acceptance the wasted verify width outweighs the extra tokens gained."
         ),
-        fix=_draft_tokens_fix(tokens, advice),
+        fix=_draft_tokens_fix(tokens, advice, standard),
     )
 
 
@@ -417,8 +424,9 @@ def _speedup_note(speedup: float | None) -> str:
     return f", {speedup:.2f}x the baseline" if speedup is not None else ""
 
 
-def _draft_tokens_fix(tokens: int, advice: Assessment) -> str:
-    """Advice sized by the break-even estimate (``analysis.breakeven``), not a fixed number.
+def _draft_tokens_fix(tokens: int, advice: Assessment, standard: Standard) -> str:
+    """Advice sized by the break-even estimate (``analysis.breakeven``), not a fixed number,
+    in the algorithm's own settings (an MTP head has steps, an EAGLE tree draft tokens).
 
     With a baseline the estimate rests on the measured cost of a round; without one on an
     assumed draft cost, which the text says.
@@ -432,14 +440,35 @@ def _draft_tokens_fix(tokens: int, advice: Assessment) -> str:
             "without speculation until it accepts more."
         )
     if best < tokens:
+        fewer = standard.fewer_tokens.format(count=best, steps=best - 1)
         return (
-            f"Lower --speculative-num-draft-tokens to about {best} (break-even estimate from "
-            f"the {basis}: {advice.expected_speedup:.2f}x plain decoding), or train the draft "
-            "further before widening the tree."
+            f"{fewer} (break-even estimate from the {basis}: "
+            f"{advice.expected_speedup:.2f}x plain decoding), or train the draft further "
+            "before widening the tree."
         )
     return (
         f"The {basis} says {tokens} draft tokens still pay for themselves; raise acceptance "
         "by training the draft further rather than widening the tree."
+    )
+
+
+def _algorithm_unknown(obs: Observations) -> Finding | None:
+    algorithm = obs.config.algorithm
+    if algorithm is None or config_standard(obs.config) is not None:
+        return None
+    return Finding(
+        code="algorithm_unknown",
+        summary=f"No accept-length standard for {algorithm[:40]}: judged on speed only",
+        seen=f"speculative algorithm '{algorithm[:40]}', which specwatch has no standard for.",
+        why=(
+            "What counts as a low or collapsed accept length depends on the algorithm; "
+            "specwatch judges only what it knows, so this node gets no accept-length verdict "
+            "or alert, only the speed verdict against the baseline."
+        ),
+        fix=(
+            "Configure a baseline (--baseline-curve) so the speed verdict applies; compare "
+            "the exported accept length with the algorithm's published one by hand."
+        ),
     )
 
 

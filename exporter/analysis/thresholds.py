@@ -19,18 +19,20 @@ class Thresholds:
     collapsed_accept_length: float = 1.05
     # Below this share of the expected accept length the drafter underperforms.
     low_accept_fraction: float = 0.7
-    # With no expected accept length configured, below this is low for any EAGLE drafter.
-    low_accept_length: float = 1.8
     # Below this speedup over the non-speculative baseline, speculation costs more than it saves.
     slower_than_baseline_speedup: float = 1.0
     collapsed_for: str = "5m"
     low_accept_for: str = "10m"
     slower_for: str = "10m"
 
-    def low_accept_limit(self, expected_accept_length: float | None) -> float:
-        """The accept length below which the drafter counts as underperforming."""
+    def low_accept_limit(
+        self, expected_accept_length: float | None, floor: float | None
+    ) -> float | None:
+        """The accept length below which the drafter counts as underperforming: a share of
+        what the user expects of it, else its algorithm's floor (``analysis.algorithms``);
+        ``None`` when neither is known."""
         if expected_accept_length is None:
-            return self.low_accept_length
+            return floor
         return self.low_accept_fraction * expected_accept_length
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from exporter.analysis import algorithms
+from exporter.analysis.algorithms import Standard, floor_for
 from exporter.analysis.findings import CRITICAL, SEVERITY_ORDER, WARNING, judgement_json
 from exporter.analysis.thresholds import DEFAULT, Thresholds
 
@@ -59,15 +61,23 @@ class RunFigures:
 
 
 def judge(
-    run: RunFigures, expected_accept_length: float | None, thresholds: Thresholds = DEFAULT
+    run: RunFigures,
+    expected_accept_length: float | None,
+    thresholds: Thresholds = DEFAULT,
+    standard: Standard | None = algorithms.DEFAULT,
+    steps: int | None = None,
 ) -> list[Verdict]:
-    """The verdicts that hold for ``run``, most severe first."""
+    """The verdicts that hold for ``run``, most severe first.
+
+    ``standard`` is the run's algorithm's (``None``: an algorithm specwatch does not know,
+    judged on speed only) and ``steps`` its draft steps, which cap the floor.
+    """
     if run.windows < MIN_WINDOWS or run.accept_length is None:
         return []
-    found = [
-        _accept_length(run, expected_accept_length, thresholds),
-        _baseline_implausible(run) or _slower_than_baseline(run, thresholds),
-    ]
+    accept = None
+    if standard is not None:
+        accept = _accept_length(run, expected_accept_length, thresholds, standard, steps)
+    found = [accept, _baseline_implausible(run) or _slower_than_baseline(run, thresholds)]
     verdicts = [v for v in found if v is not None]
     return sorted(verdicts, key=lambda v: SEVERITY_ORDER[v.severity])
 
@@ -78,7 +88,11 @@ def implausible(run: RunFigures) -> bool:
 
 
 def _accept_length(
-    run: RunFigures, expected: float | None, thresholds: Thresholds
+    run: RunFigures,
+    expected: float | None,
+    thresholds: Thresholds,
+    standard: Standard,
+    steps: int | None,
 ) -> Verdict | None:
     length = run.accept_length
     assert length is not None
@@ -93,23 +107,19 @@ def _accept_length(
                 f"at <= {thresholds.collapsed_accept_length:g}){speed}."
             ),
             why=(
-                "Every verify round yields only the target's own token, so each round pays a "
-                "draft pass for nothing: the node is slower than it would be without speculation."
+                f"Every verify round yields only the target's own token ({standard.collapse}), "
+                "so each round pays for drafting and verifying for nothing: the node is slower "
+                "than it would be without speculation."
             ),
-            fix=(
-                "Check the draft matches the target (an EAGLE-3 draft needs the EAGLE3 "
-                "algorithm: SGLang --speculative-algorithm EAGLE3, vLLM method eagle3; a draft "
-                "trained for another model version accepts nothing), or serve without "
-                "speculation until it does."
-            ),
+            fix=standard.collapse_fix,
         )
-    limit = thresholds.low_accept_limit(expected)
-    if length >= limit:
+    limit = thresholds.low_accept_limit(expected, floor_for(standard, steps))
+    if limit is None or length >= limit:
         return None
     basis = (
         f" ({thresholds.low_accept_fraction:.0%} of the expected {expected:g})"
         if expected is not None
-        else ", the floor for any EAGLE drafter (no --expected-accept-length given)"
+        else f", the floor of {standard.family} drafters (no --expected-accept-length given)"
     )
     return Verdict(
         code="accept_length_low",
@@ -120,14 +130,10 @@ def _accept_length(
             f"{limit:.2f}{basis}{speed}."
         ),
         why=(
-            "Each round yields fewer tokens than this drafter should; a draft trained on other "
-            "data or for another model version accepts little, and the gain shrinks or turns "
-            "into a loss."
+            "Each round yields fewer tokens than this drafter should, and the gain over "
+            "plain decoding shrinks or turns into a loss."
         ),
-        fix=(
-            "Check the draft was trained for this target model and version, and its prompt "
-            "distribution; compare with the drafter's published accept length."
-        ),
+        fix=standard.low_fix,
     )
 
 

@@ -88,6 +88,11 @@ FAMILIES: dict[str, tuple[str, str]] = {
         "Throughput without speculation at the current running requests (configured).",
     ),
     "expected_accept_length": ("gauge", "Accept length this drafter should reach (configured)."),
+    "accept_length_floor": (
+        "gauge",
+        "Accept length below which this drafter counts as low, by its algorithm and draft "
+        "steps (docs/metrics.md, Algorithms); absent while accept length is not judged.",
+    ),
     "max_running_requests": (
         "gauge",
         "The server's cap on running requests per scheduler (per DP rank with DP attention), "
@@ -336,6 +341,8 @@ def _render_windows(
 def _render_speed(out: Families, target: Watched, base: dict[str, str], insight: Insight) -> None:
     if target.config.expected_accept_length is not None:
         out.add("expected_accept_length", base, target.config.expected_accept_length)
+    if insight.accept_floor is not None:
+        out.add("accept_length_floor", base, insight.accept_floor)
     if insight.baseline_tok_s is not None:
         out.add("baseline_gen_throughput_tokens_per_second", base, insight.baseline_tok_s)
     if insight.speedup is not None:

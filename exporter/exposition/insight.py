@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
+from exporter.analysis.algorithms import config_floor
 from exporter.analysis.findings import Finding, evaluate
 from exporter.analysis.node import node_totals
 from exporter.engines.server_config import ServerConfig
@@ -27,6 +28,8 @@ class Insight:
     fallback: UpstreamValues | None  # upstream gauges to export; None while the log is fresh
     baseline_tok_s: float | None = None  # the baseline at the current running requests
     speedup: float | None = None  # current throughput over that baseline
+    # The accept length below which the drafter is low, by its algorithm; None: not judged.
+    accept_floor: float | None = None
 
 
 def merged_config(target: Watched, upstream: UpstreamSnapshot | None) -> ServerConfig:
@@ -75,7 +78,13 @@ def inspect(
     observations = evidence.observations(config, now, speedup=judged, **inputs)
     observations = replace(observations, log_watched=bool(target.config.log_files))
     return Insight(
-        observations.config, evaluate(observations), upstream, fallback, baseline_tok_s, speedup
+        observations.config,
+        evaluate(observations),
+        upstream,
+        fallback,
+        baseline_tok_s,
+        speedup,
+        config_floor(observations.config),
     )
 
 

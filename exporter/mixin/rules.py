@@ -137,6 +137,8 @@ def speculation_alerts(config: MixinConfig) -> list[Rule]:
     traffic = f"{sel(config, TRAFFIC)} > 0"
     accept = sel(config, "target:specwatch_accept_length:avg5m")
     expected = sel(config, "specwatch_expected_accept_length")
+    # Present while accept length is judged: the drafter's algorithm has a standard.
+    floor = sel(config, "specwatch_accept_length_floor")
     node = where(config)
     wasted = sel(config, "specwatch_finding", 'code="draft_tokens_excessive"')
     prefill = sel(config, "specwatch_log_stats_lines_total", 'kind="prefill"')
@@ -144,7 +146,7 @@ def speculation_alerts(config: MixinConfig) -> list[Rule]:
         _alert(
             config,
             "SpecDecodeAcceptLengthCollapsed",
-            f"{accept} <= {t.collapsed_accept_length}\nand\n{traffic}\n",
+            f"{accept} <= {t.collapsed_accept_length}\nand\n{floor}\nand\n{traffic}\n",
             "critical",
             "Speculative decoding accepts no draft tokens.",
             f"Accept length on {{{{ $labels.target }}}} ({node}) averaged "
@@ -158,13 +160,13 @@ def speculation_alerts(config: MixinConfig) -> list[Rule]:
             config,
             "SpecDecodeAcceptLengthLow",
             f"(\n  {accept} < {t.low_accept_fraction} * {expected}\n  or\n"
-            f"  ({accept} < {t.low_accept_length} unless {expected})\n)\nand\n{traffic}\n",
+            f"  ({accept} < {floor} unless {expected})\n)\nand\n{traffic}\n",
             "warning",
             "Speculative decoding accept length is below expectation.",
             f"Accept length on {{{{ $labels.target }}}} ({node}) averaged "
             '{{ $value | printf "%.2f" }} over 5 minutes, below '
             f"{t.low_accept_fraction * 100:g}% of the expected accept length "
-            f"(or below {t.low_accept_length} when none is configured).",
+            "(or below the floor of its algorithm when none is configured).",
             for_=t.low_accept_for,
         ),
         _alert(
@@ -337,12 +339,16 @@ def header(config: MixinConfig) -> str:
 #
 #   Per deployment, read from metrics the exporter exports (set them in its config):
 #     specwatch_expected_accept_length   AcceptLengthLow fires below {t.low_accept_fraction} x this
+#     specwatch_accept_length_floor      the drafter's algorithm's floor (NGRAM 1.2, MTP 1.4,
+#                                        EAGLE 1.8, ...); AcceptLengthLow fires below it when
+#                                        no expected length is set. Absent while accept length
+#                                        is not judged (an unknown algorithm): then neither
+#                                        accept-length alert fires
 #     specwatch_speedup_ratio            throughput / baseline at the current running requests;
 #                                        SlowerThanBaseline fires below {slower}
 #
 #   From the mixin config's thresholds (doctor and report judge by the same numbers):
 #     accept length collapsed            <= {collapsed} (1.00: no draft accepted), 5m mean
-#     accept length low, no expected     < {t.low_accept_length}, 5m mean
 #     accept length low with expected    < {fraction} x specwatch_expected_accept_length
 #     speedup ratio                      < {slower}, 5m mean
 #     for: collapsed {t.collapsed_for}; low {t.low_accept_for}; slower {t.slower_for}

@@ -19,6 +19,7 @@ from dataclasses import replace
 from functools import reduce
 from operator import add, attrgetter
 
+from exporter.analysis.algorithms import config_standard
 from exporter.analysis.baseline import Baseline
 from exporter.analysis.breakeven import Assessment, advise
 from exporter.analysis.findings import DecodeSample, Observations, evaluate
@@ -258,8 +259,9 @@ class ReportBuilder(RecordSink):
 
     def on_event(self, line: LogLine) -> None:
         self._fold_held()
+        config = self._runs.config  # the closing run's, before a new start replaces it
         if self._runs.observe(line):
-            self._close_run()
+            self._close_run(config)
             self._run = _Run(logged_seconds(line.time))
             self._series.restart(self._run.started_at)
         end = ending.parse(line.message, line.time)
@@ -348,13 +350,17 @@ class ReportBuilder(RecordSink):
         if at is not None:
             self._series.add(at, (accept_length, tput, base, running, queued))
 
-    def _close_run(self) -> None:
-        """The run so far is over (a restart, or the end of the log); judge it."""
+    def _close_run(self, config: ServerConfig) -> None:
+        """The run so far is over (a restart, or the end of the log); judge it by the
+        standard of its own algorithm."""
         self._flush_node()
         run = self._run
         if run.stats_lines or run.started_at is not None:
             figures = run.figures(self.baseline is not None, self.baseline_option)
-            verdicts = judge(figures, self.expected_accept_length, self.thresholds)
+            standard = config_standard(config)
+            verdicts = judge(
+                figures, self.expected_accept_length, self.thresholds, standard, config.num_steps
+            )
             self._done.append(run.summary(figures, verdicts))
 
     # Results --------------------------------------------------------------------------------
@@ -394,7 +400,7 @@ class ReportBuilder(RecordSink):
         self._flush_node()
         findings = evaluate(self.observations(config))
         breakeven = self.breakeven(config)
-        self._close_run()
+        self._close_run(config)
         bands = tuple(
             acc.result(label, has_baseline)
             for (label, _, _), acc in zip(BANDS, self._bands, strict=True)

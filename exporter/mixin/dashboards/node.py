@@ -13,6 +13,7 @@ from grafana_foundation_sdk.builders import prometheus as pb
 from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
 
+from exporter.analysis import algorithms
 from exporter.mixin.dashboards.common import (
     ABOVE_PANELS,
     DS,
@@ -50,9 +51,11 @@ Steps = tuple[tuple[float | None, str], ...]
 
 
 def accept_length_steps() -> Steps:
-    """Red at or below collapse, orange below the low-accept line: the alerts' own numbers."""
+    """Red at or below collapse, orange below the floor of the drafters most nodes run (each
+    algorithm has its own floor: the alerts read it from specwatch_accept_length_floor)."""
     t = mixin().thresholds
-    return ((None, "red"), (t.collapsed_accept_length, "orange"), (t.low_accept_length, "green"))
+    floor = algorithms.DEFAULT.floor
+    return ((None, "red"), (t.collapsed_accept_length, "orange"), (floor, "green"))
 
 
 def speedup_steps() -> Steps:

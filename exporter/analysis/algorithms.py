@@ -1,0 +1,226 @@
+"""Each speculative algorithm's own standard: what is low for it, what a collapse means, and
+what to do about either (docs/metrics.md, "Algorithms").
+
+An NGRAM drafter looks up the prompt and needs no training; an MTP head drafts one or two
+tokens; an EAGLE-3 draft reaches three and more. Judging every one by an EAGLE floor pages
+people for healthy nodes, so every algorithm name an engine can log is mapped here, once, to
+a family with its floor and its fixes. The daemon exports the floor
+(``specwatch_accept_length_floor``), so one alert rule serves every algorithm, and ``doctor``
+and ``report`` judge by the same number. An algorithm not listed is judged on speed only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from exporter.engines.server_config import ServerConfig
+
+# Never more than this share of the active steps' drafts is asked for: with one draft step
+# the accept length cannot pass 2.0, and an EAGLE floor of 1.8 would call 80 % acceptance low.
+STEP_SHARE = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Standard:
+    """How one family of drafters is judged."""
+
+    family: str
+    # Below this mean accept length (bonus token included) the drafter underperforms.
+    floor: float
+    has_draft_model: bool
+    # What an accept length of 1.00 says about this drafter.
+    collapse: str
+    collapse_fix: str
+    low_fix: str
+    # How to draft fewer tokens when most are rejected, in the algorithm's own settings: a
+    # template of ``count`` (verified positions a round) and ``steps`` (drafted tokens).
+    fewer_tokens: str
+
+
+_CHECK_ALGORITHM = (
+    "an EAGLE-3 draft needs the EAGLE3 algorithm: SGLang --speculative-algorithm EAGLE3, "
+    "vLLM method eagle3"
+)
+_EAGLE = Standard(
+    family="EAGLE",
+    floor=1.8,
+    has_draft_model=True,
+    collapse="the target rejects every token the EAGLE draft proposes",
+    collapse_fix=(
+        f"Check the draft matches the target ({_CHECK_ALGORITHM}; a draft trained for another "
+        "model version accepts nothing), or serve without speculation until it does."
+    ),
+    low_fix=(
+        "Check the draft was trained for this target model and version, and its prompt "
+        "distribution; compare with the drafter's published accept length."
+    ),
+    fewer_tokens="Lower --speculative-num-draft-tokens to about {count}",
+)
+_MTP = Standard(
+    family="MTP",
+    floor=1.4,
+    has_draft_model=True,
+    collapse="the model's own multi-token-prediction layers predict nothing the target keeps",
+    collapse_fix=(
+        "Check the checkpoint's MTP (NextN) layers were loaded and belong to this model "
+        "version (a quantised or pruned checkpoint may drop them), or serve without "
+        "speculation."
+    ),
+    low_fix=(
+        "Check the MTP layers come from the same checkpoint as the target; MTP drafts well "
+        "for one or two steps, so keep --speculative-num-steps (num_speculative_tokens) at 1-2."
+    ),
+    fewer_tokens=(
+        "Lower the draft steps to about {steps} (SGLang --speculative-num-steps, vLLM "
+        "num_speculative_tokens)"
+    ),
+)
+_DRAFT_MODEL = Standard(
+    family="DRAFT_MODEL",
+    floor=1.5,
+    has_draft_model=True,
+    collapse="the small draft model's tokens are all rejected by the target",
+    collapse_fix=(
+        "Check the draft model shares the target's tokenizer and vocabulary and is an "
+        "instruct model of the same family, or serve without speculation."
+    ),
+    low_fix=(
+        "Pick a draft model of the target's own family and tokenizer (a smaller sibling), "
+        "or a trained EAGLE or MTP drafter."
+    ),
+    fewer_tokens=(
+        "Lower the draft steps to about {steps} (SGLang --speculative-num-steps, vLLM "
+        "num_speculative_tokens)"
+    ),
+)
+_NGRAM = Standard(
+    family="NGRAM",
+    floor=1.2,
+    has_draft_model=False,
+    collapse="no n-gram of the output is found in the prompt or earlier output",
+    collapse_fix=(
+        "This traffic does not repeat its context (n-gram lookup finds nothing to copy): "
+        "serve it without speculation, or with a trained drafter."
+    ),
+    low_fix=(
+        "N-gram lookup pays on traffic that repeats its context (code edits, RAG, "
+        "summaries); narrow its match window (SGLang --speculative-ngram-max-trie-depth, "
+        "vLLM prompt_lookup_min/prompt_lookup_max) or serve this traffic without speculation."
+    ),
+    fewer_tokens=(
+        "Lower --speculative-num-draft-tokens to about {count} (vLLM: num_speculative_tokens "
+        "{steps}, and a larger prompt_lookup_min so only longer matches draft)"
+    ),
+)
+_SUFFIX = Standard(
+    family="SUFFIX",
+    floor=1.2,
+    has_draft_model=False,
+    collapse="suffix decoding finds no earlier output or prompt continuing the text",
+    collapse_fix=(
+        "This traffic does not repeat earlier outputs: serve it without speculation, or with "
+        "a trained drafter."
+    ),
+    low_fix=(
+        "Suffix decoding pays on repetitive traffic (agents, code edits); lower "
+        "suffix_decoding_max_spec_factor or raise suffix_decoding_min_token_prob so it "
+        "speculates only on long matches, or serve this traffic without speculation."
+    ),
+    fewer_tokens="Lower suffix_decoding_max_spec_factor so about {steps} tokens are drafted",
+)
+_BLOCK = Standard(
+    family="BLOCK_DRAFT",
+    floor=1.8,
+    has_draft_model=True,
+    collapse="the block drafter's proposals are all rejected by the target",
+    collapse_fix=(
+        "Check the block draft model was trained for this target model and version, or "
+        "serve without speculation until it is."
+    ),
+    low_fix=(
+        "Check the block draft was trained for this target and version; compare with its "
+        "published accept length."
+    ),
+    fewer_tokens="Lower the block size (--speculative-num-draft-tokens) to about {count}",
+)
+_UNO = Standard(
+    family="UNO",
+    floor=1.5,
+    has_draft_model=True,
+    collapse="the target's drafting adapter proposes nothing the target keeps",
+    collapse_fix=(
+        "Check the UNO draft adapter was trained for this target version and loaded, or "
+        "serve without speculation."
+    ),
+    low_fix="Check the UNO draft adapter was trained for this target model and version.",
+    fewer_tokens="Lower --speculative-num-steps to about {steps}",
+)
+
+# Every name an engine logs (upper-cased) -> its family. SGLang rewrites NEXTN to EAGLE; an
+# EAGLE run whose draft loaded as a NextN/MTP class is told apart by ``standard_for``.
+_BY_NAME: dict[str, Standard] = {
+    "EAGLE": _EAGLE,
+    "EAGLE3": _EAGLE,
+    "NEXTN": _MTP,
+    "MTP": _MTP,
+    "FROZEN_KV_MTP": _MTP,
+    "STANDALONE": _DRAFT_MODEL,
+    "DRAFT_MODEL": _DRAFT_MODEL,
+    "NGRAM": _NGRAM,
+    "NGRAM_GPU": _NGRAM,
+    "SUFFIX": _SUFFIX,
+    "DFLASH": _BLOCK,
+    "DSPARK": _BLOCK,
+    "UNO": _UNO,
+    "MEDUSA": Standard(
+        family="MEDUSA",
+        floor=1.5,
+        has_draft_model=True,
+        collapse="the Medusa heads' proposals are all rejected by the target",
+        collapse_fix="Check the Medusa heads were trained for this target model and version.",
+        low_fix="Check the Medusa heads were trained for this target model and version.",
+        fewer_tokens="Lower num_speculative_tokens to about {steps}",
+    ),
+}
+# Class-name fragments of MTP drafts loaded under SGLang's EAGLE (NEXTN is rewritten to it).
+_MTP_CLASSES = ("NextN", "MTP")
+
+DEFAULT = _EAGLE
+"""The standard while the algorithm is not known yet (no startup line, no ``/server_info``):
+the drafter most nodes run, as specwatch always judged it."""
+
+
+def standard_for(algorithm: str | None, draft_architecture: str | None = None) -> Standard | None:
+    """The standard ``algorithm`` is judged by; ``None`` for an algorithm specwatch does not
+    know (a plugin's), which is judged on speed only."""
+    if algorithm is None:
+        return DEFAULT
+    name = algorithm.upper()
+    if name.endswith("_MTP"):  # vLLM's per-model MTP methods: deepseek_mtp, qwen3_next_mtp, ...
+        return _MTP
+    found = _BY_NAME.get(name)
+    if found is _EAGLE and any(m in (draft_architecture or "") for m in _MTP_CLASSES):
+        return _MTP
+    return found
+
+
+def config_standard(config: ServerConfig) -> Standard | None:
+    return standard_for(config.algorithm, config.draft_architecture)
+
+
+def config_floor(config: ServerConfig) -> float | None:
+    """The floor of the configured drafter at its draft steps; ``None``: not judged."""
+    standard = config_standard(config)
+    return None if standard is None else floor_for(standard, config.num_steps)
+
+
+def floor_for(standard: Standard, active_steps: int | None) -> float:
+    """The standard's floor, capped for few draft steps: one step cannot yield more than two
+    tokens a round, so at most half of the steps' drafts are asked to be accepted."""
+    if active_steps is None:
+        return standard.floor
+    return min(standard.floor, 1.0 + STEP_SHARE * active_steps)
+
+
+LOWEST_FLOOR = min(standard.floor for standard in _BY_NAME.values())
+"""A collapse must sit below every algorithm's floor, or a low drafter would be called collapsed."""

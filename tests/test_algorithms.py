@@ -1,0 +1,153 @@
+"""Each algorithm judged by its own standard: floors, collapses and fixes per family."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from exporter.analysis.algorithms import LOWEST_FLOOR, floor_for, standard_for
+from exporter.analysis.thresholds import DEFAULT
+from tests.support.daemon import doctor
+from tests.support.loglines import stamp
+from tests.support.speclogs import decode, server_args
+
+BASELINE = ("--baseline-curve", "1:82,48:1500,128:2370")
+
+
+def _load(model_class: str, at: float) -> str:
+    return (
+        f"{stamp(at, 'TP0')} Load weight end. elapsed=9.41 s, type={model_class}, "
+        "dtype=torch.bfloat16, avail mem=16.20 GB, mem usage=7.02 GB."
+    )
+
+
+def _doctor(tmp_path: Path, lines: list[str]) -> tuple[int, dict[str, object]]:
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(lines) + "\n")
+    result = doctor("--log-file", str(log), *BASELINE, "--json")
+    return result.returncode, json.loads(result.stdout)
+
+
+def _codes(report: dict[str, object]) -> set[str]:
+    items = [*report["verdicts"], *report["findings"]]  # type: ignore[misc]
+    return {item["code"] for item in items}
+
+
+def _ngram(accept: float, tput: float) -> list[str]:
+    lines = [server_args("NGRAM", steps=7, topk=1, draft_tokens=8)]
+    return lines + [decode(300 + 5 * i, accept, draft_tokens=8, tput=tput) for i in range(8)]
+
+
+def _sglang_mtp(accept: float, tput: float) -> list[str]:
+    """DeepSeek with NEXTN: SGLang serves it as EAGLE, the draft loads as a NextN class."""
+    lines = [
+        server_args("EAGLE", draft_path="deepseek-ai/DeepSeek-V3.2", steps=3, draft_tokens=4),
+        _load("DeepseekV32ForCausalLM", 20),
+        _load("DeepseekV3ForCausalLMNextN", 30),
+    ]
+    return lines + [decode(300 + 5 * i, accept, tput=tput) for i in range(8)]
+
+
+@pytest.mark.e2e
+def test_healthy_ngram_node_is_neither_low_nor_wasting_draft_tokens(tmp_path: Path) -> None:
+    """Accept length 1.6 with 8 lookup tokens, 1.25x the baseline: healthy for n-grams."""
+    code, report = _doctor(tmp_path, _ngram(1.6, 1875.0))
+    assert _codes(report) == set()
+    assert code == 0
+
+
+@pytest.mark.e2e
+def test_healthy_mtp_node_is_not_judged_by_the_eagle_floor(tmp_path: Path) -> None:
+    """1.65 is below EAGLE's 1.8 but healthy for MTP layers (floor 1.4)."""
+    code, report = _doctor(tmp_path, _sglang_mtp(1.65, 1900.0))
+    assert _codes(report) == set()
+    assert code == 0
+
+
+@pytest.mark.e2e
+def test_mtp_below_its_own_floor_is_low_with_the_mtp_fix(tmp_path: Path) -> None:
+    code, report = _doctor(tmp_path, _sglang_mtp(1.3, 1600.0))
+    [verdict] = report["verdicts"]  # type: ignore[misc]
+    assert verdict["code"] == "accept_length_low"
+    assert "below 1.40, the floor of MTP drafters" in verdict["seen"]
+    assert "MTP layers" in verdict["fix"]
+    assert code == 1
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "draft", "collapse_words"),
+    [
+        ("NGRAM", None, "does not repeat its context"),
+        ("STANDALONE", "meta-llama/Llama-3.2-1B-Instruct", "tokenizer"),
+        ("DFLASH", "z-lab/DeepSeek-V3.2-DFlash", "block draft model"),
+        ("UNO", "/models/uno-adapter", "UNO draft adapter"),
+        ("EAGLE3", "/models/eagle3", "EAGLE3 algorithm"),
+    ],
+)
+@pytest.mark.e2e
+def test_collapsed_node_of_every_family_is_critical_with_its_own_fix(
+    tmp_path: Path, algorithm: str, draft: str | None, collapse_words: str
+) -> None:
+    lines = [server_args(algorithm, draft_path=draft, draft_tokens=4)]
+    lines += [decode(300 + 5 * i, 1.0, tput=600.0) for i in range(8)]
+    code, report = _doctor(tmp_path, lines)
+    collapsed = [v for v in report["verdicts"] if v["code"] == "accept_length_collapsed"]  # type: ignore[attr-defined]
+    assert collapsed and collapsed[0]["severity"] == "critical"
+    assert collapse_words in collapsed[0]["fix"]
+    assert code == 3
+
+
+@pytest.mark.e2e
+def test_collapsed_sglang_mtp_is_critical(tmp_path: Path) -> None:
+    code, report = _doctor(tmp_path, _sglang_mtp(1.0, 600.0))
+    assert "accept_length_collapsed" in _codes(report)
+    assert code == 3
+
+
+@pytest.mark.e2e
+def test_unknown_algorithm_is_judged_on_speed_only_and_says_so(tmp_path: Path) -> None:
+    """A plugin's algorithm at 1.00: no accept-length verdict, an info finding, and the speed
+    verdict still holds (here: faster than the baseline, so nothing wrong)."""
+    lines = [server_args("MY_SPEC", draft_path="/models/mine")]
+    lines += [decode(300 + 5 * i, 1.0, tput=1600.0) for i in range(8)]
+    code, report = _doctor(tmp_path, lines)
+    assert _codes(report) == {"algorithm_unknown"}
+    assert code == 0
+    lines = [*lines[:1], *(decode(400 + 5 * i, 1.0, tput=600.0) for i in range(8))]
+    code, report = _doctor(tmp_path, lines)
+    assert _codes(report) == {"algorithm_unknown", "slower_than_baseline"}
+
+
+@pytest.mark.parametrize(
+    ("name", "family"),
+    [
+        ("eagle3", "EAGLE"),
+        ("deepseek_mtp", "MTP"),
+        ("qwen3_next_mtp", "MTP"),
+        ("mtp", "MTP"),
+        ("FROZEN_KV_MTP", "MTP"),
+        ("ngram_gpu", "NGRAM"),
+        ("suffix", "SUFFIX"),
+        ("draft_model", "DRAFT_MODEL"),
+        ("dspark", "BLOCK_DRAFT"),
+        ("medusa", "MEDUSA"),
+    ],
+)
+def test_vllm_and_sglang_names_map_to_their_family(name: str, family: str) -> None:
+    standard = standard_for(name)
+    assert standard is not None and standard.family == family
+
+
+def test_unknown_names_have_no_standard_and_unseen_ones_the_default() -> None:
+    assert standard_for("custom_class") is None
+    assert standard_for(None) is standard_for("EAGLE3")
+
+
+def test_floor_is_capped_for_few_draft_steps_and_collapse_stays_below_every_floor() -> None:
+    eagle = standard_for("EAGLE3")
+    assert eagle is not None
+    assert floor_for(eagle, 1) == 1.5
+    assert floor_for(eagle, 3) == eagle.floor
+    assert DEFAULT.collapsed_accept_length < LOWEST_FLOOR
