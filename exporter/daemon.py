@@ -23,6 +23,7 @@ from exporter.exposition.collector import SpecwatchCollector
 from exporter.exposition.landing import landing_page
 from exporter.exposition.server import WebServer, make_app
 from exporter.exposition.webconfig import load_web_config
+from exporter.parse import ranges
 from exporter.sources import FileTailer, StdinSource, WakeupObserver
 from exporter.state.feed import LogFeed
 from exporter.target import Target
@@ -95,17 +96,34 @@ class Daemon:
         self.stopping.set()
 
     def not_ready(self) -> str | None:
-        """Why /healthz must not answer 200 yet, or None once every log source follows.
+        """Why /healthz must not answer 200, or None once every log source follows.
 
         Until a tailer's first pass, a line appended now could be taken for old history (read
         into the start-up bootstrap instead of counted); ready means nothing is lost from here.
+        A reader that keeps failing on a file that is there is broken in this process, and a
+        restart is the cure; a path that is missing or unreadable is not, so it stays 200.
         """
         waiting = sum(1 for source in self._sources if not source.ready.is_set())
         if waiting:
             return f"starting: {waiting} of {len(self._sources)} log sources not followed yet"
+        stuck = sorted(
+            path
+            for target in self.targets
+            for path, reason in target.state.log_sources().items()
+            if reason == "stuck"
+        )
+        if stuck:
+            return f"stuck: reading {', '.join(stuck)} keeps failing"
         return None
 
     def start(self) -> None:
+        problem = ranges.spool_problem()
+        if problem is not None and any(isinstance(s, FileTailer) for s in self._sources):
+            log.warning(
+                "cannot spool in %s: a long stretch of a log (catching up) is read in one "
+                "process; give specwatch a writable TMPDIR or /tmp to use the other cores",
+                problem,
+            )
         self._observer.start()
         for source in self._sources:
             source.start()

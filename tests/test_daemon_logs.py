@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.daemon import run_daemon, specwatch_cmd
+from tests.support.daemon import healthz, run_daemon, specwatch_cmd
 from tests.support.files import append
 from tests.support.loglines import cri, decode_line
 from tests.support.metrics import scrape
+from tests.support.tools import unprivileged
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -280,3 +281,35 @@ def test_docker_json_file_log_is_unwrapped(tmp_path: Path, port: int) -> None:
         s = d.wait_metric(DECODES, count_is(1), kind="decode")
         assert s.value("specwatch_accept_length") == 1.75
         assert s.value("specwatch_log_lines_total") == 2
+
+
+def test_a_backlog_with_a_read_only_temp_directory_is_read_whole_and_reported_up(
+    tmp_path: Path, port: int
+) -> None:
+    """Our own read-only containers: a backlog over 32 MiB (here a big file rotated in) needs
+    spool files for the helper processes; their creation failed on every pass, 100 of 214,105
+    lines were read and the path still showed as followed. Run without the power to write
+    anywhere (as a service user would), with TMPDIR a read-only directory."""
+    read_only = tmp_path / "read-only-tmp"
+    read_only.mkdir(mode=0o555)
+    log = tmp_path / "server.log"
+    append(log, decode_line(2.5))
+    line = (decode_line(2.5) + "\n").encode()
+    # Past the 32 MiB above which helpers start, after the 4 MiB the first pass reads itself.
+    count = (40 << 20) // len(line) + 1
+    args = ["--log-file", str(log), "--from-beginning"]
+    with run_daemon(args, port, env={"TMPDIR": str(read_only)}, prefix=unprivileged()) as daemon:
+        daemon.wait_metric("specwatch_log_lines_total", lambda v: v == 1, target="default")
+        rotated = tmp_path / "server.log.new"
+        rotated.write_bytes(line * count)
+        rotated.rename(log)
+        scrape = daemon.wait_metric(
+            "specwatch_log_lines_total", lambda v: v == 1 + count, timeout=60, target="default"
+        )
+        assert scrape.value("specwatch_log_read_errors_total", target="default") == 0
+        up = scrape.value("specwatch_log_source_up", path=str(log), reason="ok")
+        assert up == 1
+        assert healthz(port) == (200, "ok\n")
+    stderr = daemon.proc.stderr.read() if daemon.proc.stderr else ""
+    assert "Traceback" not in stderr
+    assert stderr.count(f"cannot spool in {read_only}") == 2  # at start, and at the backlog

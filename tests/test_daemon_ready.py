@@ -7,15 +7,18 @@ part of its history (bootstrap) and never counted. Probes, ``run_daemon`` and us
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
 
 from exporter.config import Config, TargetConfig
 from exporter.daemon import Daemon
+from exporter.sources.tail.file import STUCK_AFTER
 from tests.support.daemon import healthz, run_daemon
 from tests.support.files import append
 from tests.support.loglines import decode_line
+from tests.support.tailing import stepped
 from tests.support.waiting import wait_for
 
 DECODES = "specwatch_log_stats_lines_total"
@@ -49,3 +52,24 @@ def test_lines_appended_right_after_the_first_200_are_all_counted(
             append(log, *(decode_line(3.0, ranks=f" DP{rank} TP{rank}") for _ in range(3)))
         s = d.wait_metric(DECODES, lambda v: v == 3 * len(logs), kind="decode")
     assert s.values("specwatch_accept_length") == [3.0] * len(logs)
+
+
+def test_a_stuck_log_reader_turns_healthz_503_naming_the_path(tmp_path: Path) -> None:
+    """A reader that fails on every pass is broken in this process: a restart is the cure."""
+    log = tmp_path / "server.log"
+    append(log, decode_line(1.0))
+    daemon = Daemon(Config(listen="127.0.0.1:0", targets=[TargetConfig(log_files=[str(log)])]))
+    state = daemon.targets[0].state
+
+    def failing(*args: object) -> int | None:
+        raise OSError(30, "Read-only file system")
+
+    for source in daemon._sources:
+        source.ready.set()  # as after a first pass
+    assert daemon.not_ready() is None
+    status = functools.partial(state.set_log_source, str(log))
+    with stepped(log, backlog=failing, on_status=status, from_beginning=True) as (tailer, _):
+        for _ in range(STUCK_AFTER):
+            tailer.poll()
+    assert state.log_sources() == {str(log): "stuck"}
+    assert daemon.not_ready() == f"stuck: reading {log} keeps failing"

@@ -128,6 +128,15 @@ def sglang_port(services: dict[str, Any]) -> int:
     return int(flag(args, "--port"))
 
 
+def test_the_read_only_specwatch_container_has_a_bounded_writable_tmp(
+    services: dict[str, Any],
+) -> None:
+    """Catching up on a long backlog spools to /tmp (at most 256 MiB of a log at once)."""
+    specwatch = services["specwatch"]
+    assert specwatch["read_only"] is True
+    assert specwatch["tmpfs"] == ["/tmp:size=256m,mode=1777"]
+
+
 def test_specwatch_scrapes_sglang_where_it_listens(services: dict[str, Any]) -> None:
     target = specwatch_config(services).targets[0]
     for url in (target.metrics_url, target.server_info_url):

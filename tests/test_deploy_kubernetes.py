@@ -169,6 +169,21 @@ def test_specwatch_container_is_probed_limited_and_locked_down(overlay: tuple[st
     assert security["capabilities"]["drop"] == ["ALL"]
 
 
+@pytest.mark.e2e
+def test_a_read_only_specwatch_container_has_a_bounded_writable_tmp(
+    overlay: tuple[str, list],
+) -> None:
+    """Catching up on a long backlog spools to /tmp; with a read-only root and no /tmp
+    volume, reading stayed in one process (and before that, stopped)."""
+    _, docs = overlay
+    ((pod, container),) = specwatch_containers(docs)
+    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == "/tmp"]
+    assert not mount.get("readOnly")
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert volume["emptyDir"]["sizeLimit"] == "256Mi"
+    assert volume["emptyDir"].get("medium") != "Memory"  # that would count against 128Mi
+
+
 def mounted_config(pod: dict[str, Any], container: dict[str, Any], docs: list, path: str) -> str:
     """Text of the ConfigMap key that appears at ``path`` inside ``container``."""
     for mount in container["volumeMounts"]:

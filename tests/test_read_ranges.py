@@ -16,10 +16,11 @@ import pytest
 from exporter.engines.record import LogLine, StatsRecord
 from exporter.parse import ranges
 from exporter.parse.pipeline import RecordSink
-from exporter.parse.reader import read_logs
+from exporter.parse.reader import read_logs, read_range
 from exporter.sources.tail import FileTailer
 from exporter.sources.tail import file as tail_file
 from exporter.sources.tail.lines import CHUNK_BYTES
+from exporter.state import feed
 from exporter.state.feed import LogFeed
 from exporter.state.target_state import TargetSnapshot, TargetState
 from tests.support.tailing import FAST
@@ -211,3 +212,45 @@ def test_a_helpers_spool_replays_every_call_in_order(tmp_path: Path) -> None:
     plain = bare._replace(extra={})
     expected = [plain, extra, event, extra, plain]
     assert replayed.calls == [*map(repr, expected), "unrecognized no_fields"]
+
+
+def test_without_a_usable_spool_directory_the_log_is_read_in_process(
+    big_log: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With no writable /tmp the spool failed, and every pass retried it (the daemon under a
+    read-only TMPDIR: ``test_daemon_logs.py``)."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "absent"))
+    monkeypatch.setattr(ranges, "helpers_available", lambda: 2)
+    monkeypatch.setattr(ranges, "_warned_spool", False)
+    assert ranges.spool_problem() is not None
+    outcomes = spy_on_replays(monkeypatch)
+    by_ranges = read(big_log, split_above=0)
+    assert outcomes == []  # no helper started
+    assert by_ranges.calls == read(big_log, split_above=1 << 40).calls
+    warnings = [r for r in caplog.records if r.getMessage().startswith("cannot spool in")]
+    assert len(warnings) == 1
+
+
+def test_a_catch_up_takes_on_at_most_its_stretch_and_the_rest_is_read_after(
+    big_log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stretch bounds the spool files, which the shipped deploy files give 256 MiB."""
+    monkeypatch.setattr(ranges, "helpers_available", lambda: 2)
+    size = big_log.stat().st_size
+    first, rest = RecordingSink(), RecordingSink()
+    with big_log.open("rb") as file:
+        fd = file.fileno()
+
+        def read_here(start: int, end: int) -> None:
+            read_range(fd, start, end, first, MAX_LINE, lambda offset: None)
+
+        end = ranges.read_by_ranges(
+            fd, 0, size, first, MAX_LINE, read_here, split_above=0, max_stretch=size // 3
+        )
+        assert end is not None and 0 < end <= size // 3
+        read_range(fd, end, size, rest, MAX_LINE, lambda offset: None)
+    alone = read(big_log, split_above=1 << 40)
+    # The log's last line has no newline: only a read to the end of the input takes it.
+    assert first.calls + rest.calls == alone.calls[:-1]
+    assert first.lines + rest.lines == alone.lines - 1
+    assert feed.MAX_STRETCH_BYTES <= 256 << 20  # the deploy files' /tmp

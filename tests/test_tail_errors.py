@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from exporter.sources.tail import FileTailer
+from exporter.sources.tail.file import STUCK_AFTER
 from tests.support.files import append
 from tests.support.tailing import FailingOnce, following, stepped
 from tests.support.tools import REPO, unprivileged
@@ -23,6 +24,7 @@ from tests.support.waiting import wait_for
 CHILD = """
 import json, sys
 from exporter.sources.tail import FileTailer
+from exporter.sources.tail.file import STUCK_AFTER
 
 class Printer:
     def __getattr__(self, name):
@@ -122,3 +124,34 @@ def test_a_path_that_is_not_a_regular_file_is_not_opened(tmp_path: Path, kind: s
         tailer.poll()
         assert rec.lines == [b"regular now"]
     assert rec.count("read_error") == 0
+
+
+def test_a_pass_that_keeps_failing_turns_the_path_stuck_logs_once_then_recovers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A reader that fails the same way on every pass (it could not make its spool files)
+    read 100 of 214,105 lines while the path was reported followed."""
+    log = tmp_path / "server.log"
+    append(log, "line")
+    statuses: list[str] = []
+    broken = [True]
+
+    def backlog(*args: object) -> int | None:
+        if broken[0]:
+            raise OSError(30, "Read-only file system")
+        return None
+
+    with stepped(log, backlog=backlog, on_status=statuses.append, from_beginning=True) as (
+        tailer,
+        rec,
+    ):
+        for _ in range(STUCK_AFTER + 2):
+            tailer.poll()
+        assert statuses == ["stuck"] * 3  # the first passes fail before any verdict
+        tracebacks = [r for r in caplog.records if r.exc_info and r.levelname == "ERROR"]
+        assert len(tracebacks) == 1
+        assert rec.reasons("read_error")["internal"] == STUCK_AFTER + 2
+        broken[0] = False
+        tailer.poll()
+        assert statuses[-1] == "ok"
+        assert rec.lines == [b"line"]

@@ -13,11 +13,16 @@ helper can read alone is cut: a regular, uncompressed file whose envelope is pla
 engine is SGLang (vLLM pairs lines across a cut; CRI and Docker join partial lines across
 it). A helper that fails, runs past its deadline or is stopped leaves the lines it did not
 deliver to the reader: each frame says where reading could resume.
+
+Helpers spool to the directory ``TMPDIR`` names, else ``/tmp`` (never the working directory,
+``tempfile``'s last resort). A container with a read-only root and no writable ``/tmp`` has
+nowhere to spool: then every stretch is read in-process, as on a machine with one core.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import marshal
 import os
 import struct
@@ -51,6 +56,46 @@ _LENGTH = struct.Struct("<Q")  # before each spooled frame
 # Spooled sink calls: (kind, value); a run of records is one call with a list of them.
 _LINES, _RECORDS, _EVENT, _UNRECOGNIZED, _SKIPPED = range(5)
 _EXTRA = StatsRecord._fields.index("extra")
+
+log = logging.getLogger(__name__)
+_warned_spool = False
+
+
+def spool_dir() -> str:
+    """Where helpers spool: ``TMPDIR``, else ``/tmp``."""
+    return os.environ.get("TMPDIR") or "/tmp"
+
+
+def spool_problem() -> str | None:
+    """Why helpers could not spool now, or None when they can (checked at start to say so
+    early; every read checks again by opening its spools)."""
+    try:
+        with tempfile.TemporaryFile(prefix="specwatch-range-", dir=spool_dir()):
+            return None
+    except OSError as exc:
+        return f"{spool_dir()}: {exc.strerror or exc}"
+
+
+def _open_spools(count: int) -> list[IO[bytes]] | None:
+    """One spool file per helper, or None (logged once) when the spool directory refuses."""
+    global _warned_spool
+    spools: list[IO[bytes]] = []
+    try:
+        for _ in range(count):
+            spool = tempfile.TemporaryFile(prefix="specwatch-range-", dir=spool_dir())  # noqa: SIM115 - Helper.close()
+            spools.append(spool)
+    except OSError as exc:
+        for opened in spools:
+            opened.close()
+        if not _warned_spool:
+            _warned_spool = True
+            log.warning(
+                "cannot spool in %s (%s): long stretches of a log are read in one process",
+                spool_dir(),
+                exc.strerror or exc,
+            )
+        return None
+    return spools
 
 
 def helpers_available() -> int:
@@ -103,6 +148,7 @@ def read_by_ranges(
     stopping: Callable[[], bool] = lambda: False,
     split_above: int | None = None,
     reader_share: float = READER_SHARE,
+    max_stretch: int | None = None,
 ) -> int | None:
     """Read ``[position, size)`` of the plain SGLang file ``fd`` with helpers for its far
     part, or None when it is not worth cutting (small, one core, one enormous line).
@@ -110,14 +156,22 @@ def read_by_ranges(
     ``read_here(start, end)`` reads a range in-process, through the caller's own splitter
     and processor into ``sink``: the near part, and the range of a helper that failed.
     Returns the offset reading goes on from (where a helper range stopped when ``stopping``).
+    With ``max_stretch``, at most that many bytes are taken on at once, which bounds the
+    spool files (at most the helpers' share of it, about 0.4 of that for stats lines).
     """
     count = helpers_available()
     above = SPLIT_ABOVE_BYTES if split_above is None else split_above
+    if max_stretch is not None:
+        size = min(size, position + max_stretch)
     worth_it = count and size - position > above
     cut = plan(fd, position, size, count, reader_share) if worth_it else []
-    if not cut:
+    spools = _open_spools(len(cut)) if cut else None
+    if spools is None:
         return None
-    helpers = [Helper.launch(fd, start, end, max_line_bytes) for start, end in cut]
+    helpers = [
+        Helper.launch(fd, start, end, max_line_bytes, spool)
+        for (start, end), spool in zip(cut, spools, strict=True)
+    ]
     try:
         read_here(position, cut[0][0])
         for helper in helpers:
@@ -142,10 +196,10 @@ class Helper:
     spool: IO[bytes]
 
     @classmethod
-    def launch(cls, fd: int, start: int, end: int, max_line_bytes: int) -> Helper:
+    def launch(cls, fd: int, start: int, end: int, max_line_bytes: int, spool: IO[bytes]) -> Helper:
         """Start reading the file open as ``fd`` (the same file, whatever happens to its name
-        meanwhile); a helper that cannot even start has its range read in-process later."""
-        spool = tempfile.TemporaryFile(prefix="specwatch-range-")  # noqa: SIM115 - see close()
+        meanwhile) into ``spool``, which ``close()`` closes; a helper that cannot even start
+        has its range read in-process later."""
         argv = [sys.executable, "-m", "exporter.parse.ranges", str(fd), str(start), str(end)]
         argv.append(str(max_line_bytes))
         try:

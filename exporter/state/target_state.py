@@ -246,6 +246,11 @@ class TargetState:
             self._log_sources[path] = reason
 
     # --- reading ----------------------------------------------------------------------------
+    def log_sources(self) -> dict[str, str]:
+        """Each configured log path's reason, without the cost of a whole snapshot."""
+        with self._lock:
+            return dict(self._log_sources)
+
     def snapshot(self) -> TargetSnapshot:
         with self._lock:
             cumulative, running = [], 0

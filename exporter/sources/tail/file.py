@@ -52,6 +52,10 @@ IDLE_INTERVAL = 1.0
 """Longest sleep while idle, used only when directory notifications can wake the tailer."""
 
 FINGERPRINT_BYTES = 64
+
+STUCK_AFTER = 3
+"""Failed passes in a row after which the path is reported ``stuck``: a pass that raises
+makes no progress, and the next one would retry the same stretch."""
 """First bytes of a followed file, compared on every pass to notice a rewrite in place."""
 
 _ERRNO_REASONS: dict[int, ReadErrorReason] = {
@@ -108,6 +112,7 @@ class FileTailer:
         self._pattern = pattern
         self._health = SourceHealth(pattern, on_status, missing_grace=missing_grace)
         self._problem: SourceReason | None = None  # what kept this pass from a readable file
+        self._failed_passes = 0  # in a row
         self._is_glob = glob.has_magic(pattern)
         self._events = events
         self._from_beginning = from_beginning
@@ -183,13 +188,23 @@ class FileTailer:
     def _safe_pass(self) -> int:
         with self._lock:
             try:
-                return self._pass()
+                read = self._pass()
             except Exception:
-                log.exception("tail pass over %s failed; retrying", self._pattern)
-                self._events.on_read_error("internal")
+                self._failed(self._failed_passes + 1)
                 return 0
             finally:
                 self.ready.set()
+            self._failed_passes = 0
+            return read
+
+    def _failed(self, in_a_row: int) -> None:
+        """Count a pass that raised; the traceback once per run of failures, not per retry."""
+        self._failed_passes = in_a_row
+        level = logging.ERROR if in_a_row == 1 else logging.DEBUG
+        log.log(level, "tail pass over %s failed; retrying", self._pattern, exc_info=True)
+        self._events.on_read_error("internal")
+        if in_a_row >= STUCK_AFTER:
+            self._health.observe("stuck", self._current is not None)
 
     def _pass(self) -> int:
         self._ensure_watch()  # first, so a change made after this pass's reads still wakes us
