@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from exporter.analysis.baseline import Baseline
 from exporter.config import TargetConfig
 from exporter.engines.record import StatsRecord
-from exporter.exposition.collector import SpecwatchCollector
+from exporter.exposition.collector import LABEL_VALUE_MAX, SpecwatchCollector, bounded
 from exporter.state.target_state import TargetSnapshot, TargetState
 from exporter.target import Target
 from tests.support.metrics import T0, Clock, render
@@ -223,3 +223,12 @@ def test_a_target_that_fails_to_render_is_left_out_whole_and_counted(broken: str
     assert s.value("specwatch_log_lines_total", target="bad") is None
     assert s.value("specwatch_render_errors_total", target="bad") == 1
     assert s.value("specwatch_render_errors_total", target="good") == 0
+
+
+def test_long_label_values_are_cut_and_stay_distinct() -> None:
+    first, second = "a" * 500 + "1", "a" * 500 + "2"
+    assert len(bounded(first)) == len(bounded(second)) == LABEL_VALUE_MAX
+    assert bounded(first) != bounded(second)
+    assert bounded(first).startswith("a" * (LABEL_VALUE_MAX - 9) + "~")
+    assert bounded("EAGLE3") == "EAGLE3"
+    assert bounded("drafts/é\ud800") == "drafts/é?"  # a lone surrogate cannot be encoded

@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import socket
+import subprocess
 import threading
 import time
 import urllib.request
@@ -19,11 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from exporter.exposition.collector import LABEL_VALUE_MAX
 from tests.support.daemon import RunningDaemon, config_file, run_daemon
 from tests.support.fake_sglang import Route, exposition, fake_sglang, server_info
 from tests.support.metrics import Scrape
 from tests.support.proc import MEMORY_LIMIT_MIB, SCRAPE_BUDGET, rss_mib
-from tests.support.tools import unprivileged
+from tests.support.realprom import running_prometheus
+from tests.support.tools import require_tool, unprivileged
 
 pytestmark = pytest.mark.e2e
 
@@ -259,3 +262,42 @@ def test_a_redirect_on_the_same_server_is_followed(tmp_path: Path, port: int) ->
         config = config_file(tmp_path, url, server_info=False)
         with run_daemon(["--config", str(config)], port) as daemon:
             daemon.wait_metric("specwatch_running_requests", lambda v: v == 61, **TARGET)
+
+
+def test_label_values_the_server_names_are_cut_and_prometheus_takes_the_scrape(
+    tmp_path: Path, port: int
+) -> None:
+    """A 1 MB ``speculative_algorithm`` was exported as a 1 MB label value; a lone surrogate
+    in a JSON string cannot be encoded at all."""
+    huge = "EAGLE3" + "X" * 1_000_000
+    with fake_sglang() as server:
+        server.routes["/metrics"] = Route(body=exposition().encode())
+        server.routes["/server_info"] = Route(
+            body=server_info(
+                speculative_algorithm=huge, speculative_draft_model_path="org/draft\ud800"
+            ),
+            content_type="application/json",
+        )
+        with run_daemon(["--config", str(config_file(tmp_path, server.url))], port) as daemon:
+            scrape = daemon.wait_metric(
+                "specwatch_upstream_up", lambda v: v == 1, endpoint="server_info", **TARGET
+            )
+            (info,) = [s for s in scrape.samples if s.name == "specwatch_speculative_info"]
+            assert len(info.labels["algorithm"]) == LABEL_VALUE_MAX
+            assert info.labels["algorithm"].startswith("EAGLE3XXX")
+            assert info.labels["draft_model"] == "org/draft?"
+            assert scrape.value("specwatch_draft_config_errors_total", reason="bad_name") == 1
+            body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+            assert len(body) < 100_000
+            promtool = require_tool("promtool")
+            checked = subprocess.run(
+                [promtool, "check", "metrics"], input=body, capture_output=True, timeout=60
+            )
+            assert checked.returncode == 0, checked.stdout + checked.stderr
+            with running_prometheus(tmp_path, [f"127.0.0.1:{port}"]) as prometheus:
+                (target,) = prometheus.wait_for(
+                    lambda: [t for t in prometheus.targets() if t["health"] == "up"], 30
+                )
+                assert target["lastError"] == ""
+                (series,) = prometheus.query("specwatch_speculative_info")
+                assert series["metric"]["algorithm"] == info.labels["algorithm"]

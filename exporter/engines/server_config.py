@@ -45,6 +45,7 @@ DRAFT_CONFIG_REASONS = (
     "absent",  # nothing at the path here (a hub id, or a volume this container lacks)
     "permission",
     "name_too_long",
+    "bad_name",  # a NUL byte, or text no file name can hold (a lone surrogate)
     "not_regular",
     "too_large",
     "invalid",  # not a JSON object
@@ -176,6 +177,8 @@ def from_draft_config(path: str | Path) -> ServerConfig:
         raise DraftConfigError(f"cannot read {_shown(file)}: {exc.strerror}", reason) from exc
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise DraftConfigError(f"{_shown(file)} is not valid JSON: {exc}", "invalid") from exc
+    except ValueError as exc:  # the path itself: a NUL byte, a lone surrogate
+        raise DraftConfigError(f"{_shown(file)!r} cannot name a file: {exc}", "bad_name") from exc
     if not isinstance(data, dict):
         raise DraftConfigError(f"{_shown(file)} is not a JSON object", "invalid")
     architectures = data.get("architectures")

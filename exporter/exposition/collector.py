@@ -7,6 +7,7 @@ current), and a scrape never waits on a tailer or an upstream.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import logging
 import threading
@@ -184,7 +185,7 @@ class Families:
         """One series of a declared histogram; ``buckets`` are cumulative and end with +Inf."""
         _, doc = FAMILIES[short]
         family = HistogramMetricFamily(P + short, doc, labels=list(labels))
-        family.add_metric(list(labels.values()), buckets, sum_value)
+        family.add_metric(_label_values(labels), buckets, sum_value)
         _keep(self._metrics, short, family)
 
     def add_custom(self, sample: CustomSample, labels: dict[str, str]) -> None:
@@ -203,9 +204,31 @@ class Families:
         return itertools.chain(declared, self._custom.values())
 
 
+LABEL_VALUE_MAX = 128
+"""Longest label value exported, in characters. Values come from the server (``/server_info``,
+its log) and the user's rules, any of which can name megabytes; a longer one is cut to 119
+characters plus ``~`` and 8 hex digits of its hash, so two long values stay two series."""
+
+
+def bounded(value: str) -> str:
+    """``value`` as a label can carry it: at most LABEL_VALUE_MAX characters of UTF-8 (a lone
+    surrogate from a JSON string would make the whole exposition fail to encode)."""
+    if len(value) <= LABEL_VALUE_MAX and value.isascii():
+        return value
+    text = value.encode("utf-8", "replace").decode("utf-8")
+    if len(text) <= LABEL_VALUE_MAX:
+        return text
+    digest = hashlib.blake2b(text.encode(), digest_size=4).hexdigest()
+    return f"{text[: LABEL_VALUE_MAX - 9]}~{digest}"
+
+
+def _label_values(labels: dict[str, str]) -> list[str]:
+    return [bounded(value) for value in labels.values()]
+
+
 def _scalar(kind: str, name: str, doc: str, labels: dict[str, str], value: float) -> Metric:
     family = _SCALAR[kind](name, doc, labels=list(labels))
-    family.add_metric(list(labels.values()), value)
+    family.add_metric(_label_values(labels), value)
     return family
 
 

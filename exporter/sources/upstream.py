@@ -394,6 +394,7 @@ class UpstreamScraper:
         self._passes: dict[str, float] | None = None
         self._vllm_counters: upstream_vllm.Counters | None = None
         self._snapshot = UpstreamSnapshot()
+        self._bugs_logged: set[tuple[str, str]] = set()  # tracebacks once per endpoint
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -453,6 +454,19 @@ class UpstreamScraper:
                 snapshot = replace(snapshot, metrics_endpoint="missing" if missing else "down")
                 self._passes = None
             return EndpointStatus(False, time.monotonic() - started, str(exc)), snapshot
+        except Exception as exc:  # a bug on hostile content: this endpoint down, not the scraper
+            key = (endpoint, "other")
+            self._errors[key] = self._errors.get(key, 0) + 1
+            first = key not in self._bugs_logged
+            self._bugs_logged.add(key)
+            log.log(
+                logging.ERROR if first else logging.DEBUG,
+                "scraping %s failed unexpectedly; counted as reason other",
+                endpoint,
+                exc_info=True,
+            )
+            error = f"internal error: {type(exc).__name__}"
+            return EndpointStatus(False, time.monotonic() - started, error), snapshot
         return EndpointStatus(True, time.monotonic() - started), snapshot
 
     def _token(self) -> str | None:
