@@ -22,7 +22,7 @@ from exporter.config import Config, parse_listen
 from exporter.exposition.collector import SpecwatchCollector
 from exporter.exposition.landing import landing_page
 from exporter.exposition.server import WebServer, make_app
-from exporter.exposition.webconfig import load_web_config
+from exporter.exposition.webreload import LiveWebConfig
 from exporter.parse import ranges
 from exporter.sources import FileTailer, StdinSource, WakeupObserver
 from exporter.state.feed import LogFeed
@@ -56,7 +56,7 @@ class Daemon:
         self._observer = WakeupObserver()
         self._sources: list[Source] = list(self._build_sources())
         host, port = parse_listen(config.listen)
-        web = load_web_config(config.web_config) if config.web_config else None
+        web = LiveWebConfig(config.web_config) if config.web_config else None
         app = make_app(
             self.registry,
             functools.partial(landing_page, self.targets, config.stale_after),
@@ -64,7 +64,7 @@ class Daemon:
             content=lambda: list(collector.collect()),
             not_ready=self.not_ready,
         )
-        self.web = WebServer(host, port, app, web.tls_context() if web else None)
+        self.web = WebServer(host, port, app, web if web and web.serves_tls else None)
 
     def _build_sources(self) -> Iterator[Source]:
         for target in self.targets:

@@ -22,11 +22,33 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
 Serve = Callable[[socket.socket, Any], None]
+
+
+class TLSPolicy(Protocol):
+    """TLS as it stands for the next connection (a web config can change under a server)."""
+
+    def context(self) -> ssl.SSLContext: ...
+
+    def refusal(self, conn: ssl.SSLSocket) -> str | None:
+        """Why a handshaken connection may not go on (its certificate's names), or None."""
+
+
+@dataclass(frozen=True)
+class FixedTLS:
+    """One context for every connection, refusing none."""
+
+    tls: ssl.SSLContext
+
+    def context(self) -> ssl.SSLContext:
+        return self.tls
+
+    def refusal(self, conn: ssl.SSLSocket) -> str | None:
+        return None
 
 
 @dataclass(frozen=True)
@@ -57,12 +79,12 @@ class Lobby:
         self,
         listener: socket.socket,
         serve: Serve,
-        tls: ssl.SSLContext | None = None,
+        tls: TLSPolicy | ssl.SSLContext | None = None,
         limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self._listener = listener
         self._serve = serve
-        self._tls = tls
+        self._tls = FixedTLS(tls) if isinstance(tls, ssl.SSLContext) else tls
         self.limits = limits
         self._selector = selectors.DefaultSelector()
         self._waiting: dict[socket.socket, tuple[Any, float]] = {}  # oldest first
@@ -195,10 +217,17 @@ class Lobby:
         try:
             conn.settimeout(self.limits.io_timeout)
             if self._tls is not None:
-                conn = self._tls.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
+                secure = self._tls.context().wrap_socket(
+                    conn, server_side=True, do_handshake_on_connect=False
+                )
+                conn = secure
                 with self._lock:
                     self._busy[ident].sock = conn
-                conn.do_handshake()
+                secure.do_handshake()
+                refused = self._tls.refusal(secure)
+                if refused is not None:
+                    log.info("TLS connection from %s refused: %s", address, refused)
+                    return
             self._serve(conn, address)
         except (OSError, ValueError) as exc:  # timeouts, resets, handshake failures
             log.debug("connection from %s ended: %s", address, exc)

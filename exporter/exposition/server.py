@@ -19,7 +19,7 @@ from wsgiref.simple_server import WSGIRequestHandler
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer, _get_best_family
 
-from exporter.exposition.connections import DEFAULT_LIMITS, Limits, Lobby
+from exporter.exposition.connections import DEFAULT_LIMITS, Limits, Lobby, TLSPolicy
 
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
@@ -170,7 +170,7 @@ class WebServer:
         host: str,
         port: int,
         app: WSGIApp,
-        tls: ssl.SSLContext | None = None,
+        tls: TLSPolicy | ssl.SSLContext | None = None,
         limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self._server = _Server(host, port)

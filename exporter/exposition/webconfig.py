@@ -14,89 +14,129 @@ import re
 import secrets
 import ssl
 import threading
+import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import bcrypt
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from exporter.exposition.server import StartResponse, WSGIApp
+from exporter.exposition.tlsconfig import TLSConfig, build_context, check, san_refusal
 from exporter.settings import ConfigError, Strict, load_yaml
 
-ClientAuth = Literal[
-    "NoClientCert",
-    "RequestClientCert",
-    "RequireAnyClientCert",
-    "VerifyClientCertIfGiven",
-    "RequireAndVerifyClientCert",
-]
-_CLIENT_AUTH: dict[ClientAuth, ssl.VerifyMode] = {
-    "NoClientCert": ssl.CERT_NONE,
-    "RequestClientCert": ssl.CERT_OPTIONAL,
-    "RequireAnyClientCert": ssl.CERT_REQUIRED,
-    "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
-    "RequireAndVerifyClientCert": ssl.CERT_REQUIRED,
-}
-_TLS_VERSIONS = {
-    "TLS12": ssl.TLSVersion.TLSv1_2,
-    "TLS13": ssl.TLSVersion.TLSv1_3,
-}
-
-
-class TLSConfig(Strict):
-    cert_file: Path
-    key_file: Path
-    client_auth_type: ClientAuth = "NoClientCert"
-    client_ca_file: Path | None = None
-    min_version: Literal["TLS12", "TLS13"] = "TLS12"
+# A Go duration as exporter-toolkit writes one: 500ms, 1s, 1m30s.
+_GO_DURATION = re.compile(r"^(?:\d+(?:\.\d+)?(?:ns|us|µs|ms|s|m|h))+$|^0$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 class HTTPServerConfig(Strict):
+    http2: bool | None = None  # None: not written (Go's default is on)
     headers: dict[str, str] = Field(default_factory=dict)
+
+
+class RateLimit(Strict):
+    interval: str = "0"
+    burst: int = Field(default=0, ge=0)
+
+    @field_validator("interval", mode="before")
+    @classmethod
+    def _duration(cls, value: object) -> str:
+        if not _GO_DURATION.match(str(value)):
+            raise ValueError("must be a duration such as 100ms, 1s or 1m")
+        return str(value)
+
+    def seconds(self) -> float:
+        return sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(self.interval))
 
 
 class WebConfig(Strict):
     tls_server_config: TLSConfig | None = None
     basic_auth_users: dict[str, str] = Field(default_factory=dict)
     http_server_config: HTTPServerConfig = HTTPServerConfig()
+    rate_limit: RateLimit | None = None
 
-    def tls_context(self) -> ssl.SSLContext | None:
-        """Server-side TLS for each connection (the handshake happens in its worker thread)."""
-        tls = self.tls_server_config
-        if tls is None:
-            return None
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.minimum_version = _TLS_VERSIONS[tls.min_version]
-        context.load_cert_chain(tls.cert_file, tls.key_file)
-        context.verify_mode = _CLIENT_AUTH[tls.client_auth_type]
-        if tls.client_ca_file:
-            context.load_verify_locations(tls.client_ca_file)
-        return context
+    def unenforced(self) -> list[str]:
+        """Keys accepted but not acted on, each in words for a WARNING."""
+        notes = self.tls_server_config.unenforced() if self.tls_server_config else []
+        if self.http_server_config.http2:
+            notes.append("http_server_config.http2: not enforced, specwatch serves HTTP/1.1 only")
+        return notes
 
-    def guard(self, app: WSGIApp) -> WSGIApp:
-        """Basic auth and extra headers around every page but ``/healthz``."""
-        headers = list(self.http_server_config.headers.items())
-        users = {u: h.encode() for u, h in self.basic_auth_users.items()}
-        stand_in = _stand_in_hash(users.values())
 
-        def guarded(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-            def start(status: str, hdrs: list[tuple[str, str]], *exc: Any) -> Any:
-                return start_response(status, hdrs + headers, *exc)
+class TokenBucket:
+    """exporter-toolkit's rate limit: one request per ``interval``, bursts of ``burst``."""
 
-            header = environ.get("HTTP_AUTHORIZATION", "")
-            if users and not _authorised(header, users, stand_in):
-                start(
-                    "401 Unauthorized",
-                    [
-                        ("WWW-Authenticate", 'Basic realm="specwatch"'),
-                        ("Content-Type", "text/plain"),
-                    ],
-                )
-                return [b"unauthorised\n"]
-            return app(environ, start)
+    def __init__(self, interval: float, burst: int) -> None:
+        self._interval = interval
+        self._burst = burst
+        self._tokens = float(burst)
+        self._at = time.monotonic()
+        self._lock = threading.Lock()
 
-        return guarded
+    def allow(self) -> bool:
+        with self._lock:
+            now = time.monotonic()
+            self._tokens = min(self._burst, self._tokens + (now - self._at) / self._interval)
+            self._at = now
+            if self._tokens < 1:
+                return False
+            self._tokens -= 1
+            return True
+
+
+@dataclass(frozen=True)
+class ActiveWebConfig:
+    """One validated file, with what each request and connection needs made once."""
+
+    config: WebConfig
+    tls: ssl.SSLContext | None
+    users: dict[str, bytes]
+    stand_in: bytes
+    limiter: TokenBucket | None
+
+    @classmethod
+    def of(cls, config: WebConfig, path: Path) -> ActiveWebConfig:
+        tls = config.tls_server_config
+        users = {u: h.encode() for u, h in config.basic_auth_users.items()}
+        rate = config.rate_limit
+        limiter = None
+        if rate is not None and rate.seconds() > 0:
+            limiter = TokenBucket(rate.seconds(), rate.burst)
+        context = None if tls is None else _tls_context(path, tls)
+        return cls(config, context, users, _stand_in_hash(users.values()), limiter)
+
+    def files(self) -> tuple[Path, ...]:
+        tls = self.config.tls_server_config
+        return () if tls is None else tls.files()
+
+    def guard(
+        self, app: WSGIApp, environ: dict[str, Any], start_response: StartResponse
+    ) -> Iterable[bytes]:
+        """Rate limit, basic auth and extra headers around one request."""
+        headers = list(self.config.http_server_config.headers.items())
+
+        def start(status: str, hdrs: list[tuple[str, str]], *exc: Any) -> Any:
+            return start_response(status, hdrs + headers, *exc)
+
+        if self.limiter is not None and not self.limiter.allow():
+            start("429 Too Many Requests", [("Content-Type", "text/plain")])
+            return [b"too many requests\n"]
+        header = environ.get("HTTP_AUTHORIZATION", "")
+        if self.users and not _authorised(header, self.users, self.stand_in):
+            start(
+                "401 Unauthorized",
+                [("WWW-Authenticate", 'Basic realm="specwatch"'), ("Content-Type", "text/plain")],
+            )
+            return [b"unauthorised\n"]
+        return app(environ, start)
+
+    def refusal(self, conn: ssl.SSLSocket) -> str | None:
+        tls = self.config.tls_server_config
+        return None if tls is None else san_refusal(tls, conn)
 
 
 def _authorised(header: str, users: dict[str, bytes], stand_in: bytes) -> bool:
@@ -158,8 +198,11 @@ def _check(password: str, hashed: bytes) -> bool:
     return matches
 
 
-def load_web_config(path: Path) -> WebConfig:
-    """The validated file: every problem stops the start with the file and key named."""
+def load_web_config(path: Path) -> ActiveWebConfig:
+    """The validated file, made ready: every problem is a ConfigError naming file and key.
+
+    Relative paths in it are taken from the file's folder, as exporter-toolkit does.
+    """
     try:
         config = WebConfig.model_validate(load_yaml(path, "web config"))
     except ValidationError as exc:
@@ -176,9 +219,19 @@ def load_web_config(path: Path) -> WebConfig:
                 f"web config {path}: basic_auth_users.{user}: not a bcrypt hash (give the hash, "
                 "e.g. from `htpasswd -nbBC 10 USER PASSWORD`, never the password itself)"
             )
-    if config.tls_server_config is not None:
-        _check_tls(path, config.tls_server_config)
-    return config
+    tls = config.tls_server_config
+    if tls is not None:
+        config = config.model_copy(update={"tls_server_config": _in_folder(tls, path.parent)})
+    return ActiveWebConfig.of(config, path)
+
+
+def _in_folder(tls: TLSConfig, folder: Path) -> TLSConfig:
+    update = {
+        key: folder / value
+        for key in ("cert_file", "key_file", "client_ca_file")
+        if (value := getattr(tls, key)) is not None and not value.is_absolute()
+    }
+    return tls.model_copy(update=update)
 
 
 _BCRYPT_RE = re.compile(r"^\$2[abxy]?\$\d{2}\$[./A-Za-z0-9]{53}$")
@@ -188,9 +241,14 @@ def _is_bcrypt(hashed: str) -> bool:
     return bool(_BCRYPT_RE.match(hashed))
 
 
-def _check_tls(path: Path, tls: TLSConfig) -> None:
-    """Load each file once at start, so a bad one is named here rather than at first use
-    (where OpenSSL's message names neither the file nor the problem in words)."""
+def _tls_context(path: Path, tls: TLSConfig) -> ssl.SSLContext:
+    """The context, or a ConfigError naming the file and problem (OpenSSL's own message names
+    neither the file nor the problem in words)."""
+    where = f"web config {path}: tls_server_config"
+    try:
+        check(tls)
+    except ConfigError as exc:
+        raise ConfigError(f"web config {path}: {exc}") from None
     for key in ("cert_file", "key_file", "client_ca_file"):
         file = getattr(tls, key)
         if file is None:
@@ -198,22 +256,22 @@ def _check_tls(path: Path, tls: TLSConfig) -> None:
         try:
             file.read_bytes()
         except OSError as exc:
-            raise ConfigError(
-                f"web config {path}: tls_server_config.{key}: cannot read {file}: "
-                f"{exc.strerror or exc}"
-            ) from None
-    where = f"web config {path}: tls_server_config"
-    _load_certs(f"{where}.cert_file", tls.cert_file)
+            raise ConfigError(f"{where}.{key}: cannot read {file}: {exc.strerror or exc}") from None
+    if tls.cert_file is not None:
+        _load_certs(f"{where}.cert_file", tls.cert_file)
     if tls.client_ca_file is not None:
         _load_certs(f"{where}.client_ca_file", tls.client_ca_file)
     try:
-        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(tls.cert_file, tls.key_file)
+        return build_context(tls)
     except ssl.SSLError as exc:
         if exc.reason == "KEY_VALUES_MISMATCH":
-            problem = f"does not belong to the certificate in {tls.cert_file}"
+            problem = f"does not belong to the certificate in {tls.cert_file or 'cert'}"
+        elif exc.reason == "NO_CIPHER_MATCH":
+            raise ConfigError(f"{where}.cipher_suites: none usable with this OpenSSL") from None
         else:
             problem = "not a PEM private key (or one protected by a passphrase)"
-        raise ConfigError(f"{where}.key_file: {tls.key_file}: {problem}") from None
+        key = f"key_file: {tls.key_file}" if tls.key_file else "key"
+        raise ConfigError(f"{where}.{key}: {problem}") from None
 
 
 def _load_certs(where: str, file: Path) -> None:
