@@ -48,7 +48,11 @@ class Daemon:
         self.targets = [
             Target.from_config(t, config.custom_rules, config.max_dp_ranks) for t in config.targets
         ]
-        self.registry = CollectorRegistry(auto_describe=False)
+        # Our collector has no fixed names to describe; without this, /metrics?name[]=...
+        # filtered it out whole.
+        self.registry = CollectorRegistry(
+            auto_describe=False, support_collectors_without_names=True
+        )
         for extra in (ProcessCollector, PlatformCollector, GCCollector):
             extra(registry=self.registry)
         collector = SpecwatchCollector(self.targets, config.stale_after)

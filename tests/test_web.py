@@ -174,3 +174,56 @@ def test_scrapes_back_to_back_never_show_a_window_past_stale_after(
                 sent_after_stale += 1
     assert shown and sent_after_stale == 50
     assert all(sent < last + stale_after for sent, last in shown)
+
+
+def test_clients_polling_the_landing_page_share_its_renders() -> None:
+    """Ten clients on / of a 200-target daemon pushed /metrics from 94 ms to 1 s."""
+    renders: list[float] = []
+
+    def landing() -> bytes:
+        renders.append(time.monotonic())
+        time.sleep(0.05)
+        return b"landing"
+
+    server = WebServer("127.0.0.1", 0, make_app(CollectorRegistry(), landing))
+    server.start()
+    url = f"http://127.0.0.1:{server.port}/"
+    bodies: list[bytes] = []
+
+    def visit() -> None:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            bodies.append(answer.read())
+
+    try:
+        threads = [threading.Thread(target=visit) for _ in range(10)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        server.stop()
+    assert bodies == [b"landing"] * 10
+    assert len(renders) < 10
+
+
+@pytest.mark.e2e
+def test_head_answers_like_get_without_a_body_and_name_filters_select_families(
+    tmp_path: Path, port: int
+) -> None:
+    log = tmp_path / "server.log"
+    log.touch()
+    with run_daemon(["--log-file", str(log)], port) as daemon:
+        url = f"http://127.0.0.1:{port}/metrics"
+        head = urllib.request.Request(url, method="HEAD")
+        with urllib.request.urlopen(head, timeout=5) as answer:
+            assert answer.status == 200
+            assert answer.headers["Content-Type"].startswith("text/plain")
+            assert int(answer.headers["Content-Length"]) > 1000
+            assert answer.read() == b""
+        wanted = "specwatch_log_lines_total"
+        query = f"{url}?name[]={wanted}&name[]=process_open_fds"
+        with urllib.request.urlopen(query, timeout=5) as answer:
+            filtered = Scrape(answer.read().decode())
+        assert {s.name for s in filtered.samples} == {wanted, "process_open_fds"}
+        assert filtered.value(wanted, target="default") == 0
+        assert daemon.scrape().value(wanted, target="default") == 0  # unfiltered still whole

@@ -60,19 +60,25 @@ def make_app(
 ) -> WSGIApp:
     """Route the three paths; ``guard`` (basic auth) wraps all but ``/healthz``.
 
-    ``landing`` renders the page at ``/`` per request; ``content`` tells whether a /metrics
-    body may be reused (see CoalescedScrapes).
+    ``landing`` renders the page at ``/``; ``content`` tells whether a body of /metrics or of
+    the page may be reused (see CoalescedScrapes): both render every target, and clients
+    polling the page must not delay the scrapes. HEAD is answered as GET without its body.
     ``not_ready`` gives the reason /healthz answers 503 instead of 200, if there is one.
     """
     metrics = CoalescedScrapes(make_wsgi_app(registry), content)
+
+    def render_landing(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        start_response("200 OK", [("Content-Type", "text/html; charset=utf-8")])
+        return [landing()]
+
+    page = CoalescedScrapes(render_landing, content)
 
     def pages(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO") or "/"
         if path == "/metrics":
             return metrics(environ, start_response)
         if path == "/":
-            start_response("200 OK", [("Content-Type", "text/html; charset=utf-8")])
-            return [landing()]
+            return page(environ, start_response)
         start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
         return [b"not found: try /metrics\n"]
 
@@ -86,7 +92,22 @@ def make_app(
             return [f"{reason or 'ok'}\n".encode()]
         return protected(environ, start_response)
 
-    return app
+    return _without_body_for_head(app)
+
+
+def _without_body_for_head(app: WSGIApp) -> WSGIApp:
+    """HEAD as GET, with the headers and length of GET's answer and no body (prometheus_client
+    refuses HEAD with a 405 and a body)."""
+
+    def answer(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        if environ.get("REQUEST_METHOD") != "HEAD":
+            return app(environ, start_response)
+        status, headers, body = _answer(app, {**environ, "REQUEST_METHOD": "GET"})
+        kept = [(k, v) for k, v in headers if k.lower() != "content-length"]
+        start_response(status, [*kept, ("Content-Length", str(len(body)))])
+        return []
+
+    return answer
 
 
 # How old a reused /metrics body may be: only process self-metrics (CPU seconds, memory, GC
@@ -153,13 +174,20 @@ class CoalescedScrapes:
         return young and content is not None and content == last.content
 
     def _render(self, environ: dict[str, Any]) -> tuple[str, tuple[tuple[str, str], ...], bytes]:
-        response: list[Any] = []
+        return _answer(self._app, environ)
 
-        def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> None:
-            response[:] = [status, headers]
 
-        body = b"".join(self._app(environ, capture))
-        return response[0], tuple(response[1]), body
+def _answer(
+    app: WSGIApp, environ: dict[str, Any]
+) -> tuple[str, tuple[tuple[str, str], ...], bytes]:
+    """Status, headers and whole body of ``app``'s answer, instead of sending them."""
+    response: list[Any] = []
+
+    def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> None:
+        response[:] = [status, headers]
+
+    body = b"".join(app(environ, capture))
+    return response[0], tuple(response[1]), body
 
 
 class WebServer:
