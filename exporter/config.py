@@ -11,11 +11,12 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from exporter.engines import registry
 from exporter.engines.server_config import from_draft_config
 from exporter.parse.custom_rules import CustomRule, CustomRuleSet
 from exporter.settings import ConfigError, Strict, load_yaml
@@ -47,7 +48,7 @@ class TargetConfig(Strict):
 
     name: str = DEFAULT_TARGET
     # "auto": the log's first stats lines (or the /metrics names) tell SGLang from vLLM.
-    engine: Literal["auto", "sglang", "vllm"] = "auto"
+    engine: str = "auto"  # or a registered engine's name
     log_files: list[str] = Field(default_factory=list)
     metrics_url: str | None = None
     server_info_url: str | None = None
@@ -64,6 +65,13 @@ class TargetConfig(Strict):
         # The name becomes the `target` label: keep it short and free of odd characters.
         if not _NAME_RE.match(value):
             raise ValueError("must be 1-64 characters of letters, digits, '_', '.', ':' or '-'")
+        return value
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        if value != "auto" and value not in registry.NAMES:
+            raise ValueError(f"must be auto or one of {', '.join(registry.NAMES)}")
         return value
 
     @field_validator("log_files")

@@ -99,7 +99,7 @@ def test_prompt_text_quoting_a_stats_line_is_not_a_record() -> None:
 )
 def test_startup_and_config_lines_are_delivered_as_events(message: str) -> None:
     sink = run([f"[2026-02-23 00:10:34 TP0] {message}".encode()])
-    assert sink.events == [LogLine("2026-02-23T00:10:34", None, 0, message)]
+    assert sink.events == [LogLine("2026-02-23T00:10:34", None, 0, message, "sglang")]
 
 
 def test_request_logs_echoing_event_words_are_not_events() -> None:

@@ -16,9 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exporter.engines import sglang
+from exporter.engines import sglang, sglang_engine
 from exporter.engines.record import LogLine, StatsRecord
-from exporter.parse import pipeline
 from exporter.parse.pipeline import LineProcessor, RecordSink
 from exporter.sources.tail.lines import LineSplitter
 
@@ -32,7 +31,7 @@ FIXTURE_PER_TEST = HealthCheck.function_scoped_fixture
 @pytest.fixture(autouse=True)
 def chunk_reader_for_every_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     """The batches here are short; the chunk reader must read them too, to be held equal."""
-    monkeypatch.setattr(pipeline, "CHUNK_MIN_LINES", 1)
+    monkeypatch.setattr(sglang_engine, "CHUNK_MIN_LINES", 1)
 
 
 class RecordingSink(RecordSink):
@@ -63,7 +62,7 @@ def plain_read(lines: list[bytes]) -> list[str]:
     sink = RecordingSink()
     for line in lines:
         sglang._LAYOUTS.clear()
-        LineProcessor(sink).process([line])
+        LineProcessor(sink, "sglang").process([line])
     sglang._LAYOUTS.clear()
     return [event for event in sink.events if not event.startswith("lines ")]
 
@@ -73,7 +72,7 @@ def fast_read(batches: list[list[bytes]], framed: bool = False) -> tuple[list[st
     bulk reader's, which may read a batch without ever splitting it)."""
     sglang._LAYOUTS.clear()
     sink = RecordingSink()
-    processor = LineProcessor(sink)
+    processor = LineProcessor(sink, "sglang")
     for batch in batches:
         if framed:
             processor.process_framed(b"\n".join([b"", *batch, b""]))
@@ -173,7 +172,7 @@ def test_a_run_of_one_layout_is_read_from_bytes_after_its_first_line(monkeypatch
         texts.append(text)
         return classify(text)
 
-    monkeypatch.setattr("exporter.parse.pipeline.classify", counting_classify)
+    monkeypatch.setattr("exporter.engines.sglang_engine.classify", counting_classify)
     sglang._LAYOUTS.clear()
     sink = RecordingSink()
     LineProcessor(sink).process([line.format(r, r).encode() for r in range(8)])
@@ -287,7 +286,7 @@ def test_a_tidy_batch_after_the_first_is_read_without_a_line_by_line_pass(
         calls.append(raw)
         return read_stats_line(kind, raw)
 
-    monkeypatch.setattr("exporter.parse.pipeline.read_stats_line", counting)
+    monkeypatch.setattr("exporter.engines.sglang_engine.read_stats_line", counting)
     sglang._LAYOUTS.clear()
     sink = RecordingSink()
     processor = LineProcessor(sink, "sglang")  # detection would learn the layout first

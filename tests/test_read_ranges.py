@@ -189,7 +189,9 @@ def test_a_helpers_spool_replays_every_call_in_order(tmp_path: Path) -> None:
     record made without one carries, which marshal cannot write, arrives as an empty dict."""
     bare = StatsRecord(kind="decode", time="2026-02-23T00:14:33", engine="sglang", dp_rank=1)
     extra = bare._replace(kind="prefill", extra={"new_seqs": 2})
-    event = LogLine("2026-02-23T00:14:30", None, 0, "Load weight end. type=LlamaForCausalLM")
+    event = LogLine(
+        "2026-02-23T00:14:30", None, 0, "Load weight end. type=LlamaForCausalLM", "sglang"
+    )
     with (tmp_path / "spool").open("w+b") as spool:
         sink = ranges.SpoolSink(spool)
         sink.on_lines(3)

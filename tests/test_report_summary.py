@@ -242,7 +242,7 @@ _FOLDED = st.builds(
     ),
 )
 _RESTART = LogLine(
-    _stamp(100), None, None, "server_args=ServerArgs(speculative_algorithm='EAGLE3')"
+    _stamp(100), None, None, "server_args=ServerArgs(speculative_algorithm='EAGLE3')", "sglang"
 )
 _CALLS = st.lists(
     st.one_of(

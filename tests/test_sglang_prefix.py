@@ -23,6 +23,7 @@ def test_scheduler_prefix_with_tp_rank_gives_time_and_rank() -> None:
         dp_rank=None,
         tp_rank=0,
         message=MESSAGE,
+        engine="sglang",
     )
 
 

@@ -10,6 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from exporter.analysis.findings import eagle3_draft_evidence
+from exporter.engines.events import (
+    MaxRunningReset,
+    MemoryPlan,
+    ServerArgsEvent,
+    ServerReady,
+    WeightsLoaded,
+)
 from exporter.engines.record import LogLine
 from exporter.engines.server_config import (
     ConfigTracker,
@@ -20,15 +27,7 @@ from exporter.engines.server_config import (
     with_local_draft,
 )
 from exporter.engines.sglang import classify
-from exporter.engines.sglang_startup import (
-    MaxRunningReset,
-    MemoryPlan,
-    ServerArgsEvent,
-    ServerReady,
-    WeightsLoaded,
-    parse_event,
-    parse_server_args,
-)
+from exporter.engines.sglang_startup import parse_event, parse_server_args
 from exporter.redact import is_secret_name
 from tests.support.fake_sglang import server_info
 

@@ -114,7 +114,9 @@ def test_evidence_of_a_batch_equals_its_records_added_one_by_one(
         assert evidence_seen(batched) == evidence_seen(single)
 
 
-RESTART = LogLine(None, None, None, "server_args=ServerArgs(speculative_algorithm='EAGLE3')")
+RESTART = LogLine(
+    None, None, None, "server_args=ServerArgs(speculative_algorithm='EAGLE3')", "sglang"
+)
 CALLS = st.lists(
     st.one_of(
         # A record up to 150 times: enough to push older outcomes out of the evidence, where

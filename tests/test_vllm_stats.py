@@ -8,9 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from exporter.engines import registry, sglang_startup
+from exporter.engines.events import ServerArgsEvent
 from exporter.engines.record import StatsRecord, Unrecognized
 from exporter.engines.server_config import from_server_args
-from exporter.engines.sglang_startup import ServerArgsEvent, parse_event
 from exporter.engines.vllm import VllmParser
 from exporter.parse.pipeline import LineProcessor
 from tests.support.sinks import ListSink
@@ -201,7 +202,10 @@ def test_the_engine_configuration_line_is_a_startup_event_with_the_draft_setup()
     processor.process([startup.encode()])
     assert processor.engine == "vllm"
     [event] = sink.events
-    parsed = parse_event(event.message)
+    assert event.engine == "vllm"
+    # SGLang's event reader leaves vLLM's lines alone; vLLM's own reads them.
+    assert sglang_startup.parse_event(event.message) is None
+    parsed = registry.engine(event.engine).parse_event(event.message)
     assert isinstance(parsed, ServerArgsEvent)
     config = from_server_args(parsed.args)
     assert (config.algorithm, config.num_steps, config.num_draft_tokens) == ("EAGLE3", 3, 4)

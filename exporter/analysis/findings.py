@@ -19,6 +19,7 @@ from statistics import fmean
 from exporter.analysis import algorithms
 from exporter.analysis.algorithms import Standard, config_standard
 from exporter.analysis.breakeven import Assessment, advise, assess_positions
+from exporter.engines import registry
 from exporter.engines.ending import Ending
 from exporter.engines.record import StatsRecord
 from exporter.engines.server_config import ServerConfig
@@ -247,6 +248,16 @@ def eagle3_draft_evidence(config: ServerConfig) -> str | None:
     return None
 
 
+def engine_fix(change: str) -> str:
+    """Every engine's way to make ``change``, in its own flags ("SGLang ...; vLLM ..."): a
+    fleet mixes engines, and the fix must read right for whichever this node runs."""
+    return "; ".join(
+        f"{engine.title} {engine.fixes[change]}"
+        for engine in registry.ENGINES
+        if change in engine.fixes
+    )
+
+
 def _eagle3_draft_with_eagle_algorithm(obs: Observations) -> Finding | None:
     config = obs.config
     evidence = eagle3_draft_evidence(config)
@@ -265,8 +276,7 @@ def _eagle3_draft_with_eagle_algorithm(obs: Observations) -> Finding | None:
         ),
         fix=(
             "Restart the server with the EAGLE-3 algorithm, same draft and flags otherwise: "
-            'SGLang --speculative-algorithm EAGLE3; vLLM "method": "eagle3" in '
-            "--speculative-config."
+            f"{engine_fix('eagle3_algorithm')}."
         ),
     )
 
@@ -394,8 +404,8 @@ def _draft_positions_unprofitable(obs: Observations) -> Finding | None:
         )
     else:
         fix = (
-            f"Set the number of speculative tokens to {advice.suggested} (vLLM "
-            f"num_speculative_tokens; SGLang --speculative-num-steps): estimated "
+            f"Set the number of speculative tokens to {advice.suggested} "
+            f"({engine_fix('speculative_tokens')}): estimated "
             f"{advice.expected_speedup:.2f}x plain decoding instead of "
             f"{advice.current_speedup:.2f}x (break-even estimate from the {basis})."
         )
@@ -498,10 +508,7 @@ def _decode_stats_not_logged(obs: Observations) -> Finding | None:
             "Accept length, CUDA-graph use and throughput per window come from the decode "
             "stats lines; without them specwatch cannot tell whether speculation helps."
         ),
-        fix=(
-            "Run the server with --log-level info and the default --decode-log-interval 40 "
-            "(SGLang), or without --disable-log-stats at the default log level (vLLM)."
-        ),
+        fix=f"Have the server log its stats: {engine_fix('log_stats')}.",
     )
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from exporter.commands import COMMANDS, add_baseline_flags, add_config_flag, baseline_flag, path_arg
 from exporter.commands.usage import UsageError
 from exporter.config import Config, load_config
+from exporter.engines import registry
 from exporter.settings import ConfigError
 
 
@@ -32,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--target", dest="name", metavar="NAME", help="value of the target label")
     p.add_argument(
         "--engine",
-        choices=["auto", "sglang", "vllm"],
+        choices=["auto", *registry.NAMES],
         help="the serving engine (default auto: detected from the log or /metrics)",
     )
     p.add_argument("--metrics-url", metavar="URL", help="the server's /metrics")

@@ -21,6 +21,7 @@ from exporter.simulate import (
     ENGINES,
     ENVELOPES,
     ERAS,
+    FORMATS,
     SCENARIOS,
     engine_events,
     generate,
@@ -120,13 +121,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _check_engine(args: argparse.Namespace) -> None:
     """Scenario and format must exist for the chosen engine; one line names what does."""
-    if args.engine == "vllm":
-        if args.scenario not in vllm.VLLM_SCENARIOS:
-            known = ", ".join(vllm.VLLM_SCENARIOS)
-            raise UsageError(f"--scenario {args.scenario} is SGLang's own; with vLLM: {known}")
-        formats = list(vllm.FORMATS)
-    else:
-        formats = list(ERAS)
+    if args.engine == "vllm" and args.scenario not in vllm.VLLM_SCENARIOS:
+        known = ", ".join(vllm.VLLM_SCENARIOS)
+        raise UsageError(f"--scenario {args.scenario} is SGLang's own; with vLLM: {known}")
+    formats = FORMATS[args.engine]
     if args.format_version is not None and args.format_version not in formats:
         raise UsageError(
             f"--format-version {args.format_version} is not {args.engine}'s; "

@@ -131,10 +131,31 @@ class Unrecognized:
 @dataclass(slots=True, frozen=True)
 class LogLine:
     """One engine-formatted line that is not a stats line: its prefix read (``time`` is ISO 8601
-    as logged, no zone; ranks where the engine names them) and the message after it. Start-up
-    events are looked for in the message; the time and ranks place a server run."""
+    as logged, no zone; ranks where the engine names them), the message after it, and the
+    engine that wrote it, whose event reader finds start-up events in the message."""
 
     time: str | None
     dp_rank: int | None
     tp_rank: int | None
     message: str
+    engine: str
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamValues:
+    """An engine's ``/metrics`` at one scrape, normalised; ``None`` where it has no such value."""
+
+    accept_length: float | None = None
+    running_requests: float | None = None
+    queued_requests: float | None = None
+    gen_throughput: float | None = None
+    token_usage: float | None = None
+    cuda_graph_share: float | None = None  # decode passes with CUDA graph since the last scrape
+    engine: str | None = None  # the engine whose metric names the exposition used
+    # From counters over the scrape window, where the engine has them (vLLM).
+    accept_rate: float | None = None
+    accept_rate_by_position: tuple[float, ...] | None = None
+    # The engine's own speculation counters, summed over its ranks, exported as they are.
+    drafts_total: float | None = None
+    draft_tokens_total: float | None = None
+    accepted_tokens_total: float | None = None

@@ -22,7 +22,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from exporter.engines.sglang_startup import (
+from exporter.engines.events import (
     Event,
     MaxRunningReset,
     MemoryPlan,

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from exporter.engines.record import LogLine, StatsRecord, Unrecognized
 
+NAME = "sglang"
 # Marker -> record kind; the pipeline reads a line with a stats marker as that kind first.
 STATS_KINDS: dict[bytes, str] = {b"Decode batch": "decode", b"Prefill batch": "prefill"}
 STATS_MARKERS: tuple[bytes, ...] = tuple(STATS_KINDS)
@@ -63,7 +64,7 @@ def classify(text: str) -> StatsRecord | Unrecognized | LogLine | None:
         return _stats("decode", len("Decode batch"), head, message)
     if message.startswith("Prefill batch"):
         return _stats("prefill", len("Prefill batch"), head, message)
-    return LogLine(time=head[0], dp_rank=head[1], tp_rank=head[2], message=message)
+    return LogLine(time=head[0], dp_rank=head[1], tp_rank=head[2], message=message, engine=NAME)
 
 
 _Head = tuple[str, "int | None", "int | None"]

@@ -14,50 +14,20 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from exporter.engines import vllm
+from exporter.engines.events import (
+    Event,
+    MaxRunningReset,
+    MemoryPlan,
+    ServerArgsEvent,
+    ServerReady,
+    WeightsLoaded,
+)
 from exporter.redact import is_secret_name
 
 SERVER_ARGS_OPEN = "server_args=ServerArgs("
 
-
-@dataclass(frozen=True, slots=True)
-class ServerArgsEvent:
-    """``server_args=ServerArgs(...)``: the resolved configuration, secrets already removed."""
-
-    args: Mapping[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class WeightsLoaded:
-    """``Load weight end. ... type=<Class>``: one per model loaded (target, then draft)."""
-
-    model_class: str
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryPlan:
-    """``max_total_num_tokens=..., max_running_requests=N, ...`` from TP rank 0."""
-
-    max_running_requests: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class MaxRunningReset:
-    """``Max running requests is reset to N for speculative decoding``: SGLang lowered the cap."""
-
-    value: int
-
-
-@dataclass(frozen=True, slots=True)
-class ServerReady:
-    """``The server is fired up and ready to roll!``."""
-
-
-Event = ServerArgsEvent | WeightsLoaded | MemoryPlan | MaxRunningReset | ServerReady
 
 _WEIGHTS = re.compile(r"Load weight end\..*?\btype=([A-Za-z_][A-Za-z0-9_]*)")
 _INT_FIELD = r"\b{}=(\d+)"
@@ -65,10 +35,8 @@ _RESET = re.compile(r"Max running requests is reset to (\d+)")
 
 
 def parse_event(message: str) -> Event | None:
-    """The typed event a message carries, or ``None`` for any other line."""
-    vllm_args = vllm.engine_config_args(message)
-    if vllm_args is not None:
-        return ServerArgsEvent(vllm_args)  # vLLM's start: the same restart, other names
+    """The typed event an SGLang message carries, or ``None`` for any other line (another
+    engine's start-up lines are that engine's to read)."""
     if SERVER_ARGS_OPEN in message:
         return ServerArgsEvent(parse_server_args(message))
     if "Load weight end." in message:

@@ -23,7 +23,7 @@ from datetime import datetime, timedelta, timezone
 from exporter.engines import ending
 from exporter.engines.record import DraftCounts, LogLine, StatsRecord, Unrecognized
 
-ENGINE = "vllm"
+NAME = "vllm"
 STATS_MARKERS: tuple[bytes, ...] = (b"Avg generation throughput", b"SpecDecoding metrics:")
 # The engine's configuration, logged once per start ("Initializing a V1 LLM engine ...").
 EVENT_MARKERS: tuple[bytes, ...] = (b"speculative_config=",)
@@ -89,17 +89,17 @@ class VllmParser:
         an event; empty for any other line."""
         match = _PREFIX.match(text)
         if match is None:  # a traceback's own lines carry no prefix
-            return [LogLine(None, None, None, text)] if ending.parse(text) else []
+            return [LogLine(None, None, None, text, NAME)] if ending.parse(text) else []
         message = text[match.end() :]
         time = self._iso(*match.groups())
         if time is None:
             return []
         if ending.opens(message):
-            return [LogLine(time, None, None, message)]
+            return [LogLine(time, None, None, message, NAME)]
         if message.startswith("SpecDecoding metrics: "):
             return [*self._spec(time, message[len("SpecDecoding metrics: ") :])]
         if message.startswith(ENGINE_CONFIG):
-            return [LogLine(time, None, None, message)]
+            return [LogLine(time, None, None, message, NAME)]
         head = _ENGINE_HEAD.match(message)
         if head is None:
             return []
@@ -132,7 +132,7 @@ class VllmParser:
             record = _record(self._pending)
             self._pending = None
             return [_with_spec(record, spec)]
-        alone = _with_spec(StatsRecord("decode", time, ENGINE), spec)
+        alone = _with_spec(StatsRecord("decode", time, NAME), spec)
         return [*self._take_pending(seconds), alone]
 
     def _iso(self, month: str, day: str, clock: str) -> str | None:
@@ -189,13 +189,20 @@ def engine_config_args(message: str) -> dict[str, object] | None:
     if spec is not None:
         method, model, tokens = spec.group(1), spec.group(2), int(spec.group(3))
         args.update(
-            speculative_algorithm=method.upper(),
+            speculative_algorithm=algorithm(method),
             speculative_draft_model_path=model or None,
             speculative_num_steps=tokens,
             speculative_eagle_topk=1,
             speculative_num_draft_tokens=tokens + 1,
         )
     return args
+
+
+def algorithm(method: str) -> str:
+    """vLLM's method as specwatch names it: every model's MTP (``deepseek_mtp``,
+    ``qwen3_next_mtp``, plain ``mtp``) is MTP; the rest upper-cased (``eagle3`` is EAGLE3)."""
+    lowered = method.lower()
+    return "MTP" if lowered == "mtp" or lowered.endswith("_mtp") else method.upper()
 
 
 def _engine_line(time: str, head: re.Match[str], body: str) -> _EngineLine | Unrecognized:
@@ -260,7 +267,7 @@ def _record(line: _EngineLine) -> StatsRecord:
     return StatsRecord(
         "decode",
         line.time,
-        ENGINE,
+        NAME,
         line.dp_rank,
         None,
         line.running,

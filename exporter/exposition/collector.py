@@ -25,6 +25,7 @@ from prometheus_client.registry import Collector
 
 from exporter import __version__
 from exporter.analysis.findings import drafts_only_accept_rate, window_accept_rate
+from exporter.engines.record import UpstreamValues
 from exporter.engines.server_config import (
     DRAFT_CONFIG_REASONS,
     ServerConfig,
@@ -33,7 +34,7 @@ from exporter.engines.server_config import (
 from exporter.exposition.insight import Insight, inspect
 from exporter.exposition.watched import Watched
 from exporter.parse.custom_rules import CustomSample
-from exporter.sources.upstream import ENDPOINTS, REASONS, UpstreamValues
+from exporter.sources.upstream import ENDPOINTS, REASONS
 from exporter.state.target_state import (
     ACCEPT_LENGTH_BUCKETS,
     SPECULATION_COUNTS,

@@ -14,9 +14,10 @@ from dataclasses import dataclass, replace
 from exporter.analysis.algorithms import config_floor
 from exporter.analysis.findings import Finding, evaluate
 from exporter.analysis.node import node_totals
+from exporter.engines.record import UpstreamValues
 from exporter.engines.server_config import ServerConfig
 from exporter.exposition.watched import Watched
-from exporter.sources.upstream import UpstreamSnapshot, UpstreamValues
+from exporter.sources.upstream import UpstreamSnapshot
 from exporter.state.target_state import LatestDecode, TargetSnapshot
 
 

@@ -308,7 +308,7 @@ class SpoolSink(RecordSink):
         self._add((_SKIPPED, reason))
 
     def on_event(self, line: LogLine) -> None:
-        self._add((_EVENT, (line.time, line.dp_rank, line.tp_rank, line.message)))
+        self._add((_EVENT, (line.time, line.dp_rank, line.tp_rank, line.message, line.engine)))
 
     def flush(self, resume: int) -> None:
         """Write the calls so far as one frame, with the offset reading could resume from."""

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from itertools import chain
 
+from exporter.engines import registry
 from exporter.simulate import vllm
 from exporter.simulate.envelope import ENVELOPES, wrap
 from exporter.simulate.events import LogEvent
@@ -26,13 +27,17 @@ __all__ = [
     "ENGINES",
     "ENVELOPES",
     "ERAS",
+    "FORMATS",
     "SCENARIOS",
     "events",
     "generate",
     "scenario",
 ]
 
-ENGINES = ("sglang", "vllm")
+# The formats of each engine whose logs the simulator writes; it offers the registry's
+# engines it has been taught (an engine specwatch only scrapes has no log to write).
+FORMATS: dict[str, tuple[str, ...]] = {"sglang": tuple(ERAS), "vllm": tuple(vllm.FORMATS)}
+ENGINES = tuple(name for name in registry.NAMES if name in FORMATS)
 
 RESTART_SECONDS = 4.0  # between the last line of one server run and the next launch
 

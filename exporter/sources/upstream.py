@@ -1,4 +1,4 @@
-"""Scrape SGLang's own ``/metrics`` and ``/server_info`` for one target, off the request path.
+"""Scrape a server's own ``/metrics`` and ``/server_info`` for one target, off the request path.
 
 The log is the primary source; this fills what it lacks (no log mounted, log level hiding the
 stats, a quiet log after rotation). A scrape runs in its own thread and publishes an immutable
@@ -20,11 +20,10 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from email.message import Message
 from pathlib import Path
-from statistics import fmean
 from types import MappingProxyType
 from typing import Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
@@ -34,9 +33,10 @@ from prometheus_client.openmetrics.parser import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
+from exporter.engines import registry
+from exporter.engines.record import UpstreamValues
 from exporter.engines.server_config import ServerConfig, from_server_info, with_local_draft
 from exporter.redact import drop_secrets
-from exporter.sources import upstream_vllm
 
 log = logging.getLogger(__name__)
 
@@ -63,26 +63,6 @@ class EndpointStatus:
     up: bool
     duration_seconds: float
     error: str | None = None  # one-line cause when down; never contains request headers
-
-
-@dataclass(frozen=True, slots=True)
-class UpstreamValues:
-    """SGLang's current gauges, normalised; ``None`` where the server does not export one."""
-
-    accept_length: float | None = None
-    running_requests: float | None = None
-    queued_requests: float | None = None
-    gen_throughput: float | None = None
-    token_usage: float | None = None
-    cuda_graph_share: float | None = None  # decode passes with CUDA graph since the last scrape
-    engine: str | None = None  # "sglang" or "vllm", by the exposition's metric names
-    # From counters over the scrape window, where the engine has them (vLLM).
-    accept_rate: float | None = None
-    accept_rate_by_position: tuple[float, ...] | None = None
-    # The engine's own speculation counters, summed over its ranks, exported as they are.
-    drafts_total: float | None = None
-    draft_tokens_total: float | None = None
-    accepted_tokens_total: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,98 +252,6 @@ def _deeper_than(value: object, limit: int) -> bool:
     return False
 
 
-def _values(
-    samples: Iterable[tuple[dict[str, str], float]], combine: Callable[[list[float]], float]
-) -> float | None:
-    values = [value for _, value in samples]
-    return combine(values) if values else None
-
-
-def _spec_value(samples: list[tuple[dict[str, str], float]]) -> float | None:
-    """Spec gauges read 0 on servers without speculation: that is absence, not a value."""
-    value = _values(samples, fmean)
-    return value if value else None
-
-
-def metric_values(
-    samples: Mapping[str, list[tuple[dict[str, str], float]]],
-    previous_passes: Mapping[str, float] | None,
-) -> tuple[UpstreamValues, dict[str, float]]:
-    """Gauges across all series (summed counts, averaged ratios) and the CUDA-graph share.
-
-    The accept gauges of a rank with no running request are left out: SGLang refreshes the
-    other gauges every 30 s while idle but not those, so they would show an old window as
-    current (and, averaged with busy DP ranks, skew theirs).
-
-    The share is the increase of ``cuda_graph_passes_total{mode="decode_cuda_graph"}`` over all
-    decode modes since the previous scrape; ``None`` on the first scrape, when idle, or after a
-    counter reset.
-    """
-    passes = {
-        labels.get("mode", ""): value
-        for labels, value in samples.get("sglang_cuda_graph_passes_total", [])
-    }
-    running = samples.get("sglang_num_running_reqs", [])
-    idle = [labels for labels, value in running if value == 0]
-    accept = [
-        (labels, value)
-        for labels, value in samples.get("sglang_spec_accept_length", [])
-        if labels not in idle
-    ]
-    verify_calls = _values(samples.get("sglang_spec_verify_calls_total", []), sum)
-    generated = _values(samples.get("sglang_generation_tokens_total", []), sum)
-    if verify_calls is None or generated is None:
-        verify_calls = generated = None  # one without the other would skew a fleet's sums
-    values = UpstreamValues(
-        accept_length=_spec_value(accept),
-        running_requests=_values(running, sum),
-        queued_requests=_values(samples.get("sglang_num_queue_reqs", []), sum),
-        gen_throughput=_values(samples.get("sglang_gen_throughput", []), sum),
-        token_usage=_values(samples.get("sglang_token_usage", []), max),
-        cuda_graph_share=_graph_share(passes, previous_passes),
-        engine="sglang",
-        drafts_total=verify_calls,
-        # Each verify call yields one token of the target's own; the rest were drafts.
-        accepted_tokens_total=(
-            None if verify_calls is None or generated is None else max(generated - verify_calls, 0)
-        ),
-    )
-    return values, passes
-
-
-def vllm_metric_values(
-    samples: upstream_vllm.Samples, previous: upstream_vllm.Counters | None, at: float
-) -> tuple[UpstreamValues, upstream_vllm.Counters]:
-    """vLLM's gauges and its counters' rates over the window since ``previous``."""
-    now = upstream_vllm.counters(samples, at)
-    window = upstream_vllm.rates(previous, now)
-    running, waiting, usage = upstream_vllm.gauges(samples)
-    values = UpstreamValues(
-        accept_length=window.accept_length,
-        running_requests=running,
-        queued_requests=waiting,
-        gen_throughput=window.gen_throughput,
-        token_usage=usage,
-        engine="vllm",
-        accept_rate=window.accept_rate,
-        accept_rate_by_position=window.accept_rate_by_position,
-        drafts_total=now.drafts,
-        draft_tokens_total=now.draft_tokens,
-        accepted_tokens_total=now.accepted,
-    )
-    return values, now
-
-
-def _graph_share(now: Mapping[str, float], before: Mapping[str, float] | None) -> float | None:
-    if not before:
-        return None
-    graph = now.get("decode_cuda_graph", 0.0) - before.get("decode_cuda_graph", 0.0)
-    eager = now.get("decode_none", 0.0) - before.get("decode_none", 0.0)
-    if graph < 0 or eager < 0 or graph + eager <= 0:
-        return None
-    return graph / (graph + eager)
-
-
 def _fallback_url(url: str) -> str:
     """``/server_info`` -> ``/get_server_info`` for SGLang before v0.5.6."""
     parts = urlsplit(url)
@@ -391,8 +279,10 @@ class UpstreamScraper:
         self._token_file = token_file
         self._token_env = token_env
         self._errors: dict[tuple[str, str], int] = {}
-        self._passes: dict[str, float] | None = None
-        self._vllm_counters: upstream_vllm.Counters | None = None
+        # One reader per engine that exports /metrics, each keeping its own counters.
+        self._readers = [
+            reader for engine in registry.ENGINES if (reader := engine.upstream_reader())
+        ]
         self._snapshot = UpstreamSnapshot()
         self._bugs_logged: set[tuple[str, str]] = set()  # tracebacks once per endpoint
         self._stop = threading.Event()
@@ -452,7 +342,8 @@ class UpstreamScraper:
             if endpoint == "metrics":
                 missing = exc.status == 404
                 snapshot = replace(snapshot, metrics_endpoint="missing" if missing else "down")
-                self._passes = None
+                for reader in self._readers:
+                    reader.reset()
             return EndpointStatus(False, time.monotonic() - started, str(exc)), snapshot
         except Exception as exc:  # a bug on hostile content: this endpoint down, not the scraper
             key = (endpoint, "other")
@@ -476,14 +367,11 @@ class UpstreamScraper:
         assert self.metrics_url is not None
         body, content_type = fetch(self.metrics_url, self.timeout, self._token())
         samples = parse_metrics(body, content_type)
-        if upstream_vllm.is_vllm(samples):
-            values, self._vllm_counters = vllm_metric_values(
-                samples, self._vllm_counters, time.monotonic()
-            )
-            return replace(snapshot, values=values, metrics_endpoint="ok")
-        values, self._passes = metric_values(samples, self._passes)
-        has_sglang = any(name.startswith("sglang_") for name in samples)
-        return replace(snapshot, values=values, metrics_endpoint="ok" if has_sglang else "empty")
+        reader = next((reader for reader in self._readers if reader.claims(samples)), None)
+        if reader is None:  # up, but no engine's metric names: nothing to read
+            return replace(snapshot, values=UpstreamValues(), metrics_endpoint="empty")
+        values = reader.read(samples, time.monotonic())
+        return replace(snapshot, values=values, metrics_endpoint="ok")
 
     def _scrape_server_info(self, snapshot: UpstreamSnapshot) -> UpstreamSnapshot:
         assert self.server_info_url is not None

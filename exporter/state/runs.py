@@ -9,9 +9,10 @@ so that line, and nothing else, begins a run.
 
 from __future__ import annotations
 
+from exporter.engines import registry
+from exporter.engines.events import ServerArgsEvent
 from exporter.engines.record import LogLine
 from exporter.engines.server_config import ConfigTracker, ServerConfig
-from exporter.engines.sglang_startup import ServerArgsEvent, parse_event
 
 
 class RunTracker:
@@ -27,7 +28,8 @@ class RunTracker:
 
     def observe(self, line: LogLine) -> bool:
         """Apply one startup/config line; ``True`` when it starts a new server run."""
-        event = parse_event(line.message)
+        engine = registry.BY_NAME.get(line.engine)
+        event = engine.parse_event(line.message) if engine is not None else None
         if event is None:
             return False
         self._config.observe(event, (line.dp_rank, line.tp_rank))

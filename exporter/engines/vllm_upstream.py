@@ -11,10 +11,10 @@ yielding a negative rate.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-Samples = Mapping[str, list[tuple[dict[str, str], float]]]
+from exporter.engines.engine import Samples
+from exporter.engines.record import UpstreamValues
 
 PREFIX = "vllm:"
 _DRAFTS = "vllm:spec_decode_num_drafts_total"
@@ -28,8 +28,38 @@ _KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 MAX_POSITIONS = 32
 
 
-def is_vllm(samples: Samples) -> bool:
-    return any(name.startswith(PREFIX) for name in samples)
+class VllmUpstream:
+    """One scraper's reader of vLLM's ``/metrics``; keeps the counters of the previous scrape."""
+
+    def __init__(self) -> None:
+        self._counters: Counters | None = None
+
+    def claims(self, samples: Samples) -> bool:
+        return any(name.startswith(PREFIX) for name in samples)
+
+    def reset(self) -> None:
+        """Counters survive a failed scrape: the next window is just longer, and a restart
+        shows as a counter that went down."""
+
+    def read(self, samples: Samples, at: float) -> UpstreamValues:
+        """The gauges, and the counters' rates over the window since the previous scrape."""
+        now = counters(samples, at)
+        window = rates(self._counters, now)
+        self._counters = now
+        running, waiting, usage = gauges(samples)
+        return UpstreamValues(
+            accept_length=window.accept_length,
+            running_requests=running,
+            queued_requests=waiting,
+            gen_throughput=window.gen_throughput,
+            token_usage=usage,
+            engine="vllm",
+            accept_rate=window.accept_rate,
+            accept_rate_by_position=window.accept_rate_by_position,
+            drafts_total=now.drafts,
+            draft_tokens_total=now.draft_tokens,
+            accepted_tokens_total=now.accepted,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,113 @@
+"""What an engine is to specwatch: the one protocol every engine module fills.
+
+An engine module defines ``ENGINE``, an object with these members, and the registry
+(``engines/registry.py``) finds it; the pipeline, config, CLI choices, upstream scraper,
+simulator, findings and docs read the registry, so adding an engine touches its own module,
+its tests and the docs. Everything is resolved once per source or scraper (a reader is made
+per source, holding that source's state), never per line: the per-line paths stay the
+engine's own code, with no lookup in between.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+from exporter.engines.events import Event
+from exporter.engines.record import LogLine, StatsRecord, UpstreamValues
+
+# A /metrics exposition: samples by metric name, each its labels and value.
+Samples = Mapping[str, list[tuple[dict[str, str], float]]]
+
+
+class Deliveries(Protocol):
+    """Where a log reader delivers what it read (the pipeline's ``RecordSink`` is one)."""
+
+    def on_record(self, record: StatsRecord) -> None: ...
+
+    def on_records(self, records: Sequence[StatsRecord]) -> None: ...
+
+    def on_unrecognized(self, reason: str) -> None: ...
+
+    def on_skipped(self, reason: str) -> None: ...
+
+    def on_event(self, line: LogLine) -> None: ...
+
+
+class LogReader(Protocol):
+    """One source's reader of one engine's log lines, with whatever that source's lines teach
+    it (layouts learnt, a held line): two sources never share it.
+
+    ``lines`` are a batch's lines with the envelope removed; ``blob`` the same lines each
+    between two newlines, for C-speed scans; ``tidy`` says no line has terminal debris, so
+    none needs cleaning.
+    """
+
+    @property
+    def cuttable(self) -> bool:
+        """Whether a part of a plain log can be read by another reader alone: no state
+        carries across lines (see ``parse.ranges``)."""
+        ...
+
+    def read(self, lines: list[bytes], blob: bytes, tidy: bool) -> None: ...
+
+    def read_whole(self, framed: bytes, count: int, tidy: bool) -> list[StatsRecord] | None:
+        """The records of a plain batch of ``count`` lines (each between two newlines) read
+        whole, or None to have the batch split and read line by line."""
+        ...
+
+    def finish(self) -> None:
+        """The source has ended: deliver what is still held."""
+        ...
+
+
+class UpstreamReader(Protocol):
+    """One scraper's reader of an engine's ``/metrics``: metric names to values, keeping what
+    it needs between scrapes (counters, to turn into rates over the scrape window)."""
+
+    def claims(self, samples: Samples) -> bool:
+        """Whether these samples are this engine's exposition."""
+        ...
+
+    def read(self, samples: Samples, at: float) -> UpstreamValues:
+        """The normalised values of one scrape taken at monotonic time ``at``."""
+        ...
+
+    def reset(self) -> None:
+        """The endpoint failed: the next scrape starts a new window."""
+        ...
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """An engine: name, detection, log grammar, upstream reader, algorithms and fix texts."""
+
+    name: str  # the value of ``engine:`` and of the ``engine`` label
+    title: str  # as people write it, in fix texts and docs
+    markers: tuple[bytes, ...]  # bytes every one of its stats or start-up lines carries
+
+    # Fix texts by the change they name, in this engine's own flags; findings join every
+    # engine's phrase: ``eagle3_algorithm``, ``speculative_tokens``, ``log_stats``.
+    fixes: Mapping[str, str]
+
+    def owns(self, text: str) -> bool:
+        """Whether the engine itself formatted this cleaned line as one of its stats or
+        start-up lines (a prompt quoting its text in a request log is not)."""
+        ...
+
+    def log_reader(self, sink: Deliveries, clean: Callable[[str], str]) -> LogReader | None:
+        """A reader for one source (``clean`` strips terminal debris from a line's text), or
+        None when specwatch reads no log of this engine (then ``markers`` is empty)."""
+        ...
+
+    def parse_event(self, message: str) -> Event | None:
+        """The start-up event in the message of one of its lines, if any."""
+        ...
+
+    def upstream_reader(self) -> UpstreamReader | None:
+        """A reader for one scraper, or None when the engine exports no ``/metrics``."""
+        ...
+
+    def algorithm(self, spelled: str) -> str:
+        """Its name for a speculative algorithm as specwatch names it (``EAGLE3``, ``MTP``)."""
+        ...

@@ -1,0 +1,169 @@
+"""SGLang as an engine: its reader per source, start-up events, ``/metrics`` reader and fixes.
+
+A busy SGLang node logs hundreds of thousands of stats lines, so the reader has three ways in
+(see bench/): a long tidy batch read whole by column (``sglang_chunk``), a stats line read
+from raw bytes in the layout learnt from the previous line of its kind, and, for every other
+line, the text parser that defines the result.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+
+from exporter.engines import ending
+from exporter.engines.engine import Deliveries, UpstreamReader
+from exporter.engines.events import Event
+from exporter.engines.record import LogLine, StatsRecord, Unrecognized
+from exporter.engines.sglang import (
+    EVENT_MARKERS,
+    NAME,
+    STATS_KINDS,
+    STATS_MARKERS,
+    classify,
+    read_stats_line,
+)
+from exporter.engines.sglang_chunk import ChunkReader
+from exporter.engines.sglang_startup import parse_event
+from exporter.engines.sglang_upstream import SGLangUpstream
+
+# A startup/config message names its subject within its first words ("Load weight end. ...",
+# "The server is fired up ..."). Request logs and access lines, which may echo user text,
+# only reach a marker much later ("Receive: obj=GenerateReqInput(text='..."), so they are
+# never mistaken for events.
+EVENT_MARKER_WINDOW = 20
+# Batches this long are read whole by the chunk reader; shorter ones (a live server's lines,
+# a few per wake-up) cost less line by line than the chunk reader's fixed cost per batch.
+CHUNK_MIN_LINES = 32
+
+_OWN_MARKERS = STATS_MARKERS + EVENT_MARKERS
+# What a reader looks for: its own lines and the lines of a server's end.
+_ALL_MARKERS = _OWN_MARKERS + ending.MARKERS
+# Lines other than stats lines that must be read one by one.
+_LINE_MARKERS = EVENT_MARKERS + ending.MARKERS
+_EVENT_TEXT = re.compile("|".join(re.escape(marker.decode()) for marker in EVENT_MARKERS))
+_EVENT_SCAN = EVENT_MARKER_WINDOW + max(map(len, EVENT_MARKERS))
+
+
+class SGLangReader:
+    """One source's SGLang lines: records, drift and start-up events, in order."""
+
+    cuttable = True  # no state carries across SGLang's lines that a reader must have seen
+
+    def __init__(self, sink: Deliveries, clean: Callable[[str], str]) -> None:
+        self._sink = sink
+        self._clean = clean
+        self._chunk = ChunkReader(message_head=_EVENT_SCAN)
+
+    def finish(self) -> None:
+        """Nothing is held between SGLang's lines."""
+
+    def read(self, lines: list[bytes], blob: bytes, tidy: bool) -> None:
+        if tidy and len(lines) >= CHUNK_MIN_LINES:
+            records = self._chunk_records(blob, len(lines))
+            if records is not None:
+                self._sink.on_records(records)
+                return
+        markers = tuple(marker for marker in _ALL_MARKERS if marker in blob)
+        if not markers:
+            return
+        handle = self._handle
+        for line in lines:
+            for marker in markers:
+                if marker in line:
+                    handle(line, tidy, marker)
+                    break
+
+    def read_whole(self, framed: bytes, count: int, tidy: bool) -> list[StatsRecord] | None:
+        return self._chunk_records(framed, count) if tidy and count >= CHUNK_MIN_LINES else None
+
+    def _chunk_records(self, blob: bytes, lines: int) -> list[StatsRecord] | None:
+        """A tidy batch's records read in one pass (the hot path, see bench/), or None: the
+        chunk reader cannot read it exactly as line by line (a startup event among them, a
+        line the line reader would count as invalid UTF-8, a layout not learnt yet)."""
+        if not _valid_utf8(blob):
+            return None
+        found = self._chunk.read(blob, lines)
+        if found is None:
+            return None
+        records, rest = found
+        return None if any(marker in rest for marker in _LINE_MARKERS) else records
+
+    def _handle(self, line: bytes, tidy: bool, marker: bytes) -> None:
+        """Dispatch one line that carries ``marker``.
+
+        A stats line in the layout learnt from the previous line of its kind is read straight
+        from its bytes (the hot path, see bench/); any other line is decoded, cleaned (unless
+        ``tidy``) and read as text, which defines the result.
+        """
+        kind = STATS_KINDS.get(marker)
+        result: StatsRecord | Unrecognized | LogLine | None = None
+        text = ""
+        if kind is not None and tidy and line.isascii():
+            result = read_stats_line(kind, line)
+        if result is None:
+            try:
+                text = line.decode("utf-8")
+            except UnicodeDecodeError:
+                self._sink.on_skipped("invalid_utf8")
+                return
+            text = text if tidy else self._clean(text)
+            result = classify(text)
+        if isinstance(result, StatsRecord):
+            self._sink.on_record(result)
+        elif isinstance(result, Unrecognized):
+            self._sink.on_unrecognized(result.reason)
+        elif result is not None:
+            if is_event(result.message) or ending.opens(result.message):
+                self._sink.on_event(result)
+        elif marker in ending.MARKERS and ending.parse(text) is not None:
+            self._sink.on_event(LogLine(None, None, None, text, NAME))  # a traceback's own lines
+
+
+def is_event(message: str) -> bool:
+    """An event marker that starts within the first EVENT_MARKER_WINDOW characters."""
+    found = _EVENT_TEXT.search(message, 0, _EVENT_SCAN)
+    return found is not None and found.start() <= EVENT_MARKER_WINDOW
+
+
+def _valid_utf8(blob: bytes) -> bool:
+    if blob.isascii():
+        return True
+    try:
+        blob.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+class SGLang:
+    name = NAME
+    title = "SGLang"
+    markers = _OWN_MARKERS
+    fixes: Mapping[str, str] = {
+        "eagle3_algorithm": "--speculative-algorithm EAGLE3",
+        "speculative_tokens": "--speculative-num-steps",
+        "log_stats": "--log-level info and the default --decode-log-interval 40",
+    }
+
+    def owns(self, text: str) -> bool:
+        result = classify(text)
+        if isinstance(result, LogLine):
+            return is_event(result.message)
+        return result is not None
+
+    def log_reader(self, sink: Deliveries, clean: Callable[[str], str]) -> SGLangReader:
+        return SGLangReader(sink, clean)
+
+    def parse_event(self, message: str) -> Event | None:
+        return parse_event(message)
+
+    def upstream_reader(self) -> UpstreamReader:
+        return SGLangUpstream()
+
+    def algorithm(self, spelled: str) -> str:
+        """SGLang's own names, case aside (``--speculative-algorithm eagle3`` is EAGLE3)."""
+        return spelled.upper()
+
+
+ENGINE = SGLang()

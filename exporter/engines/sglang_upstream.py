@@ -1,0 +1,97 @@
+"""SGLang's ``/metrics``: its gauges, and the CUDA-graph share from a counter's increase.
+
+SGLang exports gauges for the newest window of each DP rank (accept length, running and queued
+requests, throughput, token usage) and counters of verify calls, generated tokens and decode
+passes by CUDA-graph mode. Names arrive normalised to ``sglang_`` (SGLang serves the
+``sglang:`` spelling too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from statistics import fmean
+
+from exporter.engines.engine import Samples
+from exporter.engines.record import UpstreamValues
+
+PREFIX = "sglang_"
+
+
+class SGLangUpstream:
+    """One scraper's reader of SGLang's ``/metrics``; keeps the decode passes between scrapes."""
+
+    def __init__(self) -> None:
+        self._passes: dict[str, float] | None = None
+
+    def claims(self, samples: Samples) -> bool:
+        return any(name.startswith(PREFIX) for name in samples)
+
+    def reset(self) -> None:
+        self._passes = None
+
+    def read(self, samples: Samples, at: float) -> UpstreamValues:
+        """Gauges across all series (summed counts, averaged ratios) and the CUDA-graph share.
+
+        The accept gauges of a rank with no running request are left out: SGLang refreshes the
+        other gauges every 30 s while idle but not those, so they would show an old window as
+        current (and, averaged with busy DP ranks, skew theirs).
+
+        The share is the increase of ``cuda_graph_passes_total{mode="decode_cuda_graph"}``
+        over all decode modes since the previous scrape; ``None`` on the first scrape, when
+        idle, or after a counter reset.
+        """
+        passes = {
+            labels.get("mode", ""): value
+            for labels, value in samples.get("sglang_cuda_graph_passes_total", [])
+        }
+        previous, self._passes = self._passes, passes
+        running = samples.get("sglang_num_running_reqs", [])
+        idle = [labels for labels, value in running if value == 0]
+        accept = [
+            (labels, value)
+            for labels, value in samples.get("sglang_spec_accept_length", [])
+            if labels not in idle
+        ]
+        verify_calls = _values(samples.get("sglang_spec_verify_calls_total", []), sum)
+        generated = _values(samples.get("sglang_generation_tokens_total", []), sum)
+        if verify_calls is None or generated is None:
+            verify_calls = generated = None  # one without the other would skew a fleet's sums
+        return UpstreamValues(
+            accept_length=_spec_value(accept),
+            running_requests=_values(running, sum),
+            queued_requests=_values(samples.get("sglang_num_queue_reqs", []), sum),
+            gen_throughput=_values(samples.get("sglang_gen_throughput", []), sum),
+            token_usage=_values(samples.get("sglang_token_usage", []), max),
+            cuda_graph_share=_graph_share(passes, previous),
+            engine="sglang",
+            drafts_total=verify_calls,
+            # Each verify call yields one token of the target's own; the rest were drafts.
+            accepted_tokens_total=(
+                None
+                if verify_calls is None or generated is None
+                else max(generated - verify_calls, 0)
+            ),
+        )
+
+
+def _values(
+    samples: Iterable[tuple[dict[str, str], float]], combine: Callable[[list[float]], float]
+) -> float | None:
+    values = [value for _, value in samples]
+    return combine(values) if values else None
+
+
+def _spec_value(samples: list[tuple[dict[str, str], float]]) -> float | None:
+    """Spec gauges read 0 on servers without speculation: that is absence, not a value."""
+    value = _values(samples, fmean)
+    return value if value else None
+
+
+def _graph_share(now: Mapping[str, float], before: Mapping[str, float] | None) -> float | None:
+    if not before:
+        return None
+    graph = now.get("decode_cuda_graph", 0.0) - before.get("decode_cuda_graph", 0.0)
+    eager = now.get("decode_none", 0.0) - before.get("decode_none", 0.0)
+    if graph < 0 or eager < 0 or graph + eager <= 0:
+        return None
+    return graph / (graph + eager)

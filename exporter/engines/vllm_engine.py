@@ -1,0 +1,89 @@
+"""vLLM as an engine: its reader per source, start-up events, ``/metrics`` reader and fixes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from exporter.engines import ending, vllm
+from exporter.engines.engine import Deliveries, UpstreamReader
+from exporter.engines.events import Event, ServerArgsEvent
+from exporter.engines.record import LogLine, StatsRecord, Unrecognized
+from exporter.engines.vllm_upstream import VllmUpstream
+
+_OWN_MARKERS = vllm.STATS_MARKERS + vllm.EVENT_MARKERS
+# What a reader looks for: its own lines and the lines of a server's end.
+_MARKERS = _OWN_MARKERS + ending.MARKERS
+
+
+class VllmReader:
+    """One source's vLLM lines. Its stats come in pairs (engine, then spec) that one parser
+    keeps together, so a part of the log cannot be read alone."""
+
+    cuttable = False
+
+    def __init__(self, sink: Deliveries, clean: Callable[[str], str]) -> None:
+        self._sink = sink
+        self._clean = clean
+        self._parser = vllm.VllmParser()
+
+    def read(self, lines: list[bytes], blob: bytes, tidy: bool) -> None:
+        if not any(marker in blob for marker in _MARKERS):
+            return
+        feed = self._parser.feed
+        for line in lines:
+            if not any(marker in line for marker in _MARKERS):
+                continue
+            try:
+                text = line.decode("utf-8")
+            except UnicodeDecodeError:
+                self._sink.on_skipped("invalid_utf8")
+                continue
+            self._deliver(feed(text if tidy else self._clean(text)))
+
+    def read_whole(self, framed: bytes, count: int, tidy: bool) -> list[StatsRecord] | None:
+        return None
+
+    def finish(self) -> None:
+        """The last engine line, which no later line will pair, as a window of its own."""
+        self._deliver(self._parser.flush())
+
+    def _deliver(self, results: Sequence[StatsRecord | Unrecognized | LogLine]) -> None:
+        for result in results:
+            if isinstance(result, StatsRecord):
+                self._sink.on_record(result)
+            elif isinstance(result, Unrecognized):
+                self._sink.on_unrecognized(result.reason)
+            else:
+                self._sink.on_event(result)
+
+
+class Vllm:
+    name = vllm.NAME
+    title = "vLLM"
+    markers = _OWN_MARKERS
+    fixes: Mapping[str, str] = {
+        "eagle3_algorithm": '"method": "eagle3" in --speculative-config',
+        "speculative_tokens": "num_speculative_tokens in --speculative-config",
+        "log_stats": "without --disable-log-stats, at the default log level",
+    }
+
+    def owns(self, text: str) -> bool:
+        return vllm.is_own_line(text)
+
+    def log_reader(self, sink: Deliveries, clean: Callable[[str], str]) -> VllmReader:
+        return VllmReader(sink, clean)
+
+    def parse_event(self, message: str) -> Event | None:
+        """The engine configuration line: vLLM's start, the same restart as SGLang's
+        ``server_args`` in other names."""
+        args = vllm.engine_config_args(message)
+        return None if args is None else ServerArgsEvent(args)
+
+    def upstream_reader(self) -> UpstreamReader:
+        return VllmUpstream()
+
+    def algorithm(self, spelled: str) -> str:
+        return vllm.algorithm(spelled)
+
+
+ENGINE = Vllm()

@@ -1,0 +1,178 @@
+"""Engines are plug-ins: one registry, read by everything that offers or tries an engine."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from exporter.analysis.findings import engine_fix
+from exporter.config import build_config
+from exporter.engines import registry, sglang_startup
+from exporter.engines.engine import Engine
+from exporter.settings import ConfigError
+from exporter.simulate import ENGINES as SIMULATED
+from tests.support.docs import doc
+from tests.support.tools import REPO
+
+FIX_CHANGES = ("eagle3_algorithm", "speculative_tokens", "log_stats")
+
+
+def test_the_registry_finds_each_engine_module() -> None:
+    assert registry.NAMES == ("sglang", "vllm")
+    assert all(isinstance(engine, Engine) for engine in registry.ENGINES)
+
+
+@pytest.mark.parametrize("engine", registry.ENGINES, ids=registry.NAMES)
+def test_every_engine_names_each_fix_in_its_own_flags(engine: Engine) -> None:
+    assert set(engine.fixes) == set(FIX_CHANGES)
+    for change in FIX_CHANGES:
+        assert f"{engine.title} {engine.fixes[change]}" in engine_fix(change)
+
+
+def test_config_accepts_the_registered_engines_and_names_the_key_otherwise() -> None:
+    for name in ("auto", *registry.NAMES):
+        assert build_config({"targets": [{"engine": name}]}).targets[0].engine == name
+    with pytest.raises(ConfigError, match=r"targets\.0\.engine: must be auto or one of sglang"):
+        build_config({"targets": [{"engine": "tgi"}]})
+
+
+def test_the_docs_offer_the_registered_engines() -> None:
+    row = re.search(r"\| `targets\[\]\.engine` \| `--engine ([^`]+)`", doc("configuration.md"))
+    assert row is not None
+    assert tuple(row.group(1).split("\\|")) == ("auto", *registry.NAMES)
+
+
+def test_the_simulator_writes_each_engine_that_logs() -> None:
+    assert tuple(e.name for e in registry.ENGINES if e.markers) == SIMULATED
+
+
+def test_sglang_event_reader_leaves_vllm_engine_lines_alone() -> None:
+    message = (
+        "Initializing a V1 LLM engine (v0.11.0) with config: model='m', speculative_config="
+        "SpeculativeConfig(method='eagle3', model='d', num_spec_tokens=3), enforce_eager=False"
+    )
+    assert sglang_startup.parse_event(message) is None
+    assert registry.engine("vllm").parse_event(message) is not None
+
+
+def test_vllm_names_every_mtp_method_mtp() -> None:
+    vllm = registry.engine("vllm")
+    assert [vllm.algorithm(m) for m in ("eagle3", "deepseek_mtp", "mtp", "ngram")] == [
+        "EAGLE3",
+        "MTP",
+        "MTP",
+        "NGRAM",
+    ]
+
+
+# A whole engine in one module: a grammar of one line kind, its detection, its events and
+# its fixes. Dropped into a copy of the package, nothing else is edited.
+_TOY_ENGINE = """
+from __future__ import annotations
+
+from exporter.engines.events import ServerArgsEvent
+from exporter.engines.record import LogLine, StatsRecord
+
+_PREFIX = "toyllm| "
+
+
+class _Reader:
+    cuttable = False
+
+    def __init__(self, sink, clean):
+        self._sink = sink
+
+    def read(self, lines, blob, tidy):
+        for line in lines:
+            text = line.decode("utf-8", "replace")
+            if text.startswith(_PREFIX + "accept="):
+                value = float(text.split("=", 1)[1])
+                self._sink.on_record(StatsRecord("decode", None, "toyllm", accept_length=value))
+            elif text.startswith(_PREFIX + "start "):
+                self._sink.on_event(LogLine(None, None, None, text[len(_PREFIX):], "toyllm"))
+
+    def read_whole(self, framed, count, tidy):
+        return None
+
+    def finish(self):
+        pass
+
+
+class Toy:
+    name = "toyllm"
+    title = "ToyLLM"
+    markers = (b"toyllm| ",)
+    fixes = {"eagle3_algorithm": "--algo eagle3"}
+
+    def owns(self, text):
+        return text.startswith(_PREFIX)
+
+    def log_reader(self, sink, clean):
+        return _Reader(sink, clean)
+
+    def parse_event(self, message):
+        if message.startswith("start "):
+            return ServerArgsEvent({"speculative_algorithm": message.split()[1]})
+        return None
+
+    def upstream_reader(self):
+        return None
+
+    def algorithm(self, spelled):
+        return spelled.upper()
+
+
+ENGINE = Toy()
+"""
+
+_USE_IT = """
+import sys
+from exporter.analysis.findings import engine_fix
+from exporter.cli import main
+from exporter.config import build_config
+from exporter.engines import registry
+from exporter.parse.pipeline import LineProcessor
+from exporter.state.runs import RunTracker
+from tests.support.sinks import ListSink
+
+sink = ListSink()
+processor = LineProcessor(sink)
+processor.process([b"noise", b"toyllm| start EAGLE3", b"toyllm| accept=2.5"])
+tracker = RunTracker()
+started = [tracker.observe(event) for event in sink.events]
+print(registry.NAMES)
+print(processor.engine, [r.accept_length for r in sink.records], started, tracker.config.algorithm)
+print(build_config({"targets": [{"engine": "toyllm"}]}).targets[0].engine)
+print(engine_fix("eagle3_algorithm"))
+sys.exit(main(["run", "--engine", "nosuch"]))
+"""
+
+
+@pytest.mark.e2e
+def test_an_engine_is_added_by_adding_its_module(tmp_path: Path) -> None:
+    for package in ("exporter", "tests"):
+        shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__py*"))
+    (tmp_path / "exporter" / "engines" / "toyllm.py").write_text(_TOY_ENGINE, encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "-c", _USE_IT],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = result.stdout.splitlines()
+    assert lines[:4] == [
+        "('sglang', 'toyllm', 'vllm')",
+        "toyllm [2.5] [True] EAGLE3",
+        "toyllm",
+        'SGLang --speculative-algorithm EAGLE3; ToyLLM --algo eagle3; vLLM "method": "eagle3" '
+        "in --speculative-config",
+    ], result.stderr
+    assert result.returncode == 2
+    assert "(choose from 'auto', 'sglang', 'toyllm', 'vllm')" in result.stderr
