@@ -26,6 +26,7 @@ def poison_lines() -> list[str]:
         good.replace(" TP0]", f" DP{DIGITS} TP0]"),  # a rank no int() can read
         good.replace("Decode batch,", f"Decode batch [{DIGITS}],"),
         good.replace("accept len: 2.50", "accept len: nan"),
+        good.replace("accept len: 2.50", "accept len: -2.50"),  # was taken as a window
         good.replace("gen throughput (token/s): 600.00", "gen throughput (token/s): inf"),
         good.replace("#running-req: 48", f"#running-req: {DIGITS}"),
     ]
@@ -39,10 +40,10 @@ def test_poison_stats_lines_cost_only_themselves(tmp_path: Path, port: int) -> N
         labels = {**TARGET, "kind": "decode"}
         daemon.wait_metric("specwatch_log_stats_lines_total", lambda v: v == 1010, **labels)
         scrape = daemon.wait_metric(
-            "specwatch_log_unrecognized_stats_lines_total", lambda v: v == 4, **TARGET
+            "specwatch_log_unrecognized_stats_lines_total", lambda v: v == 5, **TARGET
         )
         assert scrape.value("specwatch_log_lines_total", **TARGET) == 10 + len(poison) + 1000
-        # The rank line has no SGLang prefix at all; the other four are stats lines gone wrong.
+        # The rank line has no SGLang prefix at all; the other five are stats lines gone wrong.
         windows_sum = scrape.value("specwatch_accept_length_windows_sum", **TARGET)
         assert windows_sum is not None and math.isfinite(windows_sum)
         assert windows_sum == pytest.approx(2.5 * 1010)

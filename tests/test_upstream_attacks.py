@@ -301,3 +301,44 @@ def test_label_values_the_server_names_are_cut_and_prometheus_takes_the_scrape(
                 assert target["lastError"] == ""
                 (series,) = prometheus.query("specwatch_speculative_info")
                 assert series["metric"]["algorithm"] == info.labels["algorithm"]
+
+
+def test_impossible_upstream_values_are_dropped_and_counted(tmp_path: Path, port: int) -> None:
+    """-Inf fired the collapse alert, NaN silenced it, a 0-1 usage read 332,667, and a
+    series given twice was summed as if two ranks."""
+    body = exposition()
+    rank0 = 'dp_rank="0",engine_type="unified",model_name="kimi",tp_rank="0"'
+    body = body.replace(
+        f"sglang:spec_accept_length{{{rank0}}} 2.41", f"sglang:spec_accept_length{{{rank0}}} -Inf"
+    )
+    body = body.replace(" 0.35\n", " 332667\n")  # rank 1's token usage
+    body += f"sglang:num_queue_reqs{{{rank0}}} 7\n"  # rank 0's queue, a second time
+    with fake_sglang() as server:
+        server.routes["/metrics"] = Route(body=body.encode())
+        config = config_file(tmp_path, server.url, server_info=False)
+        with run_daemon(["--config", str(config)], port) as daemon:
+            scrape = daemon.wait_metric(
+                "specwatch_upstream_up", lambda v: v == 1, **TARGET, endpoint="metrics"
+            )
+            assert scrape.value("specwatch_accept_length", **TARGET) == 2.47  # rank 1 alone
+            assert scrape.value("specwatch_token_usage_ratio", **TARGET) == 0.21
+            assert scrape.value("specwatch_queued_requests", **TARGET) == 2  # rank 1's alone
+            assert scrape.value("specwatch_running_requests", **TARGET) == 61
+            dropped = {
+                reason: scrape.value(
+                    "specwatch_upstream_dropped_samples_total", **TARGET, reason=reason
+                )
+                for reason in ("non_finite", "negative", "out_of_range", "duplicate")
+            }
+            assert dropped == {"non_finite": 1, "negative": 0, "out_of_range": 1, "duplicate": 2}
+            server.routes["/metrics"] = Route(
+                body=exposition().replace(" 2.47\n", " NaN\n").replace(" 2.41\n", " NaN\n").encode()
+            )
+            scrape = daemon.wait_metric(
+                "specwatch_upstream_dropped_samples_total",
+                lambda v: v == 3,
+                **TARGET,
+                reason="non_finite",
+            )
+            assert scrape.value("specwatch_accept_length", **TARGET) is None
+            assert "specwatch_accept_ratio" not in scrape.names()

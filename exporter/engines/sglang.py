@@ -177,9 +177,10 @@ _CUDA_GRAPH = _POSITION["cuda_graph"]
 
 
 def _real(value: str) -> float:
-    """A finite float: one ``nan`` would poison every sum it enters for good."""
+    """A finite float of at least 0: one ``nan`` would poison every sum it enters for good, and
+    no stats field (accept length, rate, throughput, usage) can be negative."""
     number = float(value)
-    if not isfinite(number):
+    if not isfinite(number) or number < 0:
         raise ValueError(value)
     return number
 
@@ -481,7 +482,7 @@ def _raw_flag(value: bytes) -> bool:
 
 def _raw_real(value: bytes) -> float:
     number = float(value)
-    if not isfinite(number):
+    if not isfinite(number) or number < 0:
         raise ValueError(value)
     return number
 

@@ -191,7 +191,8 @@ def _convert(converter: str, column: Sequence[bytes]) -> list[Any] | None:
             return list(map(int, column))
         if converter == "real":
             numbers = list(map(float, column))
-            return numbers if all(map(isfinite, numbers)) else None
+            real = all(isfinite(n) and n >= 0 for n in numbers)  # as the line reader's _real
+            return numbers if real else None
     except ValueError:
         return None
     flags = list(map(RAW_BOOLS.get, column))

@@ -35,6 +35,7 @@ from exporter.exposition.insight import Insight, inspect
 from exporter.exposition.watched import Watched
 from exporter.parse.custom_rules import CustomSample
 from exporter.sources.upstream import ENDPOINTS, REASONS
+from exporter.sources.upstream_checks import DROP_REASONS
 from exporter.state.target_state import (
     ACCEPT_LENGTH_BUCKETS,
     SPECULATION_COUNTS,
@@ -111,6 +112,12 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "upstream_up": ("gauge", "1 if the newest scrape of the server's endpoint succeeded."),
     "upstream_scrape_duration_seconds": ("gauge", "Duration of the newest upstream scrape."),
     "upstream_scrape_errors": ("counter", "Failed upstream scrapes, by endpoint and reason."),
+    "upstream_dropped_samples": (
+        "counter",
+        "Samples of the server's /metrics that specwatch reads but cannot be true, dropped: "
+        "non_finite, negative, out_of_range (a 0-1 share above 1, an impossible accept "
+        "length) or duplicate (every copy of a series given twice).",
+    ),
     "custom_rule_dropped_lines": (
         "counter",
         "Lines a custom rule matched but did not export (series_limit, bad_value), or skipped "
@@ -495,6 +502,10 @@ def _render_upstream_health(out: Families, base: dict[str, str], insight: Insigh
             labels = {**base, "endpoint": endpoint, "reason": reason}
             count = snap.errors.get((endpoint, reason), 0)
             out.add("upstream_scrape_errors", labels, count)
+    if "metrics" in snap.endpoints:
+        for reason in DROP_REASONS:
+            labels = {**base, "reason": reason}
+            out.add("upstream_dropped_samples", labels, snap.dropped.get(reason, 0))
 
 
 def _render_custom(

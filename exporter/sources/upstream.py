@@ -20,6 +20,7 @@ import os
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from email.message import Message
@@ -37,6 +38,7 @@ from exporter.engines import registry
 from exporter.engines.record import UpstreamValues
 from exporter.engines.server_config import ServerConfig, from_server_info, with_local_draft
 from exporter.redact import drop_secrets
+from exporter.sources import upstream_checks
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +73,7 @@ class UpstreamSnapshot:
 
     endpoints: Mapping[str, EndpointStatus] = field(default_factory=dict)
     errors: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (endpoint, reason)
+    dropped: Mapping[str, int] = field(default_factory=dict)  # /metrics samples, by reason
     values: UpstreamValues | None = None
     config: ServerConfig | None = None
     metrics_endpoint: str | None = None  # "ok" | "empty" | "missing" | "down" | None
@@ -285,6 +288,7 @@ class UpstreamScraper:
         ]
         self._snapshot = UpstreamSnapshot()
         self._bugs_logged: set[tuple[str, str]] = set()  # tracebacks once per endpoint
+        self._dropped: Counter[str] = Counter()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -323,6 +327,7 @@ class UpstreamScraper:
             snapshot,
             endpoints=MappingProxyType(endpoints),
             errors=MappingProxyType(dict(self._errors)),
+            dropped=MappingProxyType(dict(self._dropped)),
         )
         self._snapshot = snapshot
         return snapshot
@@ -366,7 +371,8 @@ class UpstreamScraper:
     def _scrape_metrics(self, snapshot: UpstreamSnapshot) -> UpstreamSnapshot:
         assert self.metrics_url is not None
         body, content_type = fetch(self.metrics_url, self.timeout, self._token())
-        samples = parse_metrics(body, content_type)
+        samples, dropped = upstream_checks.checked(parse_metrics(body, content_type))
+        self._dropped.update(dropped)
         reader = next((reader for reader in self._readers if reader.claims(samples)), None)
         if reader is None:  # up, but no engine's metric names: nothing to read
             return replace(snapshot, values=UpstreamValues(), metrics_endpoint="empty")
