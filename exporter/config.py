@@ -55,7 +55,8 @@ class TargetConfig(Strict):
     bearer_token_file: Path | None = None
     bearer_token_env: str | None = None
     draft_config: Path | None = None
-    scrape_interval: float = Field(default=15.0, gt=0)
+    # At least a second, as Prometheus' own: 1e-9 sent the server ~1,000 scrapes a second.
+    scrape_interval: float = Field(default=15.0, ge=1, le=3600)
     baseline: BaselineConfig | None = None
     expected_accept_length: float | None = Field(default=None, ge=1)
 
@@ -163,7 +164,22 @@ class Config(Strict):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"target names must be unique (repeated: {', '.join(dupes)})")
+        _unique_paths(targets)
         return targets
+
+
+def _unique_paths(targets: list[TargetConfig]) -> None:
+    """A log path given twice, in one target or two, would have every line counted twice."""
+    seen: dict[str, str] = {}
+    for target in targets:
+        for path in target.log_files:
+            key = path if path == "-" else os.path.normpath(os.path.abspath(path))
+            if key in seen:
+                raise ValueError(
+                    f"log file {path} is given twice (targets {seen[key]} and {target.name}): "
+                    "each line would be counted twice"
+                )
+            seen[key] = target.name
 
 
 def check_http_url(value: str) -> None:

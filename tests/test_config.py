@@ -72,6 +72,18 @@ def test_environment_log_file_is_a_path_list() -> None:
         ("targets: [{name: a, log_files: [a]}, {name: a, log_files: [b]}]\n", "targets"),
         ("targets: [{log_files: [a], expected_accept_length: 0.5}]\n", "expected_accept_length"),
         ("max_dp_ranks: 0\ntargets: [{log_files: [a]}]\n", "max_dp_ranks"),
+        ("targets: [{metrics_url: 'http://x/', scrape_interval: 1e-9}]\n", "scrape_interval"),
+        ("targets: [{metrics_url: 'http://x/', scrape_interval: 1e9}]\n", "scrape_interval"),
+        ("targets: [{log_files: [a, ./a]}]\n", "log file ./a is given twice"),
+        (
+            "targets: [{name: x, log_files: [a]}, {name: y, log_files: [b/../a]}]\n",
+            "targets x and y",
+        ),
+        (
+            "targets: [{log_files: [a]}]\ntargets: [{log_files: [b]}]\n",
+            "line 2, column 1: not valid YAML: key 'targets' given twice",
+        ),
+        ("targets: [{log_files: [a], name: x, name: y}]\n", "'name' given twice"),
     ],
 )
 def test_bad_file_values_name_the_key(tmp_path: Path, text: str, key: str) -> None:
@@ -108,3 +120,11 @@ def test_aliased_key_answers_only_to_its_documented_variable(var: str) -> None:
     """SPECWATCH_TARGET and SPECWATCH_LOG_FILE are the names; the key's own spelling is a typo."""
     with pytest.raises(ConfigError, match=var):
         load_config(None, {"log_files": ["a"]}, environ={var: "x"})
+
+
+def test_a_settings_file_over_a_mebibyte_is_refused_unread(tmp_path: Path) -> None:
+    """A 100 MB config took 40 s and 231 MB before its error."""
+    big = tmp_path / "big.yaml"
+    big.write_text("targets: [{log_files: [a]}]\n" + "# padding\n" * 200_000)
+    with pytest.raises(ConfigError, match=r"big\.yaml: larger than 1048576 bytes"):
+        load_config(big, None, environ={})

@@ -188,7 +188,7 @@ def test_fresh_log_sets_the_speedup_not_the_upstream(server: FakeSGLang) -> None
 @pytest.mark.parametrize(
     ("route", "reason"),
     [
-        (Route(body=exposition().encode(), delay=1.5), "timeout"),
+        (Route(body=exposition().encode(), delay=2.5), "timeout"),
         (Route(status=500, body=b"Internal Server Error"), "http"),
         (Route(body=b"<html><body>Welcome to nginx!</body></html>\n"), "garbage"),
         (Route(stream_bytes=MAX_BODY_BYTES + 1024), "too_large"),
@@ -197,8 +197,8 @@ def test_fresh_log_sets_the_speedup_not_the_upstream(server: FakeSGLang) -> None
 def test_each_broken_upstream_is_down_with_its_reason_counted(route: Route, reason: str) -> None:
     with fake_sglang() as fake:
         fake.routes["/metrics"] = route
-        # The scrape timeout is min(10 s, scrape_interval): 0.5 s against the 1.5 s delay.
-        interval = 0.5 if reason == "timeout" else 5.0
+        # The scrape timeout is min(10 s, scrape_interval): 1 s against the 2.5 s delay.
+        interval = 1.0 if reason == "timeout" else 5.0
         config = TargetConfig(
             name="sglang-0", metrics_url=f"{fake.url}/metrics", scrape_interval=interval
         )
