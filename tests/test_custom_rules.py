@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from exporter.config import build_config
-from exporter.parse.custom_rules import CustomRuleSet
+from exporter.parse.custom_rules import RETIRE_SECONDS, CustomRuleSet
 from exporter.settings import ConfigError
 from tests.support.custom_rules import documented_rules, rule_set
 from tests.support.docs import doc
@@ -167,3 +167,20 @@ def test_a_rule_over_its_cpu_budget_is_disabled_logged_once_and_counted(
     disabled = [r for r in caplog.records if "disabled until restart" in r.getMessage()]
     assert len(disabled) == 1
     assert disabled[0].getMessage().startswith("custom rule slow used")
+
+
+def test_a_label_combination_without_lines_for_an_hour_frees_its_place() -> None:
+    now = [0.0]
+    config = build_config({"custom_rules": [_rule(max_series=2)]})
+    rules = CustomRuleSet(config.custom_rules, clock=lambda: now[0])
+    rules.feed_raw([b"Accept len: 1.5 old", b"Accept len: 1.5 busy"])
+    now[0] = RETIRE_SECONDS - 1
+    rules.feed_raw([b"Accept len: 2.0 busy", b"Accept len: 1.5 new"])  # full: refused
+    assert rules.dropped_counts() == {("prof", "series_limit"): 1}
+    now[0] = RETIRE_SECONDS + 1  # "old" is an hour quiet, "busy" is not
+    rules.feed_raw([b"Accept len: 3.0 new"])
+    assert series(rules) == {
+        ("specwatch_custom_prof_len", (("mode", "busy"),)): 2.0,
+        ("specwatch_custom_prof_len", (("mode", "new"),)): 3.0,
+    }
+    assert rules.dropped_counts() == {("prof", "series_limit"): 1}

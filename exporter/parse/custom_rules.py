@@ -42,6 +42,7 @@ import math
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -58,6 +59,11 @@ PREFIX = "specwatch_custom_"
 _NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _RESERVED_LABELS = frozenset({"target", "le", "quantile"})
 MAX_LABEL_CHARS = 128
+# A label combination with no line for this long is forgotten, counters included (they
+# restart from 0 if it comes back, which rate() reads as a reset).
+RETIRE_SECONDS = 3600.0
+# How often a full rule looks for combinations to forget, at most.
+RETIRE_CHECK_SECONDS = 1.0
 # RE2's own default; a pattern whose automaton needs more fails to compile, at start.
 RULE_MAX_MEM = 8 << 20
 # CPU seconds one rule may spend on one batch (at most a few MiB of lines, which RE2 reads in
@@ -168,18 +174,35 @@ class _CompiledRule:
         self.disabled = False
         # (metric name, label values) -> (value, monotonic time of last update)
         self.series: dict[tuple[str, tuple[str, ...]], tuple[float, float]] = {}
-        self.label_sets: set[tuple[str, ...]] = set()
+        self.label_sets: dict[tuple[str, ...], float] = {}  # -> time of its newest line
+        self.pruned_at = -math.inf
+
+    def retire(self, now: float) -> None:
+        """Forget label combinations without a line for RETIRE_SECONDS, freeing their places
+        in ``max_series``: a label such as a request id would otherwise fill the budget once
+        and keep every later value out for good."""
+        old = {labels for labels, seen in self.label_sets.items() if now - seen > RETIRE_SECONDS}
+        if old:
+            self.series = {key: v for key, v in self.series.items() if key[1] not in old}
+            self.label_sets = {k: v for k, v in self.label_sets.items() if k not in old}
+        self.pruned_at = now
 
 
 class CustomRuleSet:
     """Compiled rules fed with log lines from the tail thread and read by the collector."""
 
-    def __init__(self, rules: list[CustomRule], cpu_budget: float = RULE_CPU_BUDGET) -> None:
+    def __init__(
+        self,
+        rules: list[CustomRule],
+        cpu_budget: float = RULE_CPU_BUDGET,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         names = [f"{PREFIX}{metric.name}" for rule in rules for metric in rule.metrics]
         if duplicates := sorted({n for n in names if names.count(n) > 1}):
             raise CustomRuleError(f"metric name used twice: {duplicates}")
         self._rules = [_CompiledRule(rule) for rule in rules]
         self._cpu_budget = cpu_budget
+        self._clock = clock
         self._lock = threading.Lock()
         self.dropped: dict[tuple[str, str], int] = {}  # (rule, reason) -> lines
 
@@ -246,13 +269,17 @@ class CustomRuleSet:
                 self._drop(rule.name, "bad_value")
                 return
             updates.append((metric, value))
-        now = time.monotonic()
+        now = self._clock()
         with self._lock:
             if labels not in compiled.label_sets:
-                if len(compiled.label_sets) >= rule.max_series:
+                full = len(compiled.label_sets) >= rule.max_series
+                if full and now - compiled.pruned_at >= RETIRE_CHECK_SECONDS:
+                    compiled.retire(now)
+                    full = len(compiled.label_sets) >= rule.max_series
+                if full:
                     self._count_drop(rule.name, "series_limit")
                     return
-                compiled.label_sets.add(labels)
+            compiled.label_sets[labels] = now
             for metric, value in updates:
                 key = (metric.name, labels)
                 if metric.type == "counter":
@@ -269,7 +296,7 @@ class CustomRuleSet:
     def samples(self, stale_after: float | None = None) -> list[CustomSample]:
         """Current series; gauges not updated within ``stale_after`` seconds are left out,
         like specwatch's own per-window gauges, so an old value never reads as current."""
-        now = time.monotonic()
+        now = self._clock()
         out: list[CustomSample] = []
         with self._lock:
             for compiled in self._rules:
