@@ -39,6 +39,7 @@ LISTED_ALERTS = {
     "SpecDecodeMisconfigured": "critical",
     "SpecDecodeServerCrashed": "critical",
     "SpecDecodeDraftTokensWasted": "info",
+    "SpecDecodeDrafterGivenUp": "warning",
     "SpecDecodeStatsMissing": "warning",
     "SpecDecodeLogFormatUnrecognized": "warning",
     "SpecwatchUpstreamDown": "warning",

@@ -211,7 +211,8 @@ def config_standard(config: ServerConfig) -> Standard | None:
 def config_floor(config: ServerConfig) -> float | None:
     """The floor of the configured drafter at its draft steps; ``None``: not judged."""
     standard = config_standard(config)
-    return None if standard is None else floor_for(standard, config.num_steps)
+    steps = config.steps_now or config.num_steps  # drafting off (0) caps nothing
+    return None if standard is None else floor_for(standard, steps)
 
 
 def floor_for(standard: Standard, active_steps: int | None) -> float:

@@ -21,7 +21,7 @@ from exporter.analysis.algorithms import Standard, config_standard
 from exporter.analysis.breakeven import Assessment, advise, assess_positions
 from exporter.engines import registry
 from exporter.engines.ending import Ending
-from exporter.engines.record import StatsRecord
+from exporter.engines.record import StatsRecord, drafting_off
 from exporter.engines.server_config import ServerConfig
 
 CRITICAL, WARNING, INFO = "critical", "warning", "info"
@@ -40,6 +40,7 @@ SEVERITIES: dict[str, str] = {
     "running_requests_capped": WARNING,
     "draft_positions_unprofitable": INFO,
     "algorithm_unknown": INFO,
+    "adaptive_drafter_given_up": WARNING,
 }
 
 MIN_WINDOWS = 3  # window-based rules need a few windows so one odd batch is not a verdict
@@ -50,6 +51,14 @@ CAPPED_SHARE = 0.5  # at least half the windows at the cap with a queue
 SILENT_PREFILLS = 3  # real prefill batches with no decode line since
 SILENT_SECONDS = 120.0
 HIDING_LOG_LEVELS = frozenset({"warning", "error", "critical"})
+# With drafting off in at least this share of recent windows (adaptive speculation), the few
+# windows with drafting on are its probes: judged by whether they accept anything, never as a
+# collapse or a low accept length.
+OFF_SHARE = 0.8
+# Probes that accept this little (accept length; EMA of accepted drafts per round) show a
+# drafter adaptive has given up on.
+GIVEN_UP_ACCEPT_LENGTH = 1.15
+GIVEN_UP_EMA = 0.15
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,15 +98,19 @@ class DecodeSample:
     running: int | None = None
     queued: int | None = None
     accept_rate_by_position: tuple[float, ...] | None = None
+    # Adaptive speculation had drafting off: no accept length, the window is plain decoding.
+    drafting_off: bool = False
 
     @classmethod
     def from_record(cls, record: StatsRecord) -> DecodeSample:
+        off = drafting_off(record)
         return cls(
-            record.accept_length,
+            None if off else record.accept_length,
             record.cuda_graph,
             record.running_requests,
             record.queued_requests,
             None if record.draft_counts is None else record.draft_counts.accept_rate_by_position,
+            off,
         )
 
 
@@ -162,6 +175,7 @@ def evaluate(obs: Observations) -> list[Finding]:
         _metrics_endpoint_disabled,
         _draft_positions_unprofitable,
         _algorithm_unknown,
+        _adaptive_drafter_given_up,
     )
     found = [finding for rule in rules if (finding := rule(obs)) is not None]
     return sorted(found, key=lambda f: SEVERITY_ORDER[f.severity])
@@ -588,4 +602,57 @@ def _metrics_endpoint_disabled(obs: Observations) -> Finding | None:
             "pass counters) are a second source when the log is quiet or rotated away."
         ),
         fix="Restart the server with --enable-metrics.",
+    )
+
+
+def drafting_off_share(windows: Sequence[DecodeSample]) -> float | None:
+    """Share of ``windows`` with drafting off (adaptive), or ``None`` for too few windows."""
+    if len(windows) < MIN_WINDOWS:
+        return None
+    return sum(w.drafting_off for w in windows) / len(windows)
+
+
+def _adaptive_drafter_given_up(obs: Observations) -> Finding | None:
+    """Adaptive speculation keeps drafting off, and its probes accept almost nothing.
+
+    Drafting off at high concurrency is adaptive working as designed; off in nearly every
+    window, with the short steps > 0 probes accepting nothing, is a drafter that is paid for
+    (its memory, its graphs, every probe) and does nothing.
+    """
+    share = drafting_off_share(obs.windows)
+    if not obs.config.adaptive or share is None or share < OFF_SHARE:
+        return None
+    probes = [w.accept_length for w in obs.windows if w.accept_length is not None]
+    probe_length = fmean(probes) if probes else None
+    ema = obs.config.off_ema_accept
+    if probe_length is None and ema is None:
+        return None  # no probe seen: a node at a load where adaptive never drafts
+    if (probe_length or 1.0) > GIVEN_UP_ACCEPT_LENGTH or (ema or 0.0) > GIVEN_UP_EMA:
+        return None
+    running = [w.running for w in obs.windows if w.running is not None]
+    spread = f"{min(running)}-{max(running)}" if running and min(running) < max(running) else ""
+    load = f" at {spread or running[0]} running requests" if running else ""
+    evidence = []
+    if probe_length is not None:
+        evidence.append(f"its {len(probes)} windows with drafting on averaged {probe_length:.2f}")
+    if ema is not None:
+        evidence.append(f"ema_accept_len={ema:.2f} when it last turned drafting off")
+    off = sum(w.drafting_off for w in obs.windows)
+    return Finding(
+        code="adaptive_drafter_given_up",
+        summary="Adaptive speculation has given up on the drafter",
+        seen=(
+            f"drafting off (adaptive) in {off} of the last {len(obs.windows)} decode "
+            f"windows{load}; {'; '.join(evidence)}."
+        ),
+        why=(
+            "Adaptive speculation turns drafting off when drafts are rejected: the node runs "
+            "at plain-decoding speed, but still pays for the drafter's memory and graphs and "
+            "for every probe that finds it still accepts nothing."
+        ),
+        fix=(
+            "Fix the drafter (it must be trained for this target model and version; an "
+            "EAGLE-3 draft needs the EAGLE3 algorithm), or restart without speculation to "
+            "free what it holds."
+        ),
     )

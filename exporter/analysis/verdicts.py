@@ -13,7 +13,13 @@ from dataclasses import dataclass
 
 from exporter.analysis import algorithms
 from exporter.analysis.algorithms import Standard, floor_for
-from exporter.analysis.findings import CRITICAL, SEVERITY_ORDER, WARNING, judgement_json
+from exporter.analysis.findings import (
+    CRITICAL,
+    OFF_SHARE,
+    SEVERITY_ORDER,
+    WARNING,
+    judgement_json,
+)
 from exporter.analysis.thresholds import DEFAULT, Thresholds
 
 # A verify round costs at least one plain decode step and yields ``accept_length`` tokens, so
@@ -52,6 +58,14 @@ class RunFigures:
     baseline: float | None  # mean baseline at the same concurrency
     running: int | None  # median node running requests there
     baseline_option: str | None = None  # the flag or config key the baseline came from
+    drafting_off: int = 0  # decode windows adaptive speculation ran with drafting off
+
+    @property
+    def probing_only(self) -> bool:
+        """Drafting was off in nearly every window: the windows with it on are adaptive's
+        probes, judged by the finding adaptive_drafter_given_up, not by accept length."""
+        total = self.windows + self.drafting_off
+        return total > 0 and self.drafting_off / total >= OFF_SHARE
 
     @property
     def speedup(self) -> float | None:
@@ -72,10 +86,11 @@ def judge(
     ``standard`` is the run's algorithm's (``None``: an algorithm specwatch does not know,
     judged on speed only) and ``steps`` its draft steps, which cap the floor.
     """
-    if run.windows < MIN_WINDOWS or run.accept_length is None:
+    if run.windows + run.drafting_off < MIN_WINDOWS:
         return []
     accept = None
-    if standard is not None:
+    judged = run.windows >= MIN_WINDOWS and not run.probing_only
+    if standard is not None and judged and run.accept_length is not None:
         accept = _accept_length(run, expected_accept_length, thresholds, standard, steps)
     found = [accept, _baseline_implausible(run) or _slower_than_baseline(run, thresholds)]
     verdicts = [v for v in found if v is not None]

@@ -47,4 +47,20 @@ class ServerReady:
     """``The server is fired up and ready to roll!``."""
 
 
-Event = ServerArgsEvent | WeightsLoaded | MemoryPlan | MaxRunningReset | ServerReady
+@dataclass(frozen=True, slots=True)
+class AdaptiveSteps:
+    """Adaptive speculation (SGLang's ``--speculative-adaptive``) set the draft steps in force.
+
+    Three lines of SGLang's rank 0 tell it: ``AdaptiveSpeculativeParams initialized: steps=N,
+    candidate_steps=[...]`` at start, ``Adaptive spec params updated: steps A -> B
+    (ema_accept_len=X)`` when a tier's EMA of accepted drafts moves it, and ``Switch adaptive
+    runtime state: steps A -> B, draft_tokens C -> D`` whenever the worker swaps (also when
+    the batch size crosses into another tier). Steps 0 is drafting off.
+    """
+
+    steps: int
+    candidates: tuple[int, ...] | None = None
+    ema_accept: float | None = None  # accepted drafts per round (bonus excluded), smoothed
+
+
+Event = ServerArgsEvent | WeightsLoaded | MemoryPlan | MaxRunningReset | ServerReady | AdaptiveSteps

@@ -7,7 +7,7 @@ report and the simulator's round-trip tests agree without knowing any log format
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from functools import lru_cache, partial
@@ -70,6 +70,37 @@ class StatsRecord(NamedTuple):
         for key, value in extra.items():
             data.setdefault(key, value)
         return data
+
+
+# The draft steps adaptive speculation had in force when a decode window was logged (in
+# ``extra``): the decode line does not say, the run's adaptive lines before it do.
+SPEC_STEPS = "spec_steps"
+
+
+def drafting_off(record: StatsRecord) -> bool:
+    """Adaptive speculation had drafting off (steps 0) for this window: every round was a
+    plain decode step, so its accept length of 1.00 says nothing about the drafter."""
+    return record.extra.get(SPEC_STEPS) == 0
+
+
+def with_steps(
+    records: Sequence[StatsRecord], steps: int | None, adaptive: bool | None
+) -> Sequence[StatsRecord]:
+    """``records`` with each decode window stamped with the draft steps in force; as they are
+    when speculation is not adaptive. Before any adaptive line told the steps, a window of
+    exactly one token a round (1.00) is taken for drafting off: adaptive turns a drafter that
+    accepts nothing off within a few batches."""
+    if steps is None and not adaptive:
+        return records
+    stamped = []
+    for record in records:
+        now = steps
+        if now is None and record.accept_length is not None and record.accept_length <= 1.0:
+            now = 0
+        if record.kind == "decode" and now is not None:
+            record = record._replace(extra={**record.extra, SPEC_STEPS: now})
+        stamped.append(record)
+    return stamped
 
 
 # StatsRecord._make without its Python frame or length check, callable from C (``map``): for

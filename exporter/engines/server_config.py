@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from exporter.engines.events import (
+    AdaptiveSteps,
     Event,
     MaxRunningReset,
     MemoryPlan,
@@ -82,6 +83,25 @@ class ServerConfig:
     draft_architecture: str | None = None
     draft_has_eagle_config: bool | None = None
     draft_vocab_size: int | None = None
+    # Adaptive speculation: the draft steps in force now (0: drafting off), the candidates of
+    # the first batch-size tier, and the EMA of accepted drafts per round when adaptive last
+    # turned drafting off (how little its probes accepted).
+    adaptive: bool | None = None
+    active_steps: int | None = None
+    candidate_steps: tuple[int, ...] | None = None
+    off_ema_accept: float | None = None
+
+    @property
+    def steps_now(self) -> int | None:
+        """The draft steps in force: adaptive's newest choice, else the configured count."""
+        return self.active_steps if self.active_steps is not None else self.num_steps
+
+    @property
+    def draft_tokens_now(self) -> int | None:
+        """Verified positions a round now: adaptive runs a chain (top-k 1) of ``steps + 1``."""
+        if self.active_steps is not None:
+            return self.active_steps + 1
+        return self.num_draft_tokens
 
     def merged(self, newer: ServerConfig) -> ServerConfig:
         """This config with every field ``newer`` knows taking precedence."""
@@ -105,6 +125,7 @@ _ARG_FIELDS: dict[str, tuple[str, type]] = {
     "decode_log_interval": ("decode_log_interval", int),
     "max_running_requests": ("max_running_requests", int),
     "enable_metrics": ("enable_metrics", bool),
+    "speculative_adaptive": ("adaptive", bool),
 }
 
 
@@ -260,6 +281,8 @@ class ConfigTracker:
                 )
             elif isinstance(event, MaxRunningReset):
                 self._config = replace(self._config, max_running_requests=event.value)
+            elif isinstance(event, AdaptiveSteps):
+                self._config = _with_steps(self._config, event)
 
     def _with_weights(self, model_class: str, rank: Hashable) -> ServerConfig:
         seen = self._loads.get(rank, 0)
@@ -269,6 +292,19 @@ class ConfigTracker:
         if is_draft:
             return replace(self._config, draft_architecture=model_class)
         return replace(self._config, target_architecture=model_class)
+
+
+def _with_steps(config: ServerConfig, event: AdaptiveSteps) -> ServerConfig:
+    off_ema = config.off_ema_accept
+    if event.steps == 0 and event.ema_accept is not None:
+        off_ema = event.ema_accept
+    return replace(
+        config,
+        adaptive=True,
+        active_steps=event.steps,
+        candidate_steps=event.candidates or config.candidate_steps,
+        off_ema_accept=off_ema,
+    )
 
 
 def with_local_draft(config: ServerConfig) -> ServerConfig:

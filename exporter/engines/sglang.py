@@ -33,6 +33,9 @@ EVENT_MARKERS: tuple[bytes, ...] = (
     b"max_total_num_tokens=",
     b"fired up and ready",
     b"Max running requests is reset",
+    b"AdaptiveSpeculativeParams initialized",
+    b"Adaptive spec params updated",
+    b"Switch adaptive runtime state",
 )
 
 # Optional Ray actor tag, then "[YYYY-MM-DD HH:MM:SS(.mmm)? RANK...] message". Rank names are

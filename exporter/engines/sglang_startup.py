@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 from exporter.engines.events import (
+    AdaptiveSteps,
     Event,
     MaxRunningReset,
     MemoryPlan,
@@ -32,6 +33,15 @@ SERVER_ARGS_OPEN = "server_args=ServerArgs("
 _WEIGHTS = re.compile(r"Load weight end\..*?\btype=([A-Za-z_][A-Za-z0-9_]*)")
 _INT_FIELD = r"\b{}=(\d+)"
 _RESET = re.compile(r"Max running requests is reset to (\d+)")
+# Step counts are small; a longer digit run is hostile input, not a setup.
+_ADAPTIVE_INIT = re.compile(r"steps=(\d{1,3}), candidate_steps=\[([\d, ]{0,200})\]")
+_ADAPTIVE_UPDATE = re.compile(r"steps \d{1,3} -> (\d{1,3}) \(ema_accept_len=(-?\d{1,6}\.\d+)\)")
+_ADAPTIVE_SWITCH = re.compile(r"steps \d{1,3} -> (\d{1,3}), draft_tokens")
+ADAPTIVE_MARKERS = (
+    "AdaptiveSpeculativeParams initialized",
+    "Adaptive spec params updated",
+    "Switch adaptive runtime state",
+)
 
 
 def parse_event(message: str) -> Event | None:
@@ -49,7 +59,23 @@ def parse_event(message: str) -> Event | None:
     if "Max running requests is reset" in message:
         match = _RESET.search(message)
         return MaxRunningReset(int(match.group(1))) if match else None
+    if message.startswith(ADAPTIVE_MARKERS):
+        return _adaptive(message)
     return None
+
+
+def _adaptive(message: str) -> AdaptiveSteps | None:
+    if message.startswith(ADAPTIVE_MARKERS[0]):
+        init = _ADAPTIVE_INIT.search(message)
+        if init is None:
+            return None
+        candidates = tuple(int(c) for c in init.group(2).split(",") if c.strip().isdigit())
+        return AdaptiveSteps(int(init.group(1)), candidates or None)
+    update = _ADAPTIVE_UPDATE.search(message)
+    if update is not None:
+        return AdaptiveSteps(int(update.group(1)), ema_accept=float(update.group(2)))
+    switch = _ADAPTIVE_SWITCH.search(message)
+    return AdaptiveSteps(int(switch.group(1))) if switch is not None else None
 
 
 def _int_field(message: str, name: str) -> int | None:

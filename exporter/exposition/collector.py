@@ -25,7 +25,7 @@ from prometheus_client.registry import Collector
 
 from exporter import __version__
 from exporter.analysis.findings import drafts_only_accept_rate, window_accept_rate
-from exporter.engines.record import UpstreamValues
+from exporter.engines.record import UpstreamValues, drafting_off
 from exporter.engines.server_config import (
     DRAFT_CONFIG_REASONS,
     ServerConfig,
@@ -91,6 +91,25 @@ FAMILIES: dict[str, tuple[str, str]] = {
         "Throughput without speculation at the current running requests (configured).",
     ),
     "expected_accept_length": ("gauge", "Accept length this drafter should reach (configured)."),
+    "speculative_steps": (
+        "gauge",
+        "Draft steps in force (adaptive speculation's newest choice, else the configured "
+        "count); 0 while adaptive has drafting off.",
+    ),
+    "speculative_draft_tokens": ("gauge", "Verified positions per round in force."),
+    "adaptive_step_changes": (
+        "counter",
+        "Times adaptive speculation changed the draft steps (its 'Switch adaptive runtime "
+        "state' and 'Adaptive spec params updated' lines).",
+    ),
+    "drafting_off_windows": (
+        "counter",
+        "Decode windows adaptive speculation ran with drafting off; they carry no accept length.",
+    ),
+    "drafting_off_ratio": (
+        "gauge",
+        "Share (0-1) of recent decode windows with drafting off (adaptive speculation).",
+    ),
     "accept_length_floor": (
         "gauge",
         "Accept length below which this drafter counts as low, by its algorithm and draft "
@@ -150,7 +169,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
 
 # Per-window gauges and the record attribute each renders.
 WINDOW_GAUGES: tuple[tuple[str, Callable[[LatestDecode], float | None]], ...] = (
-    ("accept_length", lambda w: w.record.accept_length),
+    ("accept_length", lambda w: None if drafting_off(w.record) else w.record.accept_length),
     ("cuda_graph", lambda w: None if w.record.cuda_graph is None else float(w.record.cuda_graph)),
     ("running_requests", lambda w: w.record.running_requests),
     ("queued_requests", lambda w: w.record.queued_requests),
@@ -309,6 +328,7 @@ def render_target(
     out.add("target_info", {**base, "engine": engine_of(target, snap, insight)}, 1)
     _render_windows(out, base, fresh)
     _render_speed(out, target, base, insight)
+    _render_setup(out, base, insight, snap)
     _render_counters(out, base, snap)
     _render_speculation_counts(out, target, base, snap, insight)
     _render_log_health(out, base, snap)
@@ -370,14 +390,44 @@ def _render_windows(
 
 
 def _render_speed(out: Families, target: Watched, base: dict[str, str], insight: Insight) -> None:
-    if target.config.expected_accept_length is not None:
-        out.add("expected_accept_length", base, target.config.expected_accept_length)
-    if insight.accept_floor is not None:
-        out.add("accept_length_floor", base, insight.accept_floor)
-    if insight.baseline_tok_s is not None:
-        out.add("baseline_gen_throughput_tokens_per_second", base, insight.baseline_tok_s)
-    if insight.speedup is not None:
-        out.add("speedup_ratio", base, insight.speedup)
+    _add_known(
+        out,
+        base,
+        (
+            ("expected_accept_length", target.config.expected_accept_length),
+            ("accept_length_floor", insight.accept_floor),
+            ("baseline_gen_throughput_tokens_per_second", insight.baseline_tok_s),
+            ("speedup_ratio", insight.speedup),
+        ),
+    )
+
+
+def _render_setup(
+    out: Families, base: dict[str, str], insight: Insight, snap: TargetSnapshot
+) -> None:
+    """The speculative setup in force, and how adaptive speculation has moved it."""
+    config = insight.config
+    if config.adaptive or snap.adaptive_step_changes or snap.drafting_off_windows:
+        out.add("adaptive_step_changes", base, snap.adaptive_step_changes)
+        out.add("drafting_off_windows", base, snap.drafting_off_windows)
+    _add_known(
+        out,
+        base,
+        (
+            ("speculative_steps", config.steps_now),
+            ("speculative_draft_tokens", config.draft_tokens_now),
+            ("drafting_off_ratio", insight.drafting_off_share),
+        ),
+    )
+
+
+def _add_known(
+    out: Families, base: dict[str, str], values: Iterable[tuple[str, float | None]]
+) -> None:
+    """One series per known value; an unknown one is absent, never 0."""
+    for short, value in values:
+        if value is not None:
+            out.add(short, base, value)
 
 
 def _render_counters(out: Families, base: dict[str, str], snap: TargetSnapshot) -> None:
@@ -436,9 +486,11 @@ def _render_insight(
     stale_after: float,
 ) -> None:
     """Configuration, findings, upstream health and values, and custom rule series."""
-    tokens = insight.config.num_draft_tokens
+    tokens = insight.config.draft_tokens_now
     for dp_rank, window in fresh.items():
-        rate = window_accept_rate(window.record, tokens)
+        if drafting_off(window.record):
+            continue
+        rate = window_accept_rate(window.record, window.draft_tokens)
         if rate is not None:
             out.add("accept_ratio", _window_labels(base, dp_rank), rate)
     if insight.fallback is not None:

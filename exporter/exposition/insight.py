@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from exporter.analysis.algorithms import config_floor
-from exporter.analysis.findings import Finding, evaluate
+from exporter.analysis.findings import OFF_SHARE, Finding, drafting_off_share, evaluate
 from exporter.analysis.node import node_totals
 from exporter.engines.record import UpstreamValues
 from exporter.engines.server_config import ServerConfig
@@ -31,6 +31,8 @@ class Insight:
     speedup: float | None = None  # current throughput over that baseline
     # The accept length below which the drafter is low, by its algorithm; None: not judged.
     accept_floor: float | None = None
+    # Share of recent decode windows adaptive speculation ran with drafting off.
+    drafting_off_share: float | None = None
 
 
 def merged_config(target: Watched, upstream: UpstreamSnapshot | None) -> ServerConfig:
@@ -78,6 +80,9 @@ def inspect(
     judged = recent if recent is not None else speedup
     observations = evidence.observations(config, now, speedup=judged, **inputs)
     observations = replace(observations, log_watched=bool(target.config.log_files))
+    off_share = drafting_off_share(observations.windows)
+    # Drafting off nearly always: the windows with it on are probes, not the drafter's level.
+    probing = off_share is not None and off_share >= OFF_SHARE
     return Insight(
         observations.config,
         evaluate(observations),
@@ -85,7 +90,8 @@ def inspect(
         fallback,
         baseline_tok_s,
         speedup,
-        config_floor(observations.config),
+        None if probing else config_floor(observations.config),
+        off_share if observations.config.adaptive else None,
     )
 
 

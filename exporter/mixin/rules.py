@@ -231,6 +231,19 @@ def speculation_alerts(config: MixinConfig) -> list[Rule]:
             "5-minute average) with many draft tokens per step: verification work is wasted.",
             for_="10m",
         ),
+        # No traffic guard: a node whose drafter adaptive has given up on still serves, and
+        # the finding already rests on its recent decode windows.
+        _alert(
+            config,
+            "SpecDecodeDrafterGivenUp",
+            _finding(config, "adaptive_drafter_given_up") + "\n",
+            "warning",
+            "Adaptive speculation keeps drafting off: the drafter accepts nothing.",
+            f"Adaptive speculation on {{{{ $labels.target }}}} ({node}) has had drafting off in "
+            "nearly every recent decode window, and its short probes with drafting on accept "
+            "almost nothing: the node pays for a drafter that does nothing.",
+            for_="10m",
+        ),
         _alert(
             config,
             "SpecDecodeStatsMissing",
@@ -358,7 +371,8 @@ def header(config: MixinConfig) -> str:
 #     unrecognised stats lines           > 5 in 10m
 #     decode line missing                none for 300 s while prefill lines arrive faster
 #                                        than 0.2/s (one per 5 s: more than probes produce)
-#     for: CUDA graph, draft tokens, stats missing, upstream down, specwatch down 10m;
+#     for: CUDA graph, draft tokens, drafter given up, stats missing, upstream down,
+#          specwatch down 10m;
 #          log format, log not followed 5m; specwatch absent 15m; misconfigured at once.
 #
 # Robustness rules every alert follows:
@@ -370,6 +384,10 @@ def header(config: MixinConfig) -> str:
 #     where a ratio is needed it is specwatch_accept_ratio, derived by specwatch itself.
 #   - keep_firing_for on the two critical speculation alerts: an exporter restart (a minute of
 #     stale series) neither resolves nor re-pages them.
+#   - Adaptive speculation: a window with drafting off (steps 0) exports no accept length,
+#     and specwatch_accept_length_floor is absent while drafting is off in nearly every
+#     recent window (the windows with it on are probes): such a node is judged by speed and
+#     by SpecDecodeDrafterGivenUp, never as collapsed or low.
 #   - Findings (specwatch_finding) that start before traffic (configuration read from the
 #     startup log) fire without a traffic guard.
 """

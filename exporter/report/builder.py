@@ -27,7 +27,13 @@ from exporter.analysis.node import Moment, NodeMoments
 from exporter.analysis.thresholds import DEFAULT, Thresholds
 from exporter.analysis.verdicts import RunFigures, Verdict, implausible, judge
 from exporter.engines import ending
-from exporter.engines.record import LogLine, StatsRecord, logged_seconds
+from exporter.engines.record import (
+    LogLine,
+    StatsRecord,
+    drafting_off,
+    logged_seconds,
+    with_steps,
+)
 from exporter.engines.server_config import ServerConfig
 from exporter.parse.pipeline import RecordSink
 from exporter.report.reservoir import Reservoir
@@ -94,6 +100,7 @@ class _Run:
         self.unrecognized = 0
         self.accept_sum = 0.0
         self.accept_count = 0
+        self.drafting_off = 0  # decode windows adaptive speculation ran with drafting off
         self.bands = [_BandAccumulator() for _ in BANDS]
         # Records not yet handed to the evidence: see ``evidence``.
         self.unfed: list[StatsRecord] = []
@@ -176,6 +183,7 @@ class _Run:
             baseline=band.mean_baseline if band else None,
             running=band.median_running if band else None,
             baseline_option=baseline_option,
+            drafting_off=self.drafting_off,
         )
 
     def summary(self, figures: RunFigures, verdicts: list[Verdict]) -> RunSummary:
@@ -190,6 +198,7 @@ class _Run:
             baseline=figures.baseline,
             speedup=figures.speedup,
             verdicts=tuple(verdicts),
+            drafting_off=self.drafting_off,
         )
 
 
@@ -278,6 +287,8 @@ class ReportBuilder(RecordSink):
     def _fold(self, records: list[StatsRecord]) -> None:
         """Fold records of one run in a few passes over them, most in C, to the same result
         as one by one: a call per record and field cost more than the folding itself."""
+        config = self._runs.config
+        records = list(with_steps(records, config.active_steps, config.adaptive))
         self._run.hold(records)
         seconds = self._place(records)
         decodes = [record for record in records if record.kind == "decode"]
@@ -307,7 +318,13 @@ class ReportBuilder(RecordSink):
         self.decode_windows += len(decodes)
         run = self._run
         run.add_windows(decodes)
-        accepts = [value for record in decodes if (value := record.accept_length) is not None]
+        off = sum(map(drafting_off, decodes))
+        run.drafting_off += off
+        accepts = [
+            value
+            for record in decodes
+            if (value := record.accept_length) is not None and not (off and drafting_off(record))
+        ]
         if accepts:
             self._accept_values.update(accepts)
             if len(self._accept_values) > ACCEPT_VALUES:
@@ -389,7 +406,11 @@ class ReportBuilder(RecordSink):
         )
 
     def breakeven(self, config: ServerConfig) -> Assessment | None:
+        """One draft-token count for the run; none under adaptive speculation, which runs no
+        one count (its steps follow the batch size)."""
         self._fold_held()
+        if config.adaptive:
+            return None
         return advise(self._run.accept_length, config.num_draft_tokens, self.advice_speedup())
 
     def finish(self, files: tuple[str, ...]) -> Report:

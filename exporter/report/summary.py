@@ -61,6 +61,17 @@ class RunSummary:
     baseline: float | None
     speedup: float | None
     verdicts: tuple[Verdict, ...]
+    drafting_off: int = 0  # decode windows adaptive speculation ran with drafting off
+
+    @property
+    def off_note(self) -> str:
+        """What adaptive speculation did, in the words an on-call reads: empty if nothing."""
+        if not self.drafting_off:
+            return ""
+        return (
+            f"speculation off (adaptive) in {self.drafting_off} of {self.decode_windows} "
+            "decode windows"
+        )
 
     @property
     def codes(self) -> frozenset[str]:
@@ -82,6 +93,7 @@ class RunSummary:
             "baseline": self.baseline,
             "speedup": self.speedup,
             "verdicts": [v.to_json_dict() for v in self.verdicts],
+            "drafting_off_windows": self.drafting_off,
         }
 
 
@@ -154,6 +166,12 @@ class Report:
         text = self._speed_headline()
         if self.critical:
             text = f"{'; '.join(item.summary for item in self.critical)}. {text}"
+        run = self.newest
+        if run is not None and run.drafting_off:
+            text += (
+                f"; {run.off_note}: those run as plain decoding, judged by speed, not by "
+                "accept length"
+            )
         if self.earlier_runs_differ:
             text += f" (newest of {len(self.runs)} server runs; earlier runs differ)"
         return text

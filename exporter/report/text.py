@@ -114,9 +114,13 @@ def _runs(report: Report) -> list[str]:
 def run_line(run: RunSummary) -> str:
     """One server run in a line: its span, accept length, speed and what was judged."""
     span = f"{_when(run.first_time or run.started_at)} to {_when(run.last_time)}"
-    if run.accept_length is None:
+    if run.accept_length is None and not run.drafting_off:
         return f"{span}: no decode windows"
-    text = f"{span}: accept length {run.accept_length:.2f}"
+    text = span
+    if run.accept_length is not None:
+        text += f": accept length {run.accept_length:.2f}"
+    if run.drafting_off:
+        text += f"{',' if run.accept_length is not None else ':'} {run.off_note}"
     if run.throughput is not None:
         text += f", {run.throughput:,.0f} tok/s at {run.running} running"
     if run.speedup is not None:

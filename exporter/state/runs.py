@@ -10,7 +10,7 @@ so that line, and nothing else, begins a run.
 from __future__ import annotations
 
 from exporter.engines import registry
-from exporter.engines.events import ServerArgsEvent
+from exporter.engines.events import AdaptiveSteps, ServerArgsEvent
 from exporter.engines.record import LogLine
 from exporter.engines.server_config import ConfigTracker, ServerConfig
 
@@ -21,6 +21,7 @@ class RunTracker:
     def __init__(self) -> None:
         self._config = ConfigTracker()
         self.starts = 0  # starts seen: more than one means restarts
+        self.step_changes = 0  # times adaptive speculation changed the draft steps, all runs
 
     @property
     def config(self) -> ServerConfig:
@@ -32,7 +33,10 @@ class RunTracker:
         event = engine.parse_event(line.message) if engine is not None else None
         if event is None:
             return False
+        before = self._config.config.active_steps
         self._config.observe(event, (line.dp_rank, line.tp_rank))
+        if isinstance(event, AdaptiveSteps) and before is not None and event.steps != before:
+            self.step_changes += 1
         if isinstance(event, ServerArgsEvent):
             self.starts += 1
             return True

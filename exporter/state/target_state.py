@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from exporter.engines import ending
-from exporter.engines.record import LogLine, StatsRecord
+from exporter.engines.record import LogLine, StatsRecord, drafting_off, with_steps
 from exporter.state.evidence import Evidence
 from exporter.state.runs import RunTracker
 
@@ -38,6 +38,9 @@ class LatestDecode:
 
     record: StatsRecord
     observed_at: float
+    # Verified positions a round in force when the window was logged: derived figures divide
+    # by the setup of the window's own run, never by a restarted server's new one.
+    draft_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,8 @@ class TargetSnapshot:
     accept_length_buckets: tuple[int, ...]
     accept_length_sum: float
     accept_length_count: int
+    drafting_off_windows: int
+    adaptive_step_changes: int
     log_lines: int
     stats_lines: dict[str, int]
     unrecognized: int
@@ -87,6 +92,7 @@ class TargetState:
         self._buckets = [0] * len(ACCEPT_LENGTH_BUCKETS)
         self._accept_sum = 0.0
         self._accept_count = 0
+        self._drafting_off_windows = 0  # adaptive had drafting off: not in the accept figures
         self._log_lines = 0
         self._stats_lines: Counter[str] = Counter({"decode": 0, "prefill": 0})
         self._unrecognized = 0
@@ -120,6 +126,8 @@ class TargetState:
         if not records:
             return
         now = time.time() if observed_at is None else observed_at
+        config = self.tracker.config
+        records = with_steps(records, config.active_steps, config.adaptive)
         decodes = [record for record in records if record.kind == "decode"]
         self.evidence.add_records(records, now, decodes)
         with self._lock:
@@ -129,7 +137,7 @@ class TargetState:
             if decodes:
                 self._count_windows(decodes)
                 self._count_speculation(decodes)
-                folded = self._set_windows(decodes, now)
+                folded = self._set_windows(decodes, now, config.draft_tokens_now)
                 if folded:
                     self._skipped["too_many_ranks"] += folded
 
@@ -140,12 +148,16 @@ class TargetState:
         """
         if record.kind != "decode":
             return
+        config = self.tracker.config
+        [record] = with_steps((record,), config.active_steps, config.adaptive)
         self.evidence.add_record(record, observed_at)
         with self._lock:
             self._engine = record.engine
-            self._set_windows((record,), observed_at)
+            self._set_windows((record,), observed_at, config.draft_tokens_now)
 
-    def _set_windows(self, decodes: Sequence[StatsRecord], observed_at: float) -> int:
+    def _set_windows(
+        self, decodes: Sequence[StatsRecord], observed_at: float, draft_tokens: int | None
+    ) -> int:
         """Make the newest decode of each rank its window; the number of decodes left without
         one because their DP rank is past the first ``max_dp_ranks``.
 
@@ -163,7 +175,7 @@ class TargetState:
             placed = True
             current = self._windows.get(key)
             if current is None or observed_at >= current.observed_at:
-                self._windows[key] = LatestDecode(record, observed_at)
+                self._windows[key] = LatestDecode(record, observed_at, draft_tokens)
         if placed and (self._last_decode_at is None or observed_at > self._last_decode_at):
             self._last_decode_at = observed_at
         return folded
@@ -181,7 +193,13 @@ class TargetState:
         graphs = [record.cuda_graph for record in decodes]
         self._decode_windows[True] += graphs.count(True)
         self._decode_windows[False] += graphs.count(False)
-        values = [v for record in decodes if (v := record.accept_length) is not None]
+        off = sum(map(drafting_off, decodes))
+        self._drafting_off_windows += off
+        values = [
+            v
+            for record in decodes
+            if (v := record.accept_length) is not None and not (off and drafting_off(record))
+        ]
         if not values:
             return
         # Added one by one in order, as a float sum is order-sensitive (``sum`` may not be).
@@ -265,6 +283,8 @@ class TargetState:
                 accept_length_buckets=tuple(cumulative),
                 accept_length_sum=self._accept_sum,
                 accept_length_count=self._accept_count,
+                drafting_off_windows=self._drafting_off_windows,
+                adaptive_step_changes=self.tracker.step_changes,
                 log_lines=self._log_lines,
                 stats_lines=dict(self._stats_lines),
                 unrecognized=self._unrecognized,

@@ -78,3 +78,37 @@ def decode(
         f"token usage: 0.31, accept len: {accept:.2f}, accept rate: {rate:.2f}, {extra}"
         f"{graph}: True, gen throughput (token/s): {tput:.2f}, #queue-req: {queued}"
     )
+
+
+def adaptive_start(at: float = 0) -> list[str]:
+    """An EAGLE-3 server started with --speculative-adaptive and the default tiers."""
+    return [
+        server_args("EAGLE3", draft_path="/models/drafts/kimi-k25-eagle3", adaptive=True, at=at),
+        adaptive_initialized(3, [1, 3, 5, 7], at + 40),
+    ]
+
+
+def healthy_adaptive(windows_off: int = 20) -> list[str]:
+    """Adaptive doing its job: 3 steps at 4 running (accept len 3.1, 320 tok/s), then the
+    load rises to 96 running, the 64+ tier turns drafting off and each round yields one
+    token (``accept len: 1.00``) at the baseline's 2,040 tok/s."""
+    lines = adaptive_start()
+    lines += [decode(100 + 5 * i, 3.1, running=4, tput=320.0) for i in range(6)]
+    lines.append(runtime_switched(3, 0, 140))
+    lines += [decode(150 + 5 * i, 1.0, running=96, tput=2040.0) for i in range(windows_off)]
+    return lines
+
+
+def given_up_adaptive(rounds: int = 8) -> list[str]:
+    """A drafter that accepts nothing at 16 running: adaptive turns drafting off, probes one
+    step now and then (accept len 1.02), and turns it off again."""
+    lines = adaptive_start()
+    at = 100.0
+    for _ in range(rounds):
+        lines += [adaptive_updated(1, 0, 0.02, at), runtime_switched(1, 0, at)]
+        lines += [decode(at + 1 + 5 * i, 1.0, running=16, tput=545.0) for i in range(4)]
+        at += 21
+        lines += [adaptive_updated(0, 1, 0.02, at), runtime_switched(0, 1, at)]
+        lines.append(decode(at + 1, 1.02, running=16, tput=520.0))
+        at += 6
+    return lines

@@ -1,0 +1,135 @@
+"""Adaptive speculation: the draft steps in force are state, and drafting off is its own state.
+
+Logs are written from SGLang 0.5.23's adaptive lines (``tests/support/speclogs.py``) and fed
+through the daemon's own pipeline (``LogFeed``) or ``doctor``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from exporter.config import TargetConfig
+from exporter.engines.events import AdaptiveSteps
+from exporter.engines.sglang import classify
+from exporter.engines.sglang_startup import parse_event
+from exporter.state.feed import LogFeed
+from exporter.state.target_state import TargetState
+from exporter.target import Target
+from tests.support.daemon import doctor
+from tests.support.metrics import Clock, Scrape, render
+from tests.support.speclogs import (
+    adaptive_initialized,
+    adaptive_start,
+    adaptive_updated,
+    decode,
+    given_up_adaptive,
+    healthy_adaptive,
+    runtime_switched,
+    server_args,
+)
+
+BASELINE = ("--baseline-curve", "1:82,48:1500,128:2370")
+
+
+def _message(line: str) -> str:
+    parsed = classify(line)
+    assert parsed is not None and hasattr(parsed, "message")
+    return str(parsed.message)
+
+
+def test_the_three_adaptive_lines_give_the_steps_in_force() -> None:
+    assert parse_event(_message(adaptive_initialized(3, [1, 3, 5, 7], 1))) == AdaptiveSteps(
+        3, (1, 3, 5, 7)
+    )
+    assert parse_event(_message(adaptive_updated(3, 0, 0.61, 1))) == AdaptiveSteps(
+        0, ema_accept=0.61
+    )
+    assert parse_event(_message(runtime_switched(0, 5, 1))) == AdaptiveSteps(5)
+
+
+def _scrape(lines: list[str]) -> tuple[Scrape, Target]:
+    """The lines through the daemon's pipeline into a target's state, then one scrape."""
+    target = Target(TargetConfig(name="node"), TargetState("node"), None)
+    feed = LogFeed(target.state, engine="sglang")
+    feed.on_lines([line.encode() for line in lines])
+    clock = Clock()
+    clock.now = time.time()
+    return render([target], clock), target
+
+
+def test_drafting_off_windows_carry_no_accept_length_and_are_counted() -> None:
+    scrape, _ = _scrape(healthy_adaptive(windows_off=20))
+    assert scrape.value("specwatch_accept_length", target="node") is None
+    assert scrape.value("specwatch_accept_ratio", target="node") is None
+    assert scrape.value("specwatch_speculative_steps", target="node") == 0
+    assert scrape.value("specwatch_speculative_draft_tokens", target="node") == 1
+    assert scrape.value("specwatch_drafting_off_windows_total", target="node") == 20
+    assert scrape.value("specwatch_adaptive_step_changes_total", target="node") == 1
+    assert scrape.value("specwatch_drafting_off_ratio", target="node") == 1.0
+    # The six windows with drafting on are the only ones in the accept-length histogram.
+    assert scrape.value("specwatch_accept_length_windows_count", target="node") == 6
+    # Drafting off nearly always: no floor, so neither accept-length alert can fire.
+    assert scrape.value("specwatch_accept_length_floor", target="node") is None
+    assert scrape.value("specwatch_finding", target="node") is None
+
+
+def test_accept_ratio_divides_by_the_steps_adaptive_has_in_force() -> None:
+    """Five steps: six verified positions; SGLang's own rate still divides by the start's 3."""
+    lines = [*adaptive_start(), runtime_switched(3, 5, 90), decode(100, 4.0, running=2, tput=200)]
+    scrape, _ = _scrape(lines)
+    assert scrape.value("specwatch_accept_ratio", target="node") == pytest.approx(3.0 / 5)
+    assert scrape.value("specwatch_speculative_steps", target="node") == 5
+    assert scrape.value("specwatch_accept_length_floor", target="node") == 1.8
+
+
+def test_a_restart_with_more_draft_tokens_never_divides_the_old_window_by_the_new_count() -> None:
+    """4 draft tokens at accept length 3.0 (0.67 of drafts accepted), then a restart with 8:
+    until the new run logs, the old window keeps its own 0.67; from the first new window the
+    new count divides."""
+    first = [server_args("EAGLE3", draft_path="/models/d", draft_tokens=4), decode(60, 3.0)]
+    scrape, target = _scrape(first)
+    assert scrape.value("specwatch_accept_ratio", target="node") == pytest.approx(2 / 3)
+    feed = LogFeed(target.state, engine="sglang")
+    restart = server_args("EAGLE3", draft_path="/models/d", steps=7, draft_tokens=8, at=100)
+    feed.on_lines([restart.encode()])
+    clock = Clock()
+    clock.now = time.time()
+    assert render([target], clock).value("specwatch_accept_ratio") == pytest.approx(2 / 3)
+    feed.on_lines([decode(200, 5.2, draft_tokens=8).encode()])
+    assert render([target], clock).value("specwatch_accept_ratio") == pytest.approx(4.2 / 7)
+
+
+@pytest.mark.e2e
+def test_doctor_calls_a_healthy_adaptive_node_off_not_collapsed(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(healthy_adaptive()) + "\n")
+    result = doctor("--log-file", str(log), *BASELINE)
+    assert result.returncode == 0, result.stdout
+    assert "speculation off (adaptive) in 20 of 26 decode windows" in result.stdout
+    assert "collapsed" not in result.stdout.lower()
+
+
+@pytest.mark.e2e
+def test_doctor_warns_of_a_drafter_adaptive_has_given_up_on(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(given_up_adaptive()) + "\n")
+    result = doctor("--log-file", str(log), *BASELINE, "--json")
+    assert result.returncode == 1, result.stdout
+    report = json.loads(result.stdout)
+    assert report["verdicts"] == []
+    [finding] = report["findings"]
+    assert finding["code"] == "adaptive_drafter_given_up"
+    assert finding["severity"] == "warning"
+    assert "ema_accept_len=0.02" in finding["seen"]
+
+
+def test_given_up_drafter_is_a_finding_in_the_daemon_too() -> None:
+    scrape, _ = _scrape(given_up_adaptive())
+    assert scrape.value(
+        "specwatch_finding", target="node", code="adaptive_drafter_given_up", severity="warning"
+    )
+    assert scrape.value("specwatch_accept_length_floor", target="node") is None
