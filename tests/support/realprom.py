@@ -158,13 +158,36 @@ def running_prometheus(
     alertmanager_url: str | None = None,
     job: str = "specwatch",
     interval: str = "1s",
+    flags: Sequence[str] = (),
 ) -> Iterator[RunningPrometheus]:
-    """Prometheus scraping ``host:port`` targets, evaluating ``rule_files`` every ``interval``."""
+    """Prometheus scraping ``host:port`` targets, evaluating ``rule_files`` every ``interval``;
+    ``flags`` are added to its command line."""
     config = prometheus_config(scrape_targets, rule_files, alertmanager_url, job, interval)
     # Resend firing alerts quickly so a short test sees Alertmanager updates.
-    extra = ["--rules.alert.resend-delay=1s"]
+    extra = ["--rules.alert.resend-delay=1s", *flags]
     with _server(tmp_path, "prometheus", config, "--storage.tsdb.path", extra) as (url, process):
         yield RunningPrometheus(url, process)
+
+
+@contextmanager
+def running_agent(
+    tmp_path: Path,
+    scrape_targets: Sequence[str],
+    remote_write_url: str,
+    external_labels: dict[str, str],
+    job: str = "specwatch",
+    interval: str = "1s",
+) -> Iterator[RunningPrometheus]:
+    """Prometheus in agent mode: scrapes ``scrape_targets`` and forwards every sample to
+    ``remote_write_url`` with ``external_labels``, in batches sent at least every second."""
+    config = prometheus_config(scrape_targets, (), None, job, interval)
+    del config["rule_files"]  # an agent evaluates no rules
+    config["global"]["external_labels"] = external_labels
+    queue = {"batch_send_deadline": "1s", "min_backoff": "100ms", "max_backoff": "1s"}
+    config["remote_write"] = [{"url": remote_write_url, "queue_config": queue}]
+    agent = ["--enable-feature=agent"]
+    with _server(tmp_path, "prometheus", config, "--storage.agent.path", agent) as served:
+        yield RunningPrometheus(*served)
 
 
 @contextmanager

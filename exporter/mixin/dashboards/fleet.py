@@ -40,6 +40,7 @@ from exporter.mixin.dashboards.panels import graph, grid, heat, single, timeline
 
 WORST = 10
 PER_TARGET = ("job", "instance", "target")
+COVERAGE = ("job", "instance")  # one row per exporter
 
 
 def per_target_labels() -> str:
@@ -47,6 +48,20 @@ def per_target_labels() -> str:
     config = mixin()
     labels = (config.cluster_label, *PER_TARGET) if config.multi_cluster else PER_TARGET
     return ", ".join(labels)
+
+
+def across(op: str, expr: str, *labels: str) -> str:
+    """``op`` over the fleet, kept apart per cluster when there are several (a fleet view over
+    Thanos or Mimir must not add up clusters), and by ``labels``."""
+    config = mixin()
+    grouping = ((config.cluster_label,) if config.multi_cluster else ()) + labels
+    return f"{op} by ({', '.join(grouping)}) ({expr})" if grouping else f"{op}({expr})"
+
+
+def per_cluster_legend(single: str = "") -> str:
+    """A legend naming the cluster of each series, when there are several."""
+    config = mixin()
+    return f"{{{{{config.cluster_label}}}}}" if config.multi_cluster else single
 
 
 def per_target(metric: str) -> str:
@@ -90,7 +105,8 @@ def _count(
 ) -> Item:
     """A fleet-wide count: green at 0 and ``alarm``-coloured from 1, or neutral without one."""
     thresholds = steps((None, "green"), (1, alarm)) if alarm else steps((None, "blue"))
-    return single(title, description, "none", query(expr), thresholds, width=6, alerts=alerts)
+    target = query(expr, per_cluster_legend())
+    return single(title, description, "none", target, thresholds, width=6, alerts=alerts)
 
 
 def glance_row() -> list[Item]:
@@ -102,21 +118,21 @@ def glance_row() -> list[Item]:
             "Exporters down",
             "specwatch sidecars Prometheus cannot scrape (up == 0). A sidecar that vanished "
             "from discovery entirely is caught by the SpecwatchAbsent alert.",
-            f"sum(1 - {sel('up', FLEET_SCOPE)})",
+            across("sum", f"1 - {sel('up', FLEET_SCOPE)}"),
             "red",
             ("SpecwatchDown", "SpecwatchAbsent"),
         ),
         _count(
             "Targets watched",
             "Serving processes watched by the selected exporters (one per configured target).",
-            f"count({sel('specwatch_last_decode_timestamp_seconds', FLEET_SCOPE)})",
+            across("count", sel("specwatch_last_decode_timestamp_seconds", FLEET_SCOPE)),
             None,
         ),
         _count(
             "Targets without fresh decode stats",
             f"Targets whose newest decode stats line is older than {STALE_AFTER_S} s: idle, "
             "stalled, or their log level hides decode stats.",
-            f"sum({decode_age} > bool {STALE_AFTER_S})",
+            across("sum", f"{decode_age} > bool {STALE_AFTER_S}"),
             "orange",
             ("SpecDecodeStatsMissing",),
         ),
@@ -124,7 +140,7 @@ def glance_row() -> list[Item]:
             "Nodes slower than baseline",
             "Targets whose throughput is below the non-speculative baseline at the same load "
             "(speedup < 1): speculation costs them speed.",
-            f"sum({per_target('specwatch_speedup_ratio')} < bool 1)",
+            across("sum", f"{per_target('specwatch_speedup_ratio')} < bool 1"),
             "red",
             ("SpecDecodeSlowerThanBaseline",),
         ),
@@ -164,7 +180,9 @@ def worst_row() -> list[Item]:
         "none",
         [
             table_query(
-                explained(f"count by (code, severity) ({sel('specwatch_finding', FLEET_SCOPE)})")
+                explained(
+                    across("count", sel("specwatch_finding", FLEET_SCOPE), "code", "severity")
+                )
             )
         ],
         hidden,
@@ -195,15 +213,22 @@ def distribution_row() -> list[Item]:
     buckets = (
         f"sum by (le) (rate({sel('specwatch_accept_length_windows_bucket', FLEET_SCOPE)}[{RATE}]))"
     )
+    config = mixin()
+    distribution = heat(
+        "Per-window accept length distribution"
+        + (f" (${config.cluster_label})" if config.multi_cluster else ""),
+        "Decode windows per second in each accept-length bucket (1.0 to 8), over all "
+        "selected targets"
+        + (", one heatmap per cluster" if config.multi_cluster else "")
+        + ". A band at the 1.0 bucket is a fleet of dead drafters.",
+        query(buckets, "{{le}}").format(pm.PromQueryFormat.HEATMAP),
+        width=12,
+    )
+    if config.multi_cluster:  # a heatmap adds up its series: one per cluster, side by side
+        distribution = distribution.repeat(config.cluster_label).repeat_direction("h")
     return [
         db.Row("Accept length over time"),
-        heat(
-            "Per-window accept length distribution",
-            "Decode windows per second in each accept-length bucket (1.0 to 8), over all "
-            "selected targets. A band at the 1.0 bucket is a fleet of dead drafters.",
-            query(buckets, "{{le}}").format(pm.PromQueryFormat.HEATMAP),
-            width=12,
-        ),
+        distribution,
         graph(
             "Accept length per target",
             "Current accept length of every target (averaged over DP ranks) against the "
@@ -221,9 +246,9 @@ def distribution_row() -> list[Item]:
             "short",
             [
                 query(
-                    f"1 + sum({rate('specwatch_accepted_tokens_total', FLEET_SCOPE)})\n"
-                    f"/ sum({rate('specwatch_drafts_total', FLEET_SCOPE)} > 0)",
-                    "fleet",
+                    f"1 + {across('sum', rate('specwatch_accepted_tokens_total', FLEET_SCOPE))}\n"
+                    f"/ {across('sum', rate('specwatch_drafts_total', FLEET_SCOPE) + ' > 0')}",
+                    per_cluster_legend("fleet"),
                 )
             ],
             steps((None, "transparent"), (1.0, "red")),
@@ -242,12 +267,13 @@ def coverage_row() -> list[Item]:
         [
             table_query(sel("up", FLEET_SCOPE), "A"),
             table_query(
-                f"count by (job, instance, version) ({sel('specwatch_build_info', FLEET_SCOPE)})",
+                across("count", sel("specwatch_build_info", FLEET_SCOPE), *COVERAGE, "version"),
                 "B",
             ),
             table_query(
-                f"count by (job, instance) "
-                f"({sel('specwatch_last_decode_timestamp_seconds', FLEET_SCOPE)})",
+                across(
+                    "count", sel("specwatch_last_decode_timestamp_seconds", FLEET_SCOPE), *COVERAGE
+                ),
                 "C",
             ),
         ],

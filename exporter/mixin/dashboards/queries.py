@@ -8,6 +8,7 @@ expansion, so it lives here, next to the generator, rather than in each test.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,13 +32,18 @@ class Query:
 
     where: str
     expr: str
+    repeat: str | None = None  # the variable its panel is repeated for, one copy per value
 
 
 def dashboard_queries(board: dict[str, Any]) -> list[Query]:
     """Panel targets, annotation queries and the selectors behind query variables."""
     title = board["title"]
     found = [
-        Query(f"{title} / {panel['title']} / {target.get('refId', '?')}", target["expr"])
+        Query(
+            f"{title} / {panel['title']} / {target.get('refId', '?')}",
+            target["expr"],
+            panel.get("repeat") or None,
+        )
         for panel in board.get("panels", [])
         for target in panel.get("targets", [])
         if target.get("expr")
@@ -54,15 +60,17 @@ def dashboard_queries(board: dict[str, Any]) -> list[Query]:
     return found
 
 
-def expand(expr: str, rate_interval: str) -> str:
-    """The expression as Grafana would send it with every variable on "All"."""
+def expand(expr: str, rate_interval: str, chosen: Mapping[str, str] | None = None) -> str:
+    """The expression as Grafana would send it with every variable on "All", or on the value
+    ``chosen`` gives it (a repeated panel's copy has its own)."""
+    values = {**ALL_VALUES, **(chosen or {})}
 
     def value(match: re.Match[str]) -> str:
         name = match.group(1) or match.group(2)
         if name == "__rate_interval":
             return rate_interval
-        if name not in ALL_VALUES:
+        if name not in values:
             raise KeyError(f"unknown dashboard variable ${name} in {expr!r}")
-        return ALL_VALUES[name]
+        return values[name]
 
     return _VARIABLE.sub(value, expr)

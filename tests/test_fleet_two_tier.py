@@ -1,0 +1,180 @@
+"""A two-tier Prometheus fleet, run for real: clusters forward to a central Prometheus.
+
+Each of two clusters, ``east`` and ``west``, runs an agent-mode Prometheus with its own
+``external_labels: {cluster: ...}`` that scrapes two real ``specwatch run`` daemons (one on an
+SGLang log, one on a vLLM log, both written live by ``specwatch simulate``) and forwards
+every sample by ``remote_write``. A central Prometheus receives them
+(``--web.enable-remote-write-receiver``) and evaluates the multi-cluster rendering of the
+rules, as a Thanos Ruler or Mimir ruler would. One node of ``east`` collapses; the page must
+reach the central tier naming ``cluster="east"`` and that node's ``instance``, and nothing
+else may page for it. The fleet recording rules and every query of the multi-cluster fleet
+dashboard are then run on the central tier.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from exporter.mixin.dashboards.queries import Query, dashboard_queries, expand
+from exporter.mixin.render import render
+from exporter.mixin_config import MixinConfig
+from exporter.simulate.scenarios import SCENARIOS
+from tests.support.daemon import live_simulation, run_daemon
+from tests.support.realprom import RunningPrometheus, running_agent, running_prometheus
+from tests.support.tools import duration_seconds, free_port, require_tool
+
+pytestmark = pytest.mark.e2e
+
+CONFIG = MixinConfig(multi_cluster=True, cluster_label="cluster")
+RATE_INTERVAL = "10s"  # Grafana's $__rate_interval at four 1 s scrapes, rounded up
+PAGE_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class Node:
+    cluster: str
+    name: str
+    scenario: str
+    engine: str
+
+
+# The collapsed node is east's SGLang server; west's is slow (an undertrained drafter) but not
+# collapsed, so every panel that lists sick nodes has one in each cluster.
+NODES = (
+    Node("east", "east-sglang", "collapsed", "sglang"),
+    Node("east", "east-vllm", "healthy", "vllm"),
+    Node("west", "west-sglang", "undertrained", "sglang"),
+    Node("west", "west-vllm", "healthy", "vllm"),
+)
+COLLAPSED = NODES[0]
+
+
+@dataclass(frozen=True)
+class Fleet:
+    central: RunningPrometheus
+    instances: dict[str, str]  # node name -> the instance label its scrape carries
+
+
+def central_rules(folder: Path) -> list[Path]:
+    """The multi-cluster rendering, minutes of ``for``/``keep_firing_for`` cut to seconds."""
+    files = render(CONFIG)
+    paths = []
+    for name in ("prometheus_rules.yaml", "prometheus_alerts.yaml"):
+        rules = yaml.safe_load(files[name])
+        for rule in (r for g in rules["groups"] for r in g["rules"]):
+            for key in ("for", "keep_firing_for"):
+                if key in rule:
+                    rule[key] = f"{max(1, duration_seconds(rule[key]) // 60)}s"
+        path = folder / name
+        path.write_text(yaml.safe_dump(rules))
+        paths.append(path)
+    return paths
+
+
+@contextmanager
+def node_daemon(stack: ExitStack, node: Node, folder: Path) -> Iterator[str]:
+    log = folder / f"{node.name}.log"
+    stack.enter_context(live_simulation(node.scenario, log, engine=node.engine))
+    baseline = SCENARIOS[node.scenario].baseline_flag()
+    args = ["--log-file", str(log), "--from-beginning", "--target", node.name]
+    args += ["--baseline-curve", baseline, "--expected-accept-length", "3.0"]
+    port = free_port()
+    with run_daemon(args, port):
+        yield f"127.0.0.1:{port}"
+
+
+def collapse_alerts(central: RunningPrometheus) -> list[dict[str, Any]]:
+    return [
+        a
+        for a in central.alerts()
+        if a["labels"]["alertname"] == "SpecDecodeAcceptLengthCollapsed" and a["state"] == "firing"
+    ]
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    require_tool("prometheus")
+    folder = tmp_path_factory.mktemp("fleet")
+    with ExitStack() as stack:
+        instances = {n.name: stack.enter_context(node_daemon(stack, n, folder)) for n in NODES}
+        central = stack.enter_context(
+            running_prometheus(
+                folder,
+                [],
+                rule_files=central_rules(folder),
+                flags=["--web.enable-remote-write-receiver"],
+            )
+        )
+        for cluster in ("east", "west"):
+            targets = [instances[n.name] for n in NODES if n.cluster == cluster]
+            stack.enter_context(
+                running_agent(folder, targets, f"{central.url}/api/v1/write", {"cluster": cluster})
+            )
+        central.wait_for(lambda: collapse_alerts(central), timeout=PAGE_TIMEOUT)
+        yield Fleet(central, instances)
+
+
+def test_the_central_page_names_the_collapsed_nodes_cluster_and_instance(fleet: Fleet) -> None:
+    (page,) = collapse_alerts(fleet.central)
+    assert page["labels"]["cluster"] == COLLAPSED.cluster
+    assert page["labels"]["instance"] == fleet.instances[COLLAPSED.name]
+    assert page["labels"]["target"] == COLLAPSED.name
+    assert f"in {COLLAPSED.cluster}" in page["annotations"]["description"]
+
+
+def test_no_other_node_pages(fleet: Fleet) -> None:
+    critical = [
+        a["labels"]
+        for a in fleet.central.alerts()
+        if a["labels"].get("severity") == "critical" and a["state"] == "firing"
+    ]
+    assert {(c["cluster"], c.get("target")) for c in critical} == {
+        (COLLAPSED.cluster, COLLAPSED.name)
+    }
+
+
+def fleet_records() -> list[str]:
+    rules = yaml.safe_load(render(CONFIG)["prometheus_rules.yaml"])
+    return [
+        r["record"] for g in rules["groups"] for r in g["rules"] if r["record"].startswith("job:")
+    ]
+
+
+def clusters_in(result: list[dict[str, Any]]) -> set[str]:
+    return {series["metric"].get("cluster", "") for series in result}
+
+
+@pytest.mark.parametrize("record", fleet_records())
+def test_fleet_recording_rules_aggregate_per_cluster(fleet: Fleet, record: str) -> None:
+    result = fleet.central.wait_for(
+        lambda: (r := fleet.central.query(record)) and clusters_in(r) == {"east", "west"} and r,
+        timeout=30,
+    )
+    assert len(result) == 2, result  # one series per cluster (and job), not per node
+
+
+FLEET_QUERIES = dashboard_queries(json.loads(render(CONFIG)["dashboards_out/specwatch-fleet.json"]))
+
+
+@pytest.mark.parametrize("query", FLEET_QUERIES, ids=[q.where for q in FLEET_QUERIES])
+def test_every_fleet_dashboard_query_returns_series_per_cluster(fleet: Fleet, query: Query) -> None:
+    """Each series names its cluster; a panel repeated per cluster has data in each copy."""
+    if query.repeat == "cluster":
+        for cluster in ("east", "west"):
+            expr = expand(query.expr, RATE_INTERVAL, {"cluster": cluster})
+            assert fleet.central.wait_for(lambda e=expr: fleet.central.query(e), timeout=30)
+        return
+    expr = expand(query.expr, RATE_INTERVAL)
+    result = fleet.central.wait_for(
+        lambda: (r := fleet.central.query(expr)) and clusters_in(r) == {"east", "west"} and r,
+        timeout=30,
+    )
+    assert result, expr
