@@ -6,6 +6,7 @@ calls in order; a helper that fails or hangs has its range read in-process inste
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -23,7 +24,10 @@ from exporter.sources.tail.lines import CHUNK_BYTES
 from exporter.state import feed
 from exporter.state.feed import LogFeed
 from exporter.state.target_state import TargetSnapshot, TargetState
+from tests.support.daemon import specwatch_cmd
+from tests.support.loglines import decode_line
 from tests.support.tailing import FAST
+from tests.support.waiting import wait_for
 
 LOGS = Path(__file__).parent / "data" / "logs"
 MAX_LINE = 4096
@@ -104,8 +108,8 @@ def test_a_log_read_by_ranges_gives_every_call_of_one_reader_in_order(
 # Commands standing in for the helper's Python: the same arguments, other endings.
 FAILING_HELPERS = {
     "cannot_run": "exec false\n",
-    # -m exporter.parse.ranges FD START END MAX, with END moved to the middle of the range
-    "stops_halfway": f'exec {sys.executable} "$1" "$2" "$3" "$4" $(( ($4 + $5) / 2 )) "$6"\n',
+    # -m exporter.parse.ranges FD START END MAX PARENT, with END moved to the middle
+    "stops_halfway": f'exec {sys.executable} "$1" "$2" "$3" "$4" $(( ($4 + $5) / 2 )) "$6" "$7"\n',
     "hangs": "exec sleep 60\n",
 }
 
@@ -256,3 +260,43 @@ def test_a_catch_up_takes_on_at_most_its_stretch_and_the_rest_is_read_after(
     assert first.calls + rest.calls == alone.calls[:-1]
     assert first.lines + rest.lines == alone.lines - 1
     assert feed.MAX_STRETCH_BYTES <= 256 << 20  # the deploy files' /tmp
+
+
+def test_helpers_die_with_a_reader_that_is_killed(tmp_path: Path) -> None:
+    """Without a parent-death signal they read on, each holding a core, after the OOM
+    killer or a SIGKILL took the command that started them."""
+    log = tmp_path / "server.log"
+    line = (decode_line(2.5) + "\n").encode()
+    log.write_bytes(line * ((200 << 20) // len(line)))  # several seconds of reading
+    cmd = specwatch_cmd("report", "--json", str(log))
+    reader = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        helpers = wait_for(lambda: children(reader.pid), timeout=30, what="a helper started")
+    finally:
+        reader.kill()
+        reader.wait()
+    wait_for(lambda: not any(map(running, helpers)), timeout=2, what="the helpers gone")
+
+
+def running(pid: int) -> bool:
+    """Alive, not a zombie waiting for whoever adopted it to reap it."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def children(pid: int) -> list[int]:
+    """Helper processes ``pid`` started, from every thread of it."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return [c for c in found if "exporter.parse.ranges" in _cmdline(c)]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""

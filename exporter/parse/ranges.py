@@ -22,9 +22,11 @@ nowhere to spool: then every stretch is read in-process, as on a machine with on
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import marshal
 import os
+import signal
 import struct
 import subprocess
 import sys
@@ -201,7 +203,7 @@ class Helper:
         meanwhile) into ``spool``, which ``close()`` closes; a helper that cannot even start
         has its range read in-process later."""
         argv = [sys.executable, "-m", "exporter.parse.ranges", str(fd), str(start), str(end)]
-        argv.append(str(max_line_bytes))
+        argv += [str(max_line_bytes), str(os.getpid())]
         try:
             process = subprocess.Popen(
                 argv,
@@ -341,10 +343,24 @@ def main(argv: list[str]) -> int:
     from exporter.parse.reader import read_range  # the reader imports this module
 
     tune_gc()
-    fd, start, end, max_line_bytes = (int(arg) for arg in argv)
+    fd, start, end, max_line_bytes, parent = (int(arg) for arg in argv)
+    _die_with(parent)
     sink = SpoolSink(sys.stdout.buffer)
     read_range(fd, start, end, sink, max_line_bytes, on_line_start=sink.flush)
     return 0
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _die_with(parent: int) -> None:
+    """Be killed when the reader goes, however it goes (SIGKILL, the OOM killer): a helper
+    left behind would read on for minutes, holding a core and its spool. Linux only; the
+    ``getppid`` check covers a parent gone before the request took effect."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 if __name__ == "__main__":
