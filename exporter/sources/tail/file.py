@@ -9,9 +9,10 @@ Design (after mtail, Fluent Bit and Vector; see the module docs of ``exporter.so
   that still hold it (late flushes, other processes) lose nothing. While the path is missing
   the old descriptor is simply kept.
 - A file that shrinks below the read offset was truncated in place (copytruncate): the held
-  fragment is dropped and reading restarts at 0. So does a file whose first bytes changed
-  (kept as a small fingerprint): truncated and rewritten to the same size or beyond before a
-  pass, it would otherwise look unchanged or grown. Lines written and truncated between two
+  fragment is dropped and reading restarts at 0. So does a file whose first bytes, or the
+  bytes just before the read offset, changed (kept as small fingerprints): truncated and
+  rewritten to the same size or beyond before a pass, it would otherwise look unchanged or
+  grown. Lines written and truncated between two
   passes are still gone: that is in the nature of copytruncate.
 - A file present at start is followed from its end; its head and tail lines go to
   ``on_bootstrap`` so the consumer can learn the server's arguments and latest state. Files
@@ -52,11 +53,13 @@ IDLE_INTERVAL = 1.0
 """Longest sleep while idle, used only when directory notifications can wake the tailer."""
 
 FINGERPRINT_BYTES = 64
+"""Bytes of a followed file kept at its start and just before the read offset, compared on
+every pass to notice a rewrite in place: a log whose first line never changes (a banner)
+would pass the first test alone."""
 
 STUCK_AFTER = 3
 """Failed passes in a row after which the path is reported ``stuck``: a pass that raises
 makes no progress, and the next one would retry the same stretch."""
-"""First bytes of a followed file, compared on every pass to notice a rewrite in place."""
 
 _ERRNO_REASONS: dict[int, ReadErrorReason] = {
     errno.EACCES: "permission",
@@ -77,6 +80,7 @@ class _Stream:
     splitter: LineSplitter
     offset: int = 0
     head: bytes = b""  # up to FINGERPRINT_BYTES of the file's start, as last read
+    tail: bytes = b""  # up to FINGERPRINT_BYTES just before ``offset``, as last read
 
 
 _DENIED = (errno.EACCES, errno.EPERM)
@@ -359,11 +363,11 @@ class FileTailer:
             return 0
         if st.st_size < stream.offset or rewritten:
             if rewritten:
-                log.info("log %s: its first bytes changed, reading it again", stream.path)
+                log.info("log %s: bytes already read changed, reading it again", stream.path)
             if stream.splitter.discard():
                 self._events.on_skipped("partial_discarded")
             stream.offset = 0
-            stream.head = b""
+            stream.head = stream.tail = b""
             self._events.on_truncation()
             self._events.on_new_file()
         read = self._read_backlog(stream, st.st_size)
@@ -371,18 +375,24 @@ class FileTailer:
             read = self._read(stream, PASS_BUDGET_BYTES)
         if len(stream.head) < FINGERPRINT_BYTES and stream.offset > len(stream.head):
             stream.head = os.pread(stream.fd, min(FINGERPRINT_BYTES, stream.offset), 0)
+        if read:
+            kept = min(FINGERPRINT_BYTES, stream.offset)
+            stream.tail = os.pread(stream.fd, kept, stream.offset - kept)
         return read
 
     @staticmethod
     def _rewritten(stream: _Stream, st: os.stat_result) -> bool:
         """Whether the bytes already read were replaced in place (the size alone cannot tell).
 
-        One small read per pass; modification times are too coarse on some filesystems to
-        decide when it can be skipped.
+        Two small reads per pass; modification times are too coarse on some filesystems to
+        decide when they can be skipped.
         """
-        if not stream.head or st.st_size < len(stream.head):
-            return False
-        return os.pread(stream.fd, len(stream.head), 0) != stream.head
+        if not stream.head or st.st_size < stream.offset:
+            return False  # shorter than what was read: the size check sees that
+        if os.pread(stream.fd, len(stream.head), 0) != stream.head:
+            return True
+        tail, end = stream.tail, stream.offset
+        return bool(tail) and os.pread(stream.fd, len(tail), end - len(tail)) != tail
 
     def _read_backlog(self, stream: _Stream, size: int) -> int | None:
         """Bytes read of a long unread stretch the consumer took on, or None: read as usual."""
