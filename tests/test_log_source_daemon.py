@@ -15,6 +15,7 @@ import pytest
 from tests.support.daemon import run_daemon, simulated_log, specwatch_cmd
 from tests.support.files import append
 from tests.support.loglines import decode_line
+from tests.support.tools import unprivileged
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -116,3 +117,27 @@ def test_a_log_that_stays_followed_logs_no_warning(tmp_path: Path, port: int) ->
     wait_for(lambda: d.proc.poll() is not None)
     stderr = d.proc.stderr.read() if d.proc.stderr else ""
     assert "level=WARNING" not in stderr
+
+
+def test_a_followed_log_whose_folder_becomes_unsearchable_stays_up_while_it_is_read(
+    tmp_path: Path, port: int
+) -> None:
+    """It showed ``unreadable`` (and fired the not-followed alert) while every line was read."""
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    log = folder / "server.log"
+    append(log, decode_line(2.5))
+    with run_daemon(["--log-file", str(log)], port, prefix=unprivileged()) as daemon:
+        try:
+            folder.chmod(0)
+            append(log, *[decode_line(2.5)] * 10)  # root may still write through the path
+            scrape = daemon.wait_metric("specwatch_log_lines_total", lambda v: v == 10)
+            for _ in range(3):  # several passes of the tailer, each seeing the folder shut
+                scrape = daemon.wait_metric("specwatch_log_lines_total", lambda v: v == 10)
+            assert scrape.value("specwatch_log_source_up", path=str(log), reason="ok") == 1
+            assert scrape.values("specwatch_log_source_up") == [1]
+        finally:
+            folder.chmod(0o755)
+    assert "reading on from the open file" in (
+        daemon.proc.stderr.read() if daemon.proc.stderr else ""
+    )

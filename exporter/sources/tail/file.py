@@ -117,6 +117,7 @@ class FileTailer:
         self._health = SourceHealth(pattern, on_status, missing_grace=missing_grace)
         self._problem: SourceReason | None = None  # what kept this pass from a readable file
         self._failed_passes = 0  # in a row
+        self._blind = False  # the path cannot be looked up, the open file is read on
         self._is_glob = glob.has_magic(pattern)
         self._events = events
         self._from_beginning = from_beginning
@@ -216,8 +217,23 @@ class FileTailer:
         self._discover()
         if self._current is not None:
             read += self._follow(self._current)
-        self._health.observe(self._problem, self._current is not None)
+        self._health.observe(self._verdict(), self._current is not None)
         return read
+
+    def _verdict(self) -> SourceReason | None:
+        """This pass's problem, except a path that can no longer be looked up while its file
+        is open and read: that is followed, though a rotation would go unseen (said once)."""
+        if self._problem != "unreadable" or self._current is None:
+            self._blind = False
+            return self._problem
+        if not self._blind:
+            self._blind = True
+            log.warning(
+                "log %s: the path can no longer be looked up (permission denied on a "
+                "directory); reading on from the open file, but a rotation would go unseen",
+                self._pattern,
+            )
+        return None
 
     def _close_all(self) -> None:
         with self._lock:
