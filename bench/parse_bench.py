@@ -50,6 +50,9 @@ class CountingSink:
     def on_skipped(self, reason: str) -> None:
         self.skipped += 1
 
+    def on_fallback(self, reason: str) -> None:
+        pass
+
     def on_event(self, line: LogLine) -> None:
         self.events += 1
 

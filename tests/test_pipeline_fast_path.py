@@ -61,16 +61,13 @@ def plain_read(lines: list[bytes]) -> list[str]:
     """Each line on its own, with no learnt layout: the field-by-field reader defines results."""
     sink = RecordingSink()
     for line in lines:
-        sglang._LAYOUTS.clear()
         LineProcessor(sink, "sglang").process([line])
-    sglang._LAYOUTS.clear()
     return [event for event in sink.events if not event.startswith("lines ")]
 
 
 def fast_read(batches: list[list[bytes]], framed: bool = False) -> tuple[list[str], int]:
     """Batches as lines (a live tailer's) or ``framed``, each line between two newlines (the
     bulk reader's, which may read a batch without ever splitting it)."""
-    sglang._LAYOUTS.clear()
     sink = RecordingSink()
     processor = LineProcessor(sink, "sglang")
     for batch in batches:
@@ -78,7 +75,6 @@ def fast_read(batches: list[list[bytes]], framed: bool = False) -> tuple[list[st
             processor.process_framed(b"\n".join([b"", *batch, b""]))
         else:
             processor.process(batch)
-    sglang._LAYOUTS.clear()
     lines = sum(int(e.split()[1]) for e in sink.events if e.startswith("lines "))
     return [event for event in sink.events if not event.startswith("lines ")], lines
 
@@ -166,17 +162,15 @@ def test_a_run_of_one_layout_is_read_from_bytes_after_its_first_line(monkeypatch
         "gen throughput (token/s): 637.19, #queue-req: 32"
     )
     texts: list[str] = []
-    classify = sglang.classify
+    classify = sglang.SGLangLines.classify
 
-    def counting_classify(text: str) -> Any:
+    def counting_classify(lines: sglang.SGLangLines, text: str) -> Any:
         texts.append(text)
-        return classify(text)
+        return classify(lines, text)
 
-    monkeypatch.setattr("exporter.engines.sglang_engine.classify", counting_classify)
-    sglang._LAYOUTS.clear()
+    monkeypatch.setattr(sglang.SGLangLines, "classify", counting_classify)
     sink = RecordingSink()
-    LineProcessor(sink).process([line.format(r, r).encode() for r in range(8)])
-    sglang._LAYOUTS.clear()
+    LineProcessor(sink, "sglang").process([line.format(r, r).encode() for r in range(8)])
     assert len(texts) == 1
     assert sum("accept_length=3.1," in event for event in sink.events) == 8
 
@@ -280,20 +274,18 @@ def test_a_tidy_batch_after_the_first_is_read_without_a_line_by_line_pass(
     first = [line.format(0, r, r, r).encode() for r in range(4)]
     second = [line.format(1, r, r, r).encode() for r in range(4)] + [other]
     calls: list[bytes] = []
-    read_stats_line = sglang.read_stats_line
+    read_stats_line = sglang.SGLangLines.read_stats_line
 
-    def counting(kind: str, raw: bytes) -> Any:
+    def counting(lines: sglang.SGLangLines, kind: str, raw: bytes) -> Any:
         calls.append(raw)
-        return read_stats_line(kind, raw)
+        return read_stats_line(lines, kind, raw)
 
-    monkeypatch.setattr("exporter.engines.sglang_engine.read_stats_line", counting)
-    sglang._LAYOUTS.clear()
+    monkeypatch.setattr(sglang.SGLangLines, "read_stats_line", counting)
     sink = RecordingSink()
     processor = LineProcessor(sink, "sglang")  # detection would learn the layout first
     processor.process(first)
     assert len(calls) == 4  # line by line: the first is read as text, and its layout learnt
     processor.process(second)
-    sglang._LAYOUTS.clear()
     assert len(calls) == 4
     records = [event for event in sink.events if event.startswith("StatsRecord")]
     assert len(records) == 8

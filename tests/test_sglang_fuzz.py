@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from exporter.engines.record import LogLine, StatsRecord, Unrecognized
 from exporter.engines.sglang import (
-    _LAYOUTS,
     _VALUE_FIELDS,
+    SGLangLines,
     _learn,
     _read_each,
     classify,
@@ -279,12 +279,14 @@ def test_lines_of_one_layout_take_the_pattern_and_another_layout_is_relearnt() -
         "[2026-02-23 00:14:33 TP0] Decode batch, #running-req: {}, #token: 6460, "
         "token usage: 0.06, accept len: {}, cuda graph: True, #queue-req: 0"
     )
-    assert isinstance(classify(decode.format(48, "1.00")), StatsRecord)
-    learnt = _LAYOUTS["decode"]
+    lines = SGLangLines()
+    assert lines.read_stats_line("decode", decode.format(12, "3.25").encode()) is None
+    assert isinstance(lines.classify(decode.format(48, "1.00")), StatsRecord)
+    learnt = lines.learnt_columns("decode")
     assert learnt is not None
-    values = learnt.read(decode.format(12, "3.25").split("Decode batch, ")[1], {})
-    assert values is not None
-    assert {name: v for name, v in zip(_VALUE_FIELDS, values, strict=True) if v is not None} == {
+    fast = lines.read_stats_line("decode", decode.format(12, "3.25").encode())
+    assert isinstance(fast, StatsRecord)
+    assert {k: v for k, v in fast._asdict().items() if k in _VALUE_FIELDS and v is not None} == {
         "running_requests": 12,
         "token_usage": 0.06,
         "accept_length": 3.25,
@@ -292,13 +294,25 @@ def test_lines_of_one_layout_take_the_pattern_and_another_layout_is_relearnt() -
         "queued_requests": 0,
     }
     hybrid = "[2026-02-23 00:17:45] Decode batch, full token usage: 0.05, npu graph: False"
-    record = classify(hybrid)
+    record = lines.classify(hybrid)
     assert isinstance(record, StatsRecord)
     assert (record.token_usage, record.cuda_graph) == (0.05, False)
     assert record.extra == {"full_token_usage": 0.05, "graph_device": "npu"}
-    assert _LAYOUTS["decode"] is not learnt
-    again = classify(hybrid.replace("0.05", "0.07"))
+    assert lines.learnt_columns("decode") != learnt
+    again = lines.classify(hybrid.replace("0.05", "0.07"))
     assert isinstance(again, StatsRecord) and again.token_usage == 0.07
     for garbage in ("garbage", "1,5"):  # the pattern's miss and its match both end as drift
-        drift = classify(decode.format(12, garbage))
+        drift = lines.classify(decode.format(12, garbage))
         assert isinstance(drift, Unrecognized) and drift.reason == "bad_value"
+
+
+def test_each_source_keeps_its_own_layouts() -> None:
+    """Two sources of two SGLang versions: one's lines never make the other relearn."""
+    old = "[2026-02-23 00:14:33 TP0] Decode batch, #running-req: 3, accept len: 2.50, "
+    new = "[2026-02-23 00:14:33 TP0] Decode batch, #running-req: 3, #token: 9, accept len: 2.50"
+    first, second = SGLangLines(), SGLangLines()
+    first.classify(old + "gen throughput (token/s): 9.00")
+    second.classify(new)
+    assert first.learnt_columns("decode") != second.learnt_columns("decode")
+    again = first.read_stats_line("decode", (old + "gen throughput (token/s): 7.00").encode())
+    assert isinstance(again, StatsRecord) and again.gen_throughput == 7.0

@@ -33,6 +33,8 @@ class Deliveries(Protocol):
 
     def on_event(self, line: LogLine) -> None: ...
 
+    def on_fallback(self, reason: str) -> None: ...
+
 
 class LogReader(Protocol):
     """One source's reader of one engine's log lines, with whatever that source's lines teach

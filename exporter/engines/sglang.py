@@ -53,57 +53,7 @@ _RAY_REPEAT = re.compile(r" \[repeated \d+x across cluster\]$")
 _HEADER = re.compile(r"(Decode|Prefill) batch(?:\.|,| ?\[(\d{1,18})\],?) ")
 
 
-def classify(text: str) -> StatsRecord | Unrecognized | LogLine | None:
-    """Everything the pipeline needs from one cleaned line, splitting its prefix only once.
-
-    A stats line gives its record (or Unrecognized); any other SGLang line gives its LogLine
-    (the caller looks for startup events in it); a line SGLang did not format gives None.
-    """
-    split = _split(text)
-    if split is None:
-        return None
-    head, message = split
-    if message.startswith("Decode batch"):
-        return _stats("decode", len("Decode batch"), head, message)
-    if message.startswith("Prefill batch"):
-        return _stats("prefill", len("Prefill batch"), head, message)
-    return LogLine(time=head[0], dp_rank=head[1], tp_rank=head[2], message=message, engine=NAME)
-
-
 _Head = tuple[str, "int | None", "int | None"]
-
-
-def _split(text: str) -> tuple[_Head, str] | None:
-    """((ISO time, DP rank, TP rank), message) of an SGLang-formatted line, else None."""
-    if not text.startswith(("[", "(")):
-        return None
-    end = text.find("] ") + 2
-    if end == 1:
-        end = len(text) if text.endswith("]") else 0
-    parsed = _cached_head(text[:end])
-    if not parsed:
-        return None
-    message = text[end:]
-    if text[0] == "(" and message.endswith("cluster]"):
-        message = _RAY_REPEAT.sub("", message)
-    return parsed, message
-
-
-# Lines written in the same second by the same rank share their prefix text exactly, so the
-# regex runs about once per second and rank instead of once per line (the hot path, see
-# bench/). Bounded: cleared when full.
-_HEAD_CACHE_SIZE = 4096
-_HEADS: dict[str, _Head | tuple[()]] = {}
-
-
-def _cached_head(head: str) -> _Head | tuple[()]:
-    parsed = _HEADS.get(head)
-    if parsed is None:
-        parsed = _parse_head(head)
-        if len(_HEADS) >= _HEAD_CACHE_SIZE:
-            _HEADS.clear()
-        _HEADS[head] = parsed
-    return parsed
 
 
 def _parse_head(head: str) -> _Head | tuple[()]:
@@ -121,34 +71,6 @@ def rank_numbers(ranks: str) -> tuple[int | None, int | None]:
     """(DP, TP) of a rank list such as `` DP3 TP3 EP3``: a process logs the same one always."""
     named = {name: int(number) for name, number in _RANK.findall(ranks)}
     return named.get("DP"), named.get("TP")
-
-
-def _stats(kind: str, word_end: int, head: _Head, message: str) -> StatsRecord | Unrecognized:
-    """The record of a line whose message starts like a stats line, or why there is none.
-
-    ``word_end`` is where "Decode batch"/"Prefill batch" ends in ``message``.
-    """
-    extra: dict[str, Any] = {}
-    if message.startswith(", ", word_end):
-        body_start = word_end + 2  # the header since v0.5.4.post1: no regex needed
-    else:
-        header = _HEADER.match(message)
-        if header is None:
-            return Unrecognized("header")
-        if header.group(2) is not None:
-            extra["forward_iter"] = int(header.group(2))
-        body_start = header.end()
-    try:
-        # A server writes every line of a kind with the same fields in the same order, so the
-        # layout of the previous line of that kind is tried first, in place (the hot path, see
-        # bench/); otherwise the line is read field by field, which defines the result.
-        layout = _LAYOUTS.get(kind)
-        values = None if layout is None else layout.read(message, extra, body_start)
-        if values is None:
-            values = _read_and_learn(kind, message[body_start:], extra)
-    except ValueError:
-        return Unrecognized("bad_value")
-    return _record(kind, head, values, extra)
 
 
 def _record(
@@ -246,13 +168,6 @@ _FIELDS: dict[str, tuple[bool, str, Converter]] = {
 }
 
 
-def _read_and_learn(kind: str, body: str, extra: dict[str, Any]) -> list[Any]:
-    """Read ``body`` field by field and learn its layout for the next line of ``kind``."""
-    values = _read_each(body, extra)
-    _LAYOUTS[kind] = _learn(body)
-    return values
-
-
 def _read_each(body: str, extra: dict[str, Any]) -> list[Any]:
     """Split ``body`` into its pieces and convert the known ones, in line order.
 
@@ -287,12 +202,6 @@ class LayoutColumns:
     groups: int  # capture groups in ``body``
     records: tuple[tuple[int, int, str], ...]
     extras: tuple[tuple[int, str, str], ...]
-
-
-def learnt_columns(kind: str) -> LayoutColumns | None:
-    """The layout the next line of ``kind`` is expected in, for reading many lines at once."""
-    layout = _LAYOUTS.get(kind)
-    return None if layout is None else layout.columns
 
 
 class _Layout:
@@ -413,61 +322,12 @@ def _typed_columns(
 _COLUMN_KINDS: dict[Converter, str] = {int: "int", _real: "real", _flag: "flag"}
 
 
-def read_stats_line(kind: str, line: bytes) -> StatsRecord | Unrecognized | None:
-    """A raw ASCII stats line of ``kind``, read without decoding it, or None: read it as text.
-
-    Only the common case is taken here: SGLang's plain prefix, today's ``Decode batch, ``
-    header, and the body in the layout learnt from the previous line of its kind. The result
-    equals the text read of the same line (a property test holds it there).
-    """
-    layout = _LAYOUTS.get(kind)
-    end = line.find(b"] ") + 2
-    if layout is None or end < 21 or line[0] != _OPEN_BRACKET:
-        return None
-    head = _raw_head(line[1:20], line[20 : end - 2])
-    header = _RAW_HEADERS[kind]
-    if head is None or not line.startswith(header, end):
-        return None
-    try:
-        read = layout.read_raw(line, end + len(header))
-    except ValueError:
-        return Unrecognized("bad_value")
-    return None if read is None else _record(kind, head, *read)
-
-
-def _raw_head(stamp: bytes, ranks: bytes) -> _Head | None:
-    """The prefix ``[<stamp><ranks>] `` as the text path parses it, or None: read it as text.
-
-    On a busy node every second brings new prefixes (one per rank), so the two halves are
-    cached apart: the stamp changes once a second for all ranks, the rank list never.
-    """
-    time = _RAW_STAMPS.get(stamp)
-    if time is None:
-        valid = _RAW_STAMP.fullmatch(stamp) is not None
-        time = iso_time(stamp) if valid else ""
-        if len(_RAW_STAMPS) >= _HEAD_CACHE_SIZE:
-            _RAW_STAMPS.clear()
-        _RAW_STAMPS[stamp] = time
-    numbers = _RAW_RANKS.get(ranks)
-    if numbers is None:
-        valid = _RAW_RANK_LIST.fullmatch(ranks) is not None
-        numbers = rank_numbers(ranks.decode("ascii")) if valid else ()
-        if len(_RAW_RANKS) >= _HEAD_CACHE_SIZE:
-            _RAW_RANKS.clear()
-        _RAW_RANKS[ranks] = numbers
-    if not time or not numbers:
-        return None
-    return (time, *numbers)
-
-
 _OPEN_BRACKET = ord("[")
 _RAW_HEADERS = {"decode": b"Decode batch, ", "prefill": b"Prefill batch, "}
 # Whole seconds only: a fraction makes the rank list fail its pattern, and the text path
 # reads the line.
 _RAW_STAMP = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
 _RAW_RANK_LIST = re.compile(RANK_LIST.encode())
-_RAW_STAMPS: dict[bytes, str] = {}
-_RAW_RANKS: dict[bytes, tuple[int | None, int | None] | tuple[()]] = {}
 RAW_BOOLS: dict[bytes, bool] = {b"True": True, b"False": False}
 
 
@@ -501,8 +361,6 @@ def _raw(convert: Converter) -> Callable[[bytes], Any]:
     return lambda value: convert(value.decode("ascii"))
 
 
-# kind -> layout of the previous line of that kind read field by field (None: not learnable).
-_LAYOUTS: dict[str, _Layout | None] = {}
 # SGLang's longest lines have about 30 fields; a longer body is not worth a pattern.
 _MAX_LAYOUT_FIELDS = 64
 _MAX_LAYOUT_CHARS = 2048
@@ -524,3 +382,159 @@ def _learn(body: str) -> _Layout | None:
 def _compiled_layout(names: tuple[str, ...]) -> _Layout:
     """Compiling costs about a hundred lines' parsing: a layout seen before is reused."""
     return _Layout(names)
+
+
+# Lines written in the same second by the same rank share their prefix text exactly, so the
+# prefix regex runs about once per second and rank instead of once per line (the hot path,
+# see bench/). Bounded: each cache is cleared when full.
+_HEAD_CACHE_SIZE = 4096
+
+
+class SGLangLines:
+    """One source's SGLang lines read with what its previous lines taught: the layout of the
+    previous stats line of each kind, and the prefixes already parsed.
+
+    A server writes every line of a kind with the same fields in the same order, so that
+    layout is tried first, in place (the hot path, see bench/); a line in another layout is
+    read field by field, which defines the result, and teaches the new layout. Kept per
+    source (one per line processor): two targets running different SGLang versions never
+    relearn each other's layouts, and no caller shares it across threads.
+    """
+
+    __slots__ = ("_heads", "_layouts", "_raw_ranks", "_raw_stamps")
+
+    def __init__(self) -> None:
+        # kind -> layout of the previous line of that kind read field by field (None: not
+        # learnable).
+        self._layouts: dict[str, _Layout | None] = {}
+        self._heads: dict[str, _Head | tuple[()]] = {}
+        self._raw_stamps: dict[bytes, str] = {}
+        self._raw_ranks: dict[bytes, tuple[int | None, int | None] | tuple[()]] = {}
+
+    def classify(self, text: str) -> StatsRecord | Unrecognized | LogLine | None:
+        """Everything the pipeline needs from one cleaned line, splitting its prefix once.
+
+        A stats line gives its record (or Unrecognized); any other SGLang line gives its
+        LogLine (the caller looks for startup events in it); a line SGLang did not format
+        gives None.
+        """
+        split = self._split(text)
+        if split is None:
+            return None
+        head, message = split
+        if message.startswith("Decode batch"):
+            return self._stats("decode", len("Decode batch"), head, message)
+        if message.startswith("Prefill batch"):
+            return self._stats("prefill", len("Prefill batch"), head, message)
+        return LogLine(time=head[0], dp_rank=head[1], tp_rank=head[2], message=message, engine=NAME)
+
+    def learnt_columns(self, kind: str) -> LayoutColumns | None:
+        """The layout the next line of ``kind`` is expected in, for reading many lines at
+        once; None before one was learnt, or when its values are not all numbers or flags."""
+        layout = self._layouts.get(kind)
+        return None if layout is None else layout.columns
+
+    def learnt(self, kind: str) -> bool:
+        """Whether a layout of ``kind`` was learnt (whatever the chunk reader makes of it)."""
+        return self._layouts.get(kind) is not None
+
+    def read_stats_line(self, kind: str, line: bytes) -> StatsRecord | Unrecognized | None:
+        """A raw ASCII stats line of ``kind``, read without decoding it, or None: read it as
+        text.
+
+        Only the common case is taken here: SGLang's plain prefix, today's ``Decode batch, ``
+        header, and the body in the layout learnt from the previous line of its kind. The
+        result equals the text read of the same line (a property test holds it there).
+        """
+        layout = self._layouts.get(kind)
+        end = line.find(b"] ") + 2
+        if layout is None or end < 21 or line[0] != _OPEN_BRACKET:
+            return None
+        head = self._raw_head(line[1:20], line[20 : end - 2])
+        header = _RAW_HEADERS[kind]
+        if head is None or not line.startswith(header, end):
+            return None
+        try:
+            read = layout.read_raw(line, end + len(header))
+        except ValueError:
+            return Unrecognized("bad_value")
+        return None if read is None else _record(kind, head, *read)
+
+    def _split(self, text: str) -> tuple[_Head, str] | None:
+        """((ISO time, DP rank, TP rank), message) of an SGLang-formatted line, else None."""
+        if not text.startswith(("[", "(")):
+            return None
+        end = text.find("] ") + 2
+        if end == 1:
+            end = len(text) if text.endswith("]") else 0
+        prefix = text[:end]
+        parsed = self._heads.get(prefix)
+        if parsed is None:
+            parsed = _parse_head(prefix)
+            if len(self._heads) >= _HEAD_CACHE_SIZE:
+                self._heads.clear()
+            self._heads[prefix] = parsed
+        if not parsed:
+            return None
+        message = text[end:]
+        if text[0] == "(" and message.endswith("cluster]"):
+            message = _RAY_REPEAT.sub("", message)
+        return parsed, message
+
+    def _stats(
+        self, kind: str, word_end: int, head: _Head, message: str
+    ) -> StatsRecord | Unrecognized:
+        """The record of a line whose message starts like a stats line, or why there is none.
+
+        ``word_end`` is where "Decode batch"/"Prefill batch" ends in ``message``.
+        """
+        extra: dict[str, Any] = {}
+        if message.startswith(", ", word_end):
+            body_start = word_end + 2  # the header since v0.5.4.post1: no regex needed
+        else:
+            header = _HEADER.match(message)
+            if header is None:
+                return Unrecognized("header")
+            if header.group(2) is not None:
+                extra["forward_iter"] = int(header.group(2))
+            body_start = header.end()
+        try:
+            layout = self._layouts.get(kind)
+            values = None if layout is None else layout.read(message, extra, body_start)
+            if values is None:
+                body = message[body_start:]
+                values = _read_each(body, extra)
+                self._layouts[kind] = _learn(body)
+        except ValueError:
+            return Unrecognized("bad_value")
+        return _record(kind, head, values, extra)
+
+    def _raw_head(self, stamp: bytes, ranks: bytes) -> _Head | None:
+        """The prefix ``[<stamp><ranks>] `` as the text path parses it, or None: read it as
+        text.
+
+        On a busy node every second brings new prefixes (one per rank), so the two halves are
+        cached apart: the stamp changes once a second for all ranks, the rank list never.
+        """
+        time = self._raw_stamps.get(stamp)
+        if time is None:
+            valid = _RAW_STAMP.fullmatch(stamp) is not None
+            time = iso_time(stamp) if valid else ""
+            if len(self._raw_stamps) >= _HEAD_CACHE_SIZE:
+                self._raw_stamps.clear()
+            self._raw_stamps[stamp] = time
+        numbers = self._raw_ranks.get(ranks)
+        if numbers is None:
+            valid = _RAW_RANK_LIST.fullmatch(ranks) is not None
+            numbers = rank_numbers(ranks.decode("ascii")) if valid else ()
+            if len(self._raw_ranks) >= _HEAD_CACHE_SIZE:
+                self._raw_ranks.clear()
+            self._raw_ranks[ranks] = numbers
+        if not time or not numbers:
+            return None
+        return (time, *numbers)
+
+
+def classify(text: str) -> StatsRecord | Unrecognized | LogLine | None:
+    """One line read on its own, with nothing learnt from others (detection, one-off reads)."""
+    return SGLangLines().classify(text)

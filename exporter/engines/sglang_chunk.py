@@ -29,8 +29,8 @@ from exporter.engines.sglang import (
     TOKEN_USAGE,
     VALUE_FIELD_COUNT,
     LayoutColumns,
+    SGLangLines,
     iso_time,
-    learnt_columns,
     rank_numbers,
 )
 
@@ -41,6 +41,22 @@ _HEAD = rb"\n\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(" + RANK_LIST.encode() + rb")\] 
 _NEVER = rb"(?!)"
 _IS_DECODE, _IS_PREFILL = b"D", b"P"
 _CACHE_SIZE = 4096  # distinct stamps (one a second) and rank lists kept; cleared when full
+# Why a long batch is read line by line instead (``specwatch_log_chunk_fallbacks_total``):
+# no layout learnt yet (a source's first stats lines); the learnt layout keeps a value this
+# reader does not convert by column (text such as ``timestamp:``, or a percentage such as
+# ``cache hit rate: 12.5%``), so that whole log era is read line by line; a stats line in
+# another layout (a new run's fields, an older header, a fractional-second stamp, a Ray
+# prefix); a value a column could not convert; and, decided by the caller, bytes that are not
+# UTF-8, a start-up event or server-end line among the lines, or terminal debris to clean.
+FALLBACKS = (
+    "unlearnt",
+    "layout",
+    "other_layout",
+    "bad_value",
+    "invalid_utf8",
+    "events",
+    "debris",
+)
 
 Row = tuple[bytes, ...]
 
@@ -54,20 +70,24 @@ class ChunkReader:
     events, which name their subject within their first words), not the whole batch.
     """
 
-    def __init__(self, message_head: int) -> None:
+    def __init__(self, lines: SGLangLines, message_head: int) -> None:
+        self._lines = lines  # the source's line reader, whose learnt layouts are used here
         self._message_head = message_head
         self._key: tuple[LayoutColumns | None, LayoutColumns | None] | None = None
         self._pattern: re.Pattern[bytes] | None = None
         self._times: dict[bytes, str] = {}
         self._ranks: dict[bytes, tuple[int | None, int | None]] = {}
 
-    def read(self, blob: bytes, lines: int) -> tuple[list[StatsRecord], bytes] | None:
+    def read(self, blob: bytes, lines: int) -> tuple[list[StatsRecord], bytes] | str:
         """The records of ``blob`` (``lines`` tidy lines, each between two ``\n``) in line
         order, and the text in which the caller must find no startup event: the other lines'
-        message heads, or the whole blob. None: read it line by line."""
-        decode, prefill = learnt_columns("decode"), learnt_columns("prefill")
+        message heads, or the whole blob. Else why it must be read line by line (one of
+        ``FALLBACKS``)."""
+        decode = self._lines.learnt_columns("decode")
+        prefill = self._lines.learnt_columns("prefill")
         if decode is None and prefill is None:
-            return None
+            learnt = self._lines.learnt("decode") or self._lines.learnt("prefill")
+            return "layout" if learnt else "unlearnt"
         rows: list[Row] = self._compiled(decode, prefill).findall(blob)
         decode_at = 3
         prefill_at = decode_at + (0 if decode is None else decode.groups)
@@ -79,14 +99,14 @@ class ChunkReader:
             rest = blob
             rows = list(compress(rows, kinds))
             if len(rows) != sum(blob.count(head) for head in _STATS_HEADS):
-                return None  # a line that might be a stats line did not match: read each line
+                return "other_layout"  # a line that might be a stats line did not match
         kinds = list(filter(None, kinds))
         decodes = list(compress(rows, map(_IS_DECODE.__eq__, kinds)))
         prefills = list(compress(rows, map(_IS_PREFILL.__eq__, kinds)))
         decoded = self._records("decode", decode, decode_at, decodes)
         prefilled = self._records("prefill", prefill, prefill_at + 1, prefills)
         if decoded is None or prefilled is None:
-            return None
+            return "bad_value"
         by_kind = {_IS_DECODE: iter(decoded), _IS_PREFILL: iter(prefilled)}
         return list(map(next, map(by_kind.__getitem__, kinds))), rest  # back in line order
 

@@ -20,8 +20,8 @@ from exporter.engines.sglang import (
     NAME,
     STATS_KINDS,
     STATS_MARKERS,
+    SGLangLines,
     classify,
-    read_stats_line,
 )
 from exporter.engines.sglang_chunk import ChunkReader
 from exporter.engines.sglang_startup import parse_event
@@ -53,17 +53,19 @@ class SGLangReader:
     def __init__(self, sink: Deliveries, clean: Callable[[str], str]) -> None:
         self._sink = sink
         self._clean = clean
-        self._chunk = ChunkReader(message_head=_EVENT_SCAN)
+        self._lines = SGLangLines()  # this source's learnt layouts and prefixes
+        self._chunk = ChunkReader(self._lines, message_head=_EVENT_SCAN)
 
     def finish(self) -> None:
         """Nothing is held between SGLang's lines."""
 
     def read(self, lines: list[bytes], blob: bytes, tidy: bool) -> None:
-        if tidy and len(lines) >= CHUNK_MIN_LINES:
-            records = self._chunk_records(blob, len(lines))
-            if records is not None:
+        if len(lines) >= CHUNK_MIN_LINES:
+            records = self._chunk_records(blob, len(lines)) if tidy else "debris"
+            if not isinstance(records, str):
                 self._sink.on_records(records)
                 return
+            self._sink.on_fallback(records)  # read line by line below, counted by reason
         markers = tuple(marker for marker in _ALL_MARKERS if marker in blob)
         if not markers:
             return
@@ -75,19 +77,25 @@ class SGLangReader:
                     break
 
     def read_whole(self, framed: bytes, count: int, tidy: bool) -> list[StatsRecord] | None:
-        return self._chunk_records(framed, count) if tidy and count >= CHUNK_MIN_LINES else None
+        """The chunk reader's records; None leaves the batch to :meth:`read`, which counts
+        why the chunk reader did not take it."""
+        if not tidy or count < CHUNK_MIN_LINES:
+            return None
+        records = self._chunk_records(framed, count)
+        return None if isinstance(records, str) else records
 
-    def _chunk_records(self, blob: bytes, lines: int) -> list[StatsRecord] | None:
-        """A tidy batch's records read in one pass (the hot path, see bench/), or None: the
-        chunk reader cannot read it exactly as line by line (a startup event among them, a
-        line the line reader would count as invalid UTF-8, a layout not learnt yet)."""
+    def _chunk_records(self, blob: bytes, lines: int) -> list[StatsRecord] | str:
+        """A tidy batch's records read in one pass (the hot path, see bench/), or why not
+        (one of ``sglang_chunk.FALLBACKS``): the chunk reader cannot read it exactly as line
+        by line (a startup event among them, a line the line reader would count as invalid
+        UTF-8, a layout not learnt yet or not readable by column)."""
         if not _valid_utf8(blob):
-            return None
+            return "invalid_utf8"
         found = self._chunk.read(blob, lines)
-        if found is None:
-            return None
+        if isinstance(found, str):
+            return found
         records, rest = found
-        return None if any(marker in rest for marker in _LINE_MARKERS) else records
+        return "events" if any(marker in rest for marker in _LINE_MARKERS) else records
 
     def _handle(self, line: bytes, tidy: bool, marker: bytes) -> None:
         """Dispatch one line that carries ``marker``.
@@ -100,7 +108,7 @@ class SGLangReader:
         result: StatsRecord | Unrecognized | LogLine | None = None
         text = ""
         if kind is not None and tidy and line.isascii():
-            result = read_stats_line(kind, line)
+            result = self._lines.read_stats_line(kind, line)
         if result is None:
             try:
                 text = line.decode("utf-8")
@@ -108,7 +116,7 @@ class SGLangReader:
                 self._sink.on_skipped("invalid_utf8")
                 return
             text = text if tidy else self._clean(text)
-            result = classify(text)
+            result = self._lines.classify(text)
         if isinstance(result, StatsRecord):
             self._sink.on_record(result)
         elif isinstance(result, Unrecognized):

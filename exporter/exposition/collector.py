@@ -156,6 +156,11 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "log_rotations": ("counter", "Log file rotations (rename+create, delete+recreate)."),
     "log_truncations": ("counter", "Log file truncations (copytruncate)."),
     "log_skipped_lines": ("counter", "Log lines skipped, by reason."),
+    "log_chunk_fallbacks": (
+        "counter",
+        "Long batches of log lines read line by line instead of whole, by reason (slower, "
+        "same result).",
+    ),
     "log_read_errors": ("counter", "Errors reading the log (retried on the next poll)."),
     "folded_dp_ranks": (
         "gauge",
@@ -458,6 +463,8 @@ def _render_log_health(out: Families, base: dict[str, str], snap: TargetSnapshot
     for reason in sorted({"too_long", "invalid_utf8", "partial_discarded", *snap.skipped}):
         labels = {**base, "reason": reason}
         out.add("log_skipped_lines", labels, snap.skipped.get(reason, 0))
+    for reason, count in sorted(snap.chunk_fallbacks.items()):
+        out.add("log_chunk_fallbacks", {**base, "reason": reason}, count)
     out.add("log_read_errors", base, snap.read_errors)
     for path, reason in sorted(snap.log_sources.items()):
         labels = {**base, "path": path, "reason": reason}

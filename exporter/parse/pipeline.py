@@ -39,6 +39,11 @@ class RecordSink(Protocol):
 
     def on_event(self, line: LogLine) -> None: ...
 
+    def on_fallback(self, reason: str) -> None:
+        """A long batch that the engine's whole-batch reader did not take was read line by
+        line, for ``reason``; a sink that subclasses this protocol ignores it."""
+        return None
+
 
 class LineProcessor:
     """Feed one file stream's raw lines through envelope decoding and its engine's reader.

@@ -56,7 +56,7 @@ _BOUNDARY_SEARCH = 1 << 20
 _LENGTH = struct.Struct("<Q")  # before each spooled frame
 
 # Spooled sink calls: (kind, value); a run of records is one call with a list of them.
-_LINES, _RECORDS, _EVENT, _UNRECOGNIZED, _SKIPPED = range(5)
+_LINES, _RECORDS, _EVENT, _UNRECOGNIZED, _SKIPPED, _FALLBACK = range(6)
 _EXTRA = StatsRecord._fields.index("extra")
 
 log = logging.getLogger(__name__)
@@ -277,6 +277,8 @@ def _deliver(frame: list[tuple[int, Any]], sink: RecordSink) -> None:
             sink.on_event(LogLine(*value))
         elif kind == _UNRECOGNIZED:
             sink.on_unrecognized(value)
+        elif kind == _FALLBACK:
+            sink.on_fallback(value)
         else:
             sink.on_skipped(value)
 
@@ -308,6 +310,9 @@ class SpoolSink(RecordSink):
 
     def on_skipped(self, reason: str) -> None:
         self._add((_SKIPPED, reason))
+
+    def on_fallback(self, reason: str) -> None:
+        self._add((_FALLBACK, reason))
 
     def on_event(self, line: LogLine) -> None:
         self._add((_EVENT, (line.time, line.dp_rank, line.tp_rank, line.message, line.engine)))

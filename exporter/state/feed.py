@@ -59,6 +59,9 @@ class StateSink:
         self.flush()
         self.state.add_event(line)
 
+    def on_fallback(self, reason: str) -> None:
+        self.state.add_fallback(reason)
+
     def flush(self) -> None:
         """Apply the records held so far, as seen now; the source calls it after each read."""
         if self._pending:
@@ -90,6 +93,9 @@ class BootstrapSink(StateSink):
         pass
 
     def on_skipped(self, reason: str) -> None:
+        pass
+
+    def on_fallback(self, reason: str) -> None:
         pass
 
 

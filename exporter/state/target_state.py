@@ -68,6 +68,8 @@ class TargetSnapshot:
     engine: str | None  # the engine of the newest stats line
     log_sources: dict[str, str]  # configured path -> SourceReason of its newest pass
     folded_dp_ranks: int
+    # Long batches read line by line instead of whole, by reason (see engines.sglang_chunk).
+    chunk_fallbacks: dict[str, int]
 
     def fresh_windows(self, now: float, stale_after: float) -> dict[int | None, LatestDecode]:
         """Windows young enough to be shown as current (younger than ``stale_after``)."""
@@ -99,6 +101,7 @@ class TargetState:
         self._rotations = 0
         self._truncations = 0
         self._skipped: Counter[str] = Counter()
+        self._fallbacks: Counter[str] = Counter()
         self._read_errors = 0
         self._speculation: dict[str, int] = {}
         self._engine: str | None = None
@@ -246,6 +249,10 @@ class TargetState:
         with self._lock:
             self._skipped[reason] += 1
 
+    def add_fallback(self, reason: str) -> None:
+        with self._lock:
+            self._fallbacks[reason] += 1
+
     def add_rotation(self) -> None:
         with self._lock:
             self._rotations += 1
@@ -296,4 +303,5 @@ class TargetState:
                 engine=self._engine,
                 log_sources=dict(self._log_sources),
                 folded_dp_ranks=len(self._folded),
+                chunk_fallbacks=dict(self._fallbacks),
             )
