@@ -14,6 +14,8 @@ dashboard are then run on the central tier.
 from __future__ import annotations
 
 import json
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -28,6 +30,8 @@ from exporter.mixin.render import render
 from exporter.mixin_config import MixinConfig
 from exporter.simulate.scenarios import SCENARIOS
 from tests.support.daemon import live_simulation, run_daemon
+from tests.support.docs import doc, section
+from tests.support.metrics import Scrape
 from tests.support.realprom import RunningPrometheus, running_agent, running_prometheus
 from tests.support.tools import duration_seconds, free_port, require_tool
 
@@ -178,3 +182,23 @@ def test_every_fleet_dashboard_query_returns_series_per_cluster(fleet: Fleet, qu
         timeout=30,
     )
     assert result, expr
+
+
+def documented_federation_matchers() -> list[str]:
+    block = section(doc("deployment.md"), "## Cardinality").split("```yaml\n", 1)[1]
+    job = yaml.safe_load(block.split("```", 1)[0])["scrape_configs"][0]
+    matchers: list[str] = job["params"]["match[]"]
+    return matchers
+
+
+def test_the_documented_federation_match_takes_the_recording_rules_and_nothing_raw(
+    fleet: Fleet,
+) -> None:
+    params = urllib.parse.urlencode([("match[]", m) for m in documented_federation_matchers()])
+    with urllib.request.urlopen(f"{fleet.central.url}/federate?{params}", timeout=10) as answer:
+        federated = Scrape(answer.read().decode())
+    rules = yaml.safe_load(render(CONFIG)["prometheus_rules.yaml"])
+    recorded = {r["record"] for g in rules["groups"] for r in g["rules"]}
+    with_data = {name for name in recorded if fleet.central.query(name)}
+    assert with_data <= federated.names() <= recorded | {"specwatch_target_info"}
+    assert len(federated.values("specwatch_target_info")) == len(NODES)

@@ -144,10 +144,11 @@ def live_simulation(
         proc.wait(timeout=10)
 
 
-def simulated_log(folder: Path, scenario: str) -> Path:
+def simulated_log(folder: Path, scenario: str, engine: str = "sglang") -> Path:
     """A minute of ``specwatch simulate`` output for ``scenario``, written at once."""
     log = folder / "server.log"
-    cmd = specwatch_cmd("simulate", "--scenario", scenario, "--duration", "60", "--out", str(log))
+    flags = ("--scenario", scenario, "--engine", engine, "--duration", "60", "--out", str(log))
+    cmd = specwatch_cmd("simulate", *flags)
     subprocess.run(cmd, check=True, timeout=60)
     return log
 
