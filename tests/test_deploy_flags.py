@@ -39,11 +39,13 @@ CHECKED_FLAGS: dict[tuple[str, ...], set[str]] = {
     ("pip", "install"): {"--no-cache-dir", "--no-index", "--find-links"},
     ("docker-compose", "up"): {"--build"},
     ("sglang-log-tee.py",): {"--max-bytes", "--backups"},
+    ("specwatch", "mixin"): {"--config", "--out"},
 }
 # How each of those is started for its --help (pip and the tee run with the tests' Python).
 HELP_ARGV: dict[str, list[str]] = {
     "pip": [sys.executable, "-m", "pip"],
     "sglang-log-tee.py": [sys.executable, str(TEE)],
+    "specwatch": [str(SPECWATCH)],
 }
 DOCUMENTED_FLAGS = {
     # python -m sglang.launch_server and sglang.bench_serving (server_args.py, bench_serving.py)

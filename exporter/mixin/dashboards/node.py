@@ -115,6 +115,7 @@ def verdict_row() -> list[Item]:
             alerts=(
                 "SpecDecodeAcceptLengthCollapsed",
                 "SpecDecodeAcceptLengthLow",
+                "SpecDecodeDrafterGivenUp",
             ),
         ).decimals(2),
         single(
@@ -339,6 +340,7 @@ def findings_row() -> list[Item]:
             "SpecDecodeDraftTokensWasted",
             "SpecDecodeStatsMissing",
             "SpecDecodeLogFormatUnrecognized",
+            "SpecDecodeServerCrashed",
         ),
     )
     return [
