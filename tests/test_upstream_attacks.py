@@ -342,3 +342,52 @@ def test_impossible_upstream_values_are_dropped_and_counted(tmp_path: Path, port
             )
             assert scrape.value("specwatch_accept_length", **TARGET) is None
             assert "specwatch_accept_ratio" not in scrape.names()
+
+
+@contextmanager
+def silent_resolver(tmp_path: Path) -> Iterator[list[str]]:
+    """A command prefix whose process resolves names through a DNS server that never
+    answers (a UDP socket on 127.0.0.2:53 that reads and stays silent), in a mount namespace
+    of its own so the machine's resolv.conf is left alone."""
+    resolv = tmp_path / "resolv.conf"
+    resolv.write_text("nameserver 127.0.0.2\noptions timeout:5 attempts:2\n")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as dns:
+        dns.bind(("127.0.0.2", 53))
+        script = f'mount --bind {resolv} /etc/resolv.conf && exec "$@"'
+        yield [
+            require_tool("unshare"),
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            script,
+            "sh",
+        ]
+
+
+def test_a_name_whose_dns_never_answers_costs_the_scrape_deadline_not_ten_seconds(
+    tmp_path: Path, port: int
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("a mount namespace and port 53 need root")
+    config = tmp_path / "specwatch.yaml"
+    config.write_text(
+        "targets:\n  - name: sglang-0\n    metrics_url: http://sglang.dns-silent.test:30000/metrics\n"
+        "    scrape_interval: 2\n"
+    )
+    with (
+        silent_resolver(tmp_path) as prefix,
+        run_daemon(["--config", str(config)], port, prefix=prefix) as daemon,
+    ):
+        labels = {**TARGET, "endpoint": "metrics"}
+        scrape = daemon.wait_metric(
+            "specwatch_upstream_scrape_errors_total",
+            lambda v: (v or 0) >= 2,
+            timeout=15,
+            **labels,
+            reason="timeout",
+        )
+        assert up(scrape, "metrics") == 0
+        duration = scrape.value("specwatch_upstream_scrape_duration_seconds", **labels)
+        assert duration is not None and duration < 2.5  # the 2 s deadline, not 10 s

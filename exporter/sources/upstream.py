@@ -38,7 +38,7 @@ from exporter.engines import registry
 from exporter.engines.record import UpstreamValues
 from exporter.engines.server_config import ServerConfig, from_server_info, with_local_draft
 from exporter.redact import drop_secrets
-from exporter.sources import upstream_checks
+from exporter.sources import resolve, upstream_checks
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +133,7 @@ def _get(url: str, deadline: float, token: str | None) -> tuple[int, Message, by
     )
     remaining = max(deadline - time.monotonic(), 0.001)
     conn = connection(parts.hostname, parts.port, timeout=remaining)
+    conn._create_connection = resolve.connector(deadline)  # type: ignore[attr-defined]
     alarm = threading.Timer(remaining, _cut, (conn,))
     alarm.daemon = True
     alarm.start()
