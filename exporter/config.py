@@ -59,6 +59,9 @@ class TargetConfig(Strict):
     scrape_interval: float = Field(default=15.0, ge=1, le=3600)
     baseline: BaselineConfig | None = None
     expected_accept_length: float | None = Field(default=None, ge=1)
+    # A header SGLang logs with each finished request (SGLANG_LOG_REQUEST_HEADERS) whose value
+    # splits the per-request histogram by traffic class (README "Per-request acceptance").
+    request_label_header: str | None = Field(default=None, pattern=r"^[a-z0-9_-]{1,64}$")
 
     @field_validator("name")
     @classmethod
@@ -133,6 +136,8 @@ class Config(Strict):
     max_line_bytes: int = Field(default=1 << 20, ge=1024)
     # DP ranks with their own per-window series; further ranks count only in the totals.
     max_dp_ranks: int = Field(default=32, ge=1, le=1024)
+    # Values of request_label_header with series of their own; later ones count as "other".
+    max_traffic_classes: int = Field(default=8, ge=1, le=64)
     from_beginning: bool = False
     web_config: Path | None = None
     targets: list[TargetConfig] = Field(default_factory=list)
@@ -213,6 +218,7 @@ _TOP_KEYS = (
     "log_missing_grace",
     "max_line_bytes",
     "max_dp_ranks",
+    "max_traffic_classes",
     "from_beginning",
     "web_config",
 )
@@ -226,6 +232,7 @@ _TARGET_KEYS = (
     "bearer_token_env",
     "draft_config",
     "expected_accept_length",
+    "request_label_header",
 )
 _BASELINE_KEYS = {
     "baseline_tok_s": "tok_s",

@@ -46,7 +46,10 @@ class Daemon:
         self.stopping = threading.Event()
         self.exit_status = 0
         self.targets = [
-            Target.from_config(t, config.custom_rules, config.max_dp_ranks) for t in config.targets
+            Target.from_config(
+                t, config.custom_rules, config.max_dp_ranks, config.max_traffic_classes
+            )
+            for t in config.targets
         ]
         # Our collector has no fixed names to describe; without this, /metrics?name[]=...
         # filtered it out whole.

@@ -10,6 +10,7 @@ from exporter.config import TargetConfig
 from exporter.engines.server_config import ServerConfig, from_draft_config
 from exporter.parse.custom_rules import CustomRule, CustomRuleSet
 from exporter.sources.upstream import UpstreamScraper
+from exporter.state.requests import DEFAULT_MAX_CLASSES, RequestStats
 from exporter.state.target_state import DEFAULT_MAX_DP_RANKS, TargetState
 
 
@@ -32,6 +33,7 @@ class Target:
         config: TargetConfig,
         custom_rules: Sequence[CustomRule] = (),
         max_dp_ranks: int = DEFAULT_MAX_DP_RANKS,
+        max_traffic_classes: int = DEFAULT_MAX_CLASSES,
     ) -> Target:
         """Build the runtime target; a bad baseline raises ``ValueError`` naming the problem."""
         baseline = None
@@ -44,7 +46,12 @@ class Target:
         return cls(
             config=config,
             # Without a baseline nothing asks for the node loads a speedup is measured on.
-            state=TargetState(config.name, max_dp_ranks, node_loads=baseline is not None),
+            state=TargetState(
+                config.name,
+                max_dp_ranks,
+                node_loads=baseline is not None,
+                requests=RequestStats(config.request_label_header, max_traffic_classes),
+            ),
             baseline=baseline,
             draft=from_draft_config(config.draft_config) if config.draft_config else ServerConfig(),
             upstream=_scraper(config),

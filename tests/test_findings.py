@@ -111,6 +111,7 @@ def test_every_finding_code_has_its_readme_severity() -> None:
         "draft_positions_unprofitable": "info",
         "algorithm_unknown": "info",
         "adaptive_drafter_given_up": "warning",
+        "requests_without_benefit": "warning",
     }
 
 

@@ -17,12 +17,14 @@ from dataclasses import dataclass, field
 from statistics import fmean
 
 from exporter.analysis import algorithms
-from exporter.analysis.algorithms import Standard, config_standard
+from exporter.analysis.algorithms import Standard, config_floor, config_standard
 from exporter.analysis.breakeven import Assessment, advise, assess_positions
+from exporter.analysis.thresholds import DEFAULT
 from exporter.engines import registry
 from exporter.engines.ending import Ending
 from exporter.engines.record import StatsRecord, drafting_off
 from exporter.engines.server_config import ServerConfig
+from exporter.state.requests import NO_BENEFIT_ACCEPT_LENGTH, RecentShare
 
 CRITICAL, WARNING, INFO = "critical", "warning", "info"
 SEVERITY_ORDER = {CRITICAL: 0, WARNING: 1, INFO: 2}
@@ -41,6 +43,7 @@ SEVERITIES: dict[str, str] = {
     "draft_positions_unprofitable": INFO,
     "algorithm_unknown": INFO,
     "adaptive_drafter_given_up": WARNING,
+    "requests_without_benefit": WARNING,
 }
 
 MIN_WINDOWS = 3  # window-based rules need a few windows so one odd batch is not a verdict
@@ -137,6 +140,8 @@ class Observations:
     # leaves it unset and judges its recent windows.
     accept_length: float | None = None
     ending: Ending | None = None  # how the run ended, when its log says so
+    # Finished requests with speculation figures: recent ones (daemon), or the run's (report).
+    requests: RecentShare | None = None
 
 
 def drafts_only_accept_rate(
@@ -176,6 +181,7 @@ def evaluate(obs: Observations) -> list[Finding]:
         _draft_positions_unprofitable,
         _algorithm_unknown,
         _adaptive_drafter_given_up,
+        _requests_without_benefit,
     )
     found = [finding for rule in rules if (finding := rule(obs)) is not None]
     return sorted(found, key=lambda f: SEVERITY_ORDER[f.severity])
@@ -654,5 +660,45 @@ def _adaptive_drafter_given_up(obs: Observations) -> Finding | None:
             "Fix the drafter (it must be trained for this target model and version; an "
             "EAGLE-3 draft needs the EAGLE3 algorithm), or restart without speculation to "
             "free what it holds."
+        ),
+    )
+
+
+def _requests_without_benefit(obs: Observations) -> Finding | None:
+    """A share of requests at accept length 1 that the window average hides."""
+    share = obs.requests
+    average = obs.accept_length
+    if average is None:
+        average = _mean_accept_length(obs.windows)
+    floor = config_floor(obs.config)  # None: accept length is not judged, nor low
+    if (
+        share is None
+        or share.requests < DEFAULT.no_benefit_min_requests
+        or share.share <= DEFAULT.no_benefit_share
+        or average is None
+        or (floor is not None and average < floor)
+    ):
+        return None
+    span = f" between {share.first} and {share.last}" if share.first and share.last else ""
+    return Finding(
+        code="requests_without_benefit",
+        summary=f"{share.share:.0%} of requests get nothing from the drafter",
+        seen=(
+            f"{share.no_benefit} of {share.requests} speculative requests ({share.share:.0%}) "
+            f"finished at accept length <= {NO_BENEFIT_ACCEPT_LENGTH}{span}, while decode "
+            f"windows averaged {average:.2f}."
+        ),
+        why=(
+            "A window's accept length averages over all its requests, weighted by tokens, so "
+            "it hides a class of traffic the drafter does not fit. Those requests pay for "
+            "drafting and verification and gain nothing: they run slower than without "
+            "speculation."
+        ),
+        fix=(
+            "Find what those requests share: one tenant or task in the traffic mix, a LoRA "
+            "adapter the drafter was not trained with, a language, a high sampling temperature, "
+            "structured output (JSON schema, grammar). Set request_label_header to split the "
+            "histogram by a logged header, then serve that class without speculation or with a "
+            "drafter trained on it."
         ),
     )

@@ -24,6 +24,14 @@ class Thresholds:
     collapsed_for: str = "5m"
     low_accept_for: str = "10m"
     slower_for: str = "10m"
+    # More than this share of recent speculative requests at or below the collapsed accept
+    # length, while the windows average at least low_accept_length, is a class of traffic the
+    # drafter does not serve (README "Per-request acceptance").
+    no_benefit_share: float = 0.1
+    # ... judged on at least this many requests, over this window.
+    no_benefit_min_requests: int = 20
+    no_benefit_window: str = "15m"
+    no_benefit_for: str = "10m"
 
     def low_accept_limit(
         self, expected_accept_length: float | None, floor: float | None

@@ -62,6 +62,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_baseline_flags(p)
     p.add_argument(
+        "--request-label-header",
+        metavar="NAME",
+        help="a header SGLang logs with each finished request; its value splits the "
+        "per-request accept-length histogram by traffic class",
+    )
+    p.add_argument(
         "--stale-after",
         type=float,
         metavar="SECONDS",
@@ -100,6 +106,7 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "baseline_curve",
         "baseline_bench",
         "expected_accept_length",
+        "request_label_header",
         "stale_after",
         "web_config",
     )

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from exporter.engines.events import Event
-from exporter.engines.record import LogLine, StatsRecord, UpstreamValues
+from exporter.engines.record import LogLine, RequestRecord, StatsRecord, UpstreamValues
 
 # A /metrics exposition: samples by metric name, each its labels and value.
 Samples = Mapping[str, list[tuple[dict[str, str], float]]]
@@ -34,6 +34,7 @@ class Deliveries(Protocol):
     def on_event(self, line: LogLine) -> None: ...
 
     def on_fallback(self, reason: str) -> None: ...
+    def on_request(self, record: RequestRecord) -> None: ...
 
 
 class LogReader(Protocol):
@@ -56,6 +57,11 @@ class LogReader(Protocol):
     def read_whole(self, framed: bytes, count: int, tidy: bool) -> list[StatsRecord] | None:
         """The records of a plain batch of ``count`` lines (each between two newlines) read
         whole, or None to have the batch split and read line by line."""
+        ...
+
+    def read_clipped(self, line: bytes) -> None:
+        """The head and tail of a line over the line cap, joined: what a record carries at
+        its end (a finished request's figures) can still be read."""
         ...
 
     def finish(self) -> None:

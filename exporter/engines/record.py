@@ -143,6 +143,25 @@ def _iso_seconds(time: str) -> float | None:
         return None
 
 
+class RequestRecord(NamedTuple):
+    """One finished request's speculation figures, where an engine logs them (SGLang's
+    ``--log-requests``). Never its text, ids or prompt: only numbers, and the few logged header
+    values that look like labels, from which the state keeps the one it is configured to use.
+
+    ``accept_length`` is None for a finished request without figures (no speculation, no
+    verify round). ``clipped``: the line was over the line cap and only its head and tail
+    were read.
+    """
+
+    time: str | None
+    accept_length: float | None
+    accept_rate: float | None
+    verify_rounds: int | None
+    completion_tokens: int | None
+    clipped: bool = False
+    headers: tuple[tuple[str, str], ...] = ()
+
+
 class Unrecognized:
     """Marker for a line that looks like a stats line but yields no usable record.
 

@@ -24,6 +24,7 @@ from exporter.engines.sglang import (
     classify,
 )
 from exporter.engines.sglang_chunk import ChunkReader
+from exporter.engines.sglang_requests import REQUEST_MARKERS, is_request_record, read_request
 from exporter.engines.sglang_startup import parse_event
 from exporter.engines.sglang_upstream import SGLangUpstream
 
@@ -43,6 +44,8 @@ _ALL_MARKERS = _OWN_MARKERS + ending.MARKERS
 _LINE_MARKERS = EVENT_MARKERS + ending.MARKERS
 _EVENT_TEXT = re.compile("|".join(re.escape(marker.decode()) for marker in EVENT_MARKERS))
 _EVENT_SCAN = EVENT_MARKER_WINDOW + max(map(len, EVENT_MARKERS))
+# Characters of a line that hold a finished-request record's head (its prefix and form).
+_REQUEST_HEAD = 160
 
 
 class SGLangReader:
@@ -64,17 +67,18 @@ class SGLangReader:
             records = self._chunk_records(blob, len(lines)) if tidy else "debris"
             if not isinstance(records, str):
                 self._sink.on_records(records)
+                self._requests(lines, blob)
                 return
             self._sink.on_fallback(records)  # read line by line below, counted by reason
         markers = tuple(marker for marker in _ALL_MARKERS if marker in blob)
-        if not markers:
-            return
-        handle = self._handle
-        for line in lines:
-            for marker in markers:
-                if marker in line:
-                    handle(line, tidy, marker)
-                    break
+        if markers:
+            handle = self._handle
+            for line in lines:
+                for marker in markers:
+                    if marker in line:
+                        handle(line, tidy, marker)
+                        break
+        self._requests(lines, blob)
 
     def read_whole(self, framed: bytes, count: int, tidy: bool) -> list[StatsRecord] | None:
         """The chunk reader's records; None leaves the batch to :meth:`read`, which counts
@@ -82,7 +86,29 @@ class SGLangReader:
         if not tidy or count < CHUNK_MIN_LINES:
             return None
         records = self._chunk_records(framed, count)
-        return None if isinstance(records, str) else records
+        if isinstance(records, str):
+            return None
+        if any(marker in framed for marker in REQUEST_MARKERS):
+            self._requests(framed.split(b"\n")[1:-1], framed)
+        return records
+
+    def read_clipped(self, line: bytes) -> None:
+        """A finished request's figures are at the end of its line, which was kept."""
+        record = read_request(line, clipped=True)
+        if record is not None:
+            self._sink.on_request(record)
+
+    def _requests(self, lines: list[bytes], blob: bytes) -> None:
+        """Finished requests (``--log-requests``) among ``lines``. They are not windows, so
+        their order among a batch's stats records does not matter; a server that does not log
+        requests costs two C scans of the batch."""
+        if not any(marker in blob for marker in REQUEST_MARKERS):
+            return
+        for line in lines:
+            if any(marker in line for marker in REQUEST_MARKERS):
+                record = read_request(line)
+                if record is not None:
+                    self._sink.on_request(record)
 
     def _chunk_records(self, blob: bytes, lines: int) -> list[StatsRecord] | str:
         """A tidy batch's records read in one pass (the hot path, see bench/), or why not
@@ -147,7 +173,9 @@ def _valid_utf8(blob: bytes) -> bool:
 class SGLang:
     name = NAME
     title = "SGLang"
-    markers = _OWN_MARKERS
+    # A finished-request line tells SGLang too: its request log may have a file of its own
+    # (--log-requests-target).
+    markers = _OWN_MARKERS + REQUEST_MARKERS
     fixes: Mapping[str, str] = {
         "eagle3_algorithm": "--speculative-algorithm EAGLE3",
         "speculative_tokens": "--speculative-num-steps",
@@ -155,6 +183,8 @@ class SGLang:
     }
 
     def owns(self, text: str) -> bool:
+        if is_request_record(text[:_REQUEST_HEAD].encode()):
+            return True
         result = classify(text)
         if isinstance(result, LogLine):
             return is_event(result.message)

@@ -43,6 +43,10 @@ class VllmReader:
     def read_whole(self, framed: bytes, count: int, tidy: bool) -> list[StatsRecord] | None:
         return None
 
+    def read_clipped(self, line: bytes) -> None:
+        """vLLM logs no record that carries figures at its end (per-request speculation
+        figures are in its responses): a line over the cap is only counted."""
+
     def finish(self) -> None:
         """The last engine line, which no later line will pair, as a window of its own."""
         self._deliver(self._parser.flush())

@@ -36,6 +36,7 @@ from exporter.exposition.watched import Watched
 from exporter.parse.custom_rules import CustomSample
 from exporter.sources.upstream import ENDPOINTS, REASONS
 from exporter.sources.upstream_checks import DROP_REASONS
+from exporter.state.requests import NO_REQUESTS, REQUEST_BUCKETS, RequestsSnapshot
 from exporter.state.target_state import (
     ACCEPT_LENGTH_BUCKETS,
     SPECULATION_COUNTS,
@@ -86,6 +87,28 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "last_decode_timestamp_seconds": ("gauge", "When specwatch last saw a decode stats line."),
     "decode_windows": ("counter", "Decode stats windows seen, by CUDA-graph state."),
     "accept_length_windows": ("histogram", "Per-window accept length."),
+    "request_accept_length": (
+        "histogram",
+        "Accept length of each finished speculative request (SGLang --log-requests), by "
+        "traffic_class when request_label_header is set.",
+    ),
+    "requests_finished": (
+        "counter",
+        "Finished requests read from the request log, with speculation figures or without.",
+    ),
+    "requests_speculative": (
+        "counter",
+        "Finished requests with speculation figures (at least one verify round).",
+    ),
+    "requests_no_draft_accepted": (
+        "counter",
+        "Finished requests that accepted no draft token in at least 8 verify rounds.",
+    ),
+    "requests_clipped": (
+        "counter",
+        "Finished requests read from a line over max_line_bytes, of which only the head and "
+        "tail were read (the line also counts as skipped, too_long).",
+    ),
     "baseline_gen_throughput_tokens_per_second": (
         "gauge",
         "Throughput without speculation at the current running requests (configured).",
@@ -335,6 +358,7 @@ def render_target(
     _render_speed(out, target, base, insight)
     _render_setup(out, base, insight, snap)
     _render_counters(out, base, snap)
+    _render_requests(out, base, target.state.requests.snapshot(now))
     _render_speculation_counts(out, target, base, snap, insight)
     _render_log_health(out, base, snap)
     _render_insight(out, target, base, fresh, insight, stale_after)
@@ -447,6 +471,21 @@ def _render_counters(out: Families, base: dict[str, str], snap: TargetSnapshot) 
     ]
     buckets.append(("+Inf", float(snap.accept_length_count)))
     out.add_histogram("accept_length_windows", base, buckets, snap.accept_length_sum)
+
+
+def _render_requests(out: Families, base: dict[str, str], requests: RequestsSnapshot) -> None:
+    """The finished requests' distribution; without a traffic class configured its series are
+    always there (zero until the first request), with one they come with each class."""
+    out.add("requests_finished", base, requests.finished)
+    out.add("requests_clipped", base, requests.clipped)
+    classes = requests.classes or {None: NO_REQUESTS}
+    for name, counts in sorted(classes.items(), key=lambda kv: kv[0] or ""):
+        labels = base if name is None else {**base, "traffic_class": name}
+        out.add("requests_speculative", labels, counts.count)
+        out.add("requests_no_draft_accepted", labels, counts.no_draft)
+        buckets = [(_le(b), float(c)) for b, c in zip(REQUEST_BUCKETS, counts.buckets, strict=True)]
+        buckets.append(("+Inf", float(counts.count)))
+        out.add_histogram("request_accept_length", labels, buckets, counts.total)
 
 
 def _le(bound: float) -> str:

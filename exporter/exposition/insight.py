@@ -79,7 +79,11 @@ def inspect(
     recent = evidence.recent_speedup(target.baseline) if fresh else None
     judged = recent if recent is not None else speedup
     observations = evidence.observations(config, now, speedup=judged, **inputs)
-    observations = replace(observations, log_watched=bool(target.config.log_files))
+    observations = replace(
+        observations,
+        log_watched=bool(target.config.log_files),
+        requests=target.state.requests.snapshot(now).recent,
+    )
     off_share = drafting_off_share(observations.windows)
     # Drafting off nearly always: the windows with it on are probes, not the drafter's level.
     probing = off_share is not None and off_share >= OFF_SHARE

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from exporter.engines import registry
 from exporter.engines.engine import LogReader
-from exporter.engines.record import LogLine, StatsRecord
+from exporter.engines.record import LogLine, RequestRecord, StatsRecord
 from exporter.parse.envelopes import DEBRIS, EnvelopeDecoder, clean
 
 
@@ -42,6 +42,11 @@ class RecordSink(Protocol):
     def on_fallback(self, reason: str) -> None:
         """A long batch that the engine's whole-batch reader did not take was read line by
         line, for ``reason``; a sink that subclasses this protocol ignores it."""
+        return None
+
+    def on_request(self, record: RequestRecord) -> None:
+        """A finished request's figures (SGLang's ``--log-requests``); a sink that subclasses
+        this protocol and has no use for them ignores them."""
         return None
 
 
@@ -132,6 +137,13 @@ class LineProcessor:
         # Terminal debris is rare, and the same scan spares cleaning each line of a tidy batch.
         tidy = not any(debris in blob for debris in DEBRIS)
         self._reader.read(lines, blob, tidy)
+
+    def process_clipped(self, line: bytes) -> None:
+        """A line over the line cap, of which only its head and tail were kept (see
+        ``LineSplitter``), in a plain envelope: the engine reads what a record puts at its end
+        (SGLang's finished requests); it was counted as too long already."""
+        if self._reader is not None and self._decoder.kind in (None, "plain"):
+            self._reader.read_clipped(line)
 
     def process_framed(self, framed: bytes) -> None:
         """Deliver what the lines of ``framed`` (each between two newlines) hold, as

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import IO, Any
 
-from exporter.engines.record import LogLine, StatsRecord, record_from_row
+from exporter.engines.record import LogLine, RequestRecord, StatsRecord, record_from_row
 from exporter.parse.pipeline import RecordSink
 from exporter.runtime import tune_gc
 
@@ -56,7 +56,7 @@ _BOUNDARY_SEARCH = 1 << 20
 _LENGTH = struct.Struct("<Q")  # before each spooled frame
 
 # Spooled sink calls: (kind, value); a run of records is one call with a list of them.
-_LINES, _RECORDS, _EVENT, _UNRECOGNIZED, _SKIPPED, _FALLBACK = range(6)
+_LINES, _RECORDS, _EVENT, _UNRECOGNIZED, _SKIPPED, _FALLBACK, _REQUEST = range(7)
 _EXTRA = StatsRecord._fields.index("extra")
 
 log = logging.getLogger(__name__)
@@ -279,6 +279,8 @@ def _deliver(frame: list[tuple[int, Any]], sink: RecordSink) -> None:
             sink.on_unrecognized(value)
         elif kind == _FALLBACK:
             sink.on_fallback(value)
+        elif kind == _REQUEST:
+            sink.on_request(RequestRecord(*value))
         else:
             sink.on_skipped(value)
 
@@ -316,6 +318,9 @@ class SpoolSink(RecordSink):
 
     def on_event(self, line: LogLine) -> None:
         self._add((_EVENT, (line.time, line.dp_rank, line.tp_rank, line.message, line.engine)))
+
+    def on_request(self, record: RequestRecord) -> None:
+        self._add((_REQUEST, tuple(record)))
 
     def flush(self, resume: int) -> None:
         """Write the calls so far as one frame, with the offset reading could resume from."""

@@ -219,6 +219,8 @@ class _FileReader:
         split = self.splitter.feed(chunk)
         for _ in range(split.too_long):
             self._processor.sink.on_skipped("too_long")
+        for line in split.clipped:
+            self._processor.process_clipped(line)
         if split.framed is not None:
             self._processor.process_framed(split.framed)
         elif split.listed:

@@ -7,9 +7,10 @@ each source keeps its own envelope detection and partial CRI joins.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
-from exporter.engines.record import LogLine, StatsRecord
+from exporter.engines.record import LogLine, RequestRecord, StatsRecord
 from exporter.parse import ranges
 from exporter.parse.custom_rules import CustomRuleSet
 from exporter.parse.pipeline import LineProcessor
@@ -35,6 +36,7 @@ class StateSink:
     def __init__(self, state: TargetState) -> None:
         self.state = state
         self._pending: list[StatsRecord] = []
+        self._requests: list[RequestRecord] = []
 
     def on_lines(self, count: int) -> None:
         self.flush()
@@ -62,11 +64,17 @@ class StateSink:
     def on_fallback(self, reason: str) -> None:
         self.state.add_fallback(reason)
 
+    def on_request(self, record: RequestRecord) -> None:
+        self._requests.append(record)
+
     def flush(self) -> None:
         """Apply the records held so far, as seen now; the source calls it after each read."""
         if self._pending:
             pending, self._pending = self._pending, []
             self.state.add_records(pending)
+        if self._requests:
+            requests, self._requests = self._requests, []
+            self.state.requests.add(requests, time.time())
 
 
 class BootstrapSink(StateSink):
@@ -97,6 +105,9 @@ class BootstrapSink(StateSink):
 
     def on_fallback(self, reason: str) -> None:
         pass
+
+    def on_request(self, record: RequestRecord) -> None:
+        """Requests finished before the start are not recent: the share judges what comes."""
 
 
 class LogFeed(TailEvents):
@@ -176,6 +187,12 @@ class LogFeed(TailEvents):
 
     def on_skipped(self, reason: str) -> None:
         self._state.add_skipped(reason)
+
+    def on_clipped(self, line: bytes) -> None:
+        try:
+            self._processor.process_clipped(line)
+        finally:
+            self._sink.flush()
 
     def on_read_error(self, reason: str) -> None:
         self._state.add_read_error()

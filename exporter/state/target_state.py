@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from exporter.engines import ending
 from exporter.engines.record import LogLine, StatsRecord, drafting_off, with_steps
 from exporter.state.evidence import Evidence
+from exporter.state.requests import RequestStats
 from exporter.state.runs import RunTracker
 
 # Upper bounds of `specwatch_accept_length_windows`.
@@ -80,11 +81,17 @@ class TargetState:
     """Mutable state of one watched server; every method is thread-safe."""
 
     def __init__(
-        self, name: str, max_dp_ranks: int = DEFAULT_MAX_DP_RANKS, node_loads: bool = True
+        self,
+        name: str,
+        max_dp_ranks: int = DEFAULT_MAX_DP_RANKS,
+        node_loads: bool = True,
+        requests: RequestStats | None = None,
     ) -> None:
         """``node_loads``: whether the evidence keeps the node loads that
-        ``Evidence.recent_speedup`` compares with a baseline (not needed without one)."""
+        ``Evidence.recent_speedup`` compares with a baseline (not needed without one).
+        ``requests``: the finished requests' distribution (thread-safe on its own)."""
         self.name = name
+        self.requests = requests or RequestStats()
         self._lock = threading.Lock()
         self._windows: dict[int | None, LatestDecode] = {}
         self._max_dp_ranks = max_dp_ranks

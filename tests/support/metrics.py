@@ -19,6 +19,7 @@ class Scrape:
     """Samples of one exposition, looked up by name and a subset of labels."""
 
     def __init__(self, text: str) -> None:
+        self.text = text
         self.samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
 
     def values(self, name: str, **labels: str) -> list[float]:

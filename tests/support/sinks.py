@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from exporter.engines.record import LogLine, StatsRecord
+from exporter.engines.record import LogLine, RequestRecord, StatsRecord
 from exporter.parse.pipeline import RecordSink
 
 
@@ -17,6 +17,7 @@ class ListSink(RecordSink):
     unrecognized: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     events: list[LogLine] = field(default_factory=list)
+    requests: list[RequestRecord] = field(default_factory=list)
     order: list[str] = field(default_factory=list)
 
     def on_lines(self, count: int) -> None:
@@ -35,3 +36,6 @@ class ListSink(RecordSink):
     def on_event(self, line: LogLine) -> None:
         self.events.append(line)
         self.order.append("event")
+
+    def on_request(self, record: RequestRecord) -> None:
+        self.requests.append(record)

@@ -46,6 +46,11 @@ class TailEvents(Protocol):
     def on_skipped(self, reason: SkipReason) -> None:
         """One line or fragment was dropped; see ``SkipReason``."""
 
+    def on_clipped(self, line: bytes) -> None:
+        """The head and tail of a line dropped for its length (counted as ``too_long``
+        already), joined: a consumer that reads records by their end may still read it."""
+        return None
+
     def on_read_error(self, reason: ReadErrorReason) -> None:
         """A filesystem call failed; the source retries on its next pass."""
 

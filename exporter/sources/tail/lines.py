@@ -4,6 +4,10 @@ Bytes arrive in arbitrary chunks. Only newline-terminated lines leave; the fragm
 last newline waits for the next chunk. A line longer than ``max_line_bytes`` is dropped up to
 its newline and counted once, and the splitter never holds more than ``max_line_bytes`` of it,
 so one runaway line (an echoed prompt, a binary blob) cannot exhaust memory.
+
+Of a dropped line, its first ``CLIP_HEAD_BYTES`` and last ``CLIP_TAIL_BYTES`` are handed on as
+one clipped line: a record that puts its figures at its end (SGLang's finished-request lines,
+which carry the whole prompt and output before them) can still be read within those bounds.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from exporter.sources.tail.events import TailEvents
 
 CHUNK_BYTES = 256 << 10
 """Read size for both sources: large reads keep the per-line cost low."""
+CLIP_HEAD_BYTES = 512
+CLIP_TAIL_BYTES = 64 << 10
 
 
 @dataclass
@@ -29,6 +35,8 @@ class Split:
     framed: bytes | None = None
     listed: list[bytes] = field(default_factory=list)
     too_long: int = 0
+    # Head and tail of each line over the cap, joined (see the module's docstring).
+    clipped: list[bytes] = field(default_factory=list)
 
     @property
     def lines(self) -> list[bytes]:
@@ -42,6 +50,8 @@ class Split:
             events.on_lines(self.listed)
         for _ in range(self.too_long):
             events.on_skipped("too_long")
+        for line in self.clipped:
+            events.on_clipped(line)
 
 
 class LineSplitter:
@@ -53,6 +63,9 @@ class LineSplitter:
         self._max = max_line_bytes
         self._partial = bytearray()
         self._skipping = False
+        # Of the line being skipped: its head (None when reading began mid-line) and tail.
+        self._clip_head: bytes | None = None
+        self._clip_tail = bytearray()
 
     @property
     def pending(self) -> int:
@@ -90,20 +103,26 @@ class LineSplitter:
         """
         dropped = bool(self._partial)
         self._partial.clear()
-        self._skipping = False
+        self._stop_skipping()
         return dropped
 
     def skip_line(self) -> None:
         """Drop everything up to the next newline, uncounted: reading starts mid-line."""
         self._partial.clear()
         self._skipping = True
+        self._clip_head = None
 
     def flush(self) -> bytes | None:
         """The held fragment as a final line, for a stream that has ended (stdin EOF)."""
         line = bytes(self._partial) if self._partial else None
         self._partial.clear()
-        self._skipping = False
+        self._stop_skipping()
         return line
+
+    def _stop_skipping(self) -> None:
+        self._skipping = False
+        self._clip_head = None
+        self._clip_tail.clear()
 
     def _finish_held_line(self, chunk: bytes, out: Split) -> int:
         """Complete (or keep skipping) the line held from earlier chunks.
@@ -116,11 +135,15 @@ class LineSplitter:
         nl = chunk.find(b"\n")
         if nl < 0:
             if self._skipping:
+                self._keep_tail(chunk)
                 return -1
             self._hold(bytes(self._partial) + chunk, out)
             return -1
         if self._skipping:
-            self._skipping = False
+            self._keep_tail(memoryview(chunk)[:nl])
+            if self._clip_head is not None:
+                out.clipped.append(self._clip_head + self._clip_tail)
+            self._stop_skipping()
         else:
             line = bytes(self._partial) + chunk[:nl]
             self._partial.clear()
@@ -131,6 +154,7 @@ class LineSplitter:
         for line in lines:
             if len(line) > self._max:
                 out.too_long += 1
+                out.clipped.append(line[:CLIP_HEAD_BYTES] + line[-CLIP_TAIL_BYTES:])
             else:
                 out.listed.append(line)
 
@@ -140,5 +164,14 @@ class LineSplitter:
         if len(fragment) > self._max:
             self._skipping = True
             out.too_long += 1
+            self._clip_head = fragment[:CLIP_HEAD_BYTES]
+            self._keep_tail(fragment)
         else:
             self._partial += fragment
+
+    def _keep_tail(self, data: bytes | memoryview) -> None:
+        """The last ``CLIP_TAIL_BYTES`` of the line being skipped, so far."""
+        tail = self._clip_tail
+        tail += data[-CLIP_TAIL_BYTES:]
+        if len(tail) > CLIP_TAIL_BYTES:
+            del tail[: len(tail) - CLIP_TAIL_BYTES]

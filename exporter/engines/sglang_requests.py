@@ -1,0 +1,140 @@
+"""SGLang's per-request ``Finish`` records (``--log-requests``): one accept length per request.
+
+SGLang's request logger writes each finished request as one line, in its own format
+(``[date time] message``, no rank list), either as text::
+
+    [2026-02-23 00:14:33] Finish: obj=GenerateReqInput(...), headers={...}, out={..., 'meta_info': {
+        'id': ..., 'completion_tokens': 120, ..., 'spec_accept_rate': 0.45, 'spec_accept_length':
+        2.35, 'spec_num_correct_drafts': 69, 'spec_num_proposed_drafts': 153, 'spec_verify_ct':
+        51, ...}}
+
+or, with ``--log-requests-format json``, as a ``request.finished`` JSON object with the same
+``out.meta_info`` keys. Whatever ``--log-requests-level`` keeps (prompt and output text, token
+ids, at level 3 without a length cap), the speculation figures come after all of it: the
+engine adds them to ``meta_info`` once the request has finished, behind the output and behind
+``completion_tokens``.
+
+That order is what this reader rests on, because the rest of the record is the user's text:
+only the last ``TAIL_BYTES`` of a whole line are searched, each key by its last occurrence,
+and the speculation keys count only after the last ``meta_info`` and its
+``completion_tokens``. A prompt, an output or a stop string that quotes these keys always
+comes before the real ``completion_tokens``, so it can never be read as the figures.
+
+Nothing of the text or ids is kept; of the logged headers, only values with the shape of a
+label, until the state has picked the one it is configured to count by (README "Per-request
+acceptance").
+"""
+
+from __future__ import annotations
+
+import re
+from math import isfinite
+
+from exporter.engines.record import RequestRecord
+from exporter.engines.sglang import iso_time
+
+# Markers the pipeline's byte filter looks for: the text and the JSON form.
+REQUEST_MARKERS: tuple[bytes, ...] = (b"] Finish: obj=", b'"event": "request.finished"')
+# The speculation figures and the time stats after them fill about 2 KB; what may follow
+# (``prompt_token_ids``, only when a client asks for them) is not searched.
+TAIL_BYTES = 64 << 10
+# The request logger's own prefix, then either record head. Matched at the line start, so the
+# work is bounded whatever the line's length.
+_HEAD = re.compile(
+    rb"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\] "
+    rb'(?:(Finish: obj=)|\{"timestamp": "[0-9T:.+-]{1,40}", "event": "request\.finished", )'
+)
+_NUMBER = re.compile(rb"-?[0-9][0-9.eE+-]{0,31}")
+_INTEGER = re.compile(rb"[0-9]{1,18}")
+# Headers are logged between the request and its output, only the whitelisted ones
+# (``SGLANG_LOG_REQUEST_HEADERS``), as a dict (text) or an object (JSON). Their values are
+# kept only when they look like a label, and only until the state has picked the configured one.
+_HEADERS = {
+    b"'": re.compile(rb", headers=\{((?:'[a-z0-9_-]{1,64}': '[^'\\\n]{0,200}'(?:, )?){1,16})\}"),
+    b'"': re.compile(rb', "headers": \{((?:"[a-z0-9_-]{1,64}": "[^"\\\n]{0,200}"(?:, )?){1,16})\}'),
+}
+_HEADER_PAIR = {
+    b"'": re.compile(rb"'([a-z0-9_-]{1,64})': '([^']{0,200})'"),
+    b'"': re.compile(rb'"([a-z0-9_-]{1,64})": "([^"]{0,200})"'),
+}
+LABEL_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,62}")
+MAX_HEADERS = 4
+
+
+def is_request_record(line: bytes) -> bool:
+    """Whether ``line`` starts as SGLang's request logger writes a finished request."""
+    return _HEAD.match(line) is not None
+
+
+def read_request(line: bytes, clipped: bool = False) -> RequestRecord | None:
+    """The figures of one finished-request line (``clipped``: only its head and tail were
+    kept, see ``sources.tail.lines``), or None when ``line`` is not one.
+
+    A record without figures (a server without speculation, a request that never reached a
+    verify round, figures pushed out of the tail by opt-in outputs) is still a finished
+    request: its ``accept_length`` is None.
+    """
+    head = _HEAD.match(line)
+    if head is None:
+        return None
+    time = iso_time(head[1])
+    quote = b"'" if head[2] else b'"'
+    headers = _headers(line, quote)
+    start = max(head.end(0), len(line) - TAIL_BYTES)
+    tail = line[start:] if start else line
+    # A whole record ends its output's dict; a line cut short (a writer killed) may end
+    # inside the output, whose text must not be read as the figures.
+    whole = tail.rstrip().endswith(b"}")
+    info_at = tail.rfind(quote + b"meta_info" + quote + b": {") if whole else -1
+    completion_at = tail.rfind(_key(quote, b"completion_tokens"), info_at + 1)
+    completion = _value(tail, completion_at, quote, b"completion_tokens", _INTEGER)
+    if info_at < 0 or completion_at < 0:
+        return RequestRecord(time, None, None, None, None, clipped, headers)
+    after = completion_at + 1
+    verify_at = tail.rfind(_key(quote, b"spec_verify_ct"), after)
+    length_at = tail.rfind(_key(quote, b"spec_accept_length"), after)
+    rounds = _value(tail, verify_at, quote, b"spec_verify_ct", _INTEGER)
+    length = _value(tail, length_at, quote, b"spec_accept_length", _NUMBER)
+    if rounds is None or length is None or rounds <= 0 or length < 0:
+        return RequestRecord(time, None, None, None, _int(completion), clipped, headers)
+    rate_at = tail.rfind(_key(quote, b"spec_accept_rate"), after)
+    rate = _value(tail, rate_at, quote, b"spec_accept_rate", _NUMBER)
+    return RequestRecord(time, length, rate, int(rounds), _int(completion), clipped, headers)
+
+
+def _headers(line: bytes, quote: bytes) -> tuple[tuple[str, str], ...]:
+    """The label-shaped values of the first logged ``headers``. A client who quotes such a
+    dict in its prompt can only choose its own label, as sending the header itself could."""
+    found = _HEADERS[quote].search(line)
+    if found is None:
+        return ()
+    pairs = []
+    for name, raw in _HEADER_PAIR[quote].findall(found[1])[:MAX_HEADERS]:
+        value = raw.decode("utf-8", "replace")
+        if LABEL_VALUE.fullmatch(value):
+            pairs.append((name.decode("ascii"), value))
+    return tuple(pairs)
+
+
+def _key(quote: bytes, name: bytes) -> bytes:
+    return quote + name + quote + b": "
+
+
+def _value(
+    tail: bytes, at: int, quote: bytes, name: bytes, pattern: re.Pattern[bytes]
+) -> float | None:
+    """The finite number after the key ``name`` found at ``at``, or None."""
+    if at < 0:
+        return None
+    found = pattern.match(tail, at + len(name) + len(quote) * 2 + 2)
+    if found is None:
+        return None
+    try:
+        number = float(found[0])
+    except ValueError:
+        return None
+    return number if isfinite(number) else None
+
+
+def _int(value: float | None) -> int | None:
+    return None if value is None else int(value)

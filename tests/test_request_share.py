@@ -1,0 +1,84 @@
+"""The requests' distribution as the state keeps it, and the finding judged on its share."""
+
+from __future__ import annotations
+
+import pytest
+
+from exporter.analysis.findings import DecodeSample, Observations, evaluate
+from exporter.engines.record import RequestRecord
+from exporter.state.requests import RECENT_SECONDS, RecentShare, RequestStats
+
+CODE = "requests_without_benefit"
+
+
+def request(
+    length: float, rounds: int = 40, rate: float | None = None, time: str = "2026-02-23T00:14:33"
+) -> RequestRecord:
+    completion = round(length * rounds)
+    return RequestRecord(time, length, rate, rounds, completion)
+
+
+def test_no_draft_accepted_needs_enough_rounds() -> None:
+    stats = RequestStats()
+    stats.add(
+        [
+            request(1.0 + 1 / 40, 40),  # the prefill's token and one per round: nothing accepted
+            request(1.0 + 1 / 4, 4),  # as little, but four rounds say nothing about a drafter
+            request(1.04, 40, rate=0.01),  # the logged rate counts accepted drafts exactly
+            request(1.04, 40, rate=0.0),
+        ],
+        observed_at=1000.0,
+    )
+
+    counts = stats.snapshot(1000.0).classes[None]
+
+    assert (counts.count, counts.no_draft) == (4, 2)
+
+
+def test_the_recent_share_forgets_what_is_older_than_its_window() -> None:
+    stats = RequestStats()
+    stats.add([request(1.0, time="2026-02-23T00:00:01")] * 5, observed_at=1000.0)
+    stats.add([request(2.5, time="2026-02-23T00:10:00")] * 5, observed_at=1600.0)
+
+    assert stats.snapshot(1600.0).recent == RecentShare(
+        10, 5, "2026-02-23T00:00:01", "2026-02-23T00:10:00"
+    )
+    later = stats.snapshot(1000.0 + RECENT_SECONDS + 1)
+    assert later.recent == RecentShare(5, 0, "2026-02-23T00:10:00", "2026-02-23T00:10:00")
+    assert later.classes[None].count == 10  # the histogram is a counter: it keeps them all
+
+
+def test_requests_without_figures_are_finished_but_not_speculative() -> None:
+    stats = RequestStats()
+    stats.add([RequestRecord("2026-02-23T00:14:33", None, None, None, 12)], observed_at=1.0)
+
+    snap = stats.snapshot(1.0)
+
+    assert (snap.finished, snap.classes, snap.recent) == (1, {}, None)
+
+
+def _observed(share: RecentShare, average: float) -> Observations:
+    return Observations(windows=(DecodeSample(accept_length=average),) * 5, requests=share)
+
+
+def test_the_finding_names_the_share_and_the_time_range() -> None:
+    share = RecentShare(200, 30, "2026-02-23T00:10:02", "2026-02-23T00:24:59")
+
+    (finding,) = [f for f in evaluate(_observed(share, 2.4)) if f.code == CODE]
+
+    assert finding.summary.startswith("15% of requests")
+    assert "30 of 200" in finding.seen
+    assert "between 2026-02-23T00:10:02 and 2026-02-23T00:24:59" in finding.seen
+    assert "2.40" in finding.seen
+
+
+@pytest.mark.parametrize(
+    ("share", "average"),
+    [
+        (RecentShare(200, 10, None, None), 2.4),  # 5%: the tail any drafter has
+        (RecentShare(200, 100, None, None), 1.3),  # the average is low: other verdicts say so
+        (RecentShare(10, 5, None, None), 2.4),  # ten requests are no share
+    ],
+)
+def test_no_finding_without_a_hidden_share(share: RecentShare, average: float) -> None:
+    assert CODE not in {f.code for f in evaluate(_observed(share, average))}
