@@ -60,7 +60,7 @@ class TargetConfig(Strict):
     baseline: BaselineConfig | None = None
     expected_accept_length: float | None = Field(default=None, ge=1)
     # A header SGLang logs with each finished request (SGLANG_LOG_REQUEST_HEADERS) whose value
-    # splits the per-request histogram by traffic class (README "Per-request acceptance").
+    # splits the per-request histogram by traffic class (docs/metrics.md, "Per-request acceptance").
     request_label_header: str | None = Field(default=None, pattern=r"^[a-z0-9_-]{1,64}$")
 
     @field_validator("name")

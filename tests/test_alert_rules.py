@@ -40,6 +40,7 @@ LISTED_ALERTS = {
     "SpecDecodeServerCrashed": "critical",
     "SpecDecodeDraftTokensWasted": "info",
     "SpecDecodeDrafterGivenUp": "warning",
+    "SpecDecodeRequestsWithoutBenefit": "warning",
     "SpecDecodeStatsMissing": "warning",
     "SpecDecodeLogFormatUnrecognized": "warning",
     "SpecwatchUpstreamDown": "warning",
@@ -59,6 +60,7 @@ MEASURING_ALERTS = {
     "SpecDecodeAcceptLengthLow",
     "SpecDecodeSlowerThanBaseline",
     "SpecDecodeDraftTokensWasted",
+    "SpecDecodeRequestsWithoutBenefit",
     "SpecDecodeLogFormatUnrecognized",
 }
 # A specwatch series name standing alone, not inside a recording rule name (level:metric:ops).

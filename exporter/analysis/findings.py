@@ -19,12 +19,12 @@ from statistics import fmean
 from exporter.analysis import algorithms
 from exporter.analysis.algorithms import Standard, config_floor, config_standard
 from exporter.analysis.breakeven import Assessment, advise, assess_positions
+from exporter.analysis.request_share import NO_BENEFIT_ACCEPT_LENGTH, RecentShare, logged_time
 from exporter.analysis.thresholds import DEFAULT
 from exporter.engines import registry
 from exporter.engines.ending import Ending
 from exporter.engines.record import StatsRecord, drafting_off
 from exporter.engines.server_config import ServerConfig
-from exporter.state.requests import NO_BENEFIT_ACCEPT_LENGTH, RecentShare
 
 CRITICAL, WARNING, INFO = "critical", "warning", "info"
 SEVERITY_ORDER = {CRITICAL: 0, WARNING: 1, INFO: 2}
@@ -679,7 +679,9 @@ def _requests_without_benefit(obs: Observations) -> Finding | None:
         or (floor is not None and average < floor)
     ):
         return None
-    span = f" between {share.first} and {share.last}" if share.first and share.last else ""
+    span = ""
+    if share.first and share.last:
+        span = f" between {logged_time(share.first)} and {logged_time(share.last)}"
     return Finding(
         code="requests_without_benefit",
         summary=f"{share.share:.0%} of requests get nothing from the drafter",

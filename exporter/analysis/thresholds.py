@@ -26,7 +26,7 @@ class Thresholds:
     slower_for: str = "10m"
     # More than this share of recent speculative requests at or below the collapsed accept
     # length, while the windows average at least low_accept_length, is a class of traffic the
-    # drafter does not serve (README "Per-request acceptance").
+    # drafter does not serve (docs/metrics.md, "Per-request acceptance").
     no_benefit_share: float = 0.1
     # ... judged on at least this many requests, over this window.
     no_benefit_min_requests: int = 20

@@ -209,6 +209,13 @@ def _check_endpoints(url: str, snap: UpstreamSnapshot, diagnosis: Diagnosis) -> 
 
 
 def _judge_log(report: Report, diagnosis: Diagnosis) -> None:
+    """The log's windows, then where its finished requests' accept lengths fall."""
+    _judge_windows(report, diagnosis)
+    if report.requests is not None:
+        diagnosis.notes.append(report.requests.distribution_line())
+
+
+def _judge_windows(report: Report, diagnosis: Diagnosis) -> None:
     """The newest run's verdicts, and what could not be judged, in plain words."""
     if report.stats_lines == 0 and not report.critical:
         diagnosis.problems.append(

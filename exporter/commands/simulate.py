@@ -25,6 +25,7 @@ from exporter.simulate import (
     SCENARIOS,
     engine_events,
     generate,
+    logging_requests,
     scenario,
     vllm,
 )
@@ -76,6 +77,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default="plain",
         help="plain lines, or as a container runtime stores them: cri or docker (default plain)",
     )
+    parser.add_argument(
+        "--log-requests",
+        choices=("text", "json"),
+        help="the server logs each finished request (SGLang --log-requests, in this "
+        "--log-requests-format); the hidden-share scenario logs them as text unless told",
+    )
     parser.add_argument("--real-time", action="store_true", help="pace lines like a live server")
     parser.add_argument("--speed", type=float, help="real-time speed factor (implies --real-time)")
     parser.add_argument(
@@ -97,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--rate and --speed both set the pace; give one of them")
     chosen = scenario(args.scenario)
     _check_engine(args)
+    if args.log_requests is not None:
+        chosen = logging_requests(chosen, args.log_requests)
     with _output(args.out) as out:
         if args.real_time or args.speed is not None or args.rate is not None:
             speed = args.speed or 1.0
@@ -114,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
                 fmt=args.format_version,
                 envelope=args.envelope,
                 engine=args.engine,
+                log_requests=args.log_requests,
             )
             out.writelines(line + "\n" for line in lines)
     return 0
@@ -121,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _check_engine(args: argparse.Namespace) -> None:
     """Scenario and format must exist for the chosen engine; one line names what does."""
+    if args.engine == "vllm" and args.log_requests is not None:
+        raise UsageError("--log-requests is SGLang's: vLLM logs no finished requests")
     if args.engine == "vllm" and args.scenario not in vllm.VLLM_SCENARIOS:
         known = ", ".join(vllm.VLLM_SCENARIOS)
         raise UsageError(f"--scenario {args.scenario} is SGLang's own; with vLLM: {known}")

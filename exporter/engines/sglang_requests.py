@@ -21,8 +21,8 @@ and the speculation keys count only after the last ``meta_info`` and its
 comes before the real ``completion_tokens``, so it can never be read as the figures.
 
 Nothing of the text or ids is kept; of the logged headers, only values with the shape of a
-label, until the state has picked the one it is configured to count by (README "Per-request
-acceptance").
+label, until the state has picked the one it is configured to count by (docs/metrics.md,
+"Per-request acceptance").
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from exporter.analysis.verdicts import RunFigures, Verdict, implausible, judge
 from exporter.engines import ending
 from exporter.engines.record import (
     LogLine,
+    RequestRecord,
     StatsRecord,
     drafting_off,
     logged_seconds,
@@ -38,8 +39,9 @@ from exporter.engines.server_config import ServerConfig
 from exporter.parse.pipeline import RecordSink
 from exporter.report.reservoir import Reservoir
 from exporter.report.series import Downsampler
-from exporter.report.summary import AcceptStats, BandStats, Report, RunSummary
+from exporter.report.summary import AcceptStats, BandStats, Report, RequestSummary, RunSummary
 from exporter.state.evidence import Evidence
+from exporter.state.requests import NO_REQUESTS, RequestStats
 from exporter.state.runs import RunTracker
 
 # (label, lowest, highest running requests on the node); the top band is open-ended.
@@ -245,6 +247,9 @@ class ReportBuilder(RecordSink):
         self._done: deque[RunSummary] = deque(maxlen=MAX_RUNS)
         self._node = NodeMoments()
         self._held: list[StatsRecord] = []  # records not folded yet: see ``on_record``
+        # Finished requests, timed by their logged time: "recent" is the log's last minutes.
+        self._requests = RequestStats()
+        self._request_at = 0.0
 
     # RecordSink -------------------------------------------------------------------------
     def on_lines(self, count: int) -> None:
@@ -276,6 +281,10 @@ class ReportBuilder(RecordSink):
         end = ending.parse(line.message, line.time)
         if end is not None:
             self._run.evidence.add_ending(end)
+
+    def on_request(self, record: RequestRecord) -> None:
+        self._request_at = logged_seconds(record.time) or self._request_at
+        self._requests.add((record,), self._request_at)
 
     # Folding ------------------------------------------------------------------------------
     def _fold_held(self) -> None:
@@ -403,6 +412,17 @@ class ReportBuilder(RecordSink):
             unrecognized_lines=run.unrecognized,
             speedup=self.advice_speedup(),
             accept_length=run.accept_length,
+            requests=self._requests.snapshot(self._request_at).recent,
+        )
+
+    def request_summary(self) -> RequestSummary | None:
+        """The log's finished requests, when it holds any."""
+        snap = self._requests.snapshot(self._request_at)
+        if not snap.finished:
+            return None
+        counts = snap.classes.get(None, NO_REQUESTS)
+        return RequestSummary(
+            snap.finished, counts.count, counts.no_draft, snap.clipped, counts.buckets, snap.recent
         )
 
     def breakeven(self, config: ServerConfig) -> Assessment | None:
@@ -453,6 +473,7 @@ class ReportBuilder(RecordSink):
             series=tuple(self._series.points()),
             restarts=tuple(self._series.restarts),
             collapsed_accept_length=self.thresholds.collapsed_accept_length,
+            requests=self.request_summary(),
         )
 
 

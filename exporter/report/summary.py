@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
+from itertools import pairwise
 from typing import Any
 
 from exporter.analysis.breakeven import Assessment
 from exporter.analysis.findings import CRITICAL, Finding
+from exporter.analysis.request_share import NO_BENEFIT_ACCEPT_LENGTH, RecentShare, logged_time
 from exporter.analysis.verdicts import Verdict
 from exporter.engines.server_config import ServerConfig
 from exporter.report.series import Point
+from exporter.state.requests import RECENT_SECONDS, REQUEST_BUCKETS
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +30,62 @@ class AcceptStats:
     p90: float
     mean: float
     collapsed_share: float
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSummary:
+    """The finished requests of a log with speculation figures (SGLang ``--log-requests``):
+    their accept lengths by bucket (cumulative, as ``REQUEST_BUCKETS``), those with no draft
+    accepted, and the share without benefit over the log's last minutes."""
+
+    finished: int
+    speculative: int
+    no_draft: int
+    clipped: int
+    buckets: tuple[int, ...]
+    recent: RecentShare | None
+
+    def share_upto(self, bound: float) -> float:
+        """Share of the speculative requests at or below the bucket bound ``bound``."""
+        if not self.speculative:
+            return 0.0
+        return self.buckets[REQUEST_BUCKETS.index(bound)] / self.speculative
+
+    def distribution_line(self) -> str:
+        """One line an on-call reads: where the requests' accept lengths fall."""
+        if not self.speculative:
+            return f"requests: {self.finished:,} finished, none with speculation figures"
+        upto = {bound: self.share_upto(bound) for bound in _LINE_BOUNDS}
+        parts = [f"1.0: {upto[1.0]:.0%}"]
+        parts += [f"{low}-{high}: {upto[high] - upto[low]:.0%}" for low, high in pairwise(upto)]
+        parts.append(f"> {_LINE_BOUNDS[-1]}: {1 - upto[_LINE_BOUNDS[-1]]:.0%}")
+        text = (
+            f"requests: {self.finished:,} finished, {self.speculative:,} with speculation; "
+            f"accept length {', '.join(parts)}; {self.no_draft:,} accepted no draft"
+        )
+        recent = self.recent
+        if recent is not None and recent.requests and recent.first and recent.last:
+            text += (
+                f"; {recent.share:.0%} at <= {NO_BENEFIT_ACCEPT_LENGTH:g} in the last "
+                f"{RECENT_SECONDS / 60:g} min ({recent.requests:,} requests, "
+                f"{logged_time(recent.first)} to {logged_time(recent.last)})"
+            )
+        return text
+
+    def to_json_dict(self) -> dict[str, Any]:
+        bounds = [repr(float(bound)) for bound in REQUEST_BUCKETS]
+        return {
+            "finished": self.finished,
+            "speculative": self.speculative,
+            "no_draft_accepted": self.no_draft,
+            "clipped": self.clipped,
+            "accept_length_buckets": dict(zip(bounds, self.buckets, strict=True)),
+            "recent": _asdict(self.recent),
+        }
+
+
+# The bounds the distribution line reads: 1.0, no benefit, the low range, the normal range.
+_LINE_BOUNDS = (1.0, NO_BENEFIT_ACCEPT_LENGTH, 1.5, 2.5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +185,7 @@ class Report:
     collapsed_accept_length: float
     series: tuple[Point, ...] = field(repr=False)
     restarts: tuple[float, ...] = ()  # server starts after decode windows of an earlier run
+    requests: RequestSummary | None = None  # when the log holds finished-request lines
 
     @property
     def span_seconds(self) -> float | None:
@@ -237,6 +297,7 @@ class Report:
             "latest_start": _iso(self.latest_start),
             "breakeven": _asdict(self.breakeven),
             "findings": [f.to_json_dict() for f in self.findings],
+            "requests": self.requests.to_json_dict() if self.requests else None,
         }
 
 

@@ -17,6 +17,7 @@ def render_text(report: Report) -> str:
         [report.headline],
         _overview(report),
         _accept(report),
+        _requests(report),
         _bands(report),
         _runs(report),
         _conclusions(report),
@@ -80,6 +81,14 @@ def _accept(report: Report) -> list[str]:
     if report.cuda_graph_share is not None:
         lines.append(f"CUDA graph used in {report.cuda_graph_share:.0%} of decode windows")
     return lines
+
+
+def _requests(report: Report) -> list[str]:
+    """Where the finished requests' own accept lengths fall: what the windows average hides."""
+    if report.requests is None:
+        return []
+    line = report.requests.distribution_line()
+    return _wrapped(line[0].upper() + line[1:], "")
 
 
 def _bands(report: Report) -> list[str]:

@@ -18,7 +18,7 @@ from exporter.simulate import vllm
 from exporter.simulate.envelope import ENVELOPES, wrap
 from exporter.simulate.events import LogEvent
 from exporter.simulate.formats import DEFAULT_ERA, ERAS, Era
-from exporter.simulate.scenarios import SCENARIOS, Scenario
+from exporter.simulate.scenarios import SCENARIOS, Scenario, logging_requests
 from exporter.simulate.startup import startup
 from exporter.simulate.traffic import Traffic
 
@@ -31,6 +31,7 @@ __all__ = [
     "SCENARIOS",
     "events",
     "generate",
+    "logging_requests",
     "scenario",
 ]
 
@@ -99,12 +100,16 @@ def generate(
     start: datetime | None = None,
     envelope: str = "plain",
     engine: str = "sglang",
+    log_requests: str | None = None,
 ) -> Iterator[str]:
     """The log's physical lines (without newline), stamped from ``start``.
 
     ``start`` defaults to a fixed base time per era, so the same seed gives the same bytes.
+    ``log_requests`` (``text`` or ``json``): the server logs each finished request so.
     """
     chosen = scenario(name)
+    if log_requests is not None:
+        chosen = logging_requests(chosen, log_requests)
     source = engine_events(chosen, engine=engine, seed=seed, fmt=fmt, duration=duration)
     base = start or (vllm.BASE_TIME if engine == "vllm" else ERAS[fmt or DEFAULT_ERA].base_time)
     for event in source:

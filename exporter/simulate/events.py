@@ -20,6 +20,7 @@ class LogEvent:
     bare: bool = False  # printed before SGLang configured its logger: no prefix at all
     stream: str = "stderr"  # SGLang logs to stderr, uvicorn's access log to stdout
     vllm_file: str | None = None  # vLLM's formatter and this ``file:line``, instead of SGLang's
+    json_stamp: bool = False  # a JSON record whose empty "timestamp" gets the time it is written
 
     def render(self, moment: datetime) -> str:
         """The line as SGLang's formatter prints it: ``[%Y-%m-%d %H:%M:%S TP0] message``.
@@ -33,6 +34,11 @@ class LogEvent:
             stamp = moment.strftime("%m-%d %H:%M:%S")
             return f"{VLLM_TAG}INFO {stamp} [{self.vllm_file}] {self.message}"
         stamp = moment.strftime("%Y-%m-%d %H:%M:%S")
+        if self.json_stamp:  # SGLang's log_json: datetime.now().isoformat()
+            message = self.message.replace(
+                '"timestamp": ""', f'"timestamp": "{moment.replace(tzinfo=None).isoformat()}"', 1
+            )
+            return f"[{stamp}] {message}"
         if self.rank:
             stamp = f"{stamp} {self.rank}"
         return f"[{stamp}] {self.message}"

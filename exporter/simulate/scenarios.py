@@ -9,7 +9,7 @@ re-deriving them from its output.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 # Non-speculative throughput of the node by running requests (2,370 tok/s at concurrency 128,
@@ -34,6 +34,7 @@ class Deployment:
     disable_cuda_graph: bool = False
     cuda_graph_max_bs: int = 48
     enable_metrics: bool = True
+    log_requests: str | None = None  # --log-requests-format "text" or "json"; None: not logged
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,9 @@ class Behaviour:
     running: int
     queued: int
     gen_throughput: float  # tokens/s at `running`, the mean over windows
+    # Share of requests (one class of traffic) that accept no draft token; the others make up
+    # the window's accept length.
+    no_benefit_share: float = 0.0
 
     @property
     def step_seconds(self) -> float:
@@ -74,12 +78,22 @@ class Scenario:
         return ",".join(f"{running}:{tok_s:g}" for running, tok_s in self.baseline)
 
 
+def logging_requests(chosen: Scenario, form: str) -> Scenario:
+    """``chosen`` with every server run started with ``--log-requests`` in ``form``."""
+    phases = tuple(
+        replace(phase, deployment=replace(phase.deployment, log_requests=form))
+        for phase in chosen.phases
+    )
+    return replace(chosen, phases=phases)
+
+
 _HEALTHY_DRAFT = "/models/drafts/kimi-k25-eagle3-synth100k"
 _BROKEN_DRAFT = "/models/drafts/kimi-k25-eagle3-custom-v1"
 _EAGLE3_ARCH = "LlamaForCausalLMEagle3"
 
 _EAGLE3_4 = Deployment("EAGLE3", _HEALTHY_DRAFT, _EAGLE3_ARCH, 3, 1, 4)
 _BROKEN_4 = Deployment("EAGLE3", _BROKEN_DRAFT, _EAGLE3_ARCH, 3, 1, 4)
+_LOGGING_4 = Deployment("EAGLE3", _HEALTHY_DRAFT, _EAGLE3_ARCH, 3, 1, 4, log_requests="text")
 
 _HEALTHY = Phase(_EAGLE3_4, Behaviour(3.2, 0.12, 48, 0, 2700.0))
 # A collapsed drafter: every window `accept len: 1.00`, ~600 tok/s at 48 running, 32 waiting.
@@ -136,6 +150,13 @@ def _scenarios() -> dict[str, Scenario]:
             (Phase(mismatched, Behaviour(1.1, 0.04, 1, 0, 52.0)),),
             NODE_BASELINE,
             (),
+        ),
+        Scenario(
+            "hidden-share",
+            "windows average accept length 2.4 while 15% of requests (one class) accept nothing",
+            (Phase(_LOGGING_4, Behaviour(2.4, 0.08, 48, 0, 2025.0, no_benefit_share=0.15)),),
+            NODE_BASELINE,
+            ("requests_without_benefit",),
         ),
         Scenario(
             "recovery",

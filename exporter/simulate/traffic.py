@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from exporter.simulate.events import LogEvent, access
 from exporter.simulate.formats import Era, PrefillBatch, Window
+from exporter.simulate.requests import CLASSES, NO_BENEFIT_CLASS, finish_event
 from exporter.simulate.scenarios import DECODE_LOG_INTERVAL, Phase
 from exporter.simulate.startup import CHUNKED_PREFILL_SIZE, MAX_TOTAL_NUM_TOKENS
 
@@ -30,6 +31,7 @@ class _Request:
     prompt: int
     output: int
     generated: float = 0.0
+    no_benefit: bool = False  # of the class of traffic the drafter does not fit
 
     @property
     def tokens(self) -> int:
@@ -54,6 +56,9 @@ class Traffic:
     rng: random.Random
     now: float
     requests: list[_Request] = field(default_factory=list)
+    # Per-request draws (classes, request logs) come from their own generator, so logging
+    # requests leaves the stats lines of the same seed as they were.
+    request_rng: random.Random = field(default_factory=lambda: random.Random(23))
 
     def events(self, until: float | None) -> Iterator[LogEvent]:
         """Lines in time order until the simulated clock passes ``until`` (None: forever)."""
@@ -118,6 +123,8 @@ class Traffic:
             events.append(
                 access(finished_at, self._client(), "POST /v1/chat/completions", "200 OK")
             )
+            if self.phase.deployment.log_requests is not None:
+                events.append(self._finished(request, finished_at))
             self.requests.remove(request)
             gap = 0.0 if self.phase.behaviour.queued else CLIENT_GAP_SECONDS
             arrival = min(finished_at + gap, self.now)
@@ -154,7 +161,34 @@ class Traffic:
         )
 
     def _new_request(self) -> _Request:
-        return _Request(prompt=self.rng.randint(120, 900), output=self.rng.randint(200, 1200))
+        request = _Request(prompt=self.rng.randint(120, 900), output=self.rng.randint(200, 1200))
+        share = self.phase.behaviour.no_benefit_share
+        request.no_benefit = share > 0 and self.request_rng.random() < share
+        return request
+
+    def _finished(self, request: _Request, at: float) -> LogEvent:
+        """The request logger's line: the class the drafter does not fit accepts nothing, the
+        rest make up the window's accept length between them."""
+        behaviour, deployment = self.phase.behaviour, self.phase.deployment
+        rng = self.request_rng
+        share = behaviour.no_benefit_share
+        if request.no_benefit:
+            length, name = None, NO_BENEFIT_CLASS
+        else:
+            usual = (behaviour.accept_length - share) / (1 - share)
+            ceiling = float(deployment.num_steps + 1)
+            length = min(max(rng.gauss(usual, 0.2), 1.2), ceiling)
+            name = rng.choice(CLASSES)
+        return finish_event(
+            at + 0.001,
+            rng,
+            form=deployment.log_requests or "text",
+            prompt_tokens=request.prompt,
+            completion_tokens=request.output,
+            accept_length=length,
+            num_draft_tokens=deployment.num_draft_tokens,
+            traffic_class=name,
+        )
 
     def _client(self) -> str:
         return f"10.0.3.{self.rng.randint(2, 40)}:{self.rng.randint(32768, 60999)}"

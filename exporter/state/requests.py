@@ -1,4 +1,4 @@
-"""Per-request acceptance: the distribution a window average hides (README "Per-request
+"""Per-request acceptance: the distribution a window average hides (docs/metrics.md, "Per-request
 acceptance").
 
 A window's accept length averages over every request in it, weighted by tokens, so a node at
@@ -16,37 +16,21 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from exporter.analysis.thresholds import DEFAULT
+from exporter.analysis.request_share import (
+    NO_BENEFIT_ACCEPT_LENGTH,
+    RecentShare,
+    no_draft_accepted,
+)
 from exporter.engines.record import RequestRecord
 
 # Upper bounds of ``specwatch_request_accept_length``: 1.0 alone (the bonus token only), the
 # low range up to 1.5 (1.05 is where the alerts call acceptance none), then the normal range.
 REQUEST_BUCKETS: tuple[float, ...] = (1.0, 1.05, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8)
-# At or below this accept length a request got nothing from the drafter (the collapsed
-# threshold of the alerts: one accepted draft in twenty rounds is noise).
-NO_BENEFIT_ACCEPT_LENGTH = DEFAULT.collapsed_accept_length
-# A request counts as "no draft accepted" only after this many verify rounds: a three-token
-# answer that accepted nothing is no evidence about the drafter.
-MIN_VERIFY_ROUNDS = 8
 # How far back the daemon's finding looks, and the most seconds it keeps for it.
 RECENT_SECONDS = 900.0
 # Values of the configured label with series of their own; the rest are counted as OTHER.
 DEFAULT_MAX_CLASSES = 8
 OTHER, UNLABELLED = "other", "none"
-
-
-def no_draft_accepted(record: RequestRecord) -> bool:
-    """Not one draft token accepted over at least ``MIN_VERIFY_ROUNDS`` rounds.
-
-    The rate counts accepted drafts exactly (``correct / proposed``); without it, every round
-    yielding one token means ``completion_tokens <= rounds + 1`` (the prefill's token aside).
-    """
-    rounds = record.verify_rounds
-    if rounds is None or rounds < MIN_VERIFY_ROUNDS or record.accept_length is None:
-        return False
-    if record.accept_rate is not None:
-        return record.accept_rate <= 0.0
-    return record.accept_length <= 1.0 + 1.0 / rounds
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,21 +43,6 @@ class ClassCounts:
     total: float
     count: int
     no_draft: int
-
-
-@dataclass(frozen=True, slots=True)
-class RecentShare:
-    """Speculative requests seen recently, those of them with no benefit, and the logged times
-    of the first and last of them (ISO, as logged)."""
-
-    requests: int
-    no_benefit: int
-    first: str | None
-    last: str | None
-
-    @property
-    def share(self) -> float:
-        return self.no_benefit / self.requests if self.requests else 0.0
 
 
 NO_REQUESTS = ClassCounts((0,) * len(REQUEST_BUCKETS), 0.0, 0, 0)
