@@ -26,6 +26,7 @@ from exporter.cli import main
 from exporter.report import build_report
 from exporter.report.html import charts
 from tests.support.loglines import T0, decode, startup
+from tests.support.requests import finish_line
 from tests.support.tools import require_tool
 
 BASELINE_TOK_S = 700.0
@@ -268,3 +269,32 @@ def test_a_lone_window_between_idle_spells_is_drawn_as_a_dot(tmp_path: Path) -> 
         [(seconds(x), y) for x, y in zip(line.get_xdata(orig=False), line.get_ydata(), strict=True)]
         for line in dots
     ] == [[(500.0, 2.0)]]
+
+
+REQUESTS_CHART = "Accept length per finished request"
+
+
+def test_the_requests_chart_shows_the_share_the_windows_hide(tmp_path: Path) -> None:
+    """Windows at 2.4, and 15 of 100 requests at 1.0: their bar stands out in red."""
+    lines = startup() + [decode(60 + 2 * i, 2.4, 0.47, running=40, tput=1800) for i in range(30)]
+    for i in range(100):
+        length = 1.0 + 1 / 40 if i % 20 < 3 else 2.7
+        lines.append(finish_line(length, 40, json_format=i % 2 == 0, level=i % 4))
+    path = tmp_path / "server.log"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    axes = drawn(path)[REQUESTS_CHART]
+
+    bars = {
+        tick.get_text(): (patch.get_height(), patch.get_facecolor())
+        for tick, patch in zip(axes.get_xticklabels(), axes.patches, strict=True)
+    }
+    assert bars["1.0-1.05"][0] == pytest.approx(15)
+    assert bars["2.5-3"][0] == pytest.approx(85)
+    assert bars["1.0-1.05"][1] != bars["2.5-3"][1]
+    legend = [text.get_text() for text in axes.get_legend().get_texts()]
+    assert legend == ["no benefit", "100 requests, windows averaged 2.40"]
+
+
+def test_a_log_without_request_lines_has_no_requests_chart(log: Path) -> None:
+    assert REQUESTS_CHART not in drawn(log)

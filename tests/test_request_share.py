@@ -68,7 +68,7 @@ def test_the_finding_names_the_share_and_the_time_range() -> None:
 
     assert finding.summary.startswith("15% of requests")
     assert "30 of 200" in finding.seen
-    assert "between 2026-02-23T00:10:02 and 2026-02-23T00:24:59" in finding.seen
+    assert "between 2026-02-23 00:10:02 and 2026-02-23 00:24:59" in finding.seen
     assert "2.40" in finding.seen
 
 

@@ -15,7 +15,9 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from exporter.analysis.request_share import NO_BENEFIT_ACCEPT_LENGTH
 from exporter.report.summary import Report
+from exporter.state.requests import REQUEST_BUCKETS
 from exporter.report.text import render_text
 
 if TYPE_CHECKING:
@@ -263,11 +265,45 @@ def _bands(axes: Axes, report: Report) -> bool:
     return True
 
 
+def _requests(axes: Axes, report: Report) -> bool:
+    """The finished requests by their own accept length: a share at 1.0 that the windows'
+    average hides stands out in red beside the rest."""
+    requests = report.requests
+    if requests is None or not requests.speculative:
+        return False
+    counts = [b - a for a, b in zip((0, *requests.buckets), requests.buckets, strict=False)]
+    counts.append(requests.speculative - requests.buckets[-1])
+    bounds = [0.0, *REQUEST_BUCKETS]
+    labels = [
+        "1.0",
+        *(f"{_bound(low)}-{_bound(high)}" for low, high in zip(bounds[1:], bounds[2:])),
+    ]
+    labels.append(f"> {_bound(bounds[-1])}")
+    shares = [100 * count / requests.speculative for count in counts]
+    positions = list(range(len(shares)))
+    # Bars up to the no-benefit bound, then the rest: each group one colour and one label.
+    low = sum(1 for bound in REQUEST_BUCKETS if bound <= NO_BENEFIT_ACCEPT_LENGTH)
+    axes.bar(positions[:low], shares[:low], 0.8, color="tab:red", label="no benefit")
+    mean = f", windows averaged {report.accept.mean:.2f}" if report.accept is not None else ""
+    label = f"{requests.speculative:,} requests{mean}"
+    axes.bar(positions[low:], shares[low:], 0.8, color="tab:blue", label=label)
+    axes.set_xticks(positions, labels, fontsize="small")
+    axes.set_xlabel("accept length of the request (tokens per verify round)")
+    axes.set_ylabel("% of requests")
+    return True
+
+
+def _bound(value: float) -> str:
+    """A bucket bound as the text report writes it: ``1.0``, ``1.05``, ``2``."""
+    return "1.0" if value == 1.0 else f"{value:g}"
+
+
 _CHARTS: tuple[tuple[str, Callable[[Axes, Report], bool]], ...] = (
     ("Accept length over time", _accept_length),
     ("Throughput vs baseline over time", _throughput),
     ("Throughput vs baseline by concurrency band", _bands),
     ("Running and queued requests over time", _queue),
+    ("Accept length per finished request", _requests),
 )
 
 _PAGE = """<!DOCTYPE html>
