@@ -6,6 +6,7 @@ import pytest
 
 from exporter.analysis.findings import DecodeSample, Observations, evaluate
 from exporter.engines.record import RequestRecord
+from exporter.engines.server_config import ServerConfig
 from exporter.state.requests import RECENT_SECONDS, RecentShare, RequestStats
 
 CODE = "requests_without_benefit"
@@ -57,8 +58,12 @@ def test_requests_without_figures_are_finished_but_not_speculative() -> None:
     assert (snap.finished, snap.classes, snap.recent) == (1, {}, None)
 
 
-def _observed(share: RecentShare, average: float) -> Observations:
-    return Observations(windows=(DecodeSample(accept_length=average),) * 5, requests=share)
+EAGLE3 = ServerConfig(algorithm="EAGLE3", num_steps=3, num_draft_tokens=4)  # floor 1.8
+
+
+def _observed(share: RecentShare, average: float, config: ServerConfig = EAGLE3) -> Observations:
+    windows = (DecodeSample(accept_length=average),) * 5
+    return Observations(config=config, windows=windows, requests=share)
 
 
 def test_the_finding_names_the_share_and_the_time_range() -> None:
@@ -76,9 +81,18 @@ def test_the_finding_names_the_share_and_the_time_range() -> None:
     ("share", "average"),
     [
         (RecentShare(200, 10, None, None), 2.4),  # 5%: the tail any drafter has
-        (RecentShare(200, 100, None, None), 1.3),  # the average is low: other verdicts say so
+        (RecentShare(200, 100, None, None), 1.3),  # low for EAGLE-3: its own verdicts say so
         (RecentShare(10, 5, None, None), 2.4),  # ten requests are no share
     ],
 )
 def test_no_finding_without_a_hidden_share(share: RecentShare, average: float) -> None:
     assert CODE not in {f.code for f in evaluate(_observed(share, average))}
+
+
+def test_an_algorithm_healthy_at_a_lower_average_is_judged_by_its_floor() -> None:
+    """An NGRAM drafter is healthy at 1.3 (floor 1.2); one judged by no floor, at any."""
+    share = RecentShare(200, 40, None, None)
+    ngram = ServerConfig(algorithm="NGRAM", num_draft_tokens=4)
+
+    for config in (ngram, ServerConfig(algorithm="SOMETHING_NEW")):
+        assert CODE in {f.code for f in evaluate(_observed(share, 1.3, config))}

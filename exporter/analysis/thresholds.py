@@ -25,8 +25,8 @@ class Thresholds:
     low_accept_for: str = "10m"
     slower_for: str = "10m"
     # More than this share of recent speculative requests at or below the collapsed accept
-    # length, while the windows average at least low_accept_length, is a class of traffic the
-    # drafter does not serve (docs/metrics.md, "Per-request acceptance").
+    # length, while the windows average no lower than the algorithm's floor, is a class of
+    # traffic the drafter does not serve (docs/metrics.md, "Per-request acceptance").
     no_benefit_share: float = 0.1
     # ... judged on at least this many requests, over this window.
     no_benefit_min_requests: int = 20

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import itertools
 import math
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -17,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from exporter.analysis.request_share import NO_BENEFIT_ACCEPT_LENGTH
 from exporter.report.summary import Report
-from exporter.state.requests import REQUEST_BUCKETS
 from exporter.report.text import render_text
+from exporter.state.requests import REQUEST_BUCKETS
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -276,7 +277,7 @@ def _requests(axes: Axes, report: Report) -> bool:
     bounds = [0.0, *REQUEST_BUCKETS]
     labels = [
         "1.0",
-        *(f"{_bound(low)}-{_bound(high)}" for low, high in zip(bounds[1:], bounds[2:])),
+        *(f"{_bound(low)}-{_bound(high)}" for low, high in itertools.pairwise(bounds)),
     ]
     labels.append(f"> {_bound(bounds[-1])}")
     shares = [100 * count / requests.speculative for count in counts]
