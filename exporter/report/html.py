@@ -272,14 +272,13 @@ def _requests(axes: Axes, report: Report) -> bool:
     requests = report.requests
     if requests is None or not requests.speculative:
         return False
-    counts = [b - a for a, b in zip((0, *requests.buckets), requests.buckets, strict=False)]
-    counts.append(requests.speculative - requests.buckets[-1])
-    bounds = [0.0, *REQUEST_BUCKETS]
+    cumulative = (0, *requests.buckets, requests.speculative)
+    counts = [b - a for a, b in itertools.pairwise(cumulative)]
     labels = [
         "1.0",
-        *(f"{_bound(low)}-{_bound(high)}" for low, high in itertools.pairwise(bounds)),
+        *(f"{_bound(low)}-{_bound(high)}" for low, high in itertools.pairwise(REQUEST_BUCKETS)),
+        f"> {_bound(REQUEST_BUCKETS[-1])}",
     ]
-    labels.append(f"> {_bound(bounds[-1])}")
     shares = [100 * count / requests.speculative for count in counts]
     positions = list(range(len(shares)))
     # Bars up to the no-benefit bound, then the rest: each group one colour and one label.
