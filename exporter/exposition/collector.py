@@ -474,8 +474,10 @@ def _render_counters(out: Families, base: dict[str, str], snap: TargetSnapshot) 
 
 
 def _render_requests(out: Families, base: dict[str, str], requests: RequestsSnapshot) -> None:
-    """The finished requests' distribution; without a traffic class configured its series are
-    always there (zero until the first request), with one they come with each class."""
+    """The finished requests' distribution, once the log has shown one: most servers do not
+    log their requests, and their scrapes carry none of these series."""
+    if not requests.finished:
+        return
     out.add("requests_finished", base, requests.finished)
     out.add("requests_clipped", base, requests.clipped)
     classes = requests.classes or {None: NO_REQUESTS}
