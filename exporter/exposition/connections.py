@@ -1,17 +1,19 @@
 """Admission of HTTP connections: no single client can hold a thread, the accept loop or memory.
 
-A connection that has sent nothing yet waits in a selector, without a thread, and the oldest
-of them makes room when too many wait (a scraper sends its request at once, an idle socket
-never does). Only a connection with bytes to read gets one of ``max_workers`` threads, where
-the TLS handshake happens (never in the accept loop). Each read and write has a timeout, the
-handshake and request head a short deadline and the answer a longer one, after which the
-socket is shut down under the worker.
+A connection waits in a selector, without a thread, until its whole request head is in: the
+accept loop reads plain HTTP heads itself, so clients trickling theirs hold no worker, only a
+place among ``max_waiting`` (the oldest makes room when too many wait) for ``head_timeout``
+from their first byte. Only a connection with a whole head (or, with TLS, bytes to read: the
+handshake happens in a worker, never in the accept loop) gets one of ``max_workers`` threads.
+Each read and write has a timeout, the handshake and request head a short deadline and the
+answer a longer one, after which the socket is shut down under the worker.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import itertools
 import logging
 import selectors
@@ -65,6 +67,46 @@ class Limits:
 
 DEFAULT_LIMITS = Limits()
 
+MAX_HEAD_BYTES = 64 << 10
+"""A request head longer than this is not a scraper's: the connection is closed unanswered."""
+_HEAD_ENDS = (b"\r\n\r\n", b"\n\n")
+
+
+class _HeadFirst(io.RawIOBase):
+    """A socket's input with the head the accept loop already read put back in front."""
+
+    def __init__(self, head: bytes, sock: socket.socket) -> None:
+        self._head = memoryview(head)
+        self._sock = sock
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._head:
+            size = min(len(buffer), len(self._head))
+            buffer[:size] = self._head[:size]
+            self._head = self._head[size:]
+            return size
+        return self._sock.recv_into(buffer)
+
+
+class _Prefixed:
+    """The socket a worker's request handler sees: reads start with the head read so far."""
+
+    def __init__(self, sock: socket.socket, head: bytes) -> None:
+        self._sock = sock
+        self._head = head
+
+    def makefile(self, mode: str = "rb", buffering: int = -1) -> Any:
+        """Binary files, as the request handler asks for them: ``rb`` and ``wb``."""
+        if "r" not in mode:
+            return self._sock.makefile("wb", buffering)
+        return io.BufferedReader(_HeadFirst(self._head, self._sock), max(buffering, 8192))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
 
 @dataclass
 class _Busy:
@@ -88,7 +130,9 @@ class Lobby:
         self.limits = limits
         self._selector = selectors.DefaultSelector()
         self._waiting: dict[socket.socket, tuple[Any, float]] = {}  # oldest first
-        self._ready: deque[tuple[socket.socket, Any]] = deque()
+        # Plain connections whose head has begun: address, deadline, bytes so far; oldest first.
+        self._heads: dict[socket.socket, tuple[Any, float, bytearray]] = {}
+        self._ready: deque[tuple[socket.socket, Any, bytes]] = deque()
         self._busy: dict[int, _Busy] = {}
         self._ids = itertools.count()
         self._lock = threading.Lock()  # guards _busy, shared with the workers
@@ -145,6 +189,8 @@ class Lobby:
         soonest = now + 1.0
         if self._waiting:
             soonest = min(soonest, next(iter(self._waiting.values()))[1])
+        if self._heads:
+            soonest = min(soonest, next(iter(self._heads.values()))[1])
         with self._lock:
             for busy in self._busy.values():
                 soonest = min(soonest, busy.deadline)
@@ -157,33 +203,66 @@ class Lobby:
             except BlockingIOError:
                 return
             except OSError as exc:
-                if exc.errno in (errno.EMFILE, errno.ENFILE) and self._waiting:
-                    self._drop(next(iter(self._waiting)))  # out of descriptors: make room
-                    continue
+                if exc.errno in (errno.EMFILE, errno.ENFILE) and self._make_room():
+                    continue  # out of descriptors: the oldest waiting one made room
                 log.debug("accept failed: %s", exc)
                 return
-            if len(self._waiting) >= self.limits.max_waiting:
-                self._drop(next(iter(self._waiting)))
+            if len(self._waiting) + len(self._heads) >= self.limits.max_waiting:
+                self._make_room()
+            conn.setblocking(False)
             self._waiting[conn] = (address, time.monotonic() + self.limits.idle_timeout)
             self._selector.register(conn, selectors.EVENT_READ, conn)
 
+    def _make_room(self) -> bool:
+        """Close the oldest connection that sent nothing, else the oldest head in progress."""
+        oldest = next(iter(self._waiting or self._heads), None)
+        if oldest is None:
+            return False
+        self._drop(oldest)
+        return True
+
     def _readable(self, conn: socket.socket) -> None:
-        address, _ = self._waiting.pop(conn)
-        self._selector.unregister(conn)
-        self._ready.append((conn, address))
+        if self._tls is not None:  # the handshake and head are read by a worker
+            address, _ = self._waiting.pop(conn)
+            self._selector.unregister(conn)
+            conn.setblocking(True)
+            self._ready.append((conn, address, b""))
+            return
+        try:
+            chunk = conn.recv(MAX_HEAD_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:  # closed (or reset) before its head was whole
+            self._drop(conn)
+            return
+        if conn in self._waiting:
+            address, _ = self._waiting.pop(conn)
+            head = bytearray()
+            self._heads[conn] = (address, time.monotonic() + self.limits.head_timeout, head)
+        address, _, head = self._heads[conn]
+        head += chunk
+        if any(end in head for end in _HEAD_ENDS):
+            del self._heads[conn]
+            self._selector.unregister(conn)
+            conn.setblocking(True)
+            self._ready.append((conn, address, bytes(head)))
+        elif len(head) > MAX_HEAD_BYTES:
+            self._drop(conn)
 
     def _drop(self, conn: socket.socket) -> None:
-        del self._waiting[conn]
+        self._waiting.pop(conn, None)
+        self._heads.pop(conn, None)
         self._selector.unregister(conn)
         conn.close()
 
     def _expire(self) -> None:
         now = time.monotonic()
-        while self._waiting:
-            conn, (_, expires) = next(iter(self._waiting.items()))
-            if expires > now:
-                break
-            self._drop(conn)
+        while self._waiting and next(iter(self._waiting.values()))[1] <= now:
+            self._drop(next(iter(self._waiting)))
+        while self._heads and next(iter(self._heads.values()))[1] <= now:
+            self._drop(next(iter(self._heads)))
         with self._lock:
             late = [busy for busy in self._busy.values() if busy.deadline <= now]
             for busy in late:
@@ -198,11 +277,11 @@ class Lobby:
                 if len(self._busy) >= self.limits.max_workers:
                     return
                 ident = next(self._ids)
-                conn, address = self._ready.popleft()
+                conn, address, head = self._ready.popleft()
                 deadline = time.monotonic() + self.limits.head_timeout
                 self._busy[ident] = _Busy(conn, deadline)
             worker = threading.Thread(
-                target=self._work, args=(ident, conn, address), name="http", daemon=True
+                target=self._work, args=(ident, conn, address, head), name="http", daemon=True
             )
             try:
                 worker.start()
@@ -212,7 +291,7 @@ class Lobby:
                 with self._lock:
                     del self._busy[ident]
 
-    def _work(self, ident: int, conn: socket.socket, address: Any) -> None:
+    def _work(self, ident: int, conn: socket.socket, address: Any, head: bytes) -> None:
         self._worker.ident = ident
         try:
             conn.settimeout(self.limits.io_timeout)
@@ -228,7 +307,7 @@ class Lobby:
                 if refused is not None:
                     log.info("TLS connection from %s refused: %s", address, refused)
                     return
-            self._serve(conn, address)
+            self._serve(_Prefixed(conn, head) if head else conn, address)  # type: ignore[arg-type]
         except (OSError, ValueError) as exc:  # timeouts, resets, handshake failures
             log.debug("connection from %s ended: %s", address, exc)
         finally:
@@ -244,9 +323,9 @@ class Lobby:
             self._wake_w.send(b"\0")
 
     def _close_all(self) -> None:
-        for conn in list(self._waiting):
+        for conn in [*self._waiting, *self._heads]:
             self._drop(conn)
-        for conn, _ in self._ready:
+        for conn, _, _ in self._ready:
             conn.close()
         self._ready.clear()
         with self._lock:
