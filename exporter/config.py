@@ -24,6 +24,7 @@ from exporter.settings import ConfigError, Strict, load_yaml
 DEFAULT_LISTEN = "0.0.0.0:9477"
 DEFAULT_TARGET = "default"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+_MODEL_RE = re.compile(r"^[!-~][ -~]{0,127}$")
 
 
 class BaselineConfig(Strict):
@@ -62,6 +63,15 @@ class TargetConfig(Strict):
     # A header SGLang logs with each finished request (SGLANG_LOG_REQUEST_HEADERS) whose value
     # splits the per-request histogram by traffic class (docs/metrics.md, "Per-request acceptance").
     request_label_header: str | None = Field(default=None, pattern=r"^[a-z0-9_-]{1,64}$")
+    # The `served_model` label of specwatch_target_info; by default the server's own name.
+    served_model: str | None = None
+
+    @field_validator("served_model")
+    @classmethod
+    def _printable_model(cls, value: str | None) -> str | None:
+        if value is not None and not _MODEL_RE.match(value):
+            raise ValueError("must be 1-128 printable characters")
+        return value
 
     @field_validator("name")
     @classmethod

@@ -171,3 +171,14 @@ def test_sglang_without_the_verify_counter_exports_none_of_them(server: FakeSGLa
     server.routes["/metrics"] = Route(body=exposition().encode())
     seen = scrape(Target.from_config(TargetConfig(name="v", metrics_url=f"{server.url}/metrics")))
     assert (seen["drafts"], seen["accepted"]) == (None, None)
+
+
+def test_the_model_name_label_names_the_served_model(server: FakeSGLang) -> None:
+    target = vllm_target(server)
+    serve(server, drafts=1000, accepted=1500, per_position=(700, 500, 300))
+    assert target.upstream is not None
+    target.upstream.scrape_once()
+    clock = Clock()
+    clock.now = time.time()
+    (info,) = [s for s in render([target], clock).samples if s.name == "specwatch_target_info"]
+    assert info.labels["served_model"] == "llama"

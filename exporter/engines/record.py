@@ -202,6 +202,7 @@ class UpstreamValues:
     token_usage: float | None = None
     cuda_graph_share: float | None = None  # decode passes with CUDA graph since the last scrape
     engine: str | None = None  # the engine whose metric names the exposition used
+    served_model: str | None = None  # the model_name label of the engine's series
     # From counters over the scrape window, where the engine has them (vLLM).
     accept_rate: float | None = None
     accept_rate_by_position: tuple[float, ...] | None = None

@@ -70,6 +70,7 @@ class ServerConfig:
 
     algorithm: str | None = None
     draft_model_path: str | None = None
+    served_model: str | None = None  # the name clients ask for (SGLang and vLLM served_model_name)
     num_steps: int | None = None
     eagle_topk: int | None = None
     num_draft_tokens: int | None = None
@@ -126,6 +127,7 @@ _ARG_FIELDS: dict[str, tuple[str, type]] = {
     "max_running_requests": ("max_running_requests", int),
     "enable_metrics": ("enable_metrics", bool),
     "speculative_adaptive": ("adaptive", bool),
+    "served_model_name": ("served_model", str),
 }
 
 

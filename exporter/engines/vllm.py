@@ -154,6 +154,7 @@ _SPEC_CONFIG = re.compile(
     r"model='([^'\s]{0,512})', num_spec_tokens=(\d{1,3})\)"
 )
 _EAGER = re.compile(r"\benforce_eager=(True|False)\b")
+_SERVED_MODEL = re.compile(r"\bserved_model_name=([^,\s]{1,512})(?:,|$)")
 
 
 def is_own_line(text: str) -> bool:
@@ -185,6 +186,9 @@ def engine_config_args(message: str) -> dict[str, object] | None:
     eager = _EAGER.search(message)
     if eager is not None:
         args["disable_cuda_graph"] = eager.group(1) == "True"
+    served = _SERVED_MODEL.search(message)
+    if served is not None:
+        args["served_model_name"] = served.group(1)
     spec = _SPEC_CONFIG.search(message)
     if spec is not None:
         method, model, tokens = spec.group(1), spec.group(2), int(spec.group(3))

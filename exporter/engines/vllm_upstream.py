@@ -54,6 +54,7 @@ class VllmUpstream:
             gen_throughput=window.gen_throughput,
             token_usage=usage,
             engine="vllm",
+            served_model=model_name(samples),
             accept_rate=window.accept_rate,
             accept_rate_by_position=window.accept_rate_by_position,
             drafts_total=now.drafts,
@@ -157,3 +158,13 @@ def _per_position(samples: Samples) -> tuple[float, ...]:
     while len(out) in by_position:
         out.append(by_position[len(out)])
     return tuple(out)
+
+
+def model_name(samples: Samples) -> str | None:
+    """The ``model_name`` label vLLM puts on its series (the served model), from the
+    generation counter, else any of its series."""
+    for name in (_GENERATION, *sorted(n for n in samples if n.startswith(PREFIX))):
+        for labels, _ in samples.get(name, []):
+            if labels.get("model_name"):
+                return labels["model_name"]
+    return None

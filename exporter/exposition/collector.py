@@ -45,13 +45,17 @@ from exporter.state.target_state import (
 )
 
 P = "specwatch_"
+SERVED_MODEL_MAX = 128
 
 log = logging.getLogger(__name__)
 
 # name -> (type, help). Declared once so every family has one help text and one type.
 FAMILIES: dict[str, tuple[str, str]] = {
     "build_info": ("gauge", "specwatch version, always 1."),
-    "target_info": ("gauge", "One series per configured target, always 1."),
+    "target_info": (
+        "gauge",
+        "One series per configured target, always 1; its engine and served model.",
+    ),
     "draft_config_errors": (
         "counter",
         "Draft model paths named by a server (log or /server_info) whose config.json could "
@@ -353,7 +357,9 @@ def render_target(
     base = {"target": target.name}
     fresh = snap.fresh_windows(now, stale_after)
     insight = inspect(target, snap, fresh, now, stale_after)
-    out.add("target_info", {**base, "engine": engine_of(target, snap, insight)}, 1)
+    engine = engine_of(target, snap, insight)
+    model = served_model(target, insight)
+    out.add("target_info", {**base, "engine": engine, "served_model": model}, 1)
     _render_windows(out, base, fresh)
     _render_speed(out, target, base, insight)
     _render_setup(out, base, insight, snap)
@@ -370,6 +376,22 @@ def engine_of(target: Watched, snap: TargetSnapshot, insight: Insight) -> str:
         return target.config.engine
     upstream = insight.upstream.values if insight.upstream is not None else None
     return snap.engine or (upstream.engine if upstream is not None else None) or "unknown"
+
+
+def served_model(target: Watched, insight: Insight) -> str:
+    """The configured name, else the server's own (its log or ``/server_info``, then the
+    ``model_name`` of its ``/metrics``), bounded: a path keeps its last two components (a hub id
+    or model folder, as for the draft), at most ``SERVED_MODEL_MAX`` printable characters."""
+    upstream = insight.upstream.values if insight.upstream is not None else None
+    name = (
+        target.config.served_model
+        or insight.config.served_model
+        or (upstream.served_model if upstream is not None else None)
+        or ""
+    )
+    if name.startswith("/"):
+        name = "/".join(name.rstrip("/").split("/")[-2:])
+    return "".join(c for c in name if c.isprintable())[:SERVED_MODEL_MAX]
 
 
 def _render_speculation_counts(

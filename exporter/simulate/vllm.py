@@ -75,7 +75,8 @@ def _startup(phase: Phase, at: float) -> list[LogEvent]:
         LogEvent(
             at + 2.0,
             f"Initializing a V1 LLM engine (v0.11.0) with config: model='{MODEL}', "
-            f"speculative_config={spec}, tensor_parallel_size=8, enforce_eager=False",
+            f"speculative_config={spec}, tensor_parallel_size=8, enforce_eager=False, "
+            f"seed=0, served_model_name={MODEL}, enable_prefix_caching=True",
             vllm_file="core.py:77",
         ),
         LogEvent(

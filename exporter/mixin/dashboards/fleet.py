@@ -41,6 +41,7 @@ from exporter.mixin.dashboards.panels import graph, grid, heat, single, timeline
 WORST = 10
 PER_TARGET = ("job", "instance", "target")
 COVERAGE = ("job", "instance")  # one row per exporter
+MODEL = "served_model"  # the label of specwatch_target_info naming what a target serves
 
 
 def per_target_labels() -> str:
@@ -64,9 +65,22 @@ def per_cluster_legend(single: str = "") -> str:
     return f"{{{{{config.cluster_label}}}}}" if config.multi_cluster else single
 
 
+def with_model(expr: str) -> str:
+    """``expr`` (per target or finer) with each target's served model as a label, taken from
+    its info series, so fleet panels can group and show by model."""
+    info = sel("specwatch_target_info", FLEET_SCOPE)
+    return f"{expr} * on ({per_target_labels()}) group_left ({MODEL}) {info}"
+
+
 def per_target(metric: str) -> str:
-    """One value per target: DP ranks averaged, since the fleet ranks nodes, not ranks."""
-    return f"avg by ({per_target_labels()}) ({sel(metric, FLEET_SCOPE)})"
+    """One value per target, with its served model: DP ranks averaged, since the fleet ranks
+    nodes, not ranks."""
+    return f"avg by ({per_target_labels()}, {MODEL}) ({with_model(sel(metric, FLEET_SCOPE))})"
+
+
+def per_model(metric: str) -> str:
+    """One value per served model (per cluster when there are several): its targets averaged."""
+    return across("avg", with_model(sel(metric, FLEET_SCOPE)), MODEL)
 
 
 def node_link() -> str:
@@ -239,6 +253,21 @@ def distribution_row() -> list[Item]:
             height=9,
         ).min(0),
         graph(
+            "Accept length by served model",
+            "Current accept length averaged over the targets serving each model (the "
+            "served_model label of specwatch_target_info): a drafter that collapsed for one "
+            "model shows as that model's line, whichever nodes serve it.",
+            "short",
+            [
+                query(
+                    per_model("specwatch_accept_length"),
+                    " ".join(filter(None, (per_cluster_legend(), "{{served_model}}"))),
+                )
+            ],
+            steps((None, "transparent"), (1.0, "red")),
+            height=9,
+        ).min(0),
+        graph(
             "Fleet accept length (from counters)",
             "1 + accepted draft tokens / draft rounds, summed over every selected target whose "
             "engine counts them (vLLM; SGLang with spec_verify_calls_total): exact, weighted by "
@@ -252,7 +281,7 @@ def distribution_row() -> list[Item]:
                 )
             ],
             steps((None, "transparent"), (1.0, "red")),
-            width=24,
+            height=9,
         ).min(0),
     ]
 
