@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from exporter.analysis.thresholds import STALE_AFTER
 from exporter.engines import registry
 from exporter.engines.server_config import from_draft_config
 from exporter.parse.custom_rules import CustomRule, CustomRuleSet
@@ -141,7 +142,7 @@ class Config(Strict):
     """The whole daemon configuration; docs/configuration.md lists every key."""
 
     listen: str = DEFAULT_LISTEN
-    stale_after: float = Field(default=60.0, gt=0)
+    stale_after: float = Field(default=STALE_AFTER, gt=0)
     log_missing_grace: float = Field(default=60.0, ge=0)
     max_line_bytes: int = Field(default=1 << 20, ge=1024)
     # DP ranks with their own per-window series; further ranks count only in the totals.

@@ -45,8 +45,63 @@ SEVERITIES: dict[str, str] = {
     "adaptive_drafter_given_up": WARNING,
     "requests_without_benefit": WARNING,
 }
+# What each finding means and what to do, in a line: the dashboards show it beside the code
+# (they are rendered from this table) and docs/metrics.md's Findings table says it at length.
+EXPLANATIONS: dict[str, str] = {
+    "server_crashed": (
+        "The log shows the server died (scheduler exception, SIGQUIT, fatal engine error): "
+        "nothing is served. Fix the cause its traceback names and restart it."
+    ),
+    "server_failing": (
+        "A traceback and no decode window since: a dying server or one failed request. Read "
+        "the traceback; the next decode window clears this."
+    ),
+    "eagle3_draft_with_eagle_algorithm": (
+        "EAGLE-3 draft served with the EAGLE algorithm: the draft's layer fusion is skipped "
+        "and accept length sits near 1. Restart with EAGLE3."
+    ),
+    "cuda_graph_disabled": (
+        "Decode runs without CUDA graphs (disable_cuda_graph or eager windows). "
+        "Remove --disable-cuda-graph or fix the capture error in the log."
+    ),
+    "draft_tokens_excessive": (
+        "Many draft tokens per step while few are accepted: verification work is wasted. "
+        "Lower --speculative-num-draft-tokens / num-steps."
+    ),
+    "draft_positions_unprofitable": (
+        "Acceptance by draft position says fewer speculative tokens would be faster: set the "
+        "number the finding names."
+    ),
+    "algorithm_unknown": (
+        "No accept-length standard for this speculative algorithm: judged on speed only. "
+        "Configure a baseline so the speed verdict applies."
+    ),
+    "decode_stats_not_logged": (
+        "No decode stats lines while requests flow: the log level hides them or the "
+        "stats interval is off. Log at info with a decode log interval."
+    ),
+    "metrics_endpoint_disabled": (
+        "The server's /metrics endpoint is missing: start it with --enable-metrics."
+    ),
+    "log_format_unrecognized": (
+        "Stats lines the parser cannot read: the log format drifted after an upgrade."
+    ),
+    "running_requests_capped": (
+        "Running requests pinned at max_running_requests while requests queue "
+        "(SGLang caps EAGLE at 48 when unset). Raise --max-running-requests."
+    ),
+    "adaptive_drafter_given_up": (
+        "Adaptive speculation turned drafting off: the drafter accepts nothing at this load "
+        "but still costs memory and probes. Fix the drafter or serve without it."
+    ),
+    "requests_without_benefit": (
+        "A share of requests finish at accept length 1 while the windows' average hides it: "
+        "find the traffic class they share and serve it without speculation."
+    ),
+}
 
-MIN_WINDOWS = 3  # window-based rules need a few windows so one odd batch is not a verdict
+# Window-based rules and verdicts need a few windows, so one odd batch is not the node's state.
+MIN_WINDOWS = 3
 EXCESSIVE_DRAFT_TOKENS = 8
 LOW_DRAFTS_ONLY_RATE = 0.2
 NO_GRAPH_SHARE = 0.5  # more than half the decode windows without CUDA graph

@@ -13,10 +13,8 @@ from collections.abc import Iterable
 from itertools import repeat
 from typing import NamedTuple
 
+from exporter.analysis.thresholds import STALE_AFTER
 from exporter.engines.record import StatsRecord
-
-# As the daemon's default ``stale_after``: a rank silent for longer is no part of the moment.
-STALE_AFTER = 60.0
 
 
 class Moment(NamedTuple):

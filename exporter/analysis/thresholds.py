@@ -45,3 +45,6 @@ class Thresholds:
 
 
 DEFAULT = Thresholds()
+# Seconds after which a log window no longer counts as current: the daemon's default
+# ``stale_after``, the moments that sum DP ranks, and the dashboards' staleness marks.
+STALE_AFTER = 60.0

@@ -15,6 +15,7 @@ from exporter.analysis import algorithms
 from exporter.analysis.algorithms import Standard, floor_for
 from exporter.analysis.findings import (
     CRITICAL,
+    MIN_WINDOWS,
     OFF_SHARE,
     SEVERITY_ORDER,
     WARNING,
@@ -29,8 +30,6 @@ PLAUSIBLE_MARGIN = 1.1
 # Below this speedup even a drafter accepting nothing, with CUDA graphs off, is not that slow:
 # the baseline was measured on other hardware or another model.
 IMPLAUSIBLY_SLOW = 0.1
-# Fewer decode windows than this are no verdict: one odd batch is not the node's state.
-MIN_WINDOWS = 3
 
 
 @dataclass(frozen=True, slots=True)

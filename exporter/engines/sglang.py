@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from math import isfinite
 from typing import Any, TypeVar
@@ -101,13 +101,21 @@ TOKEN_USAGE = _POSITION["token_usage"]
 _CUDA_GRAPH = _POSITION["cuda_graph"]
 
 
-def _real(value: str) -> float:
+def _real(value: str | bytes) -> float:
     """A finite float of at least 0: one ``nan`` would poison every sum it enters for good, and
-    no stats field (accept length, rate, throughput, usage) can be negative."""
+    no stats field (accept length, rate, throughput, usage) can be negative. Text or ASCII
+    bytes alike (``float`` reads both the same), so every reader converts with this."""
     number = float(value)
     if not isfinite(number) or number < 0:
         raise ValueError(value)
     return number
+
+
+def real_column(column: Sequence[bytes]) -> list[float] | None:
+    """:func:`_real` over a whole column at C speed (the chunk reader's), or None where it
+    would refuse a value; ``float`` may raise ValueError as there."""
+    numbers = list(map(float, column))
+    return numbers if all(map(isfinite, numbers)) and min(numbers, default=0.0) >= 0 else None
 
 
 def _percent(value: str) -> float:
@@ -117,15 +125,22 @@ def _percent(value: str) -> float:
     return _real(value[:-1]) / 100
 
 
-def _flag(value: str) -> bool:
-    """Python's ``True``/``False`` exactly; anything else is drift, not a guess."""
+def _flag(value: str | bytes) -> bool:
+    """Python's ``True``/``False`` exactly, as text or ASCII bytes; anything else is drift, not
+    a guess."""
     try:
         return _BOOLS[value]
     except KeyError:
         raise ValueError(value) from None
 
 
-_BOOLS = {"True": True, "False": False}
+def flag_column(column: Sequence[bytes]) -> list[bool] | None:
+    """:func:`_flag` over a whole column (the chunk reader's), or None where it would refuse."""
+    flags = list(map(_BOOLS.get, column))
+    return None if None in flags else flags  # type: ignore[return-value]
+
+
+_BOOLS: dict[str | bytes, bool] = {"True": True, "False": False, b"True": True, b"False": False}
 
 
 def _text(value: str) -> str:
@@ -328,7 +343,6 @@ _RAW_HEADERS = {"decode": b"Decode batch, ", "prefill": b"Prefill batch, "}
 # reads the line.
 _RAW_STAMP = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
 _RAW_RANK_LIST = re.compile(RANK_LIST.encode())
-RAW_BOOLS: dict[bytes, bool] = {b"True": True, b"False": False}
 
 
 def iso_time(stamp: bytes) -> str:
@@ -336,28 +350,12 @@ def iso_time(stamp: bytes) -> str:
     return stamp.decode("ascii").replace(" ", "T")
 
 
-def _raw_flag(value: bytes) -> bool:
-    try:
-        return RAW_BOOLS[value]
-    except KeyError:
-        raise ValueError(value) from None
-
-
-def _raw_real(value: bytes) -> float:
-    number = float(value)
-    if not isfinite(number) or number < 0:
-        raise ValueError(value)
-    return number
-
-
 def _raw(convert: Converter) -> Callable[[bytes], Any]:
     """``convert`` for ASCII bytes: numbers directly, everything else through its text."""
     if convert is int:
         return convert
-    if convert is _real:
-        return _raw_real
-    if convert is _flag:
-        return _raw_flag
+    if convert is _real or convert is _flag:
+        return convert
     return lambda value: convert(value.decode("ascii"))
 
 

@@ -18,20 +18,20 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from itertools import compress, repeat
-from math import isfinite
 from operator import add, itemgetter
 from typing import Any, TypeVar
 
 from exporter.engines.record import StatsRecord, record_from_row
 from exporter.engines.sglang import (
     RANK_LIST,
-    RAW_BOOLS,
     TOKEN_USAGE,
     VALUE_FIELD_COUNT,
     LayoutColumns,
     SGLangLines,
+    flag_column,
     iso_time,
     rank_numbers,
+    real_column,
 )
 
 # Where a stats line's header meets its prefix; every stats line has one.
@@ -210,13 +210,10 @@ def _convert(converter: str, column: Sequence[bytes]) -> list[Any] | None:
         if converter == "int":
             return list(map(int, column))
         if converter == "real":
-            numbers = list(map(float, column))
-            real = all(isfinite(n) and n >= 0 for n in numbers)  # as the line reader's _real
-            return numbers if real else None
+            return real_column(column)
     except ValueError:
         return None
-    flags = list(map(RAW_BOOLS.get, column))
-    return None if None in flags else flags
+    return flag_column(column)
 
 
 if len(StatsRecord._fields) != 5 + VALUE_FIELD_COUNT + 1:

@@ -40,7 +40,7 @@ from exporter.parse.pipeline import RecordSink
 from exporter.report.reservoir import Reservoir
 from exporter.report.series import Downsampler
 from exporter.report.summary import AcceptStats, BandStats, Report, RequestSummary, RunSummary
-from exporter.state.evidence import Evidence
+from exporter.state.evidence import RECENT_WINDOWS, Evidence
 from exporter.state.requests import NO_REQUESTS, RequestStats
 from exporter.state.runs import RunTracker
 
@@ -54,7 +54,6 @@ BANDS: tuple[tuple[str, int, int | None], ...] = (
 )
 SERIES_FIELDS = ("accept_length", "gen_throughput", "baseline", "running", "queued")
 FINDINGS_SAMPLE = 2000
-RECENT_WINDOWS = 20  # decode windows the findings' evidence keeps, as the daemon's
 EVIDENCE_BATCH = 4096  # records a run holds before handing the evidence those that matter
 MAX_RUNS = 100  # a crash-looping server restarts thousands of times; the newest runs tell
 ACCEPT_VALUES = 4096  # distinct accept lengths counted as logged before they are binned

@@ -22,6 +22,10 @@ from exporter.engines.ending import Ending
 from exporter.engines.record import StatsRecord
 from exporter.engines.server_config import ServerConfig
 
+# Decode windows the findings judge: the daemon's evidence keeps these, and so does each run
+# of `report` and `doctor`, so all of them judge the same windows.
+RECENT_WINDOWS = 20
+
 
 class Evidence:
     """Bounded memory of recent stats records, turned into :class:`Observations` on demand.
@@ -33,7 +37,10 @@ class Evidence:
     """
 
     def __init__(
-        self, started_at: float | None = None, max_windows: int = 20, node_loads: bool = True
+        self,
+        started_at: float | None = None,
+        max_windows: int = RECENT_WINDOWS,
+        node_loads: bool = True,
     ) -> None:
         """``node_loads=False`` for a reader that never asks for :meth:`recent_speedup` (a
         target without a baseline): folding DP ranks into node moments is then skipped, and it

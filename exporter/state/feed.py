@@ -17,9 +17,6 @@ from exporter.parse.pipeline import LineProcessor
 from exporter.sources.tail.events import TailEvents
 from exporter.state.target_state import TargetState
 
-# The tail thread's share of a long backlog: the target state folds a record in about a third
-# of the report builder's time, so the thread parses more of the log itself (see bench/).
-READER_SHARE = 0.45
 # The most of a backlog one catch-up takes on: the helpers' spool files stay under the
 # 256 MiB temp directory the shipped deploy files give (0.55 of it at most, ~0.2 measured).
 MAX_STRETCH_BYTES = 256 << 20
@@ -165,7 +162,6 @@ class LogFeed(TailEvents):
                 max_line_bytes,
                 read_here,
                 stopping,
-                reader_share=READER_SHARE,
                 max_stretch=MAX_STRETCH_BYTES,
             )
         finally:

@@ -18,6 +18,8 @@ from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
 from grafana_foundation_sdk.models import prometheus as pm
 
+from exporter.analysis.findings import EXPLANATIONS
+from exporter.analysis.thresholds import STALE_AFTER
 from exporter.mixin_config import MixinConfig
 
 # The mixin config of the rendering in progress: its selector, cluster label, tags, uids and
@@ -26,7 +28,7 @@ _CONFIG: ContextVar[MixinConfig] = ContextVar("mixin_config")
 _DEFAULT = MixinConfig()
 RATE = "$__rate_interval"
 # The exporter's default `stale_after`: per-window gauges vanish after this many seconds.
-STALE_AFTER_S = 60
+STALE_AFTER_S = int(STALE_AFTER)
 
 # What a dashboard row function returns: a row header or a panel builder of any type.
 Item = db.Row | cogbuilder.Builder[dm.Panel]
@@ -47,35 +49,6 @@ NODE_SCOPE: tuple[str, ...] = (JOB, INSTANCE, TARGET)
 # Per-window gauges are the only series the engine may split per data-parallel rank.
 WINDOW_SCOPE: tuple[str, ...] = (*NODE_SCOPE, DP_RANK)
 
-# What each finding (docs/metrics.md, Findings) means and what to do, shown next to the code.
-FINDING_TEXT: dict[str, str] = {
-    "eagle3_draft_with_eagle_algorithm": (
-        "EAGLE-3 draft served with --speculative-algorithm EAGLE: the draft's layer fusion is "
-        "skipped and accept length sits near 1. Restart with EAGLE3."
-    ),
-    "cuda_graph_disabled": (
-        "Decode runs without CUDA graphs (disable_cuda_graph or eager windows). "
-        "Remove --disable-cuda-graph or fix the capture error in the log."
-    ),
-    "draft_tokens_excessive": (
-        "Many draft tokens per step while few are accepted: verification work is wasted. "
-        "Lower --speculative-num-draft-tokens / num-steps."
-    ),
-    "decode_stats_not_logged": (
-        "No decode stats lines while requests flow: the log level hides them or the "
-        "stats interval is off. Log at info with a decode log interval."
-    ),
-    "metrics_endpoint_disabled": (
-        "The server's /metrics endpoint is missing: start it with --enable-metrics."
-    ),
-    "log_format_unrecognized": (
-        "Stats lines the parser cannot read: the log format drifted after an upgrade."
-    ),
-    "running_requests_capped": (
-        "Running requests pinned at max_running_requests while requests queue "
-        "(SGLang caps EAGLE at 48 when unset). Raise --max-running-requests."
-    ),
-}
 UP_DOWN = {"0": ("down", "red"), "1": ("up", "green")}
 SEVERITY_COLOR: dict[str, str] = {"critical": "red", "warning": "orange", "info": "blue"}
 
@@ -152,12 +125,13 @@ def value_text(mapping: dict[str, tuple[str, str]]) -> list[dm.ValueMap]:
 
 
 def finding_explanations() -> list[dm.ValueMap]:
-    """Finding codes mapped to their explanation, coloured by nothing (text only)."""
+    """Finding codes mapped to their explanation (``analysis.findings.EXPLANATIONS``),
+    coloured by nothing (text only)."""
     return [
         dm.ValueMap(
             options={
                 code: dm.ValueMappingResult(text=f"{code}: {text}", index=i)
-                for i, (code, text) in enumerate(FINDING_TEXT.items())
+                for i, (code, text) in enumerate(EXPLANATIONS.items())
             }
         )
     ]

@@ -1,0 +1,107 @@
+"""Facts kept once: the dashboards' finding texts are the findings' own, and the constants
+shared by the daemon, the one-shot commands and the dashboards have a single definition."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from exporter.analysis import findings
+from exporter.analysis.findings import EXPLANATIONS, SEVERITIES
+from exporter.analysis.thresholds import STALE_AFTER
+from exporter.config import build_config
+from exporter.engines.record import StatsRecord
+from exporter.engines.server_config import ServerConfig
+from exporter.state.evidence import RECENT_WINDOWS, Evidence
+from tests.support.tools import REPO
+
+DASHBOARDS = sorted((REPO / "dashboards").glob("*.json"))
+
+
+def _finding_codes() -> set[str]:
+    """Every code findings.py builds a Finding with (both branches of a conditional too)."""
+    tree = ast.parse(Path(findings.__file__).read_text(encoding="utf-8"))
+    codes: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Finding":
+            for keyword in node.keywords:
+                if keyword.arg == "code":
+                    codes.update(
+                        c.value
+                        for c in ast.walk(keyword.value)
+                        if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                    )
+    return codes
+
+
+def test_every_finding_has_a_severity_and_an_explanation() -> None:
+    assert _finding_codes() == set(SEVERITIES) == set(EXPLANATIONS)
+
+
+def _mappings(value: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(value, dict):
+        if value.get("type") == "value" and isinstance(value.get("options"), dict):
+            yield value["options"]
+        for item in value.values():
+            yield from _mappings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _mappings(item)
+
+
+@pytest.mark.parametrize("path", DASHBOARDS, ids=lambda path: path.name)
+def test_the_rendered_dashboards_explain_findings_in_the_findings_own_words(path: Path) -> None:
+    shown = [
+        {code: option["text"] for code, option in options.items()}
+        for options in _mappings(json.loads(path.read_text(encoding="utf-8")))
+        if set(options) & set(EXPLANATIONS)
+    ]
+    assert shown, "no panel explains findings"
+    for texts in shown:
+        assert texts == {code: f"{code}: {text}" for code, text in EXPLANATIONS.items()}
+
+
+def test_the_stale_window_has_one_default() -> None:
+    assert build_config({}).stale_after == STALE_AFTER
+    for path in DASHBOARDS:
+        assert f"Past {STALE_AFTER:g} s (stale_after)" in path.read_text(encoding="utf-8") or (
+            f"older than {STALE_AFTER:g} s" in path.read_text(encoding="utf-8")
+        )
+
+
+def test_evidence_keeps_the_recent_windows_the_report_judges() -> None:
+    evidence = Evidence()
+    for second in range(RECENT_WINDOWS + 5):
+        evidence.add_record(StatsRecord("decode", accept_length=2.0 + second / 100), second)
+    windows = evidence.observations(ServerConfig(), RECENT_WINDOWS + 5.0).windows
+    assert len(windows) == RECENT_WINDOWS
+    assert windows[0].accept_length == pytest.approx(2.05)
+
+
+# Each of these is defined once in the package; a second definition is a drifting copy.
+_SINGLE = [
+    r"^MIN_WINDOWS = ",
+    r"^RECENT_WINDOWS = ",
+    r"^READER_SHARE = ",
+    r"^STALE_AFTER\w* = \d",
+    r"^def _real\(",
+    r"^def _flag\(",
+    r"^_?BOOLS\b.* = \{",
+]
+
+
+@pytest.mark.parametrize("pattern", _SINGLE)
+def test_a_shared_constant_has_a_single_definition(pattern: str) -> None:
+    found = [
+        f"{path.relative_to(REPO)}:{number}"
+        for path in sorted((REPO / "exporter").rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if re.match(pattern, line)
+    ]
+    assert len(found) == 1, found
