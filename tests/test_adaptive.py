@@ -133,3 +133,23 @@ def test_given_up_drafter_is_a_finding_in_the_daemon_too() -> None:
         "specwatch_finding", target="node", code="adaptive_drafter_given_up", severity="warning"
     )
     assert scrape.value("specwatch_accept_length_floor", target="node") is None
+
+
+def test_dspark_cap_and_block_accept_lengths_are_exported_and_npu_graphs_count_as_graphs() -> None:
+    """SGLang 0.5.23's DSPARK decode line on an NPU: ``cap len``, ``block accept len`` and the
+    ``npu graph`` label."""
+    lines = [
+        server_args("DSPARK", draft_path="/models/dspark"),
+        decode(60, 3.4, graph="npu graph", cap=4.6, block=3.9),
+    ]
+    scrape, _ = _scrape(lines)
+    assert scrape.value("specwatch_cap_length", target="node") == 4.6
+    assert scrape.value("specwatch_block_accept_length", target="node") == 3.9
+    assert scrape.value("specwatch_cuda_graph", target="node") == 1
+    assert scrape.value("specwatch_accept_length", target="node") == 3.4
+
+
+def test_lines_without_the_dspark_fields_export_neither() -> None:
+    scrape, _ = _scrape([server_args("EAGLE3", draft_path="/models/d"), decode(60, 3.0)])
+    assert scrape.value("specwatch_cap_length", target="node") is None
+    assert scrape.value("specwatch_block_accept_length", target="node") is None

@@ -338,6 +338,14 @@ INTENDED_FINDINGS: dict[str, set[str]] = {
     "recovery": set(),  # the restart with a working drafter leaves nothing active
     # 15% of the requests (one class of traffic) accept nothing; the windows read 2.4
     "hidden-share": {"requests_without_benefit"},
+    # drafting off at 96 running is adaptive's design, not a finding
+    "adaptive": set(),
+    # drafting off at 16 running, and its probes accept nothing
+    "adaptive-given-up": {"adaptive_drafter_given_up"},
+    # 8 lookup tokens, few accepted: no draft model, so not a waste
+    "ngram": set(),
+    # MTP layers at 1.7: low for EAGLE, healthy by their own floor
+    "mtp": set(),
 }
 
 

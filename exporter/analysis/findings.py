@@ -112,7 +112,7 @@ HIDING_LOG_LEVELS = frozenset({"warning", "error", "critical"})
 # With drafting off in at least this share of recent windows (adaptive speculation), the few
 # windows with drafting on are its probes: judged by whether they accept anything, never as a
 # collapse or a low accept length.
-OFF_SHARE = 0.8
+OFF_SHARE = 0.5
 # Probes that accept this little (accept length; EMA of accepted drafts per round) show a
 # drafter adaptive has given up on.
 GIVEN_UP_ACCEPT_LENGTH = 1.15
@@ -703,7 +703,7 @@ def _adaptive_drafter_given_up(obs: Observations) -> Finding | None:
         code="adaptive_drafter_given_up",
         summary="Adaptive speculation has given up on the drafter",
         seen=(
-            f"drafting off (adaptive) in {off} of the last {len(obs.windows)} decode "
+            f"drafting off (adaptive) in {off} of {len(obs.windows)} recent decode "
             f"windows{load}; {'; '.join(evidence)}."
         ),
         why=(

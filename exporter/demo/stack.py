@@ -19,8 +19,6 @@ from exporter.demo.prometheus import prometheus_settled
 from exporter.demo.webhook import start_webhook, stop_webhook
 from exporter.simulate import SCENARIOS
 
-EXPECTED_ACCEPT_LENGTH = 3.0
-
 
 def alerting_tools() -> tuple[str, str] | None:
     """Prometheus and Alertmanager (Debian names the latter prometheus-alertmanager)."""
@@ -62,13 +60,14 @@ class Demo:
         return True
 
     def _exporter_argv(self, log: Path) -> list[str]:
+        expected = self.scenario.expected_accept_length
         return [
             sys.executable, "-m", "exporter", "run",
             "--log-file", str(log),
             "--target", "demo",
             "--listen", f"127.0.0.1:{self.ports.exporter}",
             "--baseline-curve", self.scenario.baseline_flag(),
-            "--expected-accept-length", f"{EXPECTED_ACCEPT_LENGTH:g}",
+            *(("--expected-accept-length", f"{expected:g}") if expected is not None else ()),
         ]  # fmt: skip
 
     def _simulator_argv(self, log: Path) -> list[str]:

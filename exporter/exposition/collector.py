@@ -69,6 +69,16 @@ FAMILIES: dict[str, tuple[str, str]] = {
     ),
     "cuda_graph": ("gauge", "1 if the newest decode window ran with a CUDA (or CPU/NPU) graph."),
     "running_requests": ("gauge", "Running requests in the newest decode window."),
+    "cap_length": (
+        "gauge",
+        "Mean verify window per round scheduled by confidence, bonus slot included (SGLang "
+        "DSPARK's `cap len`), in the newest decode window.",
+    ),
+    "block_accept_length": (
+        "gauge",
+        "Mean uncapped full-block accept length per round (SGLang's `block accept len`, exact "
+        "in DSPARK's cap-accept mode), in the newest decode window.",
+    ),
     "queued_requests": ("gauge", "Queued requests in the newest decode window."),
     "token_usage_ratio": ("gauge", "KV cache token usage (0-1) in the newest decode window."),
     "gen_throughput_tokens_per_second": ("gauge", "Generation throughput of the newest window."),
@@ -207,6 +217,8 @@ WINDOW_GAUGES: tuple[tuple[str, Callable[[LatestDecode], float | None]], ...] = 
     ("queued_requests", lambda w: w.record.queued_requests),
     ("token_usage_ratio", lambda w: w.record.token_usage),
     ("gen_throughput_tokens_per_second", lambda w: w.record.gen_throughput),
+    ("cap_length", lambda w: w.record.extra.get("cap_length")),
+    ("block_accept_length", lambda w: w.record.extra.get("block_accept_length")),
 )
 
 

@@ -26,8 +26,8 @@ class Deployment:
     """The speculative flags a server was started with, as they appear in ``server_args``."""
 
     algorithm: str
-    draft_model_path: str
-    draft_architecture: str
+    draft_model_path: str | None  # None: a drafter without a model (NGRAM)
+    draft_architecture: str | None
     num_steps: int
     eagle_topk: int
     num_draft_tokens: int
@@ -35,6 +35,9 @@ class Deployment:
     cuda_graph_max_bs: int = 48
     enable_metrics: bool = True
     log_requests: str | None = None  # --log-requests-format "text" or "json"; None: not logged
+    # --speculative-adaptive with SGLang's default tiers: drafting off from 64 running on.
+    adaptive: bool = False
+    max_running_requests: int = 48  # SGLang's reset for speculative decoding when unset
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +52,9 @@ class Behaviour:
     # Share of requests (one class of traffic) that accept no draft token; the others make up
     # the window's accept length.
     no_benefit_share: float = 0.0
+    # Adaptive speculation that has given up on the drafter: drafting off, with a probe of
+    # one draft step every this many windows (its accept length is ``accept_length``).
+    probe_every: int | None = None
 
     @property
     def step_seconds(self) -> float:
@@ -72,6 +78,9 @@ class Scenario:
     phases: tuple[Phase, ...]
     baseline: tuple[tuple[int, float], ...]
     findings: tuple[str, ...]  # finding codes (docs/metrics.md) active at the log's end
+    # What the scenario's drafter should reach (the EAGLE-3 drafter's published 3.0); None
+    # where the drafter's algorithm floor is the only standard (a lookup drafter).
+    expected_accept_length: float | None = 3.0
 
     def baseline_flag(self) -> str:
         """The ``--baseline-curve`` value that describes this scenario's baseline."""
@@ -98,6 +107,25 @@ _LOGGING_4 = Deployment("EAGLE3", _HEALTHY_DRAFT, _EAGLE3_ARCH, 3, 1, 4, log_req
 _HEALTHY = Phase(_EAGLE3_4, Behaviour(3.2, 0.12, 48, 0, 2700.0))
 # A collapsed drafter: every window `accept len: 1.00`, ~600 tok/s at 48 running, 32 waiting.
 _COLLAPSED = Phase(_BROKEN_4, Behaviour(1.0, 0.0, 48, 32, 600.0))
+
+
+_ADAPTIVE = Deployment(
+    "EAGLE3",
+    _HEALTHY_DRAFT,
+    _EAGLE3_ARCH,
+    3,
+    1,
+    4,
+    cuda_graph_max_bs=128,
+    adaptive=True,
+    max_running_requests=128,
+)
+_ADAPTIVE_BROKEN = Deployment(
+    "EAGLE3", _BROKEN_DRAFT, _EAGLE3_ARCH, 3, 1, 4, adaptive=True, max_running_requests=128
+)
+_NGRAM = Deployment("NGRAM", None, None, 7, 1, 8)
+# NEXTN: SGLang serves the model's own MTP layers as EAGLE, from the target's checkpoint.
+_MTP = Deployment("EAGLE", "moonshotai/Kimi-K2.5", "DeepseekV3ForCausalLMNextN", 3, 1, 4)
 
 
 def _scenarios() -> dict[str, Scenario]:
@@ -157,6 +185,36 @@ def _scenarios() -> dict[str, Scenario]:
             (Phase(_LOGGING_4, Behaviour(2.4, 0.08, 48, 0, 2025.0, no_benefit_share=0.15)),),
             NODE_BASELINE,
             ("requests_without_benefit",),
+        ),
+        Scenario(
+            "adaptive",
+            "adaptive speculation at 96 running: drafting off by design, at the baseline",
+            (Phase(_ADAPTIVE, Behaviour(1.0, 0.0, 96, 0, 2080.0)),),
+            NODE_BASELINE,
+            (),
+        ),
+        Scenario(
+            "adaptive-given-up",
+            "adaptive speculation keeps drafting off: the drafter accepts nothing when probed",
+            (Phase(_ADAPTIVE_BROKEN, Behaviour(1.02, 0.0, 16, 0, 556.0, probe_every=4)),),
+            NODE_BASELINE,
+            ("adaptive_drafter_given_up",),
+        ),
+        Scenario(
+            "ngram",
+            "n-gram lookup on repetitive traffic: accept length ~1.6, 1.25x the baseline",
+            (Phase(_NGRAM, Behaviour(1.6, 0.05, 48, 0, 1875.0)),),
+            NODE_BASELINE,
+            (),
+            expected_accept_length=None,
+        ),
+        Scenario(
+            "mtp",
+            "the model's own MTP layers: accept length ~1.7, 1.13x the baseline",
+            (Phase(_MTP, Behaviour(1.7, 0.05, 48, 0, 1700.0)),),
+            NODE_BASELINE,
+            (),
+            expected_accept_length=None,
         ),
         Scenario(
             "recovery",

@@ -24,6 +24,9 @@ MAX_RUNNING_REQUESTS = 48  # SGLang's reset for speculative decoding when the fl
 MAX_TOTAL_NUM_TOKENS = 114688
 CONTEXT_LEN = 262144
 CHUNKED_PREFILL_SIZE = 8192
+# The candidate steps of SGLang's default adaptive tier for batch size 1, which its
+# initialization line lists.
+ADAPTIVE_FIRST_TIER = (1, 3, 5, 7)
 
 
 def server_args(deployment: Deployment) -> str:
@@ -41,7 +44,7 @@ def server_args(deployment: Deployment) -> str:
         ("host", "0.0.0.0"),
         ("port", PORT),
         ("mem_fraction_static", 0.85),
-        ("max_running_requests", MAX_RUNNING_REQUESTS),
+        ("max_running_requests", deployment.max_running_requests),
         ("chunked_prefill_size", CHUNKED_PREFILL_SIZE),
         ("max_prefill_tokens", 16384),
         ("schedule_policy", "fcfs"),
@@ -70,6 +73,8 @@ def server_args(deployment: Deployment) -> str:
         ("speculative_accept_threshold_acc", 1.0),
         ("speculative_token_map", None),
         ("speculative_attention_mode", "prefill"),
+        ("speculative_adaptive", deployment.adaptive),
+        ("speculative_adaptive_config", None),
         ("attention_backend", "triton"),
         ("disable_cuda_graph", deployment.disable_cuda_graph),
         ("cuda_graph_max_bs", deployment.cuda_graph_max_bs),
@@ -103,15 +108,17 @@ def startup(
     """
     clock = _Clock(rng, offset)
     scale = 0.15 if warm else 1.0
-    events = [
-        LogEvent(
-            clock.now,
-            "Max running requests is reset to 48 for speculative decoding. You can override "
-            "this by explicitly setting --max-running-requests.",
-            bare=True,
-        ),
-        LogEvent(clock.after(0.4), server_args(deployment)),
-    ]
+    events = []
+    if deployment.max_running_requests == MAX_RUNNING_REQUESTS:
+        events.append(
+            LogEvent(
+                clock.now,
+                "Max running requests is reset to 48 for speculative decoding. You can "
+                "override this by explicitly setting --max-running-requests.",
+                bare=True,
+            )
+        )
+    events.append(LogEvent(clock.after(0.4), server_args(deployment)))
     events += _schedulers(deployment, clock, scale)
     events += _http_ready(clock, rng, era)
     return events
@@ -142,9 +149,19 @@ def _schedulers(deployment: Deployment, clock: _Clock, scale: float) -> list[Log
     if not deployment.disable_cuda_graph:
         events += _capture(clock, "cuda graph", avail, 0.80, scale)
         avail -= 0.80
-    events += _load_weights(clock, deployment.draft_architecture, avail, 0.79, 1.0 * scale)
-    avail -= 0.79
-    if not deployment.disable_cuda_graph:
+    if deployment.draft_architecture is not None:
+        events += _load_weights(clock, deployment.draft_architecture, avail, 0.79, 1.0 * scale)
+        avail -= 0.79
+    if deployment.adaptive:
+        events.append(
+            LogEvent(
+                clock.after(0.1),
+                f"AdaptiveSpeculativeParams initialized: steps={deployment.num_steps}, "
+                f"candidate_steps={list(ADAPTIVE_FIRST_TIER)}",
+                rank="TP0",
+            )
+        )
+    if not deployment.disable_cuda_graph and deployment.draft_architecture is not None:
         events += _capture(clock, "draft cuda graph", avail, 0.41, scale)
         avail -= 0.41
         events += _capture(clock, "draft extend cuda graph", avail, 0.22, scale)
@@ -154,7 +171,8 @@ def _schedulers(deployment: Deployment, clock: _Clock, scale: float) -> list[Log
             clock.after(0.3),
             f"max_total_num_tokens={MAX_TOTAL_NUM_TOKENS}, chunked_prefill_size="
             f"{CHUNKED_PREFILL_SIZE}, max_prefill_tokens=16384, max_running_requests="
-            f"{MAX_RUNNING_REQUESTS}, context_len={CONTEXT_LEN}, available_gpu_mem={avail:.2f} GB",
+            f"{deployment.max_running_requests}, context_len={CONTEXT_LEN}, "
+            f"available_gpu_mem={avail:.2f} GB",
             rank="TP0",
         )
     )

@@ -18,6 +18,7 @@ from exporter.simulate.requests import CLASSES, NO_BENEFIT_CLASS, finish_event
 from exporter.simulate.scenarios import DECODE_LOG_INTERVAL, Phase
 from exporter.simulate.startup import CHUNKED_PREFILL_SIZE, MAX_TOTAL_NUM_TOKENS
 
+ADAPTIVE_OFF_FROM = 64  # SGLang's default adaptive tiers: candidate steps [0] from here on
 HEALTH_PROBE_SECONDS = 10.0  # a kubelet-style liveness probe on /health
 SCRAPE_SECONDS = 15.0  # a Prometheus scrape of /metrics
 SERVER_INFO_SECONDS = 60.0  # an old client still polling the deprecated /get_server_info
@@ -59,6 +60,8 @@ class Traffic:
     # Per-request draws (classes, request logs) come from their own generator, so logging
     # requests leaves the stats lines of the same seed as they were.
     request_rng: random.Random = field(default_factory=lambda: random.Random(23))
+    steps: int | None = None  # adaptive speculation's draft steps in force
+    windows: int = 0
 
     def events(self, until: float | None) -> Iterator[LogEvent]:
         """Lines in time order until the simulated clock passes ``until`` (None: forever)."""
@@ -74,11 +77,12 @@ class Traffic:
         behaviour = self.phase.behaviour
         deployment = self.phase.deployment
         start = self.now
-        accept = self._accept_length()
+        events = self._adapt(start)
+        accept = self._accept_length() if self.steps != 0 else 1.0
         step = behaviour.step_seconds * self.rng.gauss(1.0, 0.03)
         seconds = DECODE_LOG_INTERVAL * step
         self.now = start + seconds
-        events = self._advance(accept, start, seconds)
+        events += self._advance(accept, start, seconds)
         events += self._periodic(timers)
         rate = self.era.accept_rate(accept, deployment.num_steps, deployment.num_draft_tokens)
         running = len(self.requests)
@@ -93,6 +97,47 @@ class Traffic:
             queued=behaviour.queued,
         )
         events.append(LogEvent(self.now, self.era.decode_line(window, rate), rank="TP0"))
+        return events
+
+    def _adapt(self, at: float) -> list[LogEvent]:
+        """Adaptive speculation's choice of draft steps for the coming window, and its lines.
+
+        SGLang's default tiers draft nothing from 64 running requests on; a drafter adaptive
+        has given up on is probed with one step every ``probe_every`` windows and turned off
+        again, with an EMA of accepted drafts near 0.
+        """
+        deployment, behaviour = self.phase.deployment, self.phase.behaviour
+        if not deployment.adaptive:
+            return []
+        self.windows += 1
+        if behaviour.probe_every is not None:
+            probing = self.windows % behaviour.probe_every == 0
+            target = 1 if probing else 0
+        else:
+            target = 0 if len(self.requests) >= ADAPTIVE_OFF_FROM else deployment.num_steps
+        current = deployment.num_steps if self.steps is None else self.steps
+        self.steps = target
+        if target == current:
+            return []
+        ema = max(0.0, behaviour.accept_length - 1.0) if target == 0 else 0.0
+        events = []
+        if behaviour.probe_every is not None:
+            events.append(
+                LogEvent(
+                    at,
+                    f"Adaptive spec params updated: steps {current} -> {target} "
+                    f"(ema_accept_len={ema:.2f})",
+                    rank="TP0",
+                )
+            )
+        events.append(
+            LogEvent(
+                at + 0.001,
+                f"Switch adaptive runtime state: steps {current} -> {target}, "
+                f"draft_tokens {current + 1} -> {target + 1}",
+                rank="TP0",
+            )
+        )
         return events
 
     def _accept_length(self) -> float:
