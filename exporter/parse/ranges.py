@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import IO, Any
 
+from exporter.cpus import usable_cpus
 from exporter.engines.record import LogLine, RequestRecord, StatsRecord, record_from_row
 from exporter.parse.pipeline import RecordSink
 from exporter.runtime import tune_gc
@@ -102,12 +103,9 @@ def _open_spools(count: int) -> list[IO[bytes]] | None:
 
 
 def helpers_available() -> int:
-    """Helper processes worth starting: one per core beyond the reader's, a few at most."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return max(0, min(cores - 1, MAX_HELPERS))
+    """Helper processes worth starting: one per usable CPU beyond the reader's (the container's
+    CPU quota counts, see ``exporter.cpus``), a few at most."""
+    return max(0, min(usable_cpus() - 1, MAX_HELPERS))
 
 
 def plan(
