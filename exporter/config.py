@@ -19,6 +19,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from exporter.analysis.thresholds import STALE_AFTER
 from exporter.engines import registry
 from exporter.engines.server_config import from_draft_config
+from exporter.engines.vllm_upstream import PREFIX_RE
 from exporter.parse.custom_rules import CustomRule, CustomRuleSet
 from exporter.settings import ConfigError, Strict, load_yaml
 
@@ -53,6 +54,8 @@ class TargetConfig(Strict):
     engine: str = "auto"  # or a registered engine's name
     log_files: list[str] = Field(default_factory=list)
     metrics_url: str | None = None
+    # The start of the server's metric names when not its engine's own (llamacpp:, ray_vllm_).
+    metrics_prefix: str | None = None
     server_info_url: str | None = None
     bearer_token_file: Path | None = None
     bearer_token_env: str | None = None
@@ -88,6 +91,33 @@ class TargetConfig(Strict):
         if value != "auto" and value not in registry.NAMES:
             raise ValueError(f"must be auto or one of {', '.join(registry.NAMES)}")
         return value
+
+    @field_validator("metrics_prefix")
+    @classmethod
+    def _metric_name_start(cls, value: str | None) -> str | None:
+        if value is not None and not PREFIX_RE.match(value):
+            raise ValueError(
+                "must start a metric name and end in '_' or ':' (like llamacpp: or ray_vllm_), "
+                "at most 64 characters"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _engine_reads_its_names(self) -> TargetConfig:
+        if self.metrics_prefix is None or self.engine == "auto":
+            return self
+        if registry.engine(self.engine).upstream_reader(self.metrics_prefix) is None:
+            raise ValueError(
+                f"metrics_prefix: {self.engine} writes no metrics under {self.metrics_prefix}"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _engine_has_a_log(self) -> TargetConfig:
+        if self.log_files and self.engine != "auto" and not registry.engine(self.engine).markers:
+            title = registry.engine(self.engine).title
+            raise ValueError(f"log_files: specwatch reads no {title} log; give metrics_url")
+        return self
 
     @field_validator("log_files")
     @classmethod
@@ -238,6 +268,7 @@ _TARGET_KEYS = (
     "engine",
     "log_files",
     "metrics_url",
+    "metrics_prefix",
     "server_info_url",
     "bearer_token_file",
     "bearer_token_env",

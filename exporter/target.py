@@ -70,4 +70,5 @@ def _scraper(config: TargetConfig) -> UpstreamScraper | None:
         timeout=min(10.0, config.scrape_interval),
         token_file=str(config.bearer_token_file) if config.bearer_token_file else None,
         token_env=config.bearer_token_env,
+        metrics_prefix=config.metrics_prefix,
     )

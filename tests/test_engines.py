@@ -23,7 +23,7 @@ FIX_CHANGES = ("eagle3_algorithm", "speculative_tokens", "log_stats")
 
 
 def test_the_registry_finds_each_engine_module() -> None:
-    assert registry.NAMES == ("sglang", "vllm")
+    assert registry.NAMES == ("sglang", "trtllm", "vllm")
     assert all(isinstance(engine, Engine) for engine in registry.ENGINES)
 
 
@@ -120,7 +120,7 @@ class Toy:
             return ServerArgsEvent({"speculative_algorithm": message.split()[1]})
         return None
 
-    def upstream_reader(self):
+    def upstream_reader(self, prefix=None):
         return None
 
     def algorithm(self, spelled):
@@ -168,11 +168,12 @@ def test_an_engine_is_added_by_adding_its_module(tmp_path: Path) -> None:
     )
     lines = result.stdout.splitlines()
     assert lines[:4] == [
-        "('sglang', 'toyllm', 'vllm')",
+        "('sglang', 'toyllm', 'trtllm', 'vllm')",
         "toyllm [2.5] [True] EAGLE3",
         "toyllm",
-        'SGLang --speculative-algorithm EAGLE3; ToyLLM --algo eagle3; vLLM "method": "eagle3" '
-        "in --speculative-config",
+        "SGLang --speculative-algorithm EAGLE3; ToyLLM --algo eagle3; TensorRT-LLM "
+        'decoding_type: Eagle3 in speculative_config; vLLM "method": "eagle3" in '
+        "--speculative-config",
     ], result.stderr
     assert result.returncode == 2
-    assert "(choose from 'auto', 'sglang', 'toyllm', 'vllm')" in result.stderr
+    assert "(choose from 'auto', 'sglang', 'toyllm', 'trtllm', 'vllm')" in result.stderr

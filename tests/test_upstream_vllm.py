@@ -11,44 +11,7 @@ from exporter.config import TargetConfig
 from exporter.target import Target
 from tests.support.fake_sglang import FakeSGLang, Route, exposition, fake_sglang
 from tests.support.metrics import Clock, render
-
-
-def vllm_exposition(
-    drafts: float, accepted: float, per_position: tuple[float, ...], generation: float = 0.0
-) -> bytes:
-    """Two DP engines splitting the given totals, as vLLM's prometheus_client writes them."""
-    labels = ('engine="0",model_name="llama"', 'engine="1",model_name="llama"')
-    k = len(per_position)
-    out = []
-
-    def counter(name: str, total: float, extra: str = "") -> None:
-        out.append(f"# HELP vllm:{name} Counter of {name}.")
-        out.append(f"# TYPE vllm:{name} counter")
-        for label in labels:
-            out.append(f"vllm:{name}_total{{{label}{extra}}} {total / 2}")
-            out.append(f"vllm:{name}_created{{{label}{extra}}} 1.7e9")
-
-    counter("spec_decode_num_drafts", drafts)
-    counter("spec_decode_num_draft_tokens", drafts * k)
-    counter("spec_decode_num_accepted_tokens", accepted)
-    out.append("# HELP vllm:spec_decode_num_accepted_tokens_per_pos Per position.")
-    out.append("# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter")
-    for position, value in enumerate(per_position):
-        for label in labels:
-            out.append(
-                f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{label},position="{position}"}}'
-                f" {value / 2}"
-            )
-    counter("generation_tokens", generation)
-    for name, value in (("num_requests_running", 12), ("num_requests_waiting", 1)):
-        out.append(f"# HELP vllm:{name} Gauge.")
-        out.append(f"# TYPE vllm:{name} gauge")
-        out += [f"vllm:{name}{{{label}}} {value}" for label in labels]
-    out.append("# HELP vllm:kv_cache_usage_perc KV usage.")
-    out.append("# TYPE vllm:kv_cache_usage_perc gauge")
-    out.append(f"vllm:kv_cache_usage_perc{{{labels[0]}}} 0.25")
-    out.append(f"vllm:kv_cache_usage_perc{{{labels[1]}}} 0.4")
-    return ("\n".join(out) + "\n").encode()
+from tests.support.upstream_servers import scrape, vllm_schema
 
 
 @pytest.fixture
@@ -58,33 +21,7 @@ def server() -> Iterator[FakeSGLang]:
 
 
 def serve(server: FakeSGLang, *args: object, **kwargs: object) -> None:
-    server.routes["/metrics"] = Route(body=vllm_exposition(*args, **kwargs))  # type: ignore[arg-type]
-
-
-def scrape(target: Target) -> dict[str, object]:
-    assert target.upstream is not None
-    target.upstream.scrape_once()
-    clock = Clock()
-    clock.now = time.time()
-    s = render([target], clock)
-    positions = {
-        sample.labels["position"]: sample.value
-        for sample in s.samples
-        if sample.name == "specwatch_position_accept_ratio"
-    }
-    return {
-        "accept_length": s.value("specwatch_accept_length", target="v"),
-        "accept_rate": s.value("specwatch_accept_ratio", target="v"),
-        "running": s.value("specwatch_running_requests", target="v"),
-        "queued": s.value("specwatch_queued_requests", target="v"),
-        "usage": s.value("specwatch_token_usage_ratio", target="v"),
-        "drafts": s.value("specwatch_drafts_total", target="v"),
-        "draft_tokens": s.value("specwatch_draft_tokens_total", target="v"),
-        "accepted": s.value("specwatch_accepted_tokens_total", target="v"),
-        "positions": positions,
-        "engine": [x.labels["engine"] for x in s.samples if x.name == "specwatch_target_info"],
-        "up": s.value("specwatch_upstream_up", target="v", endpoint="metrics"),
-    }
+    server.routes["/metrics"] = Route(body=vllm_schema("vllm:", *args, **kwargs))  # type: ignore[arg-type]
 
 
 def vllm_target(server: FakeSGLang) -> Target:

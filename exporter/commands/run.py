@@ -37,6 +37,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="the serving engine (default auto: detected from the log or /metrics)",
     )
     p.add_argument("--metrics-url", metavar="URL", help="the server's /metrics")
+    p.add_argument(
+        "--metrics-prefix",
+        metavar="PREFIX",
+        help="the start of the server's metric names when not its engine's own "
+        "(llamacpp:, ray_vllm_; default: found in the exposition)",
+    )
     p.add_argument("--server-info-url", metavar="URL", help="the server's /server_info")
     p.add_argument(
         "--bearer-token-file",
@@ -97,6 +103,7 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "name",
         "engine",
         "metrics_url",
+        "metrics_prefix",
         "server_info_url",
         "bearer_token_file",
         "draft_config",

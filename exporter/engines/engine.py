@@ -77,6 +77,12 @@ class UpstreamReader(Protocol):
         """Whether these samples are this engine's exposition."""
         ...
 
+    def bounds(self, name: str) -> str | None:
+        """How a sample of ``name`` that it reads can be true: ``count`` (at least 0),
+        ``ratio`` (0-1) or ``accept_length`` (0, or 1 to 64); None for a name it does not
+        read. The scraper drops and counts what falls outside, before any reader sees it."""
+        ...
+
     def read(self, samples: Samples, at: float) -> UpstreamValues:
         """The normalised values of one scrape taken at monotonic time ``at``."""
         ...
@@ -112,8 +118,14 @@ class Engine(Protocol):
         """The start-up event in the message of one of its lines, if any."""
         ...
 
-    def upstream_reader(self) -> UpstreamReader | None:
-        """A reader for one scraper, or None when the engine exports no ``/metrics``."""
+    def upstream_reader(self, prefix: str | None = None) -> UpstreamReader | None:
+        """A reader for one scraper, or None when the engine exports no ``/metrics``.
+
+        ``prefix`` is the target's ``metrics_prefix``: the start of every metric name its
+        server writes, where that is not the engine's own (another server writing the same
+        schema, a bridge renaming it). An engine whose names cannot carry that prefix answers
+        None; None reads the engine's own names, or whatever the reader finds.
+        """
         ...
 
     def algorithm(self, spelled: str) -> str:

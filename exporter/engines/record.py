@@ -14,6 +14,8 @@ from functools import lru_cache, partial
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from exporter.engines.server_config import ServerConfig
+
 
 @dataclass(frozen=True, slots=True)
 class DraftCounts:
@@ -210,3 +212,7 @@ class UpstreamValues:
     drafts_total: float | None = None
     draft_tokens_total: float | None = None
     accepted_tokens_total: float | None = None
+    # Draft tokens accepted at each position (0 = first), summed over ranks, as counted.
+    accepted_by_position: tuple[float, ...] | None = None
+    # What the exposition says of the server's speculation (TensorRT-LLM's config info).
+    config: ServerConfig | None = None

@@ -196,8 +196,9 @@ class SGLang:
     def parse_event(self, message: str) -> Event | None:
         return parse_event(message)
 
-    def upstream_reader(self) -> UpstreamReader:
-        return SGLangUpstream()
+    def upstream_reader(self, prefix: str | None = None) -> UpstreamReader | None:
+        """SGLang's names (either spelling, see ``sources.upstream``); no other prefix."""
+        return SGLangUpstream() if prefix in (None, "sglang_", "sglang:") else None
 
     def algorithm(self, spelled: str) -> str:
         """SGLang's own names, case aside (``--speculative-algorithm eagle3`` is EAGLE3)."""

@@ -15,6 +15,23 @@ from exporter.engines.engine import Samples
 from exporter.engines.record import UpstreamValues
 
 PREFIX = "sglang_"
+# How each sample read can be true (see ``Engine.bounds``).
+BOUNDS = {
+    "sglang_token_usage": "ratio",
+    "sglang_spec_accept_rate": "ratio",
+    "sglang_spec_accept_length": "accept_length",
+    **dict.fromkeys(
+        (
+            "sglang_num_running_reqs",
+            "sglang_num_queue_reqs",
+            "sglang_gen_throughput",
+            "sglang_cuda_graph_passes_total",
+            "sglang_spec_verify_calls_total",
+            "sglang_generation_tokens_total",
+        ),
+        "count",
+    ),
+}
 
 
 class SGLangUpstream:
@@ -28,6 +45,9 @@ class SGLangUpstream:
 
     def reset(self) -> None:
         self._passes = None
+
+    def bounds(self, name: str) -> str | None:
+        return BOUNDS.get(name)
 
     def read(self, samples: Samples, at: float) -> UpstreamValues:
         """Gauges across all series (summed counts, averaged ratios) and the CUDA-graph share.

@@ -83,8 +83,9 @@ class Vllm:
         args = vllm.engine_config_args(message)
         return None if args is None else ServerArgsEvent(args)
 
-    def upstream_reader(self) -> UpstreamReader:
-        return VllmUpstream()
+    def upstream_reader(self, prefix: str | None = None) -> UpstreamReader:
+        """vLLM's counter schema under ``prefix`` (llama.cpp, Ray Serve), or found."""
+        return VllmUpstream(prefix)
 
     def algorithm(self, spelled: str) -> str:
         return vllm.algorithm(spelled)

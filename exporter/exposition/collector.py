@@ -94,6 +94,12 @@ FAMILIES: dict[str, tuple[str, str]] = {
         "Draft tokens accepted (the target's own token excluded); accept length is "
         "1 + rate(accepted) / rate(drafts).",
     ),
+    "position_accepted_tokens": (
+        "counter",
+        "Draft tokens accepted at this position (0 = first), from the engine's per-position "
+        "counters (vLLM's schema, TensorRT-LLM); rate() over a fleet or many ranks weighs "
+        "each by its drafts, as the per-window ratio cannot.",
+    ),
     "speedup_ratio": (
         "gauge",
         "Generation throughput divided by the baseline at the current running requests.",
@@ -410,7 +416,9 @@ def _render_speculation_counts(
     out: Families, target: Watched, base: dict[str, str], snap: TargetSnapshot, insight: Insight
 ) -> None:
     """The engine's counters from one source for good: ``/metrics`` when configured (absent
-    while it is down), else the log's sums; switching would make the counters jump."""
+    while it is down), else the log's sums; switching would make the counters jump. The
+    per-position counts are the engine's alone (a log gives ratios, not counts)."""
+    positions: Sequence[float] = ()
     if target.config.metrics_url:
         values = insight.upstream.values if insight.upstream is not None else None
         if values is None:
@@ -420,11 +428,14 @@ def _render_speculation_counts(
             "draft_tokens": values.draft_tokens_total,
             "accepted_tokens": values.accepted_tokens_total,
         }
+        positions = values.accepted_by_position or ()
     else:
         counts = {name: snap.speculation.get(name) for name in SPECULATION_COUNTS}
     for short, value in counts.items():
         if value is not None:
             out.add(short, base, value)
+    for position, accepted in enumerate(positions):
+        out.add("position_accepted_tokens", {**base, "position": str(position)}, accepted)
 
 
 def _render_positions(

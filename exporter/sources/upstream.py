@@ -275,7 +275,11 @@ class UpstreamScraper:
         timeout: float = 5.0,
         token_file: str | None = None,
         token_env: str | None = None,
+        metrics_prefix: str | None = None,
     ) -> None:
+        """``metrics_prefix``: the start of the server's metric names when they are not its
+        engine's own (the config's ``metrics_prefix``); only engines that can read names
+        under it get a reader."""
         self.metrics_url = metrics_url
         self.server_info_url = server_info_url
         self.interval = interval
@@ -285,7 +289,9 @@ class UpstreamScraper:
         self._errors: dict[tuple[str, str], int] = {}
         # One reader per engine that exports /metrics, each keeping its own counters.
         self._readers = [
-            reader for engine in registry.ENGINES if (reader := engine.upstream_reader())
+            reader
+            for engine in registry.ENGINES
+            if (reader := engine.upstream_reader(metrics_prefix))
         ]
         self._snapshot = UpstreamSnapshot()
         self._bugs_logged: set[tuple[str, str]] = set()  # tracebacks once per endpoint
@@ -372,13 +378,20 @@ class UpstreamScraper:
     def _scrape_metrics(self, snapshot: UpstreamSnapshot) -> UpstreamSnapshot:
         assert self.metrics_url is not None
         body, content_type = fetch(self.metrics_url, self.timeout, self._token())
-        samples, dropped = upstream_checks.checked(parse_metrics(body, content_type))
+        samples, dropped = upstream_checks.checked(parse_metrics(body, content_type), self._bounds)
         self._dropped.update(dropped)
         reader = next((reader for reader in self._readers if reader.claims(samples)), None)
         if reader is None:  # up, but no engine's metric names: nothing to read
             return replace(snapshot, values=UpstreamValues(), metrics_endpoint="empty")
         values = reader.read(samples, time.monotonic())
-        return replace(snapshot, values=values, metrics_endpoint="ok")
+        # The exposition's word on the server's setup (TensorRT-LLM's config info), which
+        # /server_info, scraped next, refines.
+        config = None if values.config is None else with_local_draft(values.config)
+        return replace(snapshot, values=values, metrics_endpoint="ok", config=config)
+
+    def _bounds(self, name: str) -> str | None:
+        """The bounds of a name as the first reader that reads it says."""
+        return next((kind for reader in self._readers if (kind := reader.bounds(name))), None)
 
     def _scrape_server_info(self, snapshot: UpstreamSnapshot) -> UpstreamSnapshot:
         assert self.server_info_url is not None
@@ -389,4 +402,5 @@ class UpstreamScraper:
             if exc.status != 404:
                 raise
             body, _ = fetch(_fallback_url(self.server_info_url), self.timeout, token)
-        return replace(snapshot, config=with_local_draft(from_server_info(parse_server_info(body))))
+        config = with_local_draft(from_server_info(parse_server_info(body)))
+        return replace(snapshot, config=(snapshot.config or ServerConfig()).merged(config))

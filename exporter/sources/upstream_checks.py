@@ -11,55 +11,33 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
 DROP_REASONS = ("non_finite", "negative", "out_of_range", "duplicate")
-
-# Shares, 0 to 1.
-_RATIOS = frozenset(
-    {
-        "sglang_token_usage",
-        "sglang_spec_accept_rate",
-        "vllm:kv_cache_usage_perc",
-        "vllm:gpu_cache_usage_perc",
-    }
-)
 # Accepted tokens per verify round: 0 without speculation, else at least 1 (the target's own
 # token) and at most one more than the longest draft a real drafter makes.
-_ACCEPT_LENGTHS = frozenset({"sglang_spec_accept_length"})
 MAX_ACCEPT_LENGTH = 64.0
-# Everything else specwatch reads is a count or a rate: at least 0.
-READ = frozenset(
-    {
-        *_RATIOS,
-        *_ACCEPT_LENGTHS,
-        "sglang_num_running_reqs",
-        "sglang_num_queue_reqs",
-        "sglang_gen_throughput",
-        "sglang_cuda_graph_passes_total",
-        "sglang_spec_verify_calls_total",
-        "sglang_generation_tokens_total",
-        "vllm:spec_decode_num_drafts_total",
-        "vllm:spec_decode_num_draft_tokens_total",
-        "vllm:spec_decode_num_accepted_tokens_total",
-        "vllm:spec_decode_num_accepted_tokens_per_pos_total",
-        "vllm:generation_tokens_total",
-        "vllm:num_requests_running",
-        "vllm:num_requests_waiting",
-    }
-)
 
 
-def checked(samples: Samples) -> tuple[Samples, Counter[str]]:
-    """``samples`` without what cannot be true, and how many were dropped by reason."""
+def checked(samples: Samples, bounds: Callable[[str], str | None]) -> tuple[Samples, Counter[str]]:
+    """``samples`` without what cannot be true, and how many were dropped by reason.
+
+    ``bounds`` tells how a name is bounded, as the engine that reads it says (the readers'
+    ``bounds``): ``count`` (at least 0), ``ratio`` (a 0-1 share) or ``accept_length`` (0, or
+    1 to ``MAX_ACCEPT_LENGTH``); None for a name no engine reads, which is left alone.
+    """
     dropped: Counter[str] = Counter()
     kept = dict(samples)
-    for name in READ & samples.keys():
+    for name in samples:
+        kind = bounds(name)
+        if kind is None:
+            continue
         seen = Counter(frozenset(labels.items()) for labels, _ in samples[name])
         good = []
         for labels, value in samples[name]:
-            reason = _problem(name, value)
+            reason = _problem(kind, value)
             if seen[frozenset(labels.items())] > 1:
                 reason = "duplicate"
             if reason is None:
@@ -70,13 +48,13 @@ def checked(samples: Samples) -> tuple[Samples, Counter[str]]:
     return kept, dropped
 
 
-def _problem(name: str, value: float) -> str | None:
+def _problem(kind: str, value: float) -> str | None:
     if not math.isfinite(value):
         return "non_finite"
     if value < 0:
         return "negative"
-    if name in _RATIOS and value > 1:
+    if kind == "ratio" and value > 1:
         return "out_of_range"
-    if name in _ACCEPT_LENGTHS and (0 < value < 1 or value > MAX_ACCEPT_LENGTH):
+    if kind == "accept_length" and (0 < value < 1 or value > MAX_ACCEPT_LENGTH):
         return "out_of_range"
     return None

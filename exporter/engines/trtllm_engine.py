@@ -1,0 +1,47 @@
+"""TensorRT-LLM as an engine: specwatch scrapes its metrics and reads no log of it.
+
+Its log has no stats line of a stable format to read (iteration stats go to ``/metrics`` as
+JSON and to ``/prometheus/metrics``), so it has no markers and no log reader; the speculative
+setup comes from its config-info metric instead of start-up lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from exporter.engines.engine import Deliveries, LogReader, UpstreamReader
+from exporter.engines.events import Event
+from exporter.engines.trtllm_upstream import PREFIX, TrtllmUpstream, algorithm
+
+
+class Trtllm:
+    name = "trtllm"
+    title = "TensorRT-LLM"
+    markers: tuple[bytes, ...] = ()
+    fixes: Mapping[str, str] = {
+        "eagle3_algorithm": "decoding_type: Eagle3 in speculative_config",
+        "speculative_tokens": "max_draft_len in speculative_config",
+        "log_stats": (
+            "return_perf_metrics: true and enable_iter_perf_stats: true, scraped at "
+            "/prometheus/metrics (specwatch reads no TensorRT-LLM log)"
+        ),
+    }
+
+    def owns(self, text: str) -> bool:
+        return False
+
+    def log_reader(self, sink: Deliveries, clean: Callable[[str], str]) -> LogReader | None:
+        return None
+
+    def parse_event(self, message: str) -> Event | None:
+        return None
+
+    def upstream_reader(self, prefix: str | None = None) -> UpstreamReader | None:
+        """Its own names only: a bridge that renames them writes another schema."""
+        return TrtllmUpstream() if prefix in (None, PREFIX) else None
+
+    def algorithm(self, spelled: str) -> str:
+        return algorithm(spelled)
+
+
+ENGINE = Trtllm()
