@@ -38,6 +38,7 @@ LISTED_ALERTS = {
     "SpecDecodeCudaGraphDisabled": "warning",
     "SpecDecodeMisconfigured": "critical",
     "SpecDecodeServerCrashed": "critical",
+    "SpecDecodeDpRankCollapsed": "critical",
     "SpecDecodeDraftTokensWasted": "info",
     "SpecDecodeDrafterGivenUp": "warning",
     "SpecDecodeRequestsWithoutBenefit": "warning",
@@ -57,6 +58,7 @@ RUNBOOK_SECTIONS = ("Meaning", "Impact", "Diagnosis", "Fix", "Escalation")
 # Alerts whose value is a measurement (not a 0/1 flag): the description must quote it.
 MEASURING_ALERTS = {
     "SpecDecodeAcceptLengthCollapsed",
+    "SpecDecodeDpRankCollapsed",
     "SpecDecodeAcceptLengthLow",
     "SpecDecodeSlowerThanBaseline",
     "SpecDecodeDraftTokensWasted",

@@ -101,6 +101,8 @@ def test_every_finding_code_has_its_readme_severity() -> None:
     assert SEVERITIES == {
         "server_crashed": "critical",
         "server_failing": "warning",
+        "dp_rank_collapsed": "critical",
+        "dp_rank_accept_length_low": "warning",
         "eagle3_draft_with_eagle_algorithm": "critical",
         "cuda_graph_disabled": "warning",
         "draft_tokens_excessive": "warning",

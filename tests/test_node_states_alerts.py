@@ -19,7 +19,7 @@ import yaml
 
 from tests.support.daemon import run_daemon
 from tests.support.files import append
-from tests.support.loglines import decode, stamp, startup
+from tests.support.loglines import decode, decode_line, stamp, startup
 from tests.support.realprom import RunningPrometheus, running_prometheus
 from tests.support.tools import fast_rules, free_port, require_tool
 
@@ -49,11 +49,26 @@ def now_stamp(ranks: str) -> str:
     return f"[{datetime.now().strftime('%Y-%m-%d %H:%M:%S')} {ranks}]"
 
 
+def one_rank_collapsed() -> list[str]:
+    """Six DP-attention ranks logging their decode windows; rank 3's drafter accepts nothing."""
+    return [
+        decode_line(
+            1.0 if rank == 3 else 2.4,
+            running=8,
+            queue=0,
+            tput=400,
+            stamp=now_stamp(f"DP{rank} TP{rank}"),
+        )
+        for rank in range(6)
+    ]
+
+
 # target -> (the whole log written before the daemon starts, the live line maker or None,
 # the alerts that must fire, and only those)
 Scenario = tuple[list[str], Callable[[], list[str]] | None, set[str]]
 SCENARIOS: dict[str, Scenario] = {
     "crashed": (crashed(), None, {"SpecDecodeServerCrashed"}),
+    "rank-collapsed": (startup(), one_rank_collapsed, {"SpecDecodeDpRankCollapsed"}),
 }
 
 
@@ -113,3 +128,12 @@ def test_each_node_state_raises_its_alerts_and_only_those(
     prometheus: RunningPrometheus, target: str
 ) -> None:
     assert firing(prometheus, target) == SCENARIOS[target][2]
+
+
+def test_the_collapsed_rank_is_named_by_its_alert_and_the_daemons_finding(
+    prometheus: RunningPrometheus,
+) -> None:
+    alert = 'ALERTS{alertstate="firing",target="rank-collapsed"}'
+    assert {s["metric"]["dp_rank"] for s in prometheus.query(alert)} == {"3"}
+    finding = 'specwatch_finding{target="rank-collapsed"}'
+    assert {s["metric"]["code"] for s in prometheus.query(finding)} == {"dp_rank_collapsed"}

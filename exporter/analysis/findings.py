@@ -14,13 +14,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from statistics import fmean
+from statistics import fmean, median
 
 from exporter.analysis import algorithms
 from exporter.analysis.algorithms import Standard, config_floor, config_standard
 from exporter.analysis.breakeven import Assessment, advise, assess_positions
+from exporter.analysis.ranks import RankAccept
 from exporter.analysis.request_share import NO_BENEFIT_ACCEPT_LENGTH, RecentShare, logged_time
-from exporter.analysis.thresholds import DEFAULT
+from exporter.analysis.thresholds import DEFAULT, Thresholds
 from exporter.engines import registry
 from exporter.engines.ending import Ending
 from exporter.engines.record import StatsRecord, drafting_off
@@ -33,6 +34,8 @@ SEVERITY_ORDER = {CRITICAL: 0, WARNING: 1, INFO: 2}
 SEVERITIES: dict[str, str] = {
     "server_crashed": CRITICAL,
     "server_failing": WARNING,
+    "dp_rank_collapsed": CRITICAL,
+    "dp_rank_accept_length_low": WARNING,
     "eagle3_draft_with_eagle_algorithm": CRITICAL,
     "cuda_graph_disabled": WARNING,
     "draft_tokens_excessive": WARNING,
@@ -106,6 +109,7 @@ EXCESSIVE_DRAFT_TOKENS = 8
 LOW_DRAFTS_ONLY_RATE = 0.2
 NO_GRAPH_SHARE = 0.5  # more than half the decode windows without CUDA graph
 CAPPED_SHARE = 0.5  # at least half the windows at the cap with a queue
+LOW_RANK_SHARE = 0.7  # a DP rank below this share of the other ranks' median accept length
 SILENT_PREFILLS = 3  # real prefill batches with no decode line since
 SILENT_SECONDS = 120.0
 HIDING_LOG_LEVELS = frozenset({"warning", "error", "critical"})
@@ -197,6 +201,8 @@ class Observations:
     ending: Ending | None = None  # how the run ended, when its log says so
     # Finished requests with speculation figures: recent ones (daemon), or the run's (report).
     requests: RecentShare | None = None
+    ranks: tuple[RankAccept, ...] = ()  # accept length by DP rank, where ranks log their own
+    thresholds: Thresholds = DEFAULT  # the alert rules' (a --mixin-config may change them)
 
 
 def drafts_only_accept_rate(
@@ -226,6 +232,7 @@ def evaluate(obs: Observations) -> list[Finding]:
     """All findings that hold for ``obs``, most severe first."""
     rules = (
         _server_ended,
+        _dp_rank_accept_length,
         _eagle3_draft_with_eagle_algorithm,
         _cuda_graph_disabled,
         _draft_tokens_excessive,
@@ -297,6 +304,62 @@ def _server_ended(obs: Observations) -> Finding | None:
             "the server."
         ),
     )
+
+
+def _dp_rank_accept_length(obs: Observations) -> Finding | None:
+    """DP ranks whose drafter collapsed, or accepts far less than the other ranks' drafters,
+    named one by one: the node's mean hides one bad rank among healthy ones."""
+    ranks = [rank for rank in obs.ranks if rank.windows >= MIN_WINDOWS]
+    if len(ranks) < 2:
+        return None
+    limit = obs.thresholds.collapsed_accept_length
+    collapsed = [rank for rank in ranks if rank.accept_length <= limit]
+    if collapsed and len(collapsed) < len(ranks):
+        bad, code = collapsed, "dp_rank_collapsed"
+        summary = f"DP rank{_plural(bad)} {_numbers(bad)} collapsed: no draft token accepted"
+    else:
+        bad = [rank for rank in ranks if rank.accept_length < LOW_RANK_SHARE * _others(rank, ranks)]
+        if not bad or len(bad) == len(ranks):
+            return None
+        code = "dp_rank_accept_length_low"
+        summary = f"DP rank{_plural(bad)} {_numbers(bad)} accept{'s' if len(bad) == 1 else ''} "
+        summary += "far less than the other ranks"
+    good = [rank for rank in ranks if rank not in bad]
+    return Finding(
+        code=code,
+        summary=summary,
+        seen=(
+            "; ".join(
+                f"DP rank {r.dp_rank}: accept length {r.accept_length:.2f} over {r.windows} windows"
+                for r in bad
+            )
+            + f"; the other {len(good)} rank{_plural(good)}: "
+            + ", ".join(f"{r.accept_length:.2f}" for r in good)
+            + "."
+        ),
+        why=(
+            "Each DP rank drafts for its own requests; one rank's bad drafter slows every "
+            "request it serves while the node's mean accept length barely moves."
+        ),
+        fix=(
+            f"Look at the log lines of DP rank {bad[0].dp_rank} (its [DP{bad[0].dp_rank} ...] "
+            "prefix) for errors or a reload; restart the server if the rank does not recover, "
+            "and check that every rank loads the same draft."
+        ),
+    )
+
+
+def _others(rank: RankAccept, ranks: Sequence[RankAccept]) -> float:
+    """The median accept length of the ranks other than ``rank``."""
+    return float(median(r.accept_length for r in ranks if r is not rank))
+
+
+def _plural(items: Sequence[object]) -> str:
+    return "" if len(items) == 1 else "s"
+
+
+def _numbers(ranks: Sequence[RankAccept]) -> str:
+    return ", ".join(str(rank.dp_rank) for rank in ranks)
 
 
 def _mean_accept_length(windows: Sequence[DecodeSample]) -> float | None:

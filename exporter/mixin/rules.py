@@ -156,6 +156,7 @@ def speculation_alerts(config: MixinConfig) -> list[Rule]:
     t = config.thresholds
     traffic = f"{sel(config, TRAFFIC)} > 0"
     accept = sel(config, "target:specwatch_accept_length:avg5m")
+    rank_accept = sel(config, "specwatch_accept_length", 'dp_rank!=""')
     expected = sel(config, "specwatch_expected_accept_length")
     # Present while accept length is judged: the drafter's algorithm has a standard.
     floor = sel(config, "specwatch_accept_length_floor")
@@ -224,6 +225,22 @@ def speculation_alerts(config: MixinConfig) -> list[Rule]:
             "EAGLE: SGLang skips the draft's layer fusion and accept length stays near 1. "
             "Restart it with --speculative-algorithm EAGLE3.",
             keep_firing_for="10m",
+        ),
+        # One DP rank's windows alone, while the node's pooled mean is not collapsed (that
+        # pages as SpecDecodeAcceptLengthCollapsed): five healthy ranks hide a sixth at 1.00.
+        _alert(
+            config,
+            "SpecDecodeDpRankCollapsed",
+            f"(\n  sum_over_time({rank_accept}[5m])\n  /\n  count_over_time({rank_accept}[5m])\n)"
+            f" <= {t.collapsed_accept_length}\nand ignoring (dp_rank)\n"
+            f"{accept} > {t.collapsed_accept_length}\nand ignoring (dp_rank)\n{traffic}\n",
+            "critical",
+            "One DP rank of the node accepts no draft tokens.",
+            f"DP rank {{{{ $labels.dp_rank }}}} of {{{{ $labels.target }}}} ({node}) averaged an "
+            'accept length of {{ $value | printf "%.2f" }} over 5 minutes while the other ranks '
+            "accept drafts: every request that rank serves pays for drafting and gains nothing.",
+            for_=t.collapsed_for,
+            keep_firing_for="5m",
         ),
         # Log-only: a dead server writes no more windows, so nothing guards on traffic here.
         _alert(

@@ -24,6 +24,7 @@ from exporter.analysis.baseline import Baseline
 from exporter.analysis.breakeven import Assessment, advise
 from exporter.analysis.findings import DecodeSample, Observations, evaluate
 from exporter.analysis.node import Moment, NodeMoments
+from exporter.analysis.ranks import RankAccepts
 from exporter.analysis.thresholds import DEFAULT, Thresholds
 from exporter.analysis.verdicts import RunFigures, Verdict, implausible, judge
 from exporter.engines import ending
@@ -103,6 +104,7 @@ class _Run:
         self.accept_count = 0
         self.drafting_off = 0  # decode windows adaptive speculation ran with drafting off
         self.bands = [_BandAccumulator() for _ in BANDS]
+        self.ranks = RankAccepts()  # the whole run's, by DP rank
         # Records not yet handed to the evidence: see ``evidence``.
         self.unfed: list[StatsRecord] = []
         self._batched = 0  # records of the batches already handed over
@@ -200,6 +202,7 @@ class _Run:
             speedup=figures.speedup,
             verdicts=tuple(verdicts),
             drafting_off=self.drafting_off,
+            ranks=self.ranks.figures(),
         )
 
 
@@ -333,6 +336,7 @@ class ReportBuilder(RecordSink):
             for record in decodes
             if (value := record.accept_length) is not None and not (off and drafting_off(record))
         ]
+        ranks = set(map(_DP_RANK, decodes))
         if accepts:
             self._accept_values.update(accepts)
             if len(self._accept_values) > ACCEPT_VALUES:
@@ -340,12 +344,12 @@ class ReportBuilder(RecordSink):
             # One by one, in order: a float sum depends on the order (``sum`` may not keep it).
             run.accept_sum = reduce(add, accepts, run.accept_sum)
             run.accept_count += len(accepts)
+            if not ranks <= {None}:
+                run.ranks.add(decodes)
         graphs = list(map(_CUDA_GRAPH, decodes))
         self._graph_on += graphs.count(True)
         self._graph_off += graphs.count(False)
-        ranks = set(map(_DP_RANK, decodes))
-        ranks.discard(None)
-        self._dp_ranks |= ranks
+        self._dp_ranks |= ranks - {None}
         for moment in self._node.add(decodes, ats):
             self._add_moment(moment)
 
@@ -412,6 +416,8 @@ class ReportBuilder(RecordSink):
             speedup=self.advice_speedup(),
             accept_length=run.accept_length,
             requests=self._requests.snapshot(self._request_at).recent,
+            ranks=run.ranks.figures(),
+            thresholds=self.thresholds,
         )
 
     def request_summary(self) -> RequestSummary | None:

@@ -317,7 +317,7 @@ body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1040px;
 figure {{ margin: 1.5em 0; }}
 figure img {{ max-width: 100%; }}
 h2 {{ font-size: 1.05em; margin: 0 0 0.3em; }}
-pre {{ background: #f6f6f6; padding: 1em; overflow-x: auto; }}
+pre {{ background: #f6f6f6; padding: 1em; white-space: pre-wrap; overflow-wrap: anywhere; }}
 </style>
 </head>
 <body>

@@ -13,6 +13,7 @@ from typing import Any
 
 from exporter.analysis.breakeven import Assessment
 from exporter.analysis.findings import CRITICAL, Finding
+from exporter.analysis.ranks import RankAccept
 from exporter.analysis.request_share import NO_BENEFIT_ACCEPT_LENGTH, RecentShare, logged_time
 from exporter.analysis.verdicts import Verdict
 from exporter.engines.server_config import ServerConfig
@@ -120,6 +121,7 @@ class RunSummary:
     baseline: float | None
     speedup: float | None
     verdicts: tuple[Verdict, ...]
+    ranks: tuple[RankAccept, ...] = ()  # accept length by DP rank, where ranks log their own
     drafting_off: int = 0  # decode windows adaptive speculation ran with drafting off
 
     @property
@@ -153,6 +155,7 @@ class RunSummary:
             "speedup": self.speedup,
             "verdicts": [v.to_json_dict() for v in self.verdicts],
             "drafting_off_windows": self.drafting_off,
+            "dp_ranks": [asdict(rank) for rank in self.ranks],
         }
 
 

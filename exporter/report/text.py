@@ -6,6 +6,7 @@ import textwrap
 from collections.abc import Iterable
 from datetime import datetime, timezone
 
+from exporter.analysis.ranks import RankAccept
 from exporter.report.summary import BandStats, Report, RunSummary, ratio
 
 WIDTH = 100
@@ -78,6 +79,9 @@ def _accept(report: Report) -> list[str]:
             f"Collapsed windows (accept length <= {report.collapsed_accept_length:g}): "
             f"{accept.collapsed_share:.0%}"
         )
+    if report.newest is not None and len(report.newest.ranks) > 1:
+        lines.append("Accept length by DP rank (newest run):")
+        lines += [_rank_line(rank, report.collapsed_accept_length) for rank in report.newest.ranks]
     if report.cuda_graph_share is not None:
         lines.append(f"CUDA graph used in {report.cuda_graph_share:.0%} of decode windows")
     return lines
@@ -89,6 +93,12 @@ def _requests(report: Report) -> list[str]:
         return []
     line = report.requests.distribution_line()
     return _wrapped(line[0].upper() + line[1:], "")
+
+
+def _rank_line(rank: RankAccept, collapsed: float) -> str:
+    state = "  collapsed" if rank.accept_length <= collapsed else ""
+    windows = f"{rank.windows:,} windows"
+    return f"  DP rank {rank.dp_rank:>3}: {rank.accept_length:.2f} over {windows}{state}"
 
 
 def _bands(report: Report) -> list[str]:

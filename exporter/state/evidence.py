@@ -18,6 +18,7 @@ from typing import Any
 from exporter.analysis.baseline import Baseline
 from exporter.analysis.findings import DecodeSample, Observations
 from exporter.analysis.node import NodeMoments
+from exporter.analysis.ranks import RankAccepts
 from exporter.engines.ending import Ending
 from exporter.engines.record import StatsRecord
 from exporter.engines.server_config import ServerConfig
@@ -25,6 +26,9 @@ from exporter.engines.server_config import ServerConfig
 # Decode windows the findings judge: the daemon's evidence keeps these, and so does each run
 # of `report` and `doctor`, so all of them judge the same windows.
 RECENT_WINDOWS = 20
+# Recent decode windows judged per DP rank: a rank logs one every few seconds under load, so
+# this is its last minute or so, as the node's own recent windows are.
+RANK_WINDOWS = 10
 
 
 class Evidence:
@@ -58,6 +62,7 @@ class Evidence:
         self._last_decode_at: float | None = None
         self._silent_prefills = 0
         self._ending: Ending | None = None
+        self._ranks = RankAccepts(recent=RANK_WINDOWS)
 
     def add_record(self, record: StatsRecord, at: float) -> None:
         """Count one recognised stats record seen at ``at``."""
@@ -97,6 +102,7 @@ class Evidence:
         """Remember decode windows and the node loads they close, in order; windows after a
         traceback show it ended nothing."""
         self._windows.extend(decodes)
+        self._ranks.add(decodes)
         if self._ending is not None and not self._ending.final:
             self._ending = None
         self._last_decode_at = at
@@ -147,6 +153,7 @@ class Evidence:
                 stats_lines=len(self._outcomes),
                 unrecognized_lines=self._outcomes.count(False),
                 ending=self._ending,
+                ranks=self._ranks.figures(),
                 **upstream,
             )
 

@@ -1,0 +1,68 @@
+"""Accept length per DP rank: one rank's collapse is not averaged away by the others.
+
+With DP attention every rank runs its own drafter on its own requests. A rank whose drafter
+state went bad (a corrupted KV cache, a rank that reloaded the wrong draft) accepts nothing
+while the others stay healthy, and the node's mean barely moves: five ranks at 2.4 and one at
+1.00 average 2.17. So the ranks are also judged one by one, here for all three readers.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from math import isfinite
+from statistics import fmean
+
+from exporter.engines.record import StatsRecord, drafting_off
+
+# Ranks followed one by one; more distinct ranks than this are hostile input, not a node.
+MAX_RANKS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class RankAccept:
+    """One DP rank's mean accept length over its windows."""
+
+    dp_rank: int
+    windows: int
+    accept_length: float
+
+
+class RankAccepts:
+    """Accept lengths by DP rank: all of a run's (``recent=None``: sums) or each rank's
+    ``recent`` newest windows (the daemon's present)."""
+
+    def __init__(self, recent: int | None = None) -> None:
+        self._recent = recent
+        self._values: dict[int, deque[float]] = {}
+        self._sums: dict[int, list[float]] = {}  # rank -> [sum, count]
+
+    def add(self, records: Iterable[StatsRecord]) -> None:
+        for record in records:
+            rank, length = record.dp_rank, record.accept_length
+            if rank is None or length is None or not isfinite(length) or drafting_off(record):
+                continue  # a hostile line's inf or nan, or drafting off: nothing of a drafter
+            if self._recent is None:
+                total = self._sums.get(rank)
+                if total is None:
+                    if len(self._sums) >= MAX_RANKS:
+                        continue
+                    total = self._sums[rank] = [0.0, 0.0]
+                total[0] += length
+                total[1] += 1
+                continue
+            values = self._values.get(rank)
+            if values is None:
+                if len(self._values) >= MAX_RANKS:
+                    continue
+                values = self._values[rank] = deque(maxlen=self._recent)
+            values.append(length)
+
+    def figures(self) -> tuple[RankAccept, ...]:
+        """Every rank's mean, by rank number."""
+        if self._recent is None:
+            found = [RankAccept(r, int(n), s / n) for r, (s, n) in self._sums.items()]
+        else:
+            found = [RankAccept(r, len(v), fmean(v)) for r, v in self._values.items()]
+        return tuple(sorted(found, key=lambda rank: rank.dp_rank))
