@@ -233,7 +233,8 @@ def speculation_alerts(config: MixinConfig) -> list[Rule]:
             "SpecDecodeDpRankCollapsed",
             f"(\n  sum_over_time({rank_accept}[5m])\n  /\n  count_over_time({rank_accept}[5m])\n)"
             f" <= {t.collapsed_accept_length}\nand ignoring (dp_rank)\n"
-            f"{accept} > {t.collapsed_accept_length}\nand ignoring (dp_rank)\n{traffic}\n",
+            f"{accept} > {t.collapsed_accept_length}\nand ignoring (dp_rank)\n{floor}\n"
+            f"and ignoring (dp_rank)\n{traffic}\n",
             "critical",
             "One DP rank of the node accepts no draft tokens.",
             f"DP rank {{{{ $labels.dp_rank }}}} of {{{{ $labels.target }}}} ({node}) averaged an "
