@@ -168,8 +168,9 @@ def speculation_row() -> list[Item]:
     """Accept length, derived rate, throughput against the baseline and the speedup over time."""
     accept = graph(
         "Accept length",
-        "Per-window accept length against the collapse line (1.0, red) and the expected value "
-        "configured for this drafter (dashed). Sitting on 1.0 is a broken or mismatched draft. "
+        "Per-window accept length, one line per DP rank, against the collapse line (1.0, red) "
+        "and the expected value configured for this drafter (dashed). Sitting on 1.0 is a "
+        "broken or mismatched draft; one rank alone there is that rank's drafter. "
         "Where the engine counts drafts (vLLM), 'from counters' is the exact value over the "
         "rate interval.",
         "short",
@@ -184,6 +185,7 @@ def speculation_row() -> list[Item]:
         alerts=(
             "SpecDecodeAcceptLengthCollapsed",
             "SpecDecodeAcceptLengthLow",
+            "SpecDecodeDpRankCollapsed",
         ),
     ).min(0)
     throughput = (
