@@ -44,6 +44,13 @@ from tests.support.tools import (
     require_tool,
     shipped_rules,
 )
+from tests.support.upstream_servers import (
+    TRTLLM_PATH,
+    TrtllmMetrics,
+    live,
+    steady_llamacpp,
+    steady_trtllm,
+)
 from tests.support.waiting import wait_for
 
 ALERTMANAGER = REPO / "deploy" / "alertmanager" / "alertmanager.yml"
@@ -88,6 +95,22 @@ INTENDED_ALERTS = {
 # The same incidents on vLLM (target -> scenario): the same rules must fire, from its log alone.
 VLLM_TARGETS = {"vllm-collapsed": "collapsed", "vllm-healthy": "healthy"}
 INTENDED_ALERTS.update({target: INTENDED_ALERTS[s] for target, s in VLLM_TARGETS.items()})
+# Servers specwatch only scrapes, their counters counting as the test runs: a TensorRT-LLM
+# drafter whose every draft is rejected pages through the same rules, and a healthy llama.cpp
+# server (vLLM's counters under llamacpp:) raises nothing. Neither has a baseline.
+SCRAPED = {
+    "trtllm-collapsed": (
+        TRTLLM_PATH,
+        lambda: steady_trtllm(TrtllmMetrics(), accepted_at=(0, 0, 0), iteration_accepted=0),
+    ),
+    "llamacpp-healthy": ("/llamacpp/metrics", lambda: steady_llamacpp((0.8, 0.5, 0.2))),
+}
+INTENDED_ALERTS.update(
+    {
+        "trtllm-collapsed": {"SpecDecodeAcceptLengthCollapsed", "SpecDecodeAcceptLengthLow"},
+        "llamacpp-healthy": set(),
+    }
+)
 NOTIFY_TIMEOUT = 60.0
 GROUP_INTERVAL = 1  # seconds, instead of the shipped minutes
 
@@ -186,6 +209,13 @@ class Stack:
         }
         return page
 
+    def wait_collapse_paged(self, target: str) -> None:
+        """The collapse page for ``target``, averaging the 1.00 of every window."""
+        page = self.wait_paged(target, "SpecDecodeAcceptLengthCollapsed")
+        assert page["annotations"]["description"].startswith(
+            f"Accept length on {target} ({self.instances[target]}) averaged 1.00 over 5 minutes"
+        )
+
     def assert_held_back(self, target: str, *alertnames: str) -> None:
         """Alertmanager holds each alert as inhibited and never delivers it.
 
@@ -230,7 +260,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         webhook, alertmanager = stack.enter_context(alerting(tmp))
         server = stack.enter_context(fake_sglang())  # no routes: every path answers 404
         instances = {}
-        for target in INTENDED_ALERTS:
+        for target, (path, body) in SCRAPED.items():
+            stack.enter_context(live(server, path, body()))
+            args = ["--target", target, "--metrics-url", f"{server.url}{path}"]
+            stack.enter_context(run_daemon(args, port := free_port()))
+            instances[target] = f"127.0.0.1:{port}"
+        for target in INTENDED_ALERTS.keys() - SCRAPED.keys():
             scenario = VLLM_TARGETS.get(target, target)
             engine = "vllm" if target in VLLM_TARGETS else "sglang"
             simulation = live_simulation(scenario, tmp / f"{target}.log", engine=engine)
@@ -291,11 +326,7 @@ def test_collapsed_drafter_pages_with_labels_and_annotations(stack: Stack) -> No
 @pytest.mark.e2e
 def test_collapsed_vllm_drafter_pages_through_the_same_rules(stack: Stack) -> None:
     """vLLM's log alone: its SpecDecoding lines carry the collapse to the same page."""
-    instance = stack.instances["vllm-collapsed"]
-    page = stack.wait_paged("vllm-collapsed", "SpecDecodeAcceptLengthCollapsed")
-    assert page["annotations"]["description"].startswith(
-        f"Accept length on vllm-collapsed ({instance}) averaged 1.00 over 5 minutes"
-    )
+    stack.wait_collapse_paged("vllm-collapsed")
     info = 'specwatch_target_info{target="vllm-collapsed",engine="vllm"}'
     assert stack.prometheus.query(info)
     # Its counters: drafts keep coming, and not one draft token is accepted.
@@ -303,6 +334,24 @@ def test_collapsed_vllm_drafter_pages_through_the_same_rules(stack: Stack) -> No
     assert float(stack.prometheus.query(drafts)[0]["value"][1]) > 0
     accepted = 'specwatch_accepted_tokens_total{target="vllm-collapsed"}'
     assert float(stack.prometheus.query(accepted)[0]["value"][1]) == 0
+
+
+@pytest.mark.e2e
+def test_collapsed_tensorrt_llm_drafter_pages_from_its_metrics_alone(stack: Stack) -> None:
+    """No log: TensorRT-LLM's per-position counters carry the collapse to the same page."""
+    stack.wait_collapse_paged("trtllm-collapsed")
+    # The drafter, from TensorRT-LLM's config info, and each drafted position counted with
+    # none accepted (TensorRT-LLM writes a position's accepted series at its first acceptance).
+    wanted = "specwatch_(speculative_info|position_accepted_tokens_total)"
+    found = stack.prometheus.query(f'{{target="trtllm-collapsed",__name__=~"{wanted}"}}')
+    assert {
+        (x["metric"].get("algorithm") or x["metric"]["position"], x["value"][1]) for x in found
+    } == {
+        ("EAGLE3", "1"),
+        ("0", "0"),
+        ("1", "0"),
+        ("2", "0"),
+    }
 
 
 @pytest.mark.e2e

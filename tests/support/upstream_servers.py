@@ -183,6 +183,31 @@ def llamacpp(
     return ("\n".join(out) + "\n").encode()
 
 
+def steady_trtllm(
+    metrics: TrtllmMetrics, accepted_at: tuple[int, ...], iteration_accepted: int
+) -> Callable[[int], bytes]:
+    """Each tick: an iteration of 8 drafting requests accepting ``iteration_accepted`` (its
+    gauge), and finished requests of 40 rounds accepting ``accepted_at`` by position."""
+
+    def body(tick: int) -> bytes:
+        metrics.iteration(requests=8, accepted=iteration_accepted)
+        metrics.finished(rounds=40, accepted_at=accepted_at, generated=160)
+        return metrics.body()
+
+    return body
+
+
+def steady_llamacpp(per_position: tuple[float, ...]) -> Callable[[int], bytes]:
+    """Each tick 100 more drafts, accepted at each position by the given share."""
+
+    def body(tick: int) -> bytes:
+        drafts = 100 * (tick + 1)
+        positions = tuple(share * drafts for share in per_position)
+        return llamacpp(drafts, sum(positions), positions, 4 * drafts)
+
+    return body
+
+
 @contextmanager
 def live(
     server: FakeSGLang, path: str, body: Callable[[int], bytes], every: float = 0.2
