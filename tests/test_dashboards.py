@@ -306,13 +306,36 @@ def test_node_marks_firing_alerts_as_annotations() -> None:
     assert alerts[0]["datasource"]["uid"] in TEMPLATED_DS
 
 
-def test_fleet_heatmap_reads_the_accept_length_histogram() -> None:
-    heat = [p for p in panels(committed(FLEET)) if p["type"] == "heatmap"]
-    assert len(heat) == 1
-    target = heat[0]["targets"][0]
-    assert "specwatch_accept_length_windows_bucket{" in target["expr"]
-    assert target["format"] == "heatmap" and "by (le)" in target["expr"]
-    assert heat[0]["options"]["calculate"] is False  # Prometheus already bucketed it
+@pytest.mark.parametrize(
+    ("board", "histograms"),
+    [
+        (
+            FLEET,
+            ["specwatch_accept_length_windows_bucket{", "specwatch_request_accept_length_bucket{"],
+        ),
+        (NODE, ["specwatch_request_accept_length_bucket{"]),
+    ],
+)
+def test_heatmaps_read_the_accept_length_histograms(board: str, histograms: list[str]) -> None:
+    heat = [p for p in panels(committed(board)) if p["type"] == "heatmap"]
+    assert len(heat) == len(histograms)
+    for panel_, histogram in zip(heat, histograms, strict=True):
+        target = panel_["targets"][0]
+        assert histogram in target["expr"]
+        assert target["format"] == "heatmap" and "by (le)" in target["expr"]
+        assert panel_["options"]["calculate"] is False  # Prometheus already bucketed it
+
+
+@pytest.mark.parametrize(
+    ("board", "title"),
+    [(NODE, "Requests without benefit"), (FLEET, "Requests without benefit per target")],
+)
+def test_the_share_without_benefit_is_drawn_against_the_alerts_line(board: str, title: str) -> None:
+    shown = panel(committed(board), title)
+    assert "target:specwatch_requests_without_benefit:ratio{" in shown["targets"][0]["expr"]
+    steps_ = shown["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert [s["value"] for s in steps_ if s["color"] == "red"] == [0.1]
+    assert "specdecoderequestswithoutbenefit" in json.dumps(shown["links"]).lower()
 
 
 def test_fleet_tables_link_each_target_to_the_node_dashboard() -> None:

@@ -7,7 +7,8 @@ test. Two ``specwatch run`` processes tail logs that ``specwatch simulate`` writ
   graphs off, slower than its 90 tok/s baseline; its server's HTTP port refuses connections, so
   the upstream panels show a down endpoint and counted errors.
 - ``ok``: the healthy scenario; its server's /metrics and /server_info are served on loopback in
-  SGLang's formats, so the upstream panels also show endpoints that are up.
+  SGLang's formats, so the upstream panels also show endpoints that are up, and it logs its
+  finished requests (``--log-requests``, JSON) for the per-request panels.
 - ``vllm``: the healthy scenario on vLLM, from its log alone: the panels of what only vLLM
   logs (acceptance by draft position, accept length from its draft counters).
 
@@ -56,6 +57,7 @@ class Node:
     scenario: str
     upstream: str | None  # base URL of the server's HTTP API; None: the log alone
     engine: str = "sglang"
+    log_requests: str | None = None  # the server logs its finished requests (text or json)
 
 
 @contextmanager
@@ -105,7 +107,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningProm
         refused = f"http://127.0.0.1:{free_port()}"  # nothing listens there
         nodes = [
             Node("sick", "undertrained", refused),
-            Node("ok", "healthy", stack.enter_context(sglang_http_api()).url),
+            Node("ok", "healthy", stack.enter_context(sglang_http_api()).url, log_requests="json"),
             Node("vllm", "healthy", None, engine="vllm"),
         ]
         daemons = [
@@ -113,7 +115,12 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningProm
                 specwatch(
                     node,
                     stack.enter_context(
-                        live_simulation(node.scenario, tmp / f"{node.name}.log", engine=node.engine)
+                        live_simulation(
+                            node.scenario,
+                            tmp / f"{node.name}.log",
+                            engine=node.engine,
+                            log_requests=node.log_requests,
+                        )
                     ),
                 )
             )

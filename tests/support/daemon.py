@@ -123,15 +123,22 @@ def run_daemon(
 
 @contextmanager
 def live_simulation(
-    scenario: str, log: Path, rate: int = 4, engine: str = "sglang"
+    scenario: str,
+    log: Path,
+    rate: int = 4,
+    engine: str = "sglang",
+    log_requests: str | None = None,
 ) -> Iterator[Path]:
     """``specwatch simulate`` appending ``scenario`` to ``log`` in real time until the block ends.
 
     Wall-clock stamped lines arriving as they would from a server, for tests that need a
     running exporter (and the Prometheus scraping it) to see an incident unfold.
+    ``log_requests`` (``text`` or ``json``): the server logs its finished requests so.
     """
     errors = log.with_suffix(".stderr")
-    flags = ("--scenario", scenario, "--engine", engine, "--rate", str(rate))
+    flags: tuple[str, ...] = ("--scenario", scenario, "--engine", engine, "--rate", str(rate))
+    if log_requests is not None:
+        flags += ("--log-requests", log_requests)
     cmd = specwatch_cmd("simulate", *flags, "--out", str(log))
     with errors.open("w") as stderr:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr)

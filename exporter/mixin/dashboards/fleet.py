@@ -37,6 +37,7 @@ from exporter.mixin.dashboards.common import (
 )
 from exporter.mixin.dashboards.node import accept_length_steps, speedup_steps
 from exporter.mixin.dashboards.panels import graph, grid, heat, single, timeline
+from exporter.mixin.rules import NO_BENEFIT_SHARE
 
 WORST = 10
 PER_TARGET = ("job", "instance", "target")
@@ -286,6 +287,41 @@ def distribution_row() -> list[Item]:
     ]
 
 
+def requests_row() -> list[Item]:
+    """Each finished request's own accept length across the fleet (SGLang --log-requests)."""
+    buckets = across("sum", rate("specwatch_request_accept_length_bucket", FLEET_SCOPE), "le")
+    config = mixin()
+    distribution = heat(
+        "Accept length per finished request"
+        + (f" (${config.cluster_label})" if config.multi_cluster else ""),
+        "Finished requests per second in each accept-length bucket over all selected targets "
+        "that log their requests (SGLang --log-requests). A band at the bottom under healthy "
+        "window averages is traffic the drafters do not fit.",
+        query(buckets, "{{le}}").format(pm.PromQueryFormat.HEATMAP),
+        width=12,
+    )
+    if config.multi_cluster:  # a heatmap adds up its series: one per cluster, side by side
+        distribution = distribution.repeat(config.cluster_label).repeat_direction("h")
+    share = sel(NO_BENEFIT_SHARE, FLEET_SCOPE)
+    return [
+        db.Row("Per-request acceptance"),
+        distribution,
+        graph(
+            "Requests without benefit per target",
+            "Share of each target's finished requests at accept length <= 1.05 over 15 "
+            "minutes. Above the red line (10%) SpecDecodeRequestsWithoutBenefit fires where the "
+            "target's windows look healthy.",
+            "percentunit",
+            [query(f"max by ({per_target_labels()}) ({share})", "{{instance}} {{target}}")],
+            steps((None, "transparent"), (config.thresholds.no_benefit_share, "red")),
+            height=9,
+            alerts=("SpecDecodeRequestsWithoutBenefit",),
+        )
+        .min(0)
+        .max(1),
+    ]
+
+
 def coverage_row() -> list[Item]:
     """Which exporters Prometheus scrapes, their version, and how many targets each watches."""
     coverage = grid(
@@ -345,7 +381,8 @@ def build() -> db.Dashboard:
         "specwatch / Fleet",
         fleet_uid(),
         "Speculative decoding across every watched node: worst accept lengths and speedups, "
-        f"findings, accept-length distribution and exporter coverage. Per node: /d/{node_uid()}.",
+        "findings, accept-length distribution per window and per request, and exporter "
+        f"coverage. Per node: /d/{node_uid()}.",
     )
-    rows = (glance_row(), worst_row(), distribution_row(), coverage_row())
+    rows = (glance_row(), worst_row(), distribution_row(), requests_row(), coverage_row())
     return assemble(board, base_variables(), rows)

@@ -12,6 +12,7 @@ from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.builders import prometheus as pb
 from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
+from grafana_foundation_sdk.models import prometheus as pm
 
 from exporter.analysis import algorithms
 from exporter.mixin.dashboards.common import (
@@ -41,7 +42,8 @@ from exporter.mixin.dashboards.common import (
     table_query,
     value_text,
 )
-from exporter.mixin.dashboards.panels import graph, grid, single, timeline
+from exporter.mixin.dashboards.panels import graph, grid, heat, single, timeline
+from exporter.mixin.rules import NO_BENEFIT_BUCKET, NO_BENEFIT_SHARE
 
 PER_RANK = "{{instance}} {{dp_rank}}"
 ON_OFF = {"0": ("off", "red"), "1": ("on", "green")}
@@ -248,6 +250,46 @@ def speculation_row() -> list[Item]:
             steps((None, "transparent"), (1.0, "red")),
             alerts=("SpecDecodeSlowerThanBaseline",),
         ).min(0),
+    ]
+
+
+def requests_row() -> list[Item]:
+    """Each finished request's own accept length (SGLang --log-requests): the share of requests
+    that a healthy window average hides."""
+    buckets = f"sum by (le) ({rate('specwatch_request_accept_length_bucket', NODE_SCOPE)})"
+    low = f'le="{NO_BENEFIT_BUCKET}"'
+    by_class = (
+        "sum by (instance, traffic_class) "
+        f"({rate('specwatch_request_accept_length_bucket', NODE_SCOPE, low)})\n/\n"
+        "(sum by (instance, traffic_class) "
+        f"({rate('specwatch_request_accept_length_count', NODE_SCOPE)}) > 0)"
+    )
+    return [
+        db.Row("Per-request acceptance"),
+        heat(
+            "Accept length per finished request",
+            "Finished requests per second in each accept-length bucket, from SGLang's "
+            "--log-requests records (empty without them). A band at the bottom while the "
+            "window accept length looks healthy is a class of traffic the drafter does not fit.",
+            query(buckets, "{{le}}").format(pm.PromQueryFormat.HEATMAP),
+            width=12,
+            height=8,
+        ),
+        graph(
+            "Requests without benefit",
+            "Share of finished requests at accept length <= 1.05 over 15 minutes (the alert's "
+            "measure), and per traffic class over the rate interval when request_label_header "
+            "is set. The red line is the alert's 10%.",
+            "percentunit",
+            [
+                query(sel(NO_BENEFIT_SHARE, NODE_SCOPE), "all {{instance}}", "A"),
+                query(by_class, "{{traffic_class}} {{instance}}", "B"),
+            ],
+            steps((None, "transparent"), (mixin().thresholds.no_benefit_share, "red")),
+            alerts=("SpecDecodeRequestsWithoutBenefit",),
+        )
+        .min(0)
+        .max(1),
     ]
 
 
@@ -497,6 +539,7 @@ def build() -> db.Dashboard:
     rows = (
         verdict_row(),
         speculation_row(),
+        requests_row(),
         load_row(),
         cuda_graph_row(),
         findings_row(),
