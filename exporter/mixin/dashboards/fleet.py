@@ -312,7 +312,12 @@ def requests_row() -> list[Item]:
             "minutes. Above the red line (10%) SpecDecodeRequestsWithoutBenefit fires where the "
             "target's windows look healthy.",
             "percentunit",
-            [query(f"max by ({per_target_labels()}) ({share})", "{{instance}} {{target}}")],
+            [
+                query(
+                    f"max by ({per_target_labels()}, {MODEL}) ({with_model(share)})",
+                    "{{instance}} {{target}} {{served_model}}",
+                )
+            ],
             steps((None, "transparent"), (config.thresholds.no_benefit_share, "red")),
             height=9,
             alerts=("SpecDecodeRequestsWithoutBenefit",),
