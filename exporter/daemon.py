@@ -25,6 +25,7 @@ from exporter.exposition.server import WebServer, make_app
 from exporter.exposition.webreload import LiveWebConfig
 from exporter.parse import ranges
 from exporter.sources import FileTailer, StdinSource, WakeupObserver
+from exporter.sources.scrape_pool import ScrapePool
 from exporter.state.feed import LogFeed
 from exporter.target import Target
 
@@ -61,6 +62,7 @@ class Daemon:
         collector = SpecwatchCollector(self.targets, config.stale_after)
         self.registry.register(collector)
         self._observer = WakeupObserver()
+        self._scrapes = ScrapePool([t.upstream for t in self.targets if t.upstream is not None])
         self._sources: list[Source] = list(self._build_sources())
         host, port = parse_listen(config.listen)
         web = LiveWebConfig(config.web_config) if config.web_config else None
@@ -134,18 +136,14 @@ class Daemon:
         self._observer.start()
         for source in self._sources:
             source.start()
-        for target in self.targets:
-            if target.upstream is not None:
-                target.upstream.start()
+        self._scrapes.start()
         self.web.start()
         names = ", ".join(t.name for t in self.targets)
         log.info("listening on %s (port %d), targets: %s", self.config.listen, self.web.port, names)
 
     def stop(self) -> None:
         self.web.stop()
-        for target in self.targets:
-            if target.upstream is not None:
-                target.upstream.stop(timeout=1.0)  # a scrape in flight ends by its own timeout
+        self._scrapes.stop(timeout=1.0)  # a scrape in flight ends by its own timeout
         for source in self._sources:
             source.stop()
         self._observer.stop()

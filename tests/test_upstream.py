@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from exporter.sources.scrape_pool import ScrapePool
 from exporter.sources.upstream import MAX_BODY_BYTES, UpstreamScraper
 from tests.support.fake_sglang import (
     API_KEY,
@@ -223,7 +224,8 @@ def test_errors_accumulate_and_recovery_clears_up(sglang: FakeSGLang) -> None:
 def test_background_thread_never_blocks_readers(sglang: FakeSGLang) -> None:
     sglang.routes["/metrics"] = Route(body=exposition().encode(), delay=1.5)
     scrape = UpstreamScraper(f"{sglang.url}/metrics", interval=0.1, timeout=1.0)
-    scrape.start()
+    pool = ScrapePool([scrape])
+    pool.start()
     try:
         wait_for(lambda: sglang.seen_auth, what="the first scrape waiting on the slow server")
         # The scrape in flight waits 1.5 s for its answer; a reader that waited on it would
@@ -235,7 +237,7 @@ def test_background_thread_never_blocks_readers(sglang: FakeSGLang) -> None:
         wait_for(lambda: scrape.snapshot().errors, 5, what="the timed-out scrape")
         assert scrape.snapshot().errors[("metrics", "timeout")] >= 1
     finally:
-        scrape.stop(timeout=3)
+        pool.stop(timeout=3)
 
 
 def test_idle_server_spec_gauges_are_not_shown_as_current(sglang: FakeSGLang) -> None:

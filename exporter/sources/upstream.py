@@ -264,7 +264,8 @@ def _fallback_url(url: str) -> str:
 
 
 class UpstreamScraper:
-    """Scrapes one target's endpoints every ``interval`` seconds in a daemon thread."""
+    """Scrapes one target's endpoints, every ``interval`` seconds when run by a
+    :class:`~exporter.sources.scrape_pool.ScrapePool`."""
 
     def __init__(
         self,
@@ -296,29 +297,10 @@ class UpstreamScraper:
         self._snapshot = UpstreamSnapshot()
         self._bugs_logged: set[tuple[str, str]] = set()  # tracebacks once per endpoint
         self._dropped: Counter[str] = Counter()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def snapshot(self) -> UpstreamSnapshot:
         """The newest published snapshot; never blocks."""
         return self._snapshot
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="specwatch-upstream", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout: float | None = None) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.scrape_once()
-            except Exception:  # a scraper bug must not end scraping for good
-                log.exception("upstream scrape failed unexpectedly")
-            self._stop.wait(self.interval)
 
     def scrape_once(self) -> UpstreamSnapshot:
         """Scrape every configured endpoint once and publish the result."""
