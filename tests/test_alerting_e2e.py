@@ -91,7 +91,12 @@ INTENDED_ALERTS = {
     "ngram": set(),
     # The model's own MTP layers at accept length 1.7: healthy by their floor (1.4).
     "mtp": set(),
+    # Windows average 2.4 while 15% of the requests (one class of traffic) accept nothing.
+    "hidden-share": {"SpecDecodeRequestsWithoutBenefit"},
 }
+# Servers that log their finished requests (--log-requests) beyond the hidden-share one (text):
+# the healthy one, in JSON, must raise nothing from its requests either.
+REQUEST_LOGS = {"healthy": "json"}
 # The same incidents on vLLM (target -> scenario): the same rules must fire, from its log alone.
 VLLM_TARGETS = {"vllm-collapsed": "collapsed", "vllm-healthy": "healthy"}
 INTENDED_ALERTS.update({target: INTENDED_ALERTS[s] for target, s in VLLM_TARGETS.items()})
@@ -268,7 +273,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         for target in INTENDED_ALERTS.keys() - SCRAPED.keys():
             scenario = VLLM_TARGETS.get(target, target)
             engine = "vllm" if target in VLLM_TARGETS else "sglang"
-            simulation = live_simulation(scenario, tmp / f"{target}.log", engine=engine)
+            simulation = live_simulation(
+                scenario,
+                tmp / f"{target}.log",
+                engine=engine,
+                log_requests=REQUEST_LOGS.get(target),
+            )
             log = stack.enter_context(simulation)
             args = exporter_args(log, target, server.url)
             stack.enter_context(run_daemon(args, port := free_port()))
@@ -424,6 +434,28 @@ def test_healthy_node_sends_nothing(stack: Stack, target: str) -> None:
     assert [a for a in stack.webhook.alerts() if a["labels"].get("target") == target] == []
     fired = f'max_over_time(ALERTS{{target="{target}", alertstate="firing"}}[1h])'
     assert stack.prometheus.query(fired) == []
+
+
+@pytest.mark.e2e
+def test_a_share_of_requests_without_benefit_files_a_ticket_naming_it(stack: Stack) -> None:
+    """The windows read 2.4, so no accept-length alert speaks; the requests' own figures do."""
+    ticket = stack.wait_notified("hidden-share", "SpecDecodeRequestsWithoutBenefit")
+    assert ticket["receiver"] == "tickets"
+    description = ticket["annotations"]["description"]
+    share = re.match(r"([0-9.]+)% of the requests finished on hidden-share \(", description)
+    assert share and 8 <= float(share.group(1)) <= 25, description
+    assert "in the last 15m" in description
+    finding = 'specwatch_finding{target="hidden-share", code="requests_without_benefit"}'
+    assert stack.prometheus.query(finding)
+
+
+@pytest.mark.e2e
+def test_a_healthy_node_logging_its_requests_shows_them_and_raises_nothing(stack: Stack) -> None:
+    logged = stack.prometheus.query('specwatch_requests_speculative_total{target="healthy"} > 20')
+    assert logged, "the healthy node's request log was not read"
+    share = 'target:specwatch_requests_without_benefit:ratio{target="healthy"}'
+    assert [float(s["value"][1]) for s in stack.prometheus.query(share)] == [0.0]
+    assert stack.notified("healthy", "SpecDecodeRequestsWithoutBenefit") == []
 
 
 @pytest.mark.e2e
