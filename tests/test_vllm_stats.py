@@ -132,20 +132,25 @@ def test_engine_line_without_spec_line_is_a_window_of_its_own_once_the_next_one_
     assert isinstance(second, StatsRecord) and second.running_requests == 7
 
 
-def test_an_engine_line_from_before_an_idle_stretch_is_not_shown_as_current() -> None:
-    """Idle intervals are logged at DEBUG: the next INFO line may come an hour later."""
+def test_an_engine_line_before_an_idle_stretch_is_its_own_window_at_its_own_time() -> None:
+    """Idle intervals are logged at DEBUG: the next INFO line may come an hour later. The
+    busy interval before it, with no drafts to log, is still a window, stamped when it was."""
     parser = VllmParser(now=NOW)
     parser.feed(ENGINE)
     an_hour_later = ENGINE.replace("06:11:23", "07:11:23")
-    assert parser.feed(an_hour_later) == []
+    [earlier] = parser.feed(an_hour_later)
+    assert isinstance(earlier, StatsRecord)
+    assert earlier.time == "2026-05-06T06:11:23" and earlier.running_requests == 24
+    assert earlier.accept_length is None
 
 
 def test_a_spec_line_logged_long_after_the_engine_line_is_not_paired_with_it() -> None:
     _, body, *_ = ERAS[0]
     parser = VllmParser(now=NOW)
     parser.feed(ENGINE)
-    [alone] = parser.feed(spec(body, "05-06 06:15:00"))
-    assert isinstance(alone, StatsRecord)
+    engine, alone = parser.feed(spec(body, "05-06 06:15:00"))
+    assert isinstance(engine, StatsRecord) and isinstance(alone, StatsRecord)
+    assert engine.accept_length is None and engine.running_requests == 24
     assert alone.running_requests is None and alone.accept_length == 2.71
 
 

@@ -24,15 +24,25 @@ from exporter.engines import ending
 from exporter.engines.record import DraftCounts, LogLine, StatsRecord, Unrecognized
 
 NAME = "vllm"
-STATS_MARKERS: tuple[bytes, ...] = (b"Avg generation throughput", b"SpecDecoding metrics:")
-# The engine's configuration, logged once per start ("Initializing a V1 LLM engine ...").
+STATS_MARKERS: tuple[bytes, ...] = (
+    b"Avg generation throughput",
+    b"SpecDecoding metrics:",
+    b"Speculative metrics:",
+)
+# The engine's configuration, logged once per start: V1's "Initializing a V1 LLM engine (v...)
+# with config: ...", 0.8's V0 "Initializing a V0 LLM engine", older V0 "Initializing an LLM
+# engine".
 EVENT_MARKERS: tuple[bytes, ...] = (b"speculative_config=",)
-ENGINE_CONFIG = "Initializing a V1 LLM engine"
+ENGINE_CONFIG = (
+    "Initializing a V1 LLM engine",
+    "Initializing a V0 LLM engine",
+    "Initializing an LLM engine",
+)
+# The spec line of each era, by its head: V1's since 0.8.3, and V0's (and 0.8.2's) before.
+SPEC_HEAD = "SpecDecoding metrics: "
+OLD_SPEC_HEAD = "Speculative metrics: "
 # Longest per-position list kept: vLLM's k is single-digit in practice; more is hostile input.
 MAX_POSITIONS = 32
-# An engine line held longer than this (in logged time) before the next one is not shown: the
-# server went idle (vLLM then logs at DEBUG) and an old interval must not pass for a new one.
-MAX_PENDING_SECONDS = 60.0
 # vLLM logs the spec line right after the engine line, in the same second or the next.
 PAIR_SECONDS = 2.0
 
@@ -83,6 +93,8 @@ class VllmParser:
     def __init__(self, now: datetime | None = None) -> None:
         self._pending: _EngineLine | None = None
         self._now = now
+        self._k: int | None = None  # speculative tokens a round, from the engine's config
+        self._totals: _Totals | None = None  # V0's previous lifetime totals
 
     def feed(self, text: str) -> list[StatsRecord | Unrecognized | LogLine]:
         """Records (and drift) completed by one cleaned line, or the engine's startup line as
@@ -96,9 +108,14 @@ class VllmParser:
             return []
         if ending.opens(message):
             return [LogLine(time, None, None, message, NAME)]
-        if message.startswith("SpecDecoding metrics: "):
-            return [*self._spec(time, message[len("SpecDecoding metrics: ") :])]
+        if message.startswith(SPEC_HEAD):
+            return [*self._spec(time, _spec_values(message[len(SPEC_HEAD) :], self._k))]
+        if message.startswith(OLD_SPEC_HEAD):
+            return [*self._spec(time, self._old_spec(message[len(OLD_SPEC_HEAD) :]))]
         if message.startswith(ENGINE_CONFIG):
+            spec = _SPEC_CONFIG.search(message)
+            self._k = None if spec is None else int(spec.group("tokens")) or None
+            self._totals = None  # V0's lifetime totals start again with the engine
             return [LogLine(time, None, None, message, NAME)]
         head = _ENGINE_HEAD.match(message)
         if head is None:
@@ -106,7 +123,7 @@ class VllmParser:
         line = _engine_line(time, head, message[head.end() - len("Avg prompt ") :])
         if isinstance(line, Unrecognized):
             return [line]
-        held = self._take_pending(_seconds(time))
+        held = self._take_pending()
         self._pending = line
         return [*held]
 
@@ -115,16 +132,32 @@ class VllmParser:
         held, self._pending = self._pending, None
         return [] if held is None else [_record(held)]
 
-    def _take_pending(self, now_seconds: float) -> list[StatsRecord | Unrecognized]:
-        """The previous engine line, which no spec line followed (no drafts that interval)."""
+    def _take_pending(self) -> list[StatsRecord | Unrecognized]:
+        """The previous engine line, which no spec line followed (no drafts that interval):
+        a window of its own however long ago, as vLLM logged it when it was busy."""
         held, self._pending = self._pending, None
-        if held is None or now_seconds - held.seconds > MAX_PENDING_SECONDS:
-            return []
-        return [_record(held)]
+        return [] if held is None else [_record(held)]
 
-    def _spec(self, time: str, body: str) -> list[StatsRecord | Unrecognized]:
+    def _old_spec(self, body: str) -> _Spec | Unrecognized | None:
+        """``Speculative metrics:``: V0's lifetime totals, turned into this interval's counts
+        by the difference from the previous line (none for the first: totals since an
+        unknown start are no window); 0.8.2's per-interval counts as they are."""
+        values = _old_spec_values(body)
+        if isinstance(values, Unrecognized) or values.k is None:
+            return values if isinstance(values, Unrecognized) else values.spec(self._k)
+        previous, self._totals = self._totals, values
+        if previous is None:
+            return None
+        if values.drafted < previous.drafted or values.accepted < previous.accepted:
+            return values.spec(values.k)  # the counters restarted with the engine
+        return values.minus(previous).spec(values.k)
+
+    def _spec(
+        self, time: str, spec: _Spec | Unrecognized | None
+    ) -> list[StatsRecord | Unrecognized]:
         """The spec line completes the engine line logged with it into one window."""
-        spec = _spec_values(body)
+        if spec is None:
+            return []
         if isinstance(spec, Unrecognized):
             return [spec]
         seconds = _seconds(time)
@@ -133,7 +166,7 @@ class VllmParser:
             self._pending = None
             return [_with_spec(record, spec)]
         alone = _with_spec(StatsRecord("decode", time, NAME), spec)
-        return [*self._take_pending(seconds), alone]
+        return [*self._take_pending(), alone]
 
     def _iso(self, month: str, day: str, clock: str) -> str | None:
         """ISO time of a stamp without a year: the latest year that puts it in the past (a
@@ -149,9 +182,13 @@ class VllmParser:
         return None
 
 
+# ``SpeculativeConfig(method='eagle', model='...', num_spec_tokens=3)`` since 0.8 (``model=None``
+# for n-grams); V0's ``SpeculativeConfig(draft_model='...', num_spec_tokens=5)`` before, where a
+# draft model of ``[ngram]`` means n-gram lookup.
 _SPEC_CONFIG = re.compile(
-    r"speculative_config=SpeculativeConfig\(method='([\w.-]{1,64})', "
-    r"model='([^'\s]{0,512})', num_spec_tokens=(\d{1,3})\)"
+    r"speculative_config=SpeculativeConfig\((?:method='(?P<method>[\w.-]{1,64})', "
+    r"model=(?:'(?P<model>[^'\s]{0,512})'|None)|draft_model='(?P<draft>[^'\s]{0,512})'), "
+    r"num_spec_tokens=(?P<tokens>\d{1,3})\)"
 )
 _EAGER = re.compile(r"\benforce_eager=(True|False)\b")
 _SERVED_MODEL = re.compile(r"\bserved_model_name=([^,\s]{1,512})(?:,|$)")
@@ -168,7 +205,7 @@ def is_own_line(text: str) -> bool:
         return False
     message = text[match.end() :]
     return (
-        message.startswith(("SpecDecoding metrics: ", ENGINE_CONFIG))
+        message.startswith((SPEC_HEAD, OLD_SPEC_HEAD, *ENGINE_CONFIG))
         or _ENGINE_HEAD.match(message) is not None
     )
 
@@ -191,7 +228,10 @@ def engine_config_args(message: str) -> dict[str, object] | None:
         args["served_model_name"] = served.group(1)
     spec = _SPEC_CONFIG.search(message)
     if spec is not None:
-        method, model, tokens = spec.group(1), spec.group(2), int(spec.group(3))
+        method, model, tokens = spec["method"], spec["model"], int(spec["tokens"])
+        if method is None:  # V0 names the draft model only
+            method = "ngram" if spec["draft"] == "[ngram]" else "draft_model"
+            model = None if spec["draft"] == "[ngram]" else spec["draft"]
         args.update(
             speculative_algorithm=algorithm(method),
             speculative_draft_model_path=model or None,
@@ -212,14 +252,20 @@ def algorithm(method: str) -> str:
 def _engine_line(time: str, head: re.Match[str], body: str) -> _EngineLine | Unrecognized:
     """The engine line's values by field name; unknown fields are ignored."""
     values: dict[str, float] = {}
+    devices: dict[str, float] = {}  # KV cache usage by device: GPU, or CPU, XPU, TPU alone
     try:
         for piece in body.rstrip(" .").split(", "):
             name, _, raw = piece.partition(": ")
             key = _ENGINE_FIELDS.get(name)
             if key is not None and raw:
                 values[key] = _number(raw)
+            elif name.endswith(" KV cache usage") and raw:
+                devices[name.split(" ", 1)[0]] = _number(raw)
     except ValueError:
         return Unrecognized("bad_value")
+    # V0 logs "GPU ..., CPU KV cache usage" (the CPU swap space); V1 names the device it runs on.
+    if "kv_usage" not in values and len(devices) == 1:
+        values["kv_usage"] = devices.popitem()[1]
     if "gen_throughput" not in values:
         return Unrecognized("no_fields")
     engine = head.group(1)
@@ -297,8 +343,9 @@ def _with_spec(record: StatsRecord, spec: _Spec) -> StatsRecord:
     )
 
 
-def _spec_values(body: str) -> _Spec | Unrecognized:
-    """Record fields from a spec line body, found field by field (the order changed)."""
+def _spec_values(body: str, k: int | None = None) -> _Spec | Unrecognized:
+    """Record fields from a ``SpecDecoding metrics:`` body, found field by field (the order
+    changed); ``k``, the configured speculative tokens, for the lines that log no rounds."""
     found = {key: pattern.search(body) for key, pattern in _SPEC_FIELDS.items()}
     raw = {key: match.group(1) for key, match in found.items() if match is not None}
     if any(key not in raw and label in body for key, label in _SPEC_LABELS.items()):
@@ -311,12 +358,10 @@ def _spec_values(body: str) -> _Spec | Unrecognized:
     positions = _positions(raw.get("per_position"))
     if positions is not None and len(positions) > MAX_POSITIONS:
         return Unrecognized("bad_value")
-    length = _finite(raw.get("accept_length"))
-    if length is None and accepted == 0 and drafted > 0:
-        length = 1.0  # nothing accepted: every round yielded the target's own token only
+    drafts = _drafts(accepted, drafted, positions, k)
+    length = _accept_length(_finite(raw.get("accept_length")), accepted, drafts, positions)
     rate = accepted / drafted if drafted else None  # vLLM's own rate is nan then
-    counts = DraftCounts(drafted, accepted, _drafts(drafted, positions), positions)
-    return _Spec(length, rate, counts)
+    return _Spec(length, rate, DraftCounts(drafted, accepted, drafts, positions))
 
 
 def _positions(raw: str | None) -> tuple[float, ...] | None:
@@ -326,11 +371,86 @@ def _positions(raw: str | None) -> tuple[float, ...] | None:
     return None if any(math.isnan(value) for value in values) else values
 
 
-def _drafts(drafted: int, positions: tuple[float, ...] | None) -> int | None:
-    """Draft rounds: every round proposes k tokens, k being the per-position list's length."""
-    if not positions:
-        return None
-    return round(drafted / len(positions))
+def _drafts(
+    accepted: int, drafted: int, positions: tuple[float, ...] | None, k: int | None
+) -> int | None:
+    """Draft rounds, which vLLM counts but logs only through its rates.
+
+    A round proposes at most ``k`` tokens, so there were at least drafted / k rounds, exactly
+    that many while every round proposed ``k``. Rounds near a request's end propose fewer, and
+    then the per-position rates tell: every accepted token is counted at one position, so they
+    sum to accepted per round (each to three decimals). drafted / k stands while it agrees
+    with them; else their count does.
+    """
+    width = len(positions) if positions else k
+    fewest = -(-drafted // width) if width else None
+    share = sum(positions) if positions else 0.0
+    if not accepted or share <= 0 or positions is None:
+        return fewest
+    slack = len(positions) * 0.0005
+    low, high = accepted / (share + slack), accepted / max(share - slack, 1e-9)
+    if fewest is not None and low <= fewest <= high:
+        return fewest
+    return max(fewest or 1, round(accepted / share))
+
+
+def _accept_length(
+    logged: float | None, accepted: int, drafts: int | None, positions: tuple[float, ...] | None
+) -> float | None:
+    """The mean accept length, the bonus token included.
+
+    vLLM 0.8.5 logged accepted drafts per round without the bonus token (0.9 added it): the
+    per-position rates sum to that, so a logged mean nearer their sum than one more is 0.8.5's.
+    Lines without a mean (0.8.3, 0.8.4) give one from their counts and the rounds.
+    """
+    if logged is not None:
+        share = sum(positions) if positions else None
+        if share is not None and abs(logged - share) < abs(logged - 1 - share):
+            return logged + 1
+        return logged
+    if drafts:
+        return 1 + accepted / drafts
+    return 1.0 if accepted == 0 else None  # nothing accepted: the target's own token only
+
+
+_OLD_FIELDS: dict[str, re.Pattern[str]] = {
+    "k": re.compile(r"Number of speculative tokens: (\d+)"),
+    "accepted": re.compile(r"Number of accepted tokens: (\d+)"),
+    "drafted": re.compile(r"Number of draft tokens: (\d+)"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Totals:
+    """The counts of a ``Speculative metrics:`` line: V0's lifetime totals (with ``k``), or
+    0.8.2's counts of one interval."""
+
+    k: int | None
+    accepted: int
+    drafted: int
+
+    def minus(self, earlier: _Totals) -> _Totals:
+        return _Totals(self.k, self.accepted - earlier.accepted, self.drafted - earlier.drafted)
+
+    def spec(self, k: int | None) -> _Spec | None:
+        """The window these counts make; None for an interval without drafts."""
+        if not self.drafted:
+            return None
+        drafts = self.drafted // k if k else None  # V0 proposes k tokens every round
+        length = _accept_length(None, self.accepted, drafts, None)
+        counts = DraftCounts(self.drafted, self.accepted, drafts, None)
+        return _Spec(length, self.accepted / self.drafted, counts)
+
+
+def _old_spec_values(body: str) -> _Totals | Unrecognized:
+    raw = {key: pattern.search(body) for key, pattern in _OLD_FIELDS.items()}
+    accepted, drafted, k = raw["accepted"], raw["drafted"], raw["k"]
+    if accepted is None or drafted is None:
+        return Unrecognized("no_fields")
+    totals = _Totals(None if k is None else int(k[1]) or None, int(accepted[1]), int(drafted[1]))
+    if totals.accepted > totals.drafted or (totals.k or 0) > MAX_POSITIONS:
+        return Unrecognized("bad_value")
+    return totals
 
 
 def _finite(raw: str | None) -> float | None:
