@@ -14,7 +14,7 @@ from itertools import repeat
 from typing import NamedTuple
 
 from exporter.analysis.thresholds import STALE_AFTER
-from exporter.engines.record import StatsRecord
+from exporter.engines.record import SPEC_STEPS, StatsRecord, drafting_off
 
 
 class Moment(NamedTuple):
@@ -25,6 +25,9 @@ class Moment(NamedTuple):
     running: int | None
     throughput: float | None
     queued: int | None
+    # Draft steps adaptive speculation had in force (a line of its own: adaptive runs no DP
+    # attention); None where not stamped.
+    steps: int | None = None
 
 
 def node_totals(records: Iterable[StatsRecord]) -> tuple[float | None, int | None]:
@@ -58,7 +61,7 @@ def _summed(
         waiting = record.queued_requests
         queued = None if queued is None or waiting is None else queued + waiting
         length = record.accept_length
-        if length is not None:
+        if length is not None and not drafting_off(record):
             lengths.append(length)
     if not count:
         return Moment(now, None, None, None, None)
@@ -77,12 +80,14 @@ def _latest(ranks: Iterable[tuple[float | None, StatsRecord]]) -> float | None:
 
 def _own_moment(at: float | None, record: StatsRecord) -> Moment:
     """The moment of a line that speaks for the whole node alone."""
+    steps = record.extra.get(SPEC_STEPS)
     return Moment(
         at,
-        record.accept_length,
+        None if steps == 0 else record.accept_length,
         record.running_requests,
         record.gen_throughput,
         record.queued_requests,
+        steps,
     )
 
 

@@ -231,6 +231,8 @@ def _judge_windows(report: Report, diagnosis: Diagnosis) -> None:
         diagnosis.notes += [f"earlier run {run_line(earlier)}" for earlier in report.runs[:-1]]
     if report.breakeven is not None:
         diagnosis.notes.append(f"draft tokens: {report.breakeven.explanation}")
+    if report.schedule is not None:
+        diagnosis.notes.append(report.schedule)
 
 
 def _upstream_inputs(snap: UpstreamSnapshot) -> tuple[dict[str, Any], DecodeSample | None]:

@@ -25,6 +25,7 @@ from exporter.analysis.breakeven import Assessment, advise
 from exporter.analysis.findings import DecodeSample, Observations, evaluate
 from exporter.analysis.node import Moment, NodeMoments
 from exporter.analysis.ranks import RankAccepts
+from exporter.analysis.schedule import BandDrafting, advise_bands, schedule_text
 from exporter.analysis.thresholds import DEFAULT, Thresholds
 from exporter.analysis.verdicts import RunFigures, Verdict, implausible, judge
 from exporter.engines import ending
@@ -61,19 +62,59 @@ ACCEPT_VALUES = 4096  # distinct accept lengths counted as logged before they ar
 
 
 class _BandAccumulator:
-    __slots__ = ("baseline_sum", "running", "throughput_sum", "windows")
+    __slots__ = (
+        "accept_sum",
+        "baseline_sum",
+        "drafting",
+        "off",
+        "running",
+        "steps",
+        "throughput_sum",
+        "windows",
+    )
 
     def __init__(self) -> None:
         self.windows = 0
         self.throughput_sum = 0.0
         self.baseline_sum = 0.0
         self.running: dict[int, int] = {}  # windows by running requests (a dict is cheaper)
+        # The windows that drafted: count, throughput and baseline sums; their accept length
+        # and the draft steps adaptive speculation had in force.
+        self.drafting = [0.0, 0.0, 0.0]
+        self.accept_sum = 0.0
+        self.steps: dict[int, int] = {}
+        self.off = 0  # windows adaptive speculation ran with drafting off
 
     def add(self, running: int, throughput: float, baseline: float | None) -> None:
         self.windows += 1
         self.throughput_sum += throughput
         self.baseline_sum += baseline or 0.0
         self.running[running] = self.running.get(running, 0) + 1
+
+    def add_drafting(self, moment: Moment, baseline: float | None) -> None:
+        """The moment's speculation: its accept length, or that drafting was off."""
+        if moment.steps == 0:
+            self.off += 1
+            return
+        if moment.accept_length is None or moment.throughput is None:
+            return
+        self.drafting[0] += 1
+        self.drafting[1] += moment.throughput
+        self.drafting[2] += baseline or 0.0
+        self.accept_sum += moment.accept_length
+        if moment.steps is not None:
+            self.steps[moment.steps] = self.steps.get(moment.steps, 0) + 1
+
+    def drafting_figures(self, band: tuple[str, int, int | None]) -> BandDrafting:
+        count, tput, base = self.drafting
+        return BandDrafting(
+            band=band,
+            windows=int(count),
+            off_windows=self.off,
+            accept_length=self.accept_sum / count if count else None,
+            speedup=tput / base if count and base else None,
+            steps=max(self.steps, key=self.steps.__getitem__) if self.steps else None,
+        )
 
     def result(self, label: str, has_baseline: bool) -> BandStats:
         return BandStats(
@@ -248,7 +289,10 @@ class ReportBuilder(RecordSink):
         self._run = _Run()
         self._done: deque[RunSummary] = deque(maxlen=MAX_RUNS)
         self._node = NodeMoments()
-        self._held: list[StatsRecord] = []  # records not folded yet: see ``on_record``
+        self._held: list[StatsRecord] = []
+        self._engine: str | None = (
+            None  # of the newest stats line  # records not folded yet: see ``on_record``
+        )
         # Finished requests, timed by their logged time: "recent" is the log's last minutes.
         self._requests = RequestStats()
         self._request_at = 0.0
@@ -300,6 +344,7 @@ class ReportBuilder(RecordSink):
         as one by one: a call per record and field cost more than the folding itself."""
         config = self._runs.config
         records = list(with_steps(records, config.active_steps, config.adaptive))
+        self._engine = records[-1].engine
         self._run.hold(records)
         seconds = self._place(records)
         decodes = [record for record in records if record.kind == "decode"]
@@ -369,13 +414,14 @@ class ReportBuilder(RecordSink):
 
     def _add_moment(self, moment: Moment) -> None:
         """One node-wide window: into the bands, the run's load and the chart series."""
-        at, accept_length, running, tput, queued = moment
+        at, accept_length, running, tput, queued, _ = moment
         base = self.baseline.at(running) if self.baseline and running else None
         if running and tput is not None:
             index = _band_index(running)
             self._overall.add(running, tput, base)
             self._bands[index].add(running, tput, base)
             self._run.bands[index].add(running, tput, base)
+            self._run.bands[index].add_drafting(moment, base)
         if at is not None:
             self._series.add(at, (accept_length, tput, base, running, queued))
 
@@ -438,6 +484,18 @@ class ReportBuilder(RecordSink):
             return None
         return advise(self._run.accept_length, config.num_draft_tokens, self.advice_speedup())
 
+    def schedule(self, config: ServerConfig) -> str | None:
+        """The newest run's draft steps that pay per concurrency band, in its engine's terms
+        (``analysis.schedule``); chains only."""
+        self._fold_held()
+        if config.eagle_topk not in (None, 1):
+            return None
+        bands = zip(BANDS, self._run.bands, strict=True)
+        advice = advise_bands([acc.drafting_figures(band) for band, acc in bands], config.num_steps)
+        engine = self._engine or "sglang"
+        standard = config_standard(config)
+        return schedule_text(advice, engine, standard, config.algorithm, bool(config.adaptive))
+
     def finish(self, files: tuple[str, ...]) -> Report:
         """The report over everything seen; call once, at the end of the log."""
         self._fold_held()
@@ -446,6 +504,7 @@ class ReportBuilder(RecordSink):
         self._flush_node()
         findings = evaluate(self.observations(config))
         breakeven = self.breakeven(config)
+        schedule = self.schedule(config)
         self._close_run(config)
         bands = tuple(
             acc.result(label, has_baseline)
@@ -474,6 +533,7 @@ class ReportBuilder(RecordSink):
             server_starts=self._runs.starts,
             runs=tuple(self._done),
             breakeven=breakeven,
+            schedule=schedule,
             findings=tuple(findings),
             series=tuple(self._series.points()),
             restarts=tuple(self._series.restarts),

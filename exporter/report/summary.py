@@ -189,6 +189,8 @@ class Report:
     series: tuple[Point, ...] = field(repr=False)
     restarts: tuple[float, ...] = ()  # server starts after decode windows of an earlier run
     requests: RequestSummary | None = None  # when the log holds finished-request lines
+    # Draft steps that pay per concurrency band, in the engine's terms (newest run).
+    schedule: str | None = None
 
     @property
     def span_seconds(self) -> float | None:
@@ -270,6 +272,8 @@ class Report:
         out = [f"{v.severity.upper()}: {v.summary}: {v.seen} {v.fix}" for v in self.verdicts]
         if self.breakeven is not None:
             out.append(f"Draft tokens: {self.breakeven.explanation}")
+        if self.schedule is not None:
+            out.append(self.schedule)
         return out
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -299,6 +303,7 @@ class Report:
             "server_starts": self.server_starts,
             "latest_start": _iso(self.latest_start),
             "breakeven": _asdict(self.breakeven),
+            "schedule": self.schedule,
             "findings": [f.to_json_dict() for f in self.findings],
             "requests": self.requests.to_json_dict() if self.requests else None,
         }

@@ -1,0 +1,166 @@
+"""How many draft tokens pay at each load: a schedule per concurrency band, not one count.
+
+Verification is nearly free while a batch is small (memory-bound) and costs more as it grows,
+so the number of draft tokens that pays falls with concurrency, to none at all on a busy node.
+specwatch alone knows both sides per band: the baseline at that concurrency gives the cost of
+a round (``analysis.breakeven``), the accept length what a round yields. The answer is written
+in the engine's own terms: vLLM's ``num_speculative_tokens_per_batch_size`` and SGLang's
+adaptive ``candidate_steps`` per batch-size tier. Chains only (top-k 1): a tree's count is not
+a number of steps, and neither engine schedules trees by load.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from exporter.analysis.algorithms import Standard
+from exporter.analysis.breakeven import assess
+
+# Windows with drafting on a band needs before its advice is given: one odd batch is no load.
+MIN_WINDOWS = 3
+# SGLang's adaptive tiers (``--speculative-adaptive-config`` keys) for the report's bands.
+SGLANG_TIERS = {"1": "1", "2-7": "1", "8-31": "8", "32-63": "32", "64+": "64"}
+# vLLM caps a schedule's ranges at its own max batch size; the open top band ends here.
+OPEN_END = 4096
+# The algorithm names SGLang's adaptive speculation serves (NEXTN/MTP runs as EAGLE).
+SGLANG_ADAPTIVE = ("EAGLE", "EAGLE3")
+
+
+@dataclass(frozen=True, slots=True)
+class BandDrafting:
+    """What speculation did in one concurrency band of a server run."""
+
+    band: tuple[str, int, int | None]  # label, lowest and highest running requests (None: open)
+    windows: int  # decode windows that drafted
+    off_windows: int  # windows adaptive speculation ran with drafting off
+    accept_length: float | None  # mean over the windows that drafted
+    speedup: float | None  # their throughput over the baseline at their concurrency
+    steps: int | None  # the draft steps adaptive had in force there, in most windows
+
+
+@dataclass(frozen=True, slots=True)
+class BandAdvice:
+    band: tuple[str, int, int | None]
+    ran: int | None  # draft steps the server ran here (0: drafting off)
+    suggested: int | None  # draft steps that pay here (0: none); None: not measurable
+    expected_speedup: float | None
+
+
+def advise_bands(bands: Sequence[BandDrafting], configured_steps: int | None) -> list[BandAdvice]:
+    """The draft steps that pay in each band the run drafted in or turned drafting off in."""
+    advice = []
+    for band in bands:
+        ran = band.steps if band.steps is not None else configured_steps
+        if band.windows == 0:
+            ran = 0 if band.off_windows else None
+        suggested = expected = None
+        if band.windows >= MIN_WINDOWS and band.accept_length is not None and band.speedup and ran:
+            assessment = assess(band.accept_length, ran + 1, band.speedup)
+            suggested = assessment.suggested_num_draft_tokens - 1
+            expected = assessment.expected_speedup
+        if ran is not None or suggested is not None:
+            advice.append(BandAdvice(band.band, ran, suggested, expected))
+    return advice
+
+
+def schedule_text(
+    advice: Sequence[BandAdvice],
+    engine: str,
+    standard: Standard | None,
+    algorithm: str | None,
+    adaptive: bool,
+) -> str | None:
+    """The schedule in plain words and in the engine's own setting; None without advice."""
+    measured = [a for a in advice if a.suggested is not None]
+    if not measured:
+        return None
+    parts = [_band_words(a) for a in advice]
+    text = (
+        "Draft steps by load (break-even estimate per concurrency band, from its measured "
+        f"speedup): {'; '.join(parts)}."
+    )
+    if all(a.suggested == a.ran for a in measured):
+        return f"{text} The steps it runs pay at every load measured."
+    if engine == "vllm":
+        return f"{text} {_vllm(advice)}"
+    if algorithm not in SGLANG_ADAPTIVE:
+        return f"{text} {_static(advice, standard)}"
+    return f"{text} {_sglang(advice, adaptive)}"
+
+
+def _band_words(advice: BandAdvice) -> str:
+    label = f"{advice.band[0]} running"
+    ran = "drafting off" if advice.ran == 0 else f"{advice.ran} now"
+    if advice.suggested is None:
+        return f"{label}: {ran}, not measured"
+    if advice.suggested == 0:
+        return f"{label}: 0, speculation does not pay ({ran})"
+    return f"{label}: {advice.suggested} ({ran}, est. {advice.expected_speedup:.2f}x)"
+
+
+def _steps(advice: BandAdvice) -> int | None:
+    """What to run in the band: the measured suggestion, else what the server ran."""
+    return advice.suggested if advice.suggested is not None else advice.ran
+
+
+def _vllm(advice: Sequence[BandAdvice]) -> str:
+    table = [
+        [low, high if high is not None else OPEN_END, steps]
+        for a in advice
+        if (steps := _steps(a)) is not None
+        for _, low, high in (a.band,)
+    ]
+    return (
+        f'vLLM: "num_speculative_tokens_per_batch_size": {json.dumps(table)} in '
+        "--speculative-config (num_speculative_tokens caps each entry)."
+    )
+
+
+def _sglang(advice: Sequence[BandAdvice], adaptive: bool) -> str:
+    tiers: dict[str, list[int]] = {}
+    for a in advice:
+        steps = _steps(a)
+        if steps is not None:
+            tier = tiers.setdefault(SGLANG_TIERS[a.band[0]], [])
+            if steps not in tier:
+                tier.append(steps)
+    config = {key: {"candidate_steps": sorted(steps)} for key, steps in tiers.items()}
+    judged = ""
+    if adaptive:
+        differ = [a.band[0] for a in advice if a.suggested is not None and a.ran != a.suggested]
+        judged = (
+            f"Adaptive speculation runs other steps than pay at {', '.join(differ)} running. "
+            if differ
+            else "Adaptive speculation already runs the steps that pay. "
+        )
+    return (
+        f"{judged}SGLang: --speculative-adaptive --speculative-adaptive-config FILE, FILE "
+        f"holding {json.dumps(config)}."
+    )
+
+
+def _static(advice: Sequence[BandAdvice], standard: Standard | None) -> str:
+    """SGLang's adaptive speculation serves only EAGLE and EAGLE3: one count, where it pays."""
+    measured = [a for a in advice if a.suggested is not None]
+    best = max(measured, key=lambda a: a.expected_speedup or 0.0)
+    idle = [a.band[0] for a in measured if a.suggested == 0]
+    text = (
+        "SGLang schedules steps by load only for EAGLE and EAGLE3: "
+        f"{_one_count(best.suggested or 0, standard)}"
+    )
+    if idle:
+        text += f"; at {', '.join(idle)} running, speculation does not pay at all"
+    return text + "."
+
+
+def _one_count(steps: int, standard: Standard | None) -> str:
+    if steps == 0:
+        return "serve without speculation"
+    if standard is not None and not standard.has_draft_model:
+        return (
+            f"--speculative-num-draft-tokens {steps + 1}, and keep n-gram matches long "
+            "(--speculative-ngram-max-trie-depth) rather than drafting wider"
+        )
+    return f"--speculative-num-steps {steps} (--speculative-num-draft-tokens {steps + 1})"
