@@ -11,6 +11,8 @@ test. Two ``specwatch run`` processes tail logs that ``specwatch simulate`` writ
   finished requests (``--log-requests``, JSON) for the per-request panels.
 - ``vllm``: the healthy scenario on vLLM, from its log alone: the panels of what only vLLM
   logs (acceptance by draft position, accept length from its draft counters).
+- ``llama``: a llama.cpp server, scraped only, whose vLLM-schema counters keep counting: the
+  panels of per-position counts.
 
 One Prometheus scrapes both every second as job ``specwatch`` and evaluates the project's alert
 rules with every ``for:`` cut to zero, so firing alerts exist for the annotation query. Each
@@ -32,11 +34,10 @@ import yaml
 from exporter.mixin.dashboards.queries import Query, dashboard_queries, expand
 from exporter.simulate.scenarios import SCENARIOS
 from tests.support.daemon import RunningDaemon, live_simulation, run_daemon
-from tests.support.fake_sglang import (
-    sglang_http_api,
-)
+from tests.support.fake_sglang import fake_sglang, sglang_http_api
 from tests.support.realprom import RunningPrometheus, running_prometheus
 from tests.support.tools import REPO, free_port, require_tool, shipped_rules
+from tests.support.upstream_servers import live, steady_llamacpp
 
 pytestmark = pytest.mark.e2e
 
@@ -126,6 +127,10 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningProm
             )
             for node in nodes
         ]
+        llama = stack.enter_context(fake_sglang())
+        stack.enter_context(live(llama, "/metrics", steady_llamacpp((0.8, 0.5, 0.2))))
+        scraped_only = ["--target", "llama", "--metrics-url", f"{llama.url}/metrics"]
+        daemons.append(stack.enter_context(run_daemon(scraped_only, free_port())))
         prom = stack.enter_context(
             running_prometheus(
                 tmp,

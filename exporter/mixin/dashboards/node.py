@@ -81,6 +81,17 @@ def counter_accept_length() -> str:
     return f"1 + sum by (instance, target) ({accepted})\n/ sum by (instance, target) ({drafts} > 0)"
 
 
+def counter_position_share() -> str:
+    """Acceptance by position from the engine's per-position counters (vLLM and its schema):
+    accepted drafts at each position per draft round, pooled over the rate interval."""
+    accepted = rate("specwatch_position_accepted_tokens_total", NODE_SCOPE)
+    drafts = rate("specwatch_drafts_total", NODE_SCOPE)
+    return (
+        f"sum by (instance, target, position) ({accepted})\n/ on (instance, target) "
+        f"group_left sum by (instance, target) ({drafts} > 0)"
+    )
+
+
 def _dashed(name_regex: str) -> tuple[str, list[dm.DynamicConfigValue]]:
     """Override for reference series (baseline, expected): dashed, so they read as targets."""
     return name_regex, [
@@ -227,19 +238,25 @@ def speculation_row() -> list[Item]:
         graph(
             "Acceptance by draft position",
             "Share of draft rounds whose drafts up to each position (0 = the first) were all "
-            "accepted (vLLM). A steep drop after some position means the positions past it are "
-            "drafted and verified for little: see the draft_positions_unprofitable finding.",
+            "accepted (vLLM, servers writing its counters, TensorRT-LLM). A steep drop after "
+            "some position means the positions past it are drafted and verified for little: "
+            "see the draft_positions_unprofitable finding. Where the engine counts accepted "
+            "drafts by position and draft rounds, 'from counters' is the share over the rate "
+            "interval, dashed.",
             "percentunit",
             [
                 query(
                     sel("specwatch_position_accept_ratio", WINDOW_SCOPE),
                     "position {{position}} {{dp_rank}}",
-                )
+                    "A",
+                ),
+                query(counter_position_share(), "from counters position {{position}}", "B"),
             ],
             steps((None, "transparent")),
         )
         .min(0)
-        .max(1),
+        .max(1)
+        .override_by_regexp(*_dashed("from counters .*")),
         throughput.override_by_regexp(*_dashed("baseline .*")),
         graph(
             "Speedup vs baseline",
