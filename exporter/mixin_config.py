@@ -52,6 +52,9 @@ class MixinConfig(BaseModel):
     # Thanos, Mimir, Cortex: series of several clusters in one place, told apart by a label.
     multi_cluster: bool = False
     cluster_label: str = "cluster"
+    # Share of decode windows that must beat the baseline (e.g. 0.95); set, it renders the
+    # multi-window, multi-burn-rate speed-budget alerts. Off by default.
+    speed_slo: float | None = Field(default=None, gt=0, lt=1)
 
     @field_validator("selector")
     @classmethod

@@ -51,6 +51,7 @@ class Target:
                 max_dp_ranks,
                 node_loads=baseline is not None,
                 requests=RequestStats(config.request_label_header, max_traffic_classes),
+                baseline=baseline,
             ),
             baseline=baseline,
             draft=from_draft_config(config.draft_config) if config.draft_config else ServerConfig(),

@@ -106,6 +106,16 @@ FAMILIES: dict[str, tuple[str, str]] = {
     ),
     "last_decode_timestamp_seconds": ("gauge", "When specwatch last saw a decode stats line."),
     "decode_windows": ("counter", "Decode stats windows seen, by CUDA-graph state."),
+    "generated_tokens": (
+        "counter",
+        "Tokens generated, the logged throughput of each node moment integrated over the "
+        "log's own time (gaps over 60 s count nothing).",
+    ),
+    "windows_vs_baseline": (
+        "counter",
+        "Node decode moments by speed against the baseline at their running requests: "
+        "at_or_below or above; only with a baseline.",
+    ),
     "accept_length_windows": ("histogram", "Per-window accept length."),
     "request_accept_length": (
         "histogram",
@@ -510,6 +520,9 @@ def _render_counters(out: Families, base: dict[str, str], snap: TargetSnapshot) 
     for graph in (True, False):
         labels = {**base, "cuda_graph": "true" if graph else "false"}
         out.add("decode_windows", labels, snap.decode_windows[graph])
+    out.add("generated_tokens", base, snap.generated_tokens)
+    for speed, count in (snap.windows_vs_baseline or {}).items():
+        out.add("windows_vs_baseline", {**base, "speed": speed}, count)
     buckets = [
         (_le(bound), float(count))
         for bound, count in zip(ACCEPT_LENGTH_BUCKETS, snap.accept_length_buckets, strict=True)

@@ -14,8 +14,9 @@ from typing import Any
 
 import yaml
 
+from exporter.mixin.budget import budget_alerts, budget_rules
 from exporter.mixin.dashboards.build import render as render_dashboards
-from exporter.mixin.rules import alert_groups, header, recording_rules
+from exporter.mixin.rules import Group, alert_groups, header, recording_rules
 from exporter.mixin_config import MixinConfig
 
 DASHBOARDS_OUT = "dashboards_out"
@@ -51,20 +52,30 @@ def dump(data: Any) -> str:
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=100, allow_unicode=True)
 
 
+def recorded(config: MixinConfig) -> list[Group]:
+    """Every recording rule group of the rendering, the optional ones included."""
+    return recording_rules(config) + budget_rules(config)
+
+
+def alerting(config: MixinConfig) -> list[Group]:
+    """Every alert group of the rendering, the optional ones included."""
+    return alert_groups(config) + budget_alerts(config)
+
+
 def prometheus_rule(config: MixinConfig) -> dict[str, Any]:
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
         "metadata": {"name": "specwatch", "labels": {**APP_LABELS, **config.rule_labels}},
-        "spec": {"groups": recording_rules(config) + alert_groups(config)},
+        "spec": {"groups": recorded(config) + alerting(config)},
     }
 
 
 def render(config: MixinConfig) -> dict[str, str]:
     """Output path (relative to DIR) -> file text."""
     out = {
-        "prometheus_alerts.yaml": header(config) + dump({"groups": alert_groups(config)}),
-        "prometheus_rules.yaml": RULES_HEADER + dump({"groups": recording_rules(config)}),
+        "prometheus_alerts.yaml": header(config) + dump({"groups": alerting(config)}),
+        "prometheus_rules.yaml": RULES_HEADER + dump({"groups": recorded(config)}),
         "prometheusrule.yaml": OPERATOR_HEADER + dump(prometheus_rule(config)),
         "runbook.md": resources.files(__package__).joinpath("runbook.md").read_text("utf-8"),
     }

@@ -98,6 +98,13 @@ def recording_rules(config: MixinConfig) -> list[Group]:
                     "record": "job:specwatch_accept_length:rate5m",
                     "expr": _counted(config, f"sum by ({fleet})"),
                 },
+                # Tokens per second of the fleet: a sum of counters, exact however the nodes
+                # are loaded (a mean of throughput gauges is not).
+                {
+                    "record": "job:specwatch_generated_tokens:rate5m",
+                    "expr": f"sum by ({fleet}) "
+                    f"(rate({sel(config, 'specwatch_generated_tokens_total')}[5m]))\n",
+                },
                 {
                     "record": "target:specwatch_position_accept_ratio:avg5m",
                     "expr": _pooled(config, "specwatch_position_accept_ratio"),

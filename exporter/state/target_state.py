@@ -16,11 +16,13 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from exporter.analysis.baseline import Baseline
 from exporter.engines import ending
 from exporter.engines.record import LogLine, StatsRecord, drafting_off, with_steps
 from exporter.state.evidence import Evidence
 from exporter.state.requests import RequestStats
 from exporter.state.runs import RunTracker
+from exporter.state.speed import SpeedCounters
 
 # Upper bounds of `specwatch_accept_length_windows`.
 ACCEPT_LENGTH_BUCKETS: tuple[float, ...] = (1.0, 1.05, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8)
@@ -69,6 +71,9 @@ class TargetSnapshot:
     engine: str | None  # the engine of the newest stats line
     log_sources: dict[str, str]  # configured path -> SourceReason of its newest pass
     folded_dp_ranks: int
+    generated_tokens: float
+    # Node moments at or below / above the baseline; None without a baseline to judge by.
+    windows_vs_baseline: dict[str, int] | None
     # Long batches read line by line instead of whole, by reason (see engines.sglang_chunk).
     chunk_fallbacks: dict[str, int]
 
@@ -86,6 +91,7 @@ class TargetState:
         max_dp_ranks: int = DEFAULT_MAX_DP_RANKS,
         node_loads: bool = True,
         requests: RequestStats | None = None,
+        baseline: Baseline | None = None,
     ) -> None:
         """``node_loads``: whether the evidence keeps the node loads that
         ``Evidence.recent_speedup`` compares with a baseline (not needed without one).
@@ -98,6 +104,7 @@ class TargetState:
         self._folded: set[int] = set()
         self._last_decode_at: float | None = None
         self._decode_windows = {True: 0, False: 0}
+        self._speed = SpeedCounters(baseline)
         self._buckets = [0] * len(ACCEPT_LENGTH_BUCKETS)
         self._accept_sum = 0.0
         self._accept_count = 0
@@ -146,6 +153,7 @@ class TargetState:
             self._engine = records[-1].engine
             if decodes:
                 self._count_windows(decodes)
+                self._speed.add(decodes)
                 self._count_speculation(decodes)
                 folded = self._set_windows(decodes, now, config.draft_tokens_now)
                 if folded:
@@ -245,6 +253,8 @@ class TargetState:
         """
         if self.tracker.observe(line):
             self.evidence = self._new_evidence()
+            with self._lock:
+                self._speed.restart()
         end = ending.parse(line.message, line.time)
         if end is not None:
             self.evidence.add_ending(end)
@@ -310,5 +320,11 @@ class TargetState:
                 engine=self._engine,
                 log_sources=dict(self._log_sources),
                 folded_dp_ranks=len(self._folded),
+                generated_tokens=self._speed.generated_tokens,
+                windows_vs_baseline=(
+                    {"at_or_below": self._speed.at_or_below, "above": self._speed.above}
+                    if self._speed.judged
+                    else None
+                ),
                 chunk_fallbacks=dict(self._fallbacks),
             )

@@ -1,0 +1,51 @@
+"""The optional speed-budget alerts: rendered only when asked for, proven by promtool.
+
+``alerts/tests/speed-budget/speed-budget.yaml`` holds the promtool scenarios (written for a
+``speed_slo`` of 0.99); they run here against that rendering, with the real promtool.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from exporter.mixin.render import render, write
+from exporter.mixin_config import MixinConfig
+from tests.support.tools import REPO, require_tool
+
+SCENARIOS = REPO / "alerts" / "tests" / "speed-budget" / "speed-budget.yaml"
+NAMES = {"SpecDecodeSpeedBudgetFastBurn", "SpecDecodeSpeedBudgetSlowBurn"}
+
+
+def alert_names(config: MixinConfig) -> set[str]:
+    groups = yaml.safe_load(render(config)["prometheus_alerts.yaml"])["groups"]
+    return {r["alert"] for g in groups for r in g["rules"]}
+
+
+def test_the_default_rendering_has_no_speed_budget() -> None:
+    assert not NAMES & alert_names(MixinConfig())
+    assert alert_names(MixinConfig(speed_slo=0.99)) >= NAMES
+
+
+@pytest.mark.e2e
+def test_promtool_scenarios_pass_on_the_speed_budget_rendering(tmp_path: Path) -> None:
+    write(render(MixinConfig(speed_slo=0.99)), tmp_path)
+    shutil.copy(SCENARIOS, tmp_path / SCENARIOS.name)
+    result = subprocess.run(
+        [require_tool("promtool"), "test", "rules", SCENARIOS.name],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_slo_outside_zero_to_one_is_refused() -> None:
+    for bad in (0, 1, 1.5):
+        with pytest.raises(ValueError, match="speed_slo"):
+            MixinConfig.model_validate({"speed_slo": bad})
