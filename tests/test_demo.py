@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.demo.narrator import Narrator, read_metrics
+from exporter.demo.narrator import Narrator, read_metrics, status_line
 from exporter.engines.record import StatsRecord
 from exporter.engines.sglang import classify
 from exporter.simulate import SCENARIOS, events
@@ -236,3 +236,28 @@ def test_live_recovery_scenario_recovers_well_within_two_minutes() -> None:
     assert collapsed and healthy
     assert 0 <= collapsed[0] < 10
     assert max(collapsed) < min(healthy) < 100
+
+
+def test_the_status_line_shows_the_share_of_requests_without_benefit() -> None:
+    """Beside a healthy-looking window, the share its requests' own figures show."""
+    text = exposition(2.4, "drafts/good", "LlamaForCausalLMEagle3") + "\n".join(
+        [
+            "# TYPE specwatch_request_accept_length histogram",
+            'specwatch_request_accept_length_bucket{target="a",le="1.0"} 0',
+            'specwatch_request_accept_length_bucket{target="a",le="1.05"} 15',
+            'specwatch_request_accept_length_bucket{target="a",le="+Inf"} 100',
+            'specwatch_request_accept_length_count{target="a"} 100',
+            'specwatch_request_accept_length_sum{target="a"} 235.0',
+        ]
+    )
+
+    line = status_line(read_metrics(text + "\n"), 2.4)
+
+    assert line.startswith("accept length 2.40 | ")
+    assert line.endswith(" | 15% of requests at <= 1.05")
+
+
+def test_the_status_line_says_nothing_of_requests_a_server_does_not_log() -> None:
+    line = status_line(read_metrics(exposition(2.4, "drafts/good", "LlamaForCausalLMEagle3")), 2.4)
+
+    assert "requests" not in line

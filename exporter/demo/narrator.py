@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from exporter.analysis.request_share import NO_BENEFIT_ACCEPT_LENGTH
 from exporter.analysis.thresholds import DEFAULT
 from exporter.demo.console import say
 
@@ -136,7 +137,23 @@ def status_line(samples: Samples, accept: float) -> str:
         found = value(samples, name)
         if found is not None:
             parts.append(show(found))
+    share = requests_without_benefit(samples)
+    if share is not None:
+        parts.append(f"{share:.0%} of requests at <= {NO_BENEFIT_ACCEPT_LENGTH:g}")
     newest = value(samples, "specwatch_last_decode_timestamp_seconds")
     if newest and time.time() - newest > QUIET_SECONDS:
         parts.append(f"no new window for {time.time() - newest:.0f}s")
     return " | ".join(parts)
+
+
+def requests_without_benefit(samples: Samples) -> float | None:
+    """Share of the finished requests read so far at accept length <= 1.05, when the server
+    logs its requests: what the window's accept length beside it does not show."""
+    bound = repr(float(NO_BENEFIT_ACCEPT_LENGTH))
+    low = total = 0.0
+    for (name, labels), sample in samples.items():
+        if name == "specwatch_request_accept_length_count":
+            total += sample
+        elif name == "specwatch_request_accept_length_bucket" and ("le", bound) in labels:
+            low += sample
+    return low / total if total else None
