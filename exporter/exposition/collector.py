@@ -596,7 +596,10 @@ def _render_insight(
     for dp_rank, window in fresh.items():
         if drafting_off(window.record):
             continue
-        rate = window_accept_rate(window.record, window.draft_tokens)
+        # A window the log did not stamp with a setup (no start-up lines read) is fresh, so
+        # it is the run that /server_info describes now.
+        stamped = window.draft_tokens if window.draft_tokens is not None else tokens
+        rate = window_accept_rate(window.record, stamped)
         if rate is not None:
             out.add("accept_ratio", _window_labels(base, dp_rank), rate)
     if insight.fallback is not None:

@@ -121,6 +121,8 @@ def _monitor_schema(endpoints_key: str) -> dict[str, Any]:
             "properties": {
                 "selector": _SELECTOR,
                 "jobLabel": {"type": "string"},
+                # the operator's per-scrape cap on samples (both monitor kinds have it)
+                "sampleLimit": {"type": "integer", "minimum": 0},
                 endpoints_key: {"type": "array", "minItems": 1, "items": _ENDPOINT},
             },
         }
