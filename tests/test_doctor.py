@@ -26,6 +26,7 @@ from tests.support.loglines import (
     wrong_algorithm_flag,
 )
 from tests.support.tools import free_port
+from tests.support.upstream_servers import TRTLLM_PATH, TrtllmMetrics
 
 pytestmark = pytest.mark.e2e
 
@@ -225,3 +226,13 @@ def test_bad_mixin_config_exits_2_naming_flag_and_key(tmp_path: Path) -> None:
     assert (result.returncode, result.stdout) == (2, "")
     assert len(result.stderr.strip().splitlines()) == 1
     assert "--mixin-config" in result.stderr and "collapsed_for" in result.stderr
+
+
+def test_tensorrt_llm_metrics_are_read_where_it_serves_them(server: FakeSGLang) -> None:
+    """trtllm-serve answers /metrics with its JSON iteration stats; Prometheus's names are at
+    /prometheus/metrics, and its config info names the drafter."""
+    server.routes["/metrics"] = Route(body=b'[{"iter": 7}]', content_type="application/json")
+    server.routes[TRTLLM_PATH] = Route(body=TrtllmMetrics(method="MTP", draft_len=1).body())
+    report = json.loads(doctor("--url", server.url, "--json").stdout)
+    assert report["sources"]["metrics"] == "ok"
+    assert (report["config"]["algorithm"], report["config"]["num_steps"]) == ("MTP", 1)

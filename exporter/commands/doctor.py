@@ -149,12 +149,23 @@ def base_url(url: str) -> str:
     return base
 
 
+# Where a server's Prometheus metrics are, in order: TensorRT-LLM's /metrics is JSON, its
+# exposition is at /prometheus/metrics.
+METRICS_PATHS = ("/metrics", "/prometheus/metrics")
+
+
 def scrape(url: str, timeout: float, token_file: str | None) -> UpstreamSnapshot:
+    """One scrape of the server's endpoints; its metrics at the first path that has them."""
     base = base_url(url)
-    scraper = UpstreamScraper(
-        f"{base}/metrics", f"{base}/server_info", timeout=timeout, token_file=token_file
-    )
-    return scraper.scrape_once()
+    tried = []
+    for path in METRICS_PATHS:
+        scraper = UpstreamScraper(
+            f"{base}{path}", f"{base}/server_info", timeout=timeout, token_file=token_file
+        )
+        tried.append(scraper.scrape_once())
+        if tried[-1].metrics_endpoint == "ok":
+            return tried[-1]
+    return tried[0]
 
 
 def diagnose(args: argparse.Namespace) -> Diagnosis:
