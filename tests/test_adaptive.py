@@ -16,6 +16,7 @@ from exporter.config import TargetConfig
 from exporter.engines.events import AdaptiveSteps
 from exporter.engines.sglang import classify
 from exporter.engines.sglang_startup import parse_event
+from exporter.exposition.landing import landing_page
 from exporter.state.feed import LogFeed
 from exporter.state.target_state import TargetState
 from exporter.target import Target
@@ -153,3 +154,11 @@ def test_lines_without_the_dspark_fields_export_neither() -> None:
     scrape, _ = _scrape([server_args("EAGLE3", draft_path="/models/d"), decode(60, 3.0)])
     assert scrape.value("specwatch_cap_length", target="node") is None
     assert scrape.value("specwatch_block_accept_length", target="node") is None
+
+
+def test_landing_page_says_speculation_is_off_not_collapsed() -> None:
+    _, target = _scrape(healthy_adaptive())
+    page = landing_page([target], 60.0, time.time).decode()
+    assert "speculation off (adaptive): plain decoding at this load" in page
+    _, target = _scrape([*adaptive_start(), decode(100, 3.1, running=4, tput=320.0)])
+    assert "adaptive speculation drafting 3 steps" in landing_page([target], 60.0).decode()

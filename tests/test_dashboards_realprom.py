@@ -13,8 +13,10 @@ test. Two ``specwatch run`` processes tail logs that ``specwatch simulate`` writ
   logs (acceptance by draft position, accept length from its draft counters).
 - ``llama``: a llama.cpp server, scraped only, whose vLLM-schema counters keep counting: the
   panels of per-position counts.
+- ``adaptive``: SGLang's adaptive speculation with drafting off at 96 running, from its log
+  alone: the panel of the draft steps in force and the share of windows with drafting off.
 
-One Prometheus scrapes both every second as job ``specwatch`` and evaluates the project's alert
+One Prometheus scrapes them all every second as job ``specwatch`` and evaluates the project's alert
 rules with every ``for:`` cut to zero, so firing alerts exist for the annotation query. Each
 query is then run with Grafana's variables on "All" and must return at least one series.
 No query is exempt.
@@ -110,6 +112,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningProm
             Node("sick", "undertrained", refused),
             Node("ok", "healthy", stack.enter_context(sglang_http_api()).url, log_requests="json"),
             Node("vllm", "healthy", None, engine="vllm"),
+            Node("adaptive", "adaptive", None),
         ]
         daemons = [
             stack.enter_context(

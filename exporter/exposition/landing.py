@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import html
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from exporter import __version__
+from exporter.engines.record import drafting_off
+from exporter.engines.server_config import ServerConfig
 from exporter.exposition.insight import inspect
 from exporter.exposition.watched import Watched
 from exporter.sources.tail.health import explain
+from exporter.state.target_state import LatestDecode
 
 
 def _state(reason: str) -> str:
@@ -35,10 +38,21 @@ def landing_page(
     ).encode()
 
 
+def _speculation(config: ServerConfig, fresh: Iterable[LatestDecode]) -> str:
+    """What the node's speculation is doing now, in words: off under adaptive speculation is
+    its own state, not an accept length of 1.00."""
+    if any(drafting_off(window.record) for window in fresh):
+        return "; speculation off (adaptive): plain decoding at this load"
+    if config.adaptive and config.steps_now is not None:
+        return f"; adaptive speculation drafting {config.steps_now} steps"
+    return ""
+
+
 def _target_section(target: Watched, now: float, stale_after: float) -> str:
     snap = target.state.snapshot()
     fresh = snap.fresh_windows(now, stale_after)
-    findings = inspect(target, snap, fresh, now, stale_after).findings
+    insight = inspect(target, snap, fresh, now, stale_after)
+    findings = insight.findings
     logs = (
         "".join(
             f"<li><code>{html.escape(path)}</code>: {html.escape(_state(reason))}</li>"
@@ -52,6 +66,7 @@ def _target_section(target: Watched, now: float, stale_after: float) -> str:
         age = max(0.0, now - snap.last_decode_at)
         shown = "" if age < stale_after else f" (stale: older than {stale_after:g} s, not exported)"
         window = f"newest decode window {age:.0f} s ago{shown}"
+        window += _speculation(insight.config, fresh.values())
     active = (
         "".join(
             f"<li>{html.escape(f.severity)} <code>{html.escape(f.code)}</code>: "

@@ -185,7 +185,8 @@ def speculation_row() -> list[Item]:
         "and the expected value configured for this drafter (dashed). Sitting on 1.0 is a "
         "broken or mismatched draft; one rank alone there is that rank's drafter. "
         "Where the engine counts drafts (vLLM), 'from counters' is the exact value over the "
-        "rate interval.",
+        "rate interval. 'floor' (dashed) is the low line of this drafter's algorithm. Windows "
+        "with drafting off (adaptive speculation) have no accept length: see 'Draft steps'.",
         "short",
         [
             query(sel("specwatch_accept_length", WINDOW_SCOPE), PER_RANK, "A"),
@@ -193,6 +194,7 @@ def speculation_row() -> list[Item]:
                 sel("specwatch_expected_accept_length", NODE_SCOPE), "expected {{instance}}", "B"
             ),
             query(counter_accept_length(), "from counters {{instance}}", "C"),
+            query(sel("specwatch_accept_length_floor", NODE_SCOPE), "floor {{instance}}", "D"),
         ],
         steps((None, "transparent"), (1.0, "red")),
         alerts=(
@@ -223,7 +225,24 @@ def speculation_row() -> list[Item]:
     )
     return [
         db.Row("Speculation"),
-        accept.override_by_regexp(*_dashed("expected .*")),
+        accept.override_by_regexp(*_dashed("expected .*|floor .*")),
+        graph(
+            "Draft steps (adaptive speculation)",
+            "Draft steps in force: adaptive speculation's choice, else the configured count. "
+            "0 is speculation off (adaptive): plain decoding at that load, by design at high "
+            "concurrency, judged by speed only. 'off share' is the share of recent windows "
+            "with drafting off; near 1 at every load, with probes accepting nothing, is a "
+            "drafter adaptive has given up on.",
+            "short",
+            [
+                query(sel("specwatch_speculative_steps", NODE_SCOPE), "steps {{instance}}", "A"),
+                query(
+                    sel("specwatch_drafting_off_ratio", NODE_SCOPE), "off share {{instance}}", "B"
+                ),
+            ],
+            steps((None, "transparent")),
+            alerts=("SpecDecodeDrafterGivenUp",),
+        ).min(0),
         graph(
             "Accept rate (derived)",
             "Accepted drafts per drafted token, derived by specwatch. The dashed line marks 5%: "
