@@ -86,7 +86,11 @@ def central_rules(folder: Path) -> list[Path]:
 @contextmanager
 def node_daemon(stack: ExitStack, node: Node, folder: Path) -> Iterator[str]:
     log = folder / f"{node.name}.log"
-    stack.enter_context(live_simulation(node.scenario, log, engine=node.engine))
+    # SGLang servers log their finished requests (--log-requests), for the per-request panels.
+    requests = "text" if node.engine == "sglang" else None
+    stack.enter_context(
+        live_simulation(node.scenario, log, engine=node.engine, log_requests=requests)
+    )
     baseline = SCENARIOS[node.scenario].baseline_flag()
     args = ["--log-file", str(log), "--from-beginning", "--target", node.name]
     args += ["--baseline-curve", baseline, "--expected-accept-length", "3.0"]
