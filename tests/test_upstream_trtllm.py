@@ -153,3 +153,14 @@ def test_engine_trtllm_takes_no_log_and_no_other_prefix() -> None:
         build_config({"targets": [{"engine": "trtllm", "metrics_prefix": "llamacpp:"}]})
     config = build_config({"targets": [{"engine": "trtllm", "metrics_url": "http://h/m"}]})
     assert config.targets[0].engine == "trtllm"
+
+
+def test_a_hostile_position_label_makes_no_series(server: FakeSGLang) -> None:
+    """Positions are specwatch's own label values: only 0 to 31 become series."""
+    metrics = TrtllmMetrics()
+    metrics.finished(rounds=10, accepted_at=(8, 6, 4), generated=40)
+    for position in ("32", "999999", "-1", "1e3", "zero", "0 "):
+        labels = {"model_name": "m", "engine_type": "trtllm", "token_position": position}
+        metrics.accepted_at.labels(**labels).inc(5)
+    publish(server, metrics)
+    assert scrape(watch(server))["accepted_at"] == {"0": 8, "1": 6, "2": 4}
