@@ -13,11 +13,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from exporter.engines import registry
 from exporter.engines.server_config import ServerConfig
 
 # Never more than this share of the active steps' drafts is asked for: with one draft step
 # the accept length cannot pass 2.0, and an EAGLE floor of 1.8 would call 80 % acceptance low.
 STEP_SHARE = 0.5
+
+
+def engine_fix(change: str) -> str:
+    """Every engine's way to make ``change``, in its own flags (the ``fixes`` of each
+    ``Engine``: "SGLang ...; vLLM ..."): a fleet mixes engines, and the fix must read right for
+    whichever this node runs."""
+    return "; ".join(
+        f"{engine.title} {engine.fixes[change]}"
+        for engine in registry.ENGINES
+        if change in engine.fixes
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,10 +49,8 @@ class Standard:
     fewer_tokens: str
 
 
-_CHECK_ALGORITHM = (
-    "an EAGLE-3 draft needs the EAGLE3 algorithm: SGLang --speculative-algorithm EAGLE3, "
-    "vLLM method eagle3"
-)
+_CHECK_ALGORITHM = f"an EAGLE-3 draft needs the EAGLE3 algorithm: {engine_fix('eagle3_algorithm')}"
+_FEWER_STEPS = f"Lower the draft steps to about {{steps}} ({engine_fix('speculative_tokens')})"
 _EAGLE = Standard(
     family="EAGLE",
     floor=1.8,
@@ -70,10 +80,7 @@ _MTP = Standard(
         "Check the MTP layers come from the same checkpoint as the target; MTP drafts well "
         "for one or two steps, so keep --speculative-num-steps (num_speculative_tokens) at 1-2."
     ),
-    fewer_tokens=(
-        "Lower the draft steps to about {steps} (SGLang --speculative-num-steps, vLLM "
-        "num_speculative_tokens)"
-    ),
+    fewer_tokens=_FEWER_STEPS,
 )
 _DRAFT_MODEL = Standard(
     family="DRAFT_MODEL",
@@ -88,10 +95,7 @@ _DRAFT_MODEL = Standard(
         "Pick a draft model of the target's own family and tokenizer (a smaller sibling), "
         "or a trained EAGLE or MTP drafter."
     ),
-    fewer_tokens=(
-        "Lower the draft steps to about {steps} (SGLang --speculative-num-steps, vLLM "
-        "num_speculative_tokens)"
-    ),
+    fewer_tokens=_FEWER_STEPS,
 )
 _NGRAM = Standard(
     family="NGRAM",
@@ -153,7 +157,7 @@ _UNO = Standard(
         "serve without speculation."
     ),
     low_fix="Check the UNO draft adapter was trained for this target model and version.",
-    fewer_tokens="Lower --speculative-num-steps to about {steps}",
+    fewer_tokens=_FEWER_STEPS,
 )
 
 # Every name an engine logs (upper-cased) -> its family. SGLang rewrites NEXTN to EAGLE; an
@@ -179,7 +183,7 @@ _BY_NAME: dict[str, Standard] = {
         collapse="the Medusa heads' proposals are all rejected by the target",
         collapse_fix="Check the Medusa heads were trained for this target model and version.",
         low_fix="Check the Medusa heads were trained for this target model and version.",
-        fewer_tokens="Lower num_speculative_tokens to about {steps}",
+        fewer_tokens=_FEWER_STEPS,
     ),
 }
 # Class-name fragments of MTP drafts loaded under SGLang's EAGLE (NEXTN is rewritten to it).

@@ -17,12 +17,11 @@ from dataclasses import dataclass, field
 from statistics import fmean, median
 
 from exporter.analysis import algorithms
-from exporter.analysis.algorithms import Standard, config_floor, config_standard
+from exporter.analysis.algorithms import Standard, config_floor, config_standard, engine_fix
 from exporter.analysis.breakeven import Assessment, advise, assess_positions
 from exporter.analysis.ranks import RankAccept
 from exporter.analysis.request_share import NO_BENEFIT_ACCEPT_LENGTH, RecentShare, logged_time
 from exporter.analysis.thresholds import DEFAULT, Thresholds
-from exporter.engines import registry
 from exporter.engines.ending import Ending
 from exporter.engines.record import StatsRecord, drafting_off
 from exporter.engines.server_config import ServerConfig
@@ -384,16 +383,6 @@ def eagle3_draft_evidence(config: ServerConfig) -> str | None:
     if config.draft_architecture is None and _EAGLE3_NAME.search(config.draft_model_path or ""):
         return f"the draft path '{config.draft_model_path}' names an EAGLE-3 model"
     return None
-
-
-def engine_fix(change: str) -> str:
-    """Every engine's way to make ``change``, in its own flags ("SGLang ...; vLLM ..."): a
-    fleet mixes engines, and the fix must read right for whichever this node runs."""
-    return "; ".join(
-        f"{engine.title} {engine.fixes[change]}"
-        for engine in registry.ENGINES
-        if change in engine.fixes
-    )
 
 
 def _eagle3_draft_with_eagle_algorithm(obs: Observations) -> Finding | None:
