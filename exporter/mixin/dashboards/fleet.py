@@ -66,6 +66,11 @@ def per_cluster_legend(single: str = "") -> str:
     return f"{{{{{config.cluster_label}}}}}" if config.multi_cluster else single
 
 
+def model_legend() -> str:
+    """A legend naming the served model, and its cluster when there are several."""
+    return " ".join(filter(None, (per_cluster_legend(), f"{{{{{MODEL}}}}}")))
+
+
 def with_model(expr: str) -> str:
     """``expr`` (per target or finer) with each target's served model as a label, taken from
     its info series, so fleet panels can group and show by model."""
@@ -262,7 +267,7 @@ def distribution_row() -> list[Item]:
             [
                 query(
                     per_model("specwatch_accept_length"),
-                    " ".join(filter(None, (per_cluster_legend(), "{{served_model}}"))),
+                    model_legend(),
                 )
             ],
             steps((None, "transparent"), (1.0, "red")),
@@ -283,6 +288,25 @@ def distribution_row() -> list[Item]:
             ],
             steps((None, "transparent"), (1.0, "red")),
             height=9,
+        ).min(0),
+        graph(
+            "Generated tokens per second by served model (from counters)",
+            "Tokens generated per second, summed over the targets serving each model, from "
+            "specwatch_generated_tokens_total: an exact sum over nodes however they are loaded, "
+            "which an average of throughput gauges is not.",
+            "short",
+            [
+                query(
+                    across(
+                        "sum",
+                        with_model(rate("specwatch_generated_tokens_total", FLEET_SCOPE)),
+                        MODEL,
+                    ),
+                    model_legend(),
+                )
+            ],
+            steps((None, "transparent")),
+            width=24,
         ).min(0),
     ]
 
