@@ -13,12 +13,12 @@ no values, following the exporter rule that stale upstream values are not re-exp
 from __future__ import annotations
 
 import contextlib
+import functools
 import http.client
 import json
 import logging
 import os
 import socket
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -39,6 +39,7 @@ from exporter.engines.record import UpstreamValues
 from exporter.engines.server_config import ServerConfig, from_server_info, with_local_draft
 from exporter.redact import drop_secrets
 from exporter.sources import resolve, upstream_checks
+from exporter.sources.deadlines import DEADLINES
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +125,7 @@ _REDIRECTS = (301, 302, 303, 307, 308)
 
 
 def _get(url: str, deadline: float, token: str | None) -> tuple[int, Message, bytes]:
-    """One GET without redirects; a timer shuts the socket down at ``deadline``."""
+    """One GET without redirects; its socket is shut down at ``deadline``."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ScrapeError("other", f"not an http(s) URL: {url}"[:200])
@@ -134,9 +135,7 @@ def _get(url: str, deadline: float, token: str | None) -> tuple[int, Message, by
     remaining = max(deadline - time.monotonic(), 0.001)
     conn = connection(parts.hostname, parts.port, timeout=remaining)
     conn._create_connection = resolve.connector(deadline)  # type: ignore[attr-defined]
-    alarm = threading.Timer(remaining, _cut, (conn,))
-    alarm.daemon = True
-    alarm.start()
+    alarm = DEADLINES.at(deadline, functools.partial(_cut, conn))
     try:
         headers = {"Accept": "text/plain;version=0.0.4"}
         if token:
@@ -149,7 +148,7 @@ def _get(url: str, deadline: float, token: str | None) -> tuple[int, Message, by
             raise ScrapeError("timeout", "no complete answer within the deadline")
         return response.status, response.headers, body
     finally:
-        alarm.cancel()
+        DEADLINES.cancel(alarm)
         conn.close()
 
 
