@@ -266,3 +266,31 @@ def test_unreadable_token_file_is_a_counted_failure_not_a_crash(
     assert snap.errors == {("metrics", "other"): 1, ("server_info", "other"): 1}
     assert "bearer token file unreadable" in (snap.endpoints["metrics"].error or "")
     assert sglang.seen_auth == []  # nothing was sent without the token
+
+
+def _with_setup(steps: str, draft_tokens: str) -> bytes:
+    """SGLang 0.5.23's gauges of the speculative setup in force, on both ranks."""
+    gauges = [
+        ("spec_num_steps", "Currently active speculative_num_steps.", steps),
+        ("spec_num_draft_tokens", "Currently active speculative_num_draft_tokens.", draft_tokens),
+    ]
+    lines = []
+    for name, doc, value in gauges:
+        lines += [f"# HELP sglang:{name} {doc}", f"# TYPE sglang:{name} gauge"]
+        lines += [f'sglang:{name}{{model_name="kimi",tp_rank="{r}"}} {value}' for r in (0, 4)]
+    return (exposition() + "\n".join(lines) + "\n").encode()
+
+
+@pytest.mark.parametrize(
+    ("steps", "draft_tokens", "active"),
+    [("0", "1", 0), ("5", "6", 5), ("0", "0", None), ("1e9", "6", None)],
+)
+def test_the_steps_in_force_come_from_sglangs_setup_gauges(
+    sglang: FakeSGLang, steps: str, draft_tokens: str, active: int | None
+) -> None:
+    """Adaptive with drafting off reads 0 steps and 1 verified position; a server without
+    speculation 0 and 0; a value no drafter runs is not taken."""
+    sglang.routes["/metrics"] = Route(body=_with_setup(steps, draft_tokens))
+    snap = scraper(sglang).scrape_once()
+    got = None if snap.config is None else snap.config.active_steps
+    assert got == active

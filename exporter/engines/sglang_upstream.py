@@ -13,6 +13,7 @@ from statistics import fmean
 
 from exporter.engines.engine import Samples
 from exporter.engines.record import UpstreamValues
+from exporter.engines.server_config import ServerConfig
 
 PREFIX = "sglang_"
 # How each sample read can be true (see ``Engine.bounds``).
@@ -28,10 +29,16 @@ BOUNDS = {
             "sglang_cuda_graph_passes_total",
             "sglang_spec_verify_calls_total",
             "sglang_generation_tokens_total",
+            "sglang_spec_num_steps",
+            "sglang_spec_num_draft_tokens",
         ),
         "count",
     ),
 }
+
+
+# More draft steps than any drafter runs: a hostile or broken exposition.
+MAX_STEPS = 64
 
 
 class SGLangUpstream:
@@ -84,6 +91,7 @@ class SGLangUpstream:
             token_usage=_values(samples.get("sglang_token_usage", []), max),
             cuda_graph_share=_graph_share(passes, previous),
             engine="sglang",
+            config=_active_setup(samples),
             drafts_total=verify_calls,
             # Each verify call yields one token of the target's own; the rest were drafts.
             accepted_tokens_total=(
@@ -92,6 +100,18 @@ class SGLangUpstream:
                 else max(generated - verify_calls, 0)
             ),
         )
+
+
+def _active_setup(samples: Samples) -> ServerConfig | None:
+    """The draft steps in force (``sglang:spec_num_steps``, 0.5.23): adaptive speculation's
+    choice, 0 while it has drafting off. A server without speculation reads 0 draft tokens
+    too; with a drafter, drafting off still verifies one position."""
+    steps = {value for _, value in samples.get("sglang_spec_num_steps", [])}
+    tokens = {value for _, value in samples.get("sglang_spec_num_draft_tokens", [])}
+    if len(steps) != 1 or len(tokens) != 1 or tokens.pop() < 1:
+        return None  # ranks disagree (between two switches), or nothing drafts
+    active = steps.pop()
+    return ServerConfig(active_steps=int(active)) if active <= MAX_STEPS else None
 
 
 def _values(
