@@ -24,19 +24,32 @@ from tests.support.tools import REPO
 DASHBOARDS = sorted((REPO / "dashboards").glob("*.json"))
 
 
+def _strings(node: ast.AST) -> set[str]:
+    return {
+        c.value for c in ast.walk(node) if isinstance(c, ast.Constant) and isinstance(c.value, str)
+    }
+
+
 def _finding_codes() -> set[str]:
-    """Every code findings.py builds a Finding with (both branches of a conditional too)."""
+    """Every code findings.py builds a Finding with: given as ``code=`` (both branches of a
+    conditional too), or assigned to a variable named ``code`` first."""
     tree = ast.parse(Path(findings.__file__).read_text(encoding="utf-8"))
     codes: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Finding":
-            for keyword in node.keywords:
-                if keyword.arg == "code":
-                    codes.update(
-                        c.value
-                        for c in ast.walk(keyword.value)
-                        if isinstance(c, ast.Constant) and isinstance(c.value, str)
+            codes.update(*(_strings(k.value) for k in node.keywords if k.arg == "code"))
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                pairs = [(target, node.value)]
+                if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                    pairs = list(zip(target.elts, node.value.elts, strict=False))
+                codes.update(
+                    *(
+                        _strings(value)
+                        for name, value in pairs
+                        if isinstance(name, ast.Name) and name.id == "code"
                     )
+                )
     return codes
 
 

@@ -58,6 +58,14 @@ EXPLANATIONS: dict[str, str] = {
         "A traceback and no decode window since: a dying server or one failed request. Read "
         "the traceback; the next decode window clears this."
     ),
+    "dp_rank_collapsed": (
+        "One DP rank's drafter accepts nothing while the others work: the node's mean hides "
+        "it. Check that rank's draft weights and its log lines."
+    ),
+    "dp_rank_accept_length_low": (
+        "One DP rank accepts far less than the other ranks: its requests decode slower. "
+        "Check that rank's draft weights and its log lines."
+    ),
     "eagle3_draft_with_eagle_algorithm": (
         "EAGLE-3 draft served with the EAGLE algorithm: the draft's layer fusion is skipped "
         "and accept length sits near 1. Restart with EAGLE3."
