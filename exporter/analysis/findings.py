@@ -21,7 +21,7 @@ from exporter.analysis.algorithms import Standard, config_floor, config_standard
 from exporter.analysis.breakeven import Assessment, advise, assess_positions
 from exporter.analysis.ranks import RankAccept
 from exporter.analysis.request_share import NO_BENEFIT_ACCEPT_LENGTH, RecentShare, logged_time
-from exporter.analysis.thresholds import DEFAULT, Thresholds
+from exporter.analysis.thresholds import DEFAULT, MIN_WINDOWS, Thresholds
 from exporter.engines.ending import Ending
 from exporter.engines.record import StatsRecord, drafting_off
 from exporter.engines.server_config import ServerConfig
@@ -110,8 +110,6 @@ EXPLANATIONS: dict[str, str] = {
     ),
 }
 
-# Window-based rules and verdicts need a few windows, so one odd batch is not the node's state.
-MIN_WINDOWS = 3
 EXCESSIVE_DRAFT_TOKENS = 8
 LOW_DRAFTS_ONLY_RATE = 0.2
 NO_GRAPH_SHARE = 0.5  # more than half the decode windows without CUDA graph

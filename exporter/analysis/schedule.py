@@ -17,9 +17,8 @@ from dataclasses import dataclass
 
 from exporter.analysis.algorithms import Standard
 from exporter.analysis.breakeven import assess
+from exporter.analysis.thresholds import MIN_WINDOWS
 
-# Windows with drafting on a band needs before its advice is given: one odd batch is no load.
-MIN_WINDOWS = 3
 # SGLang's adaptive tiers (``--speculative-adaptive-config`` keys) for the report's bands.
 SGLANG_TIERS = {"1": "1", "2-7": "1", "8-31": "8", "32-63": "32", "64+": "64"}
 # vLLM caps a schedule's ranges at its own max batch size; the open top band ends here.

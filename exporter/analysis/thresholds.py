@@ -45,6 +45,9 @@ class Thresholds:
 
 
 DEFAULT = Thresholds()
+# Decode windows a judgement needs (a window-based finding, a verdict, a band's draft-step
+# advice): one odd batch is not the node's state.
+MIN_WINDOWS = 3
 # Seconds after which a log window no longer counts as current: the daemon's default
 # ``stale_after``, the moments that sum DP ranks, and the dashboards' staleness marks.
 STALE_AFTER = 60.0

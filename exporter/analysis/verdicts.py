@@ -15,13 +15,12 @@ from exporter.analysis import algorithms
 from exporter.analysis.algorithms import Standard, floor_for
 from exporter.analysis.findings import (
     CRITICAL,
-    MIN_WINDOWS,
     OFF_SHARE,
     SEVERITY_ORDER,
     WARNING,
     judgement_json,
 )
-from exporter.analysis.thresholds import DEFAULT, Thresholds
+from exporter.analysis.thresholds import DEFAULT, MIN_WINDOWS, Thresholds
 
 # A verify round costs at least one plain decode step and yields ``accept_length`` tokens, so
 # speculation can be at most ``accept_length`` times faster than no speculation. Above that
