@@ -11,8 +11,9 @@ test. Two ``specwatch run`` processes tail logs that ``specwatch simulate`` writ
   finished requests (``--log-requests``, JSON) for the per-request panels.
 - ``vllm``: the healthy scenario on vLLM, from its log alone: the panels of what only vLLM
   logs (acceptance by draft position, accept length from its draft counters).
-- ``llama``: a llama.cpp server, scraped only, whose vLLM-schema counters keep counting: the
-  panels of per-position counts.
+- ``llama`` and ``trtllm``: a llama.cpp and a TensorRT-LLM server, scraped only, whose
+  counters keep counting: the panels of per-position counts, and both engines in every panel
+  their metrics feed.
 - ``adaptive``: SGLang's adaptive speculation with drafting off at 96 running, from its log
   alone: the panel of the draft steps in force and the share of windows with drafting off.
 
@@ -39,7 +40,13 @@ from tests.support.daemon import RunningDaemon, live_simulation, run_daemon
 from tests.support.fake_sglang import fake_sglang, sglang_http_api
 from tests.support.realprom import RunningPrometheus, running_prometheus
 from tests.support.tools import REPO, free_port, require_tool, shipped_rules
-from tests.support.upstream_servers import live, steady_llamacpp
+from tests.support.upstream_servers import (
+    TRTLLM_PATH,
+    TrtllmMetrics,
+    live,
+    steady_llamacpp,
+    steady_trtllm,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -130,10 +137,15 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningProm
             )
             for node in nodes
         ]
-        llama = stack.enter_context(fake_sglang())
-        stack.enter_context(live(llama, "/metrics", steady_llamacpp((0.8, 0.5, 0.2))))
-        scraped_only = ["--target", "llama", "--metrics-url", f"{llama.url}/metrics"]
-        daemons.append(stack.enter_context(run_daemon(scraped_only, free_port())))
+        scraped = stack.enter_context(fake_sglang())
+        trtllm = steady_trtllm(TrtllmMetrics(), accepted_at=(36, 28, 16), iteration_accepted=8)
+        for name, path, body in (
+            ("llama", "/metrics", steady_llamacpp((0.8, 0.5, 0.2))),
+            ("trtllm", TRTLLM_PATH, trtllm),
+        ):
+            stack.enter_context(live(scraped, path, body))
+            scraped_only = ["--target", name, "--metrics-url", f"{scraped.url}{path}"]
+            daemons.append(stack.enter_context(run_daemon(scraped_only, free_port())))
         prom = stack.enter_context(
             running_prometheus(
                 tmp,
@@ -153,3 +165,14 @@ def test_dashboard_query_returns_data_from_real_prometheus(
 ) -> None:
     expr = expand(query.expr, RATE_INTERVAL)
     assert prometheus.query(expr), f"{query.where}: no data for {expr}"
+
+
+def test_scraped_only_engines_show_in_the_fleet_panels(prometheus: RunningPrometheus) -> None:
+    """TensorRT-LLM and llama.cpp, with no log, are counted and listed as any other target."""
+    fleet = {
+        q.where.split(" / ")[2]: q.expr for q in QUERIES if q.where.startswith("specwatch / Fleet")
+    }
+    per_target = prometheus.query(expand(fleet["Accept length per target"], RATE_INTERVAL))
+    assert {"llama", "trtllm"} <= {series["metric"]["target"] for series in per_target}
+    (watched,) = prometheus.query(expand(fleet["Targets watched"], RATE_INTERVAL))
+    assert watched["value"][1] == "6"  # sick, ok, vllm, adaptive, llama, trtllm

@@ -144,8 +144,9 @@ def glance_row() -> list[Item]:
         ),
         _count(
             "Targets watched",
-            "Serving processes watched by the selected exporters (one per configured target).",
-            across("count", sel("specwatch_last_decode_timestamp_seconds", FLEET_SCOPE)),
+            "Serving processes watched by the selected exporters (one per configured target, "
+            "whether its log or only its metrics are read).",
+            across("count", sel("specwatch_target_info", FLEET_SCOPE)),
             None,
         ),
         _count(
