@@ -53,7 +53,7 @@ DOCUMENTED_FLAGS = {
     "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens",
     "--enable-metrics", "--host", "--port", "--api-key", "--log-requests", "--output-file",
     # docker run, and the options of the Dockerfile's RUN and HEALTHCHECK instructions
-    "--read-only", "--network", "--mount", "--interval", "--timeout", "--start-period",
+    "--read-only", "--tmpfs", "--network", "--mount", "--interval", "--timeout", "--start-period",
     "--retries",
 }  # fmt: skip
 
