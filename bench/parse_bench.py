@@ -23,7 +23,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from exporter.engines.record import LogLine, StatsRecord
+from exporter.engines.record import LogLine, RequestRecord, StatsRecord
 from exporter.parse.pipeline import LineProcessor
 from exporter.parse.reader import DEFAULT_MAX_LINE_BYTES
 from exporter.sources.tail.lines import CHUNK_BYTES, LineSplitter
@@ -34,6 +34,7 @@ class CountingSink:
 
     def __init__(self) -> None:
         self.lines = self.records = self.unrecognized = self.skipped = self.events = 0
+        self.requests = 0
 
     def on_lines(self, count: int) -> None:
         self.lines += count
@@ -55,6 +56,9 @@ class CountingSink:
 
     def on_event(self, line: LogLine) -> None:
         self.events += 1
+
+    def on_request(self, record: RequestRecord) -> None:
+        self.requests += 1
 
 
 def _stamp(second: int) -> str:

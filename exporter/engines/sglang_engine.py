@@ -24,7 +24,12 @@ from exporter.engines.sglang import (
     classify,
 )
 from exporter.engines.sglang_chunk import ChunkReader
-from exporter.engines.sglang_requests import REQUEST_MARKERS, is_request_record, read_request
+from exporter.engines.sglang_requests import (
+    REQUEST_MARKERS,
+    is_request_record,
+    read_request,
+    request_lines,
+)
 from exporter.engines.sglang_startup import parse_event
 from exporter.engines.sglang_upstream import SGLangUpstream
 
@@ -67,7 +72,7 @@ class SGLangReader:
             records = self._chunk_records(blob, len(lines)) if tidy else "debris"
             if not isinstance(records, str):
                 self._sink.on_records(records)
-                self._requests(lines, blob)
+                self._requests(blob)
                 return
             self._sink.on_fallback(records)  # read line by line below, counted by reason
         markers = tuple(marker for marker in _ALL_MARKERS if marker in blob)
@@ -78,7 +83,7 @@ class SGLangReader:
                     if marker in line:
                         handle(line, tidy, marker)
                         break
-        self._requests(lines, blob)
+        self._requests(blob)
 
     def read_whole(self, framed: bytes, count: int, tidy: bool) -> list[StatsRecord] | None:
         """The chunk reader's records; None leaves the batch to :meth:`read`, which counts
@@ -88,8 +93,7 @@ class SGLangReader:
         records = self._chunk_records(framed, count)
         if isinstance(records, str):
             return None
-        if any(marker in framed for marker in REQUEST_MARKERS):
-            self._requests(framed.split(b"\n")[1:-1], framed)
+        self._requests(framed)
         return records
 
     def read_clipped(self, line: bytes) -> None:
@@ -98,17 +102,15 @@ class SGLangReader:
         if record is not None:
             self._sink.on_request(record)
 
-    def _requests(self, lines: list[bytes], blob: bytes) -> None:
-        """Finished requests (``--log-requests``) among ``lines``. They are not windows, so
-        their order among a batch's stats records does not matter; a server that does not log
-        requests costs two C scans of the batch."""
-        if not any(marker in blob for marker in REQUEST_MARKERS):
-            return
-        for line in lines:
-            if any(marker in line for marker in REQUEST_MARKERS):
-                record = read_request(line)
-                if record is not None:
-                    self._sink.on_request(record)
+    def _requests(self, blob: bytes) -> None:
+        """Finished requests (``--log-requests``) among a batch framed by newlines. They are
+        not windows, so their order among the batch's stats records does not matter. Only the
+        lines a marker was found in are looked at: a server that does not log requests costs
+        two C scans of the batch, and one that does costs nothing per other line."""
+        for line in request_lines(blob):
+            record = read_request(line)
+            if record is not None:
+                self._sink.on_request(record)
 
     def _chunk_records(self, blob: bytes, lines: int) -> list[StatsRecord] | str:
         """A tidy batch's records read in one pass (the hot path, see bench/), or why not

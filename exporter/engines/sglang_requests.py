@@ -61,6 +61,21 @@ LABEL_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,62}")
 MAX_HEADERS = 4
 
 
+def request_lines(blob: bytes) -> list[bytes]:
+    """The lines of ``blob`` (each between two newlines) that carry a marker, in order: found
+    by the markers' C scans, so the batch's other lines cost nothing."""
+    starts: dict[int, bytes] = {}
+    for marker in REQUEST_MARKERS:
+        at = blob.find(marker)
+        while at >= 0:
+            start = blob.rfind(b"\n", 0, at) + 1
+            end = blob.find(b"\n", at)
+            end = len(blob) if end < 0 else end
+            starts[start] = blob[start:end]
+            at = blob.find(marker, end)
+    return [starts[start] for start in sorted(starts)]
+
+
 def is_request_record(line: bytes) -> bool:
     """Whether ``line`` starts as SGLang's request logger writes a finished request."""
     return _HEAD.match(line) is not None
@@ -72,34 +87,54 @@ def read_request(line: bytes, clipped: bool = False) -> RequestRecord | None:
 
     A record without figures (a server without speculation, a request that never reached a
     verify round, figures pushed out of the tail by opt-in outputs) is still a finished
-    request: its ``accept_length`` is None.
+    request: its ``accept_length`` is None. The line is searched in place, never copied: it
+    may be a megabyte long.
     """
     head = _HEAD.match(line)
     if head is None:
         return None
     time = iso_time(head[1])
-    quote = b"'" if head[2] else b'"'
-    headers = _headers(line, quote)
+    keys = _TEXT_KEYS if head[2] else _JSON_KEYS
+    headers = _headers(line, keys.quote) if keys.headers in line else ()
     start = max(head.end(0), len(line) - TAIL_BYTES)
-    tail = line[start:] if start else line
     # A whole record ends its output's dict; a line cut short (a writer killed) may end
     # inside the output, whose text must not be read as the figures.
-    whole = tail.rstrip().endswith(b"}")
-    info_at = tail.rfind(quote + b"meta_info" + quote + b": {") if whole else -1
-    completion_at = tail.rfind(_key(quote, b"completion_tokens"), info_at + 1)
-    completion = _value(tail, completion_at, quote, b"completion_tokens", _INTEGER)
-    if info_at < 0 or completion_at < 0:
+    info_at = line.rfind(keys.meta_info, start) if line.endswith(_WHOLE) else -1
+    completion_at = line.rfind(keys.completion, info_at + 1) if info_at >= 0 else -1
+    if completion_at < 0:
         return RequestRecord(time, None, None, None, None, clipped, headers)
-    after = completion_at + 1
-    verify_at = tail.rfind(_key(quote, b"spec_verify_ct"), after)
-    length_at = tail.rfind(_key(quote, b"spec_accept_length"), after)
-    rounds = _value(tail, verify_at, quote, b"spec_verify_ct", _INTEGER)
-    length = _value(tail, length_at, quote, b"spec_accept_length", _NUMBER)
+    completion = _value(line, completion_at + len(keys.completion), _INTEGER)
+    verify_at = line.rfind(keys.verify, completion_at)
+    length_at = line.rfind(keys.length, completion_at)
+    rounds = _value(line, verify_at + len(keys.verify), _INTEGER) if verify_at > 0 else None
+    length = _value(line, length_at + len(keys.length), _NUMBER) if length_at > 0 else None
     if rounds is None or length is None or rounds <= 0 or length < 0:
         return RequestRecord(time, None, None, None, _int(completion), clipped, headers)
-    rate_at = tail.rfind(_key(quote, b"spec_accept_rate"), after)
-    rate = _value(tail, rate_at, quote, b"spec_accept_rate", _NUMBER)
+    rate_at = line.rfind(keys.rate, completion_at)
+    rate = _value(line, rate_at + len(keys.rate), _NUMBER) if rate_at > 0 else None
     return RequestRecord(time, length, rate, int(rounds), _int(completion), clipped, headers)
+
+
+class _Keys:
+    """The keys of one form as they appear in its lines (quoted, with their separator)."""
+
+    def __init__(self, quote: bytes, headers: bytes) -> None:
+        self.quote = quote
+        self.headers = headers
+        self.meta_info = quote + b"meta_info" + quote + b": {"
+        self.completion = _key(quote, b"completion_tokens")
+        self.verify = _key(quote, b"spec_verify_ct")
+        self.length = _key(quote, b"spec_accept_length")
+        self.rate = _key(quote, b"spec_accept_rate")
+
+
+def _key(quote: bytes, name: bytes) -> bytes:
+    return quote + name + quote + b": "
+
+
+_TEXT_KEYS = _Keys(b"'", b", headers={")
+_JSON_KEYS = _Keys(b'"', b', "headers": {')
+_WHOLE = (b"}", b"}\r", b"} ")
 
 
 def _headers(line: bytes, quote: bytes) -> tuple[tuple[str, str], ...]:
@@ -116,17 +151,9 @@ def _headers(line: bytes, quote: bytes) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
-def _key(quote: bytes, name: bytes) -> bytes:
-    return quote + name + quote + b": "
-
-
-def _value(
-    tail: bytes, at: int, quote: bytes, name: bytes, pattern: re.Pattern[bytes]
-) -> float | None:
-    """The finite number after the key ``name`` found at ``at``, or None."""
-    if at < 0:
-        return None
-    found = pattern.match(tail, at + len(name) + len(quote) * 2 + 2)
+def _value(line: bytes, at: int, pattern: re.Pattern[bytes]) -> float | None:
+    """The finite number ``pattern`` finds at ``at`` (just after its key), or None."""
+    found = pattern.match(line, at)
     if found is None:
         return None
     try:
