@@ -84,7 +84,7 @@ def test_wrong_flag_from_server_info_alone(server: FakeSGLang) -> None:
     assert result.returncode == 3, result.stderr
     report = json.loads(result.stdout)
     assert [f["code"] for f in report["findings"]] == ["eagle3_draft_with_eagle_algorithm"]
-    assert report["sources"] == {"metrics": "ok", "server_info": "ok"}
+    assert report["sources"] == {"metrics": "ok (SGLang)", "server_info": "ok"}
     assert API_KEY not in result.stdout + result.stderr
 
 

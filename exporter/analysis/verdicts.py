@@ -57,6 +57,13 @@ class RunFigures:
     running: int | None  # median node running requests there
     baseline_option: str | None = None  # the flag or config key the baseline came from
     drafting_off: int = 0  # decode windows adaptive speculation ran with drafting off
+    # What the accept length was measured over, when not the log's decode windows (doctor
+    # --url: the server's counters between two scrapes).
+    basis: str | None = None
+
+    @property
+    def measured_over(self) -> str:
+        return self.basis or f"{self.windows} decode windows"
 
     @property
     def probing_only(self) -> bool:
@@ -116,7 +123,7 @@ def _accept_length(
             severity=CRITICAL,
             summary="Speculative decoding collapsed: no draft token is accepted",
             seen=(
-                f"mean accept length {length:.2f} over {run.windows} decode windows (collapsed "
+                f"mean accept length {length:.2f} over {run.measured_over} (collapsed "
                 f"at <= {thresholds.collapsed_accept_length:g}){speed}."
             ),
             why=(
@@ -139,7 +146,7 @@ def _accept_length(
         severity=WARNING,
         summary="Accept length below expectation",
         seen=(
-            f"mean accept length {length:.2f} over {run.windows} decode windows, below "
+            f"mean accept length {length:.2f} over {run.measured_over}, below "
             f"{limit:.2f}{basis}{speed}."
         ),
         why=(

@@ -15,12 +15,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
+from exporter.analysis.algorithms import config_standard
 from exporter.analysis.findings import (
     CRITICAL,
+    MIN_WINDOWS,
     SEVERITY_ORDER,
     WARNING,
     DecodeSample,
@@ -29,7 +32,7 @@ from exporter.analysis.findings import (
     evaluate,
 )
 from exporter.analysis.thresholds import DEFAULT, Thresholds
-from exporter.analysis.verdicts import Verdict
+from exporter.analysis.verdicts import RunFigures, Verdict, judge
 from exporter.commands import (
     COMMANDS,
     Judging,
@@ -41,6 +44,7 @@ from exporter.commands import (
 )
 from exporter.commands.usage import UsageError
 from exporter.config import check_http_url
+from exporter.engines import registry
 from exporter.engines.server_config import (
     DraftConfigError,
     ServerConfig,
@@ -68,6 +72,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--draft-config", metavar="PATH", help="draft config.json or its folder")
     p.add_argument("--bearer-token-file", metavar="FILE", help="API key for --url")
     p.add_argument("--timeout", type=float, default=5.0, metavar="S", help="per request")
+    p.add_argument(
+        "--scrape-gap",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="with --url: seconds between two /metrics scrapes when accept length comes from "
+        "counters (vLLM)",
+    )
     add_config_flag(p)
     p.add_argument("--target", metavar="NAME", help="with --config: the target to judge by")
     add_baseline_flags(p)
@@ -154,18 +166,51 @@ def base_url(url: str) -> str:
 METRICS_PATHS = ("/metrics", "/prometheus/metrics")
 
 
-def scrape(url: str, timeout: float, token_file: str | None) -> UpstreamSnapshot:
-    """One scrape of the server's endpoints; its metrics at the first path that has them."""
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """What ``--url`` found: the scrape to judge, and how it was taken."""
+
+    snapshot: UpstreamSnapshot
+    engine: str | None  # whose metric names /metrics used
+    gap: float | None  # seconds between two /metrics scrapes, when counters needed two
+
+
+def probe(url: str, timeout: float, token_file: str | None, gap: float) -> Probe:
+    """Scrape the server as the daemon would, in the way its engine needs.
+
+    Its metrics are read at the first of ``METRICS_PATHS`` that has them. An engine that
+    counts its drafts (vLLM) gives an accept length only between two scrapes, so a second
+    one follows ``gap`` seconds later (said on stderr while waiting). Only an engine that
+    serves ``/server_info`` (SGLang) is asked for it: vLLM's 404 there is no problem of the
+    node.
+    """
     base = base_url(url)
     tried = []
     for path in METRICS_PATHS:
-        scraper = UpstreamScraper(
-            f"{base}{path}", f"{base}/server_info", timeout=timeout, token_file=token_file
+        metrics = UpstreamScraper(f"{base}{path}", timeout=timeout, token_file=token_file)
+        tried.append((metrics, metrics.scrape_once()))
+        if tried[-1][1].metrics_endpoint == "ok":
+            break
+    metrics, snap = tried[-1] if tried[-1][1].metrics_endpoint == "ok" else tried[0]
+    waited = None
+    values = snap.values
+    if values is not None and values.accept_length is None and values.drafts_total is not None:
+        print(
+            f"waiting {gap:g} s for a second scrape of {metrics.metrics_url}: its accept "
+            "length comes from the counters' difference",
+            file=sys.stderr,
+            flush=True,
         )
-        tried.append(scraper.scrape_once())
-        if tried[-1].metrics_endpoint == "ok":
-            return tried[-1]
-    return tried[0]
+        time.sleep(gap)
+        snap, waited = metrics.scrape_once(), gap
+    engine = snap.values.engine if snap.values is not None else None
+    if engine is None or registry.engine(engine).server_info:
+        info = UpstreamScraper(
+            server_info_url=f"{base}/server_info", timeout=timeout, token_file=token_file
+        ).scrape_once()
+        config = (snap.config or ServerConfig()).merged(info.config or ServerConfig())
+        snap = replace(snap, endpoints={**snap.endpoints, **info.endpoints}, config=config)
+    return Probe(snap, engine, waited)
 
 
 def diagnose(args: argparse.Namespace) -> Diagnosis:
@@ -176,9 +221,11 @@ def diagnose(args: argparse.Namespace) -> Diagnosis:
     diagnosis = Diagnosis([], config)
     upstream: dict[str, Any] = {}
     upstream_window: DecodeSample | None = None
+    found = None
     if args.url:
-        snap = scrape(args.url, args.timeout, args.bearer_token_file)
-        _check_endpoints(args.url, snap, diagnosis)
+        found = probe(args.url, args.timeout, args.bearer_token_file, args.scrape_gap)
+        snap = found.snapshot
+        _check_endpoints(args.url, found, diagnosis)
         config = config.merged(snap.config or ServerConfig())
         upstream, upstream_window = _upstream_inputs(snap)
     log = None
@@ -200,11 +247,8 @@ def diagnose(args: argparse.Namespace) -> Diagnosis:
         observations = replace(log.observations(config), **upstream)
     else:
         observations = Observations(config=config, **upstream)
-        if upstream.get("metrics_endpoint") in ("missing", "empty"):
-            diagnosis.problems.append(
-                f"nothing could be judged of the node's state: {args.url} /metrics has no "
-                "SGLang series and no --log-file was given"
-            )
+        if found is not None:
+            _judge_scrape(found, config, judging, thresholds, diagnosis)
     if not observations.windows and upstream_window is not None:
         observations = replace(observations, windows=(upstream_window,))
     diagnosis.findings = evaluate(observations)
@@ -212,11 +256,70 @@ def diagnose(args: argparse.Namespace) -> Diagnosis:
     return diagnosis
 
 
-def _check_endpoints(url: str, snap: UpstreamSnapshot, diagnosis: Diagnosis) -> None:
+def _check_endpoints(url: str, found: Probe, diagnosis: Diagnosis) -> None:
+    snap = found.snapshot
     for name, status in snap.endpoints.items():
         diagnosis.sources[name] = "ok" if status.up else f"down ({status.error})"
         if not status.up and not (name == "metrics" and snap.metrics_endpoint == "missing"):
             diagnosis.problems.append(f"{url} {name}: {status.error}")
+    if found.engine is not None:
+        how = f"; two scrapes {found.gap:g} s apart" if found.gap is not None else ""
+        diagnosis.sources["metrics"] += f" ({registry.engine(found.engine).title}{how})"
+    elif "server_info" not in snap.endpoints:
+        diagnosis.sources["server_info"] = "not asked"
+
+
+def _judge_scrape(
+    found: Probe,
+    config: ServerConfig,
+    judging: Judging,
+    thresholds: Thresholds,
+    diagnosis: Diagnosis,
+) -> None:
+    """The node judged from its /metrics alone, by the rules the daemon's alerts use."""
+    snap = found.snapshot
+    values = snap.values
+    if snap.metrics_endpoint != "ok" or values is None:
+        what = "was not read" if snap.metrics_endpoint == "down" else "has no engine's series"
+        diagnosis.problems.append(
+            f"nothing could be judged of the node's state: /metrics {what} and no --log-file "
+            "was given"
+        )
+        return
+    if values.accept_length is not None and found.gap is None and not values.running_requests:
+        diagnosis.problems.append(
+            "accept length not judged: the server runs no request, and its gauge keeps the "
+            "last value; give --log-file to judge its history"
+        )
+        return
+    if values.accept_length is None:
+        idle = f"no draft in the {found.gap:g} s between two scrapes" if found.gap else "none"
+        diagnosis.problems.append(
+            f"accept length not judged: /metrics gave {idle} (an idle server, or speculation "
+            "off); give --log-file to judge its history"
+        )
+        return
+    running = None if values.running_requests is None else int(values.running_requests)
+    baseline = judging.baseline.at(running) if judging.baseline and running else None
+    basis = (
+        f"the server's counters between two scrapes {found.gap:g} s apart"
+        if found.gap is not None
+        else "the server's /metrics gauge"
+    )
+    figures = RunFigures(
+        windows=MIN_WINDOWS,
+        accept_length=values.accept_length,
+        throughput=values.gen_throughput if running else None,
+        baseline=baseline,
+        running=running,
+        baseline_option=judging.baseline_option,
+        basis=basis,
+    )
+    standard = config_standard(config)
+    diagnosis.verdicts = judge(
+        figures, judging.expected_accept_length, thresholds, standard, config.num_steps
+    )
+    diagnosis.notes.append(f"accept length {values.accept_length:.2f} from {basis}")
 
 
 def _judge_log(report: Report, diagnosis: Diagnosis) -> None:
@@ -287,6 +390,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give at least one of --url, --log-file, --draft-config")
     if args.timeout <= 0:
         raise UsageError("--timeout: must be positive")
+    if not 0.5 <= args.scrape_gap <= 60:
+        raise UsageError("--scrape-gap: must be 0.5 to 60 seconds")
     if args.url:
         base_url(args.url)  # refuse a bad URL before reading a long log
     diagnosis = diagnose(args)

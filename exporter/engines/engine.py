@@ -99,6 +99,9 @@ class Engine(Protocol):
     name: str  # the value of ``engine:`` and of the ``engine`` label
     title: str  # as people write it, in fix texts and docs
     markers: tuple[bytes, ...]  # bytes every one of its stats or start-up lines carries
+    # Whether its server answers /server_info with its arguments (SGLang's): doctor asks only
+    # such an engine, and a 404 from any other is no problem.
+    server_info: bool
 
     # Fix texts by the change they name, in this engine's own flags; findings join every
     # engine's phrase: ``eagle3_algorithm``, ``speculative_tokens``, ``log_stats``.

@@ -175,6 +175,7 @@ def _valid_utf8(blob: bytes) -> bool:
 class SGLang:
     name = NAME
     title = "SGLang"
+    server_info = True
     # A finished-request line tells SGLang too: its request log may have a file of its own
     # (--log-requests-target).
     markers = _OWN_MARKERS + REQUEST_MARKERS

@@ -17,6 +17,7 @@ from exporter.engines.trtllm_upstream import PREFIX, TrtllmUpstream, algorithm
 class Trtllm:
     name = "trtllm"
     title = "TensorRT-LLM"
+    server_info = False
     markers: tuple[bytes, ...] = ()
     fixes: Mapping[str, str] = {
         "eagle3_algorithm": "decoding_type: Eagle3 in speculative_config",

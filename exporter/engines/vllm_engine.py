@@ -64,6 +64,7 @@ class VllmReader:
 class Vllm:
     name = vllm.NAME
     title = "vLLM"
+    server_info = False
     markers = _OWN_MARKERS
     fixes: Mapping[str, str] = {
         "eagle3_algorithm": '"method": "eagle3" in --speculative-config',

@@ -90,6 +90,7 @@ class FakeSGLang:
     url: str
     routes: dict[str, Route] = field(default_factory=dict)
     seen_auth: list[str | None] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)  # every path asked for, in order
 
 
 @contextmanager
@@ -105,6 +106,7 @@ def fake_sglang() -> Iterator[FakeSGLang]:
             route = fake.routes.get(self.path)
             auth = self.headers.get("Authorization")
             fake.seen_auth.append(auth)
+            fake.paths.append(self.path)
             if route is None:
                 self.send_error(404)
                 return
