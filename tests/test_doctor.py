@@ -234,5 +234,6 @@ def test_tensorrt_llm_metrics_are_read_where_it_serves_them(server: FakeSGLang) 
     server.routes["/metrics"] = Route(body=b'[{"iter": 7}]', content_type="application/json")
     server.routes[TRTLLM_PATH] = Route(body=TrtllmMetrics(method="MTP", draft_len=1).body())
     report = json.loads(doctor("--url", server.url, "--json").stdout)
-    assert report["sources"]["metrics"] == "ok"
+    assert report["sources"]["metrics"] == "ok (TensorRT-LLM)"
+    assert "server_info" not in report["sources"]  # it serves none; never asked
     assert (report["config"]["algorithm"], report["config"]["num_steps"]) == ("MTP", 1)
