@@ -23,7 +23,6 @@ from urllib.parse import urlsplit
 from exporter.analysis.algorithms import config_standard
 from exporter.analysis.findings import (
     CRITICAL,
-    MIN_WINDOWS,
     SEVERITY_ORDER,
     WARNING,
     DecodeSample,
@@ -31,7 +30,7 @@ from exporter.analysis.findings import (
     Observations,
     evaluate,
 )
-from exporter.analysis.thresholds import DEFAULT, Thresholds
+from exporter.analysis.thresholds import DEFAULT, MIN_WINDOWS, Thresholds
 from exporter.analysis.verdicts import RunFigures, Verdict, judge
 from exporter.commands import (
     COMMANDS,
