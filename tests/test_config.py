@@ -72,6 +72,11 @@ def test_environment_log_file_is_a_path_list() -> None:
         ("targets: [{name: a, log_files: [a]}, {name: a, log_files: [b]}]\n", "targets"),
         ("targets: [{log_files: [a], expected_accept_length: 0.5}]\n", "expected_accept_length"),
         ("max_dp_ranks: 0\ntargets: [{log_files: [a]}]\n", "max_dp_ranks"),
+        ("max_traffic_classes: 0\ntargets: [{log_files: [a]}]\n", "max_traffic_classes"),
+        (
+            "targets: [{log_files: [a], request_label_header: 'X-Tenant: evil'}]\n",
+            "targets.0.request_label_header",
+        ),
         ("targets: [{metrics_url: 'http://x/', scrape_interval: 1e-9}]\n", "scrape_interval"),
         ("targets: [{metrics_url: 'http://x/', scrape_interval: 1e9}]\n", "scrape_interval"),
         ("targets: [{log_files: [a, ./a]}]\n", "log file ./a is given twice"),
