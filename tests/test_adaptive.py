@@ -7,6 +7,7 @@ through the daemon's own pipeline (``LogFeed``) or ``doctor``.
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from exporter.exposition.landing import landing_page
 from exporter.state.feed import LogFeed
 from exporter.state.target_state import TargetState
 from exporter.target import Target
-from tests.support.daemon import doctor
+from tests.support.daemon import doctor, specwatch_cmd
 from tests.support.metrics import Clock, Scrape, render
 from tests.support.speclogs import (
     adaptive_initialized,
@@ -162,3 +163,26 @@ def test_landing_page_says_speculation_is_off_not_collapsed() -> None:
     assert "speculation off (adaptive): plain decoding at this load" in page
     _, target = _scrape([*adaptive_start(), decode(100, 3.1, running=4, tput=320.0)])
     assert "adaptive speculation drafting 3 steps" in landing_page([target], 60.0).decode()
+
+
+@pytest.mark.parametrize("batch", [8, 200])
+def test_a_switch_amid_a_long_batch_stamps_only_the_windows_after_it(batch: int) -> None:
+    """A catching-up daemon reads long batches whole (the chunk reader): a switch line among
+    them must still split the windows before it from those after it."""
+    before = [decode(100 + i, 3.1, running=4, tput=320.0) for i in range(batch // 2)]
+    after = [decode(500 + i, 1.0, running=96, tput=2040.0) for i in range(batch // 2)]
+    lines = [*adaptive_start(), *before, runtime_switched(3, 0, 400), *after]
+    scrape, _ = _scrape(lines)
+    assert scrape.value("specwatch_drafting_off_windows_total", target="node") == batch // 2
+    assert scrape.value("specwatch_accept_length_windows_count", target="node") == batch // 2
+
+
+@pytest.mark.e2e
+def test_report_names_adaptive_speculation_and_the_steps_it_ended_with(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(healthy_adaptive()) + "\n")
+    result = subprocess.run(
+        specwatch_cmd("report", str(log)), capture_output=True, text=True, timeout=60, check=False
+    )
+    assert "adaptive speculation, 0 steps at the end of the log (drafting off)" in result.stdout
+    assert "speculation off (adaptive) in 20 of 26 decode windows" in result.stdout

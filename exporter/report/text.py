@@ -51,6 +51,12 @@ def _overview(report: Report) -> list[str]:
             f"Speculation: {config.algorithm or 'unknown algorithm'}, "
             f"{config.num_draft_tokens or '?'} draft tokens"
             + (f", draft {config.draft_architecture}" if config.draft_architecture else "")
+            + (
+                f"; adaptive speculation, {config.active_steps} steps at the end of the log"
+                f"{' (drafting off)' if config.active_steps == 0 else ''}"
+                if config.adaptive and config.active_steps is not None
+                else ""
+            )
         )
     if report.dp_ranks > 1:
         lines.append(
