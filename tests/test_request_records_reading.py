@@ -8,7 +8,7 @@ import pytest
 
 from exporter.parse.reader import read_logs
 from exporter.sources.tail.lines import LineSplitter
-from tests.support.loglines import decode_line
+from tests.support.loglines import cri, decode_line
 from tests.support.requests import finish_line
 from tests.support.sinks import ListSink
 
@@ -98,3 +98,27 @@ def test_helper_processes_hand_on_the_requests_they_read(tmp_path: Path) -> None
 
     assert len(alone.requests) == 400
     assert by_ranges.requests == alone.requests
+
+
+def test_a_huge_request_split_by_the_container_runtime_is_read_from_its_tail(
+    tmp_path: Path,
+) -> None:
+    """CRI writes a long line as 16 KiB partial records; joined past the cap, the line is
+    skipped as too long, and its head and tail still give the request's figures."""
+    huge = finish_line(1.0, 64, level=3, output="o" * (3 << 20))
+    pieces = [huge[i : i + (16 << 10)] for i in range(0, len(huge), 16 << 10)]
+    lines = [cri("stderr", "F", decode_line(2.4))]
+    lines += [cri("stdout", "P", piece) for piece in pieces[:-1]]
+    lines += [cri("stderr", "F", decode_line(2.5)), cri("stdout", "F", pieces[-1])]
+    lines.append(cri("stdout", "F", finish_line(2.0, 10)))
+
+    sink = ListSink()
+    read_logs([_log(tmp_path, lines)], sink)
+
+    assert sink.skipped == ["too_long"]
+    # Requests are not windows: one read from a clipped line may come after the batch's others.
+    assert sorted((r.accept_length, r.clipped) for r in sink.requests) == [
+        (1.0, True),
+        (2.0, False),
+    ]
+    assert [r.accept_length for r in sink.records] == [2.4, 2.5]

@@ -13,6 +13,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from exporter.sources.tail.lines import CLIP_HEAD_BYTES, CLIP_TAIL_BYTES
+
 # CSI sequences: ESC [ parameters intermediates final-byte (colours, cursor moves, erase-line).
 _CSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 # <time> <stream> <tag> <text>; the tag is P or F, optionally followed by ':'-joined extra tags.
@@ -80,6 +82,14 @@ class _Pending:
     pieces: list[bytes] = field(default_factory=list)
     size: int = 0
     discarding: bool = False
+    # Of a line being dropped: its head and its tail so far (see ``LineSplitter``'s clipping).
+    head: bytes = b""
+    tail: bytearray = field(default_factory=bytearray)
+
+    def keep_tail(self, piece: bytes) -> None:
+        self.tail += piece[-CLIP_TAIL_BYTES:]
+        if len(self.tail) > CLIP_TAIL_BYTES:
+            del self.tail[: len(self.tail) - CLIP_TAIL_BYTES]
 
 
 class EnvelopeDecoder:
@@ -89,11 +99,14 @@ class EnvelopeDecoder:
     file. Lines are joined per output stream: the runtime writes stdout and stderr
     independently, so an access line can land between the pieces of a long stderr line.
     ``oversized`` counts joined lines dropped for exceeding ``max_joined_bytes`` so the caller
-    can report them as skipped; nothing is dropped silently.
+    can report them as skipped; nothing is dropped silently. ``clipped`` holds the head and tail
+    of each, joined, for a reader of records whose figures are at their end (as the line
+    splitter keeps them of a plain line over the cap).
     """
 
     def __init__(self, max_joined_bytes: int = DEFAULT_MAX_JOINED_BYTES) -> None:
         self.oversized = 0
+        self.clipped: list[bytes] = []
         self._max = max_joined_bytes
         self.reset()
 
@@ -140,15 +153,22 @@ class EnvelopeDecoder:
                 out.append(piece)
                 return
             pending = self._pending[stream] = _Pending()
-        if not pending.discarding:
+        if pending.discarding:
+            pending.keep_tail(piece)
+        else:
             pending.pieces.append(piece)
             pending.size += len(piece)
             if pending.size > self._max:
                 self.oversized += 1
+                joined = b"".join(pending.pieces)
+                pending.head = joined[:CLIP_HEAD_BYTES]
+                pending.keep_tail(joined)
                 pending.pieces.clear()
                 pending.discarding = True
         if complete:
-            if not pending.discarding:
+            if pending.discarding:
+                self.clipped.append(pending.head + pending.tail)
+            else:
                 out.append(b"".join(pending.pieces))
             del self._pending[stream]
 

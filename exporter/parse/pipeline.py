@@ -125,6 +125,7 @@ class LineProcessor:
         for _ in range(decoder.oversized):
             sink.on_skipped("too_long")
         decoder.oversized = 0
+        clipped, decoder.clipped = decoder.clipped, []
         sink.on_lines(len(lines))
         # C-speed scans of the whole batch tell which markers can occur at all, so that most
         # batches are read in one pass, and the per-line test checks few markers. The batch
@@ -137,6 +138,8 @@ class LineProcessor:
         # Terminal debris is rare, and the same scan spares cleaning each line of a tidy batch.
         tidy = not any(debris in blob for debris in DEBRIS)
         self._reader.read(lines, blob, tidy)
+        for line in clipped:  # joined from a container runtime's pieces, then over the cap
+            self._reader.read_clipped(line)
 
     def process_clipped(self, line: bytes) -> None:
         """A line over the line cap, of which only its head and tail were kept (see
