@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from exporter.engines.record import RequestRecord
 from exporter.engines.sglang_requests import TAIL_BYTES, read_request
@@ -122,3 +124,37 @@ def test_a_garbage_figure_is_no_figure() -> None:
     record = read_request(line.encode())
 
     assert record is not None and record.accept_length is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    prompt=st.text(max_size=300),
+    output=st.text(max_size=300),
+    real=st.one_of(st.none(), st.floats(1.0, 8.0)),
+    json_format=st.booleans(),
+    level=st.sampled_from([0, 1, 2, 3]),
+)
+def test_whatever_the_user_wrote_the_figures_are_the_engines(
+    prompt: str, output: str, real: float | None, json_format: bool, level: int
+) -> None:
+    """Text with quotes, braces, keys and numbers in prompt and output never changes what is
+    read, and never makes the reader raise."""
+    line = finish_line(
+        real, 40, level=level, json_format=json_format, prompt=prompt, output=output
+    ).encode()
+
+    record = read_request(line)
+
+    assert record is not None
+    expected = None if real is None else round(real * 40) / 40
+    assert record.accept_length == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(garbage=st.binary(max_size=400), json_format=st.booleans())
+def test_a_record_head_followed_by_garbage_never_raises(garbage: bytes, json_format: bool) -> None:
+    head = finish_line(2.0, 10, json_format=json_format).encode()[:60]
+
+    record = read_request(head + garbage)
+
+    assert record is None or record.accept_length is None or record.accept_length >= 0
