@@ -96,3 +96,34 @@ def test_an_algorithm_healthy_at_a_lower_average_is_judged_by_its_floor() -> Non
 
     for config in (ngram, ServerConfig(algorithm="SOMETHING_NEW")):
         assert CODE in {f.code for f in evaluate(_observed(share, 1.3, config))}
+
+
+def test_the_snapshot_names_the_traffic_class_most_without_benefit() -> None:
+    stats = RequestStats(label_header="x-smg-routing-key")
+    tenant = (("x-smg-routing-key", "tenant-ja"),)
+    other = (("x-smg-routing-key", "tenant-en"),)
+    few = (("x-smg-routing-key", "tenant-xx"),)
+    records = [request(1.0 + 1 / 40)._replace(headers=tenant) for _ in range(30)]
+    records += [request(2.6)._replace(headers=other) for _ in range(170)]
+    records += [request(1.0 + 1 / 40)._replace(headers=few) for _ in range(5)]  # too few
+    stats.add(records, observed_at=100.0)
+
+    recent = stats.snapshot(100.0).recent
+
+    assert recent is not None
+    assert (recent.worst_class, recent.worst_class_share) == ("tenant-ja", 1.0)
+    (finding,) = [f for f in evaluate(_observed(recent, 2.4)) if f.code == CODE]
+    assert finding.seen.endswith(
+        "Traffic class tenant-ja has the largest share: 100% of its requests since the start."
+    )
+
+
+def test_without_traffic_classes_the_finding_names_none() -> None:
+    stats = RequestStats()
+    stats.add([request(1.0 + 1 / 40)] * 30 + [request(2.6)] * 170, observed_at=100.0)
+
+    recent = stats.snapshot(100.0).recent
+
+    assert recent is not None and recent.worst_class is None
+    (finding,) = [f for f in evaluate(_observed(recent, 2.4)) if f.code == CODE]
+    assert "Traffic class" not in finding.seen

@@ -801,7 +801,7 @@ def _requests_without_benefit(obs: Observations) -> Finding | None:
         seen=(
             f"{share.no_benefit} of {share.requests} speculative requests ({share.share:.0%}) "
             f"finished at accept length <= {NO_BENEFIT_ACCEPT_LENGTH}{span}, while decode "
-            f"windows averaged {average:.2f}."
+            f"windows averaged {average:.2f}.{_worst_class(share)}"
         ),
         why=(
             "A window's accept length averages over all its requests, weighted by tokens, so "
@@ -816,4 +816,13 @@ def _requests_without_benefit(obs: Observations) -> Finding | None:
             "histogram by a logged header, then serve that class without speculation or with a "
             "drafter trained on it."
         ),
+    )
+
+
+def _worst_class(share: RecentShare) -> str:
+    if share.worst_class is None:
+        return ""
+    return (
+        f" Traffic class {share.worst_class} has the largest share: "
+        f"{share.worst_class_share:.0%} of its requests since the start."
     )

@@ -33,12 +33,15 @@ def no_draft_accepted(record: RequestRecord) -> bool:
 @dataclass(frozen=True, slots=True)
 class RecentShare:
     """Speculative requests seen recently, those of them with no benefit, and the logged times
-    of the first and last of them (ISO, as logged)."""
+    of the first and last of them (ISO, as logged). With traffic classes configured, the class
+    with the largest share without benefit since the start (its name and that share)."""
 
     requests: int
     no_benefit: int
     first: str | None
     last: str | None
+    worst_class: str | None = None
+    worst_class_share: float = 0.0
 
     @property
     def share(self) -> float:

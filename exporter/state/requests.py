@@ -14,7 +14,7 @@ import bisect
 import threading
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from exporter.analysis.request_share import (
     NO_BENEFIT_ACCEPT_LENGTH,
@@ -31,6 +31,8 @@ RECENT_SECONDS = 900.0
 # Values of the configured label with series of their own; the rest are counted as OTHER.
 DEFAULT_MAX_CLASSES = 8
 OTHER, UNLABELLED = "other", "none"
+# A traffic class is named as the worst only with this many speculative requests behind it.
+MIN_CLASS_REQUESTS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,4 +177,21 @@ class RequestStats:
             self._forget(now)
             classes = {key: tally.counts() for key, tally in self._classes.items()}
             recent = _share(self._recent) if self._recent else None
-            return RequestsSnapshot(self._finished, self._clipped, classes, recent)
+        if recent is not None:
+            recent = _with_worst_class(recent, classes)
+        return RequestsSnapshot(self._finished, self._clipped, classes, recent)
+
+
+def _with_worst_class(recent: RecentShare, classes: dict[str | None, ClassCounts]) -> RecentShare:
+    """``recent`` naming the traffic class (of those with enough requests to judge) whose
+    requests most often got no benefit: where an on-call looks first."""
+    bound = REQUEST_BUCKETS.index(NO_BENEFIT_ACCEPT_LENGTH)
+    judged = [
+        (counts.buckets[bound] / counts.count, name)
+        for name, counts in classes.items()
+        if name is not None and counts.count >= MIN_CLASS_REQUESTS
+    ]
+    if not judged:
+        return recent
+    share, name = max(judged)
+    return replace(recent, worst_class=name, worst_class_share=share)
