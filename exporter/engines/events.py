@@ -63,4 +63,21 @@ class AdaptiveSteps:
     ema_accept: float | None = None  # accepted drafts per round (bonus excluded), smoothed
 
 
-Event = ServerArgsEvent | WeightsLoaded | MemoryPlan | MaxRunningReset | ServerReady | AdaptiveSteps
+@dataclass(frozen=True, slots=True)
+class SpeculationSchedule:
+    """vLLM's dynamic speculative decoding: ``num_speculative_tokens_per_batch_size`` in the
+    ``non-default args`` line its API server logs before the engine starts, as (first, last
+    batch size, speculative tokens) ranges, inclusive and sorted."""
+
+    ranges: tuple[tuple[int, int, int], ...]
+
+
+Event = (
+    ServerArgsEvent
+    | WeightsLoaded
+    | MemoryPlan
+    | MaxRunningReset
+    | ServerReady
+    | AdaptiveSteps
+    | SpeculationSchedule
+)

@@ -86,23 +86,45 @@ def drafting_off(record: StatsRecord) -> bool:
 
 
 def with_steps(
-    records: Sequence[StatsRecord], steps: int | None, adaptive: bool | None
+    records: Sequence[StatsRecord],
+    steps: int | None,
+    adaptive: bool | None,
+    schedule: tuple[tuple[int, int, int], ...] | None = None,
+    most: int | None = None,
 ) -> Sequence[StatsRecord]:
     """``records`` with each decode window stamped with the draft steps in force; as they are
-    when speculation is not adaptive. Before any adaptive line told the steps, a window of
-    exactly one token a round (1.00) is taken for drafting off: adaptive turns a drafter that
-    accepts nothing off within a few batches."""
+    when speculation is not adaptive. A schedule by batch size (vLLM's dynamic speculation)
+    gives each window the steps of its running requests, at ``most`` the configured count.
+    Before any adaptive line told the steps, a window of exactly one token a round (1.00) is
+    taken for drafting off: adaptive turns a drafter that accepts nothing off within a few
+    batches."""
     if steps is None and not adaptive:
         return records
     stamped = []
     for record in records:
         now = steps
-        if now is None and record.accept_length is not None and record.accept_length <= 1.0:
+        if schedule is not None and record.running_requests is not None:
+            now = scheduled_steps(schedule, record.running_requests, most)
+        elif now is None and record.accept_length is not None and record.accept_length <= 1.0:
             now = 0
         if record.kind == "decode" and now is not None:
             record = record._replace(extra={**record.extra, SPEC_STEPS: now})
         stamped.append(record)
     return stamped
+
+
+def scheduled_steps(
+    schedule: tuple[tuple[int, int, int], ...], batch: int, most: int | None
+) -> int:
+    """The speculative tokens vLLM drafts at ``batch`` requests: its range's count, in a gap
+    the previous range's, past the last the last's, before the first none; never more than
+    the configured count (vLLM's own lookup)."""
+    steps = 0
+    for first, _, count in schedule:
+        if batch < first:
+            break
+        steps = count
+    return steps if most is None else min(steps, most)
 
 
 # StatsRecord._make without its Python frame or length check, callable from C (``map``): for

@@ -28,6 +28,7 @@ from exporter.engines.events import (
     MaxRunningReset,
     MemoryPlan,
     ServerArgsEvent,
+    SpeculationSchedule,
     WeightsLoaded,
 )
 from exporter.redact import drop_secrets
@@ -91,6 +92,8 @@ class ServerConfig:
     active_steps: int | None = None
     candidate_steps: tuple[int, ...] | None = None
     off_ema_accept: float | None = None
+    # vLLM's dynamic speculation: (first, last batch size, speculative tokens) ranges.
+    schedule: tuple[tuple[int, int, int], ...] | None = None
 
     @property
     def steps_now(self) -> int | None:
@@ -264,6 +267,7 @@ class ConfigTracker:
         self._lock = threading.Lock()
         self._config = ServerConfig()
         self._loads: dict[Hashable, int] = {}
+        self._schedule: tuple[tuple[int, int, int], ...] | None = None  # for the next start
 
     @property
     def config(self) -> ServerConfig:
@@ -274,7 +278,9 @@ class ConfigTracker:
         with self._lock:
             if isinstance(event, ServerArgsEvent):
                 config = with_local_draft(from_server_args(event.args))
-                self._config, self._loads = config, {}
+                if self._schedule is not None:
+                    config = replace(config, adaptive=True, schedule=self._schedule)
+                self._config, self._loads, self._schedule = config, {}, None
             elif isinstance(event, WeightsLoaded):
                 self._config = self._with_weights(event.model_class, rank)
             elif isinstance(event, MemoryPlan) and event.max_running_requests is not None:
@@ -285,6 +291,10 @@ class ConfigTracker:
                 self._config = replace(self._config, max_running_requests=event.value)
             elif isinstance(event, AdaptiveSteps):
                 self._config = _with_steps(self._config, event)
+            elif isinstance(event, SpeculationSchedule):
+                # Logged before the engine's own start line, which would forget it: kept for it.
+                self._schedule = event.ranges
+                self._config = replace(self._config, adaptive=True, schedule=event.ranges)
 
     def _with_weights(self, model_class: str, rank: Hashable) -> ServerConfig:
         seen = self._loads.get(rank, 0)

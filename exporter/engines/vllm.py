@@ -15,6 +15,7 @@ becomes a record.
 
 from __future__ import annotations
 
+import ast
 import math
 import re
 from dataclasses import dataclass
@@ -32,7 +33,12 @@ STATS_MARKERS: tuple[bytes, ...] = (
 # The engine's configuration, logged once per start: V1's "Initializing a V1 LLM engine (v...)
 # with config: ...", 0.8's V0 "Initializing a V0 LLM engine", older V0 "Initializing an LLM
 # engine".
-EVENT_MARKERS: tuple[bytes, ...] = (b"speculative_config=",)
+EVENT_MARKERS: tuple[bytes, ...] = (b"speculative_config=", b"non-default args: ")
+# The API server's arguments, logged before the engine starts (dynamic speculation's schedule).
+NON_DEFAULT_ARGS = "non-default args: "
+_SCHEDULE = re.compile(r"'num_speculative_tokens_per_batch_size': (\[[\d\[\], ()]{0,2000}\])")
+# Ranges a schedule may hold; more is hostile input, not a schedule.
+MAX_SCHEDULE_RANGES = 64
 ENGINE_CONFIG = (
     "Initializing a V1 LLM engine",
     "Initializing a V0 LLM engine",
@@ -112,6 +118,8 @@ class VllmParser:
             return [*self._spec(time, _spec_values(message[len(SPEC_HEAD) :], self._k))]
         if message.startswith(OLD_SPEC_HEAD):
             return [*self._spec(time, self._old_spec(message[len(OLD_SPEC_HEAD) :]))]
+        if message.startswith(NON_DEFAULT_ARGS):
+            return [LogLine(time, None, None, message, NAME)]
         if message.startswith(ENGINE_CONFIG):
             spec = _SPEC_CONFIG.search(message)
             self._k = None if spec is None else int(spec.group("tokens")) or None
@@ -205,7 +213,7 @@ def is_own_line(text: str) -> bool:
         return False
     message = text[match.end() :]
     return (
-        message.startswith((SPEC_HEAD, OLD_SPEC_HEAD, *ENGINE_CONFIG))
+        message.startswith((SPEC_HEAD, OLD_SPEC_HEAD, NON_DEFAULT_ARGS, *ENGINE_CONFIG))
         or _ENGINE_HEAD.match(message) is not None
     )
 
@@ -458,3 +466,30 @@ def _finite(raw: str | None) -> float | None:
         return None
     value = float(raw)
     return value if math.isfinite(value) else None
+
+
+def speculation_schedule(message: str) -> tuple[tuple[int, int, int], ...] | None:
+    """``num_speculative_tokens_per_batch_size`` of a ``non-default args`` line, or None.
+
+    Only that one list is evaluated (a literal of digits, brackets and commas, bounded), never
+    the rest of a line that also carries the user's other arguments.
+    """
+    if not message.startswith(NON_DEFAULT_ARGS):
+        return None
+    found = _SCHEDULE.search(message)
+    if found is None:
+        return None
+    try:
+        value = ast.literal_eval(found.group(1))
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if not isinstance(value, list | tuple) or not 0 < len(value) <= MAX_SCHEDULE_RANGES:
+        return None
+    ranges = []
+    for entry in value:
+        if not (isinstance(entry, list | tuple) and len(entry) == 3):
+            return None
+        if not all(isinstance(n, int) and 0 <= n < 1 << 20 for n in entry):
+            return None
+        ranges.append((entry[0], entry[1], entry[2]))
+    return tuple(sorted(ranges))

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from exporter.engines import ending, vllm
 from exporter.engines.engine import Deliveries, UpstreamReader
-from exporter.engines.events import Event, ServerArgsEvent
+from exporter.engines.events import Event, ServerArgsEvent, SpeculationSchedule
 from exporter.engines.record import LogLine, StatsRecord, Unrecognized
 from exporter.engines.vllm_upstream import VllmUpstream
 
@@ -81,6 +81,9 @@ class Vllm:
     def parse_event(self, message: str) -> Event | None:
         """The engine configuration line: vLLM's start, the same restart as SGLang's
         ``server_args`` in other names."""
+        schedule = vllm.speculation_schedule(message)
+        if schedule is not None:
+            return SpeculationSchedule(schedule)
         args = vllm.engine_config_args(message)
         return None if args is None else ServerArgsEvent(args)
 

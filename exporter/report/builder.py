@@ -35,7 +35,6 @@ from exporter.engines.record import (
     StatsRecord,
     drafting_off,
     logged_seconds,
-    with_steps,
 )
 from exporter.engines.server_config import ServerConfig
 from exporter.parse.pipeline import RecordSink
@@ -342,8 +341,7 @@ class ReportBuilder(RecordSink):
     def _fold(self, records: list[StatsRecord]) -> None:
         """Fold records of one run in a few passes over them, most in C, to the same result
         as one by one: a call per record and field cost more than the folding itself."""
-        config = self._runs.config
-        records = list(with_steps(records, config.active_steps, config.adaptive))
+        records = list(self._runs.stamped(records))
         self._engine = records[-1].engine
         self._run.hold(records)
         seconds = self._place(records)

@@ -9,9 +9,11 @@ so that line, and nothing else, begins a run.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from exporter.engines import registry
 from exporter.engines.events import AdaptiveSteps, ServerArgsEvent
-from exporter.engines.record import LogLine
+from exporter.engines.record import LogLine, StatsRecord, with_steps
 from exporter.engines.server_config import ConfigTracker, ServerConfig
 
 
@@ -26,6 +28,14 @@ class RunTracker:
     @property
     def config(self) -> ServerConfig:
         return self._config.config
+
+    def stamped(self, records: Sequence[StatsRecord]) -> Sequence[StatsRecord]:
+        """Decode windows stamped with the draft steps the current run has in force for them
+        (adaptive speculation's choice, or vLLM's schedule by running requests)."""
+        config = self._config.config
+        return with_steps(
+            records, config.active_steps, config.adaptive, config.schedule, config.num_steps
+        )
 
     def observe(self, line: LogLine) -> bool:
         """Apply one startup/config line; ``True`` when it starts a new server run."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from exporter.analysis.baseline import Baseline
 from exporter.engines import ending
-from exporter.engines.record import LogLine, StatsRecord, drafting_off, with_steps
+from exporter.engines.record import LogLine, StatsRecord, drafting_off
 from exporter.state.evidence import Evidence
 from exporter.state.requests import RequestStats
 from exporter.state.runs import RunTracker
@@ -144,7 +144,7 @@ class TargetState:
             return
         now = time.time() if observed_at is None else observed_at
         config = self.tracker.config
-        records = with_steps(records, config.active_steps, config.adaptive)
+        records = self.tracker.stamped(records)
         decodes = [record for record in records if record.kind == "decode"]
         self.evidence.add_records(records, now, decodes)
         with self._lock:
@@ -167,7 +167,7 @@ class TargetState:
         if record.kind != "decode":
             return
         config = self.tracker.config
-        [record] = with_steps((record,), config.active_steps, config.adaptive)
+        [record] = self.tracker.stamped((record,))
         self.evidence.add_record(record, observed_at)
         with self._lock:
             self._engine = record.engine

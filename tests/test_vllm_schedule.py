@@ -1,0 +1,91 @@
+"""vLLM's dynamic speculative decoding (``num_speculative_tokens_per_batch_size``): each window
+is judged by the speculative tokens its batch size drafts, 0 being drafting off.
+
+Lines are written from vLLM 0.33's formats: the API server's ``non-default args`` line
+(``entrypoints/common/startup.py``), the engine's configuration line, the stats logger's
+engine line and ``SpecDecoding metrics`` line (``v1/spec_decode/metrics.py``); with k = 0 no
+draft is made, so the scheduler makes no speculation stats and no spec line follows.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from exporter.config import TargetConfig
+from exporter.engines.record import scheduled_steps
+from exporter.engines.vllm import speculation_schedule
+from exporter.state.feed import LogFeed
+from exporter.state.target_state import TargetState
+from exporter.target import Target
+from tests.support.metrics import Clock, render
+
+SCHEDULE = [[1, 8, 3], [9, 63, 1], [64, 1024, 0]]
+ARGS = (
+    "(APIServer pid=1) INFO 12-01 10:00:00 [startup.py:96] non-default args: {'model': "
+    "'meta-llama/Llama-3.1-8B-Instruct', 'speculative_config': {'method': 'eagle3', 'model': "
+    "'yuhuili/EAGLE3-LLaMA3.1-Instruct-8B', 'num_speculative_tokens': 3, "
+    f"'num_speculative_tokens_per_batch_size': {SCHEDULE}}}, 'api_key': '***'}}"
+)
+START = (
+    "(EngineCore_DP0 pid=88) INFO 12-01 10:00:05 [core.py:77] Initializing a V1 LLM engine "
+    "(v0.33.0) with config: model='meta-llama/Llama-3.1-8B-Instruct', speculative_config="
+    "SpeculativeConfig(method='eagle3', model='yuhuili/EAGLE3-LLaMA3.1-Instruct-8B', "
+    "num_spec_tokens=3), tensor_parallel_size=1, enforce_eager=False, seed=0"
+)
+
+
+def engine(second: int, running: int, tput: float) -> str:
+    return (
+        f"(APIServer pid=1) INFO 12-01 10:{second // 60:02d}:{second % 60:02d} [loggers.py:271] "
+        f"Engine 000: Avg prompt throughput: 812.4 tokens/s, Avg generation throughput: "
+        f"{tput:.1f} tokens/s, Running: {running} reqs, Waiting: 0 reqs, GPU KV cache usage: "
+        "41.3%, Prefix cache hit rate: 12.0%"
+    )
+
+
+def spec(second: int) -> str:
+    """Three speculative tokens, 2.71 accepted a round on average."""
+    return (
+        f"(APIServer pid=1) INFO 12-01 10:{second // 60:02d}:{second % 60:02d} [metrics.py:101] "
+        "SpecDecoding metrics: Mean acceptance length: 2.71, Accepted throughput: 1026.00 "
+        "tokens/s, Drafted throughput: 1800.00 tokens/s, Accepted: 10260 tokens, Drafted: "
+        "18000 tokens, Per-position acceptance rate: 0.780, 0.560, 0.370, Avg Draft "
+        "acceptance rate: 57.0%"
+    )
+
+
+def test_the_schedule_is_read_from_the_non_default_args_line() -> None:
+    message = ARGS.split("] ", 1)[1]
+    assert speculation_schedule(message) == ((1, 8, 3), (9, 63, 1), (64, 1024, 0))
+    assert speculation_schedule(message.replace("[[1, 8, 3]", "[[1, 8, 'x']")) is None
+
+
+@pytest.mark.parametrize(("batch", "steps"), [(1, 3), (8, 3), (9, 1), (63, 1), (64, 0), (5000, 0)])
+def test_the_steps_of_a_batch_size_follow_vllms_lookup(batch: int, steps: int) -> None:
+    assert scheduled_steps(((1, 8, 3), (9, 63, 1), (64, 1024, 0)), batch, 3) == steps
+
+
+def test_gaps_carry_the_previous_count_and_the_configured_count_caps() -> None:
+    schedule = ((1, 16, 5), (32, 128, 2))
+    assert scheduled_steps(schedule, 20, 4) == 4  # 5, capped by num_speculative_tokens 4
+    assert scheduled_steps(((4, 8, 2),), 2, 3) == 0  # before the first range: none
+
+
+def test_busy_windows_of_a_dynamic_schedule_are_drafting_off() -> None:
+    """At 96 running the schedule drafts nothing: engine lines alone, counted as off."""
+    target = Target(TargetConfig(name="node", engine="vllm"), TargetState("node"), None)
+    feed = LogFeed(target.state, engine="vllm")
+    lines = [ARGS, START]
+    lines += [line for i in range(4) for line in (engine(10 + 10 * i, 4, 310.0), spec(11 + 10 * i))]
+    lines += [engine(60 + 10 * i, 96, 2100.0) for i in range(6)]
+    feed.on_lines([line.encode() for line in lines])  # the last engine line is still held
+    config = target.state.tracker.config
+    assert config.schedule == ((1, 8, 3), (9, 63, 1), (64, 1024, 0))
+    assert config.adaptive
+    clock = Clock()
+    clock.now = time.time()
+    scrape = render([target], clock)
+    assert scrape.value("specwatch_drafting_off_windows_total", target="node") == 5
+    assert scrape.value("specwatch_finding", target="node") is None
