@@ -107,6 +107,7 @@ class Toy:
     name = "toyllm"
     title = "ToyLLM"
     markers = (b"toyllm| ",)
+    server_info = False
     fixes = {"eagle3_algorithm": "--algo eagle3"}
 
     def owns(self, text):
