@@ -15,6 +15,7 @@ import pytest
 
 from exporter.config import TargetConfig
 from exporter.engines.events import AdaptiveSteps
+from exporter.engines.server_config import ServerConfig
 from exporter.engines.sglang import classify
 from exporter.engines.sglang_startup import parse_event
 from exporter.exposition.landing import landing_page
@@ -186,3 +187,11 @@ def test_report_names_adaptive_speculation_and_the_steps_it_ended_with(tmp_path:
     )
     assert "adaptive speculation, 0 steps at the end of the log (drafting off)" in result.stdout
     assert "speculation off (adaptive) in 20 of 26 decode windows" in result.stdout
+
+
+def test_a_tree_keeps_its_draft_tokens_when_metrics_tell_only_its_steps() -> None:
+    """``sglang:spec_num_steps`` of a fixed tree (5 steps, top-k 4, 16 tokens) is no chain."""
+    tree = ServerConfig(num_steps=5, eagle_topk=4, num_draft_tokens=16, active_steps=5)
+    assert tree.draft_tokens_now == 16
+    off = ServerConfig(num_steps=3, num_draft_tokens=4, adaptive=True, active_steps=0)
+    assert (off.steps_now, off.draft_tokens_now) == (0, 1)

@@ -102,8 +102,9 @@ class ServerConfig:
 
     @property
     def draft_tokens_now(self) -> int | None:
-        """Verified positions a round now: adaptive runs a chain (top-k 1) of ``steps + 1``."""
-        if self.active_steps is not None:
+        """Verified positions a round now: adaptive runs a chain (top-k 1) of ``steps + 1``;
+        a fixed setup (its steps perhaps read from ``/metrics``) may verify a tree."""
+        if self.adaptive and self.active_steps is not None:
             return self.active_steps + 1
         return self.num_draft_tokens
 
