@@ -89,3 +89,29 @@ def test_busy_windows_of_a_dynamic_schedule_are_drafting_off() -> None:
     scrape = render([target], clock)
     assert scrape.value("specwatch_drafting_off_windows_total", target="node") == 5
     assert scrape.value("specwatch_finding", target="node") is None
+
+
+def test_positions_past_what_the_schedule_drafts_are_not_judged() -> None:
+    """At 20 running the schedule drafts one token: vLLM still lists three positions (the
+    later ones 0.000, never drafted), which must not read as positions that do not pay."""
+    one_token = (
+        "SpecDecoding metrics: Mean acceptance length: 1.78, Accepted throughput: 600.00 "
+        "tokens/s, Drafted throughput: 770.00 tokens/s, Accepted: 6006 tokens, Drafted: 7700 "
+        "tokens, Per-position acceptance rate: 0.780, 0.000, 0.000, Avg Draft acceptance rate: "
+        "78.0%"
+    )
+    target = Target(TargetConfig(name="node", engine="vllm"), TargetState("node"), None)
+    feed = LogFeed(target.state, engine="vllm")
+    lines = [ARGS, START]
+    for i in range(6):
+        lines.append(engine(10 + 10 * i, 20, 900.0))
+        lines.append(
+            f"(APIServer pid=1) INFO 12-01 10:00:{11 + 10 * i:02d} [metrics.py:101] {one_token}"
+        )
+    lines.append(engine(90, 20, 900.0))
+    feed.on_lines([line.encode() for line in lines])
+    clock = Clock()
+    clock.now = time.time()
+    scrape = render([target], clock)
+    assert scrape.value("specwatch_drafting_off_windows_total", target="node") == 0
+    assert scrape.values("specwatch_finding", target="node") == []

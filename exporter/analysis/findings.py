@@ -23,7 +23,7 @@ from exporter.analysis.ranks import RankAccept
 from exporter.analysis.request_share import NO_BENEFIT_ACCEPT_LENGTH, RecentShare, logged_time
 from exporter.analysis.thresholds import DEFAULT, MIN_WINDOWS, Thresholds
 from exporter.engines.ending import Ending
-from exporter.engines.record import StatsRecord, drafting_off
+from exporter.engines.record import SPEC_STEPS, StatsRecord, drafting_off
 from exporter.engines.server_config import ServerConfig
 
 CRITICAL, WARNING, INFO = "critical", "warning", "info"
@@ -171,12 +171,18 @@ class DecodeSample:
     @classmethod
     def from_record(cls, record: StatsRecord) -> DecodeSample:
         off = drafting_off(record)
+        positions = (
+            None if record.draft_counts is None else record.draft_counts.accept_rate_by_position
+        )
+        steps = record.extra.get(SPEC_STEPS)
+        if positions and steps:  # a schedule drafted fewer here: the positions past it were not
+            positions = positions[:steps]
         return cls(
             None if off else record.accept_length,
             record.cuda_graph,
             record.running_requests,
             record.queued_requests,
-            None if record.draft_counts is None else record.draft_counts.accept_rate_by_position,
+            positions,
             off,
         )
 
@@ -536,10 +542,12 @@ def _draft_positions_unprofitable(obs: Observations) -> Finding | None:
             "serve without speculation."
         )
     else:
+        setting = engine_fix("speculative_tokens")
+        if obs.config.schedule is not None:  # vLLM drafts by batch size: this load's entry
+            setting = "the num_speculative_tokens_per_batch_size entry of the current load"
         fix = (
-            f"Set the number of speculative tokens to {advice.suggested} "
-            f"({engine_fix('speculative_tokens')}): estimated "
-            f"{advice.expected_speedup:.2f}x plain decoding instead of "
+            f"Set the number of speculative tokens to {advice.suggested} ({setting}): "
+            f"estimated {advice.expected_speedup:.2f}x plain decoding instead of "
             f"{advice.current_speedup:.2f}x (break-even estimate from the {basis})."
         )
     return Finding(
