@@ -12,6 +12,7 @@ from exporter.config import TargetConfig
 from exporter.sources.tail import FileTailer
 from exporter.state.feed import LogFeed
 from exporter.target import Target
+from tests.support.files import append
 from tests.support.loglines import decode_line
 from tests.support.metrics import Scrape, render
 from tests.support.requests import OUTPUT, PROMPT, RID, finish_line
@@ -34,15 +35,10 @@ def watched(log: Path, label: str | None = None, classes: int = 8) -> Iterator[T
         tailer.stop()
 
 
-def _append(log: Path, lines: list[str]) -> None:
-    with log.open("a", encoding="utf-8") as out:
-        out.writelines(line + "\n" for line in lines)
-
-
 def _scrape(log: Path, lines: list[str], label: str | None = None, classes: int = 8) -> Scrape:
     log.touch()
     with watched(log, label, classes) as target:
-        _append(log, lines)
+        append(log, *lines)
     return render([target], time.time)
 
 

@@ -8,15 +8,10 @@ import pytest
 
 from exporter.parse.reader import read_logs
 from exporter.sources.tail.lines import LineSplitter
+from tests.support.files import write_log
 from tests.support.loglines import cri, decode_line
 from tests.support.requests import finish_line
 from tests.support.sinks import ListSink
-
-
-def _log(tmp_path: Path, lines: list[str]) -> str:
-    path = tmp_path / "server.log"
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return str(path)
 
 
 @pytest.mark.parametrize("json_format", [False, True], ids=["text", "json"])
@@ -32,7 +27,7 @@ def test_requests_between_stats_lines_are_read_by_the_batch_reader_too(
             lines.append(finish_line(1.0 if i % 8 == 0 else 2.5, 40, json_format=json_format))
 
     sink = ListSink()
-    read_logs([_log(tmp_path, lines)], sink)
+    read_logs([write_log(tmp_path, lines)], sink)
 
     assert len(sink.records) == 200
     lengths = sorted(r.accept_length for r in sink.requests if r.accept_length is not None)
@@ -47,7 +42,7 @@ def test_a_line_over_the_cap_is_counted_as_skipped_and_its_request_still_read(
     lines = [decode_line(2.4), huge, decode_line(2.5), finish_line(2.0, 10, level=3)]
 
     sink = ListSink()
-    read_logs([_log(tmp_path, lines)], sink, max_line_bytes=1 << 20)
+    read_logs([write_log(tmp_path, lines)], sink, max_line_bytes=1 << 20)
 
     assert sink.skipped == ["too_long"]
     assert [(r.accept_length, r.clipped) for r in sink.requests] == [(1.0, True), (2.0, False)]
@@ -90,7 +85,7 @@ def test_helper_processes_hand_on_the_requests_they_read(tmp_path: Path) -> None
             lines.append(
                 finish_line(1.0 + i / 4000, 40, json_format=i % 20 == 0, headers={"x-t": "a"})
             )
-    path = _log(tmp_path, lines)
+    path = write_log(tmp_path, lines)
 
     by_ranges, alone = ListSink(), ListSink()
     read_logs([path], by_ranges, split_above=0)
@@ -113,7 +108,7 @@ def test_a_huge_request_split_by_the_container_runtime_is_read_from_its_tail(
     lines.append(cri("stdout", "F", finish_line(2.0, 10)))
 
     sink = ListSink()
-    read_logs([_log(tmp_path, lines)], sink)
+    read_logs([write_log(tmp_path, lines)], sink)
 
     assert sink.skipped == ["too_long"]
     # Requests are not windows: one read from a clipped line may come after the batch's others.
