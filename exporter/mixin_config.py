@@ -98,7 +98,7 @@ class MixinConfig(BaseModel):
     @field_validator("thresholds")
     @classmethod
     def _sane_thresholds(cls, value: Thresholds) -> Thresholds:
-        for key in ("collapsed_for", "low_accept_for", "slower_for"):
+        for key in ("collapsed_for", "low_accept_for", "slower_for", "no_benefit_for"):
             if not _DURATION.match(getattr(value, key)):
                 raise ValueError(f"{key}: must be a Prometheus duration, e.g. 10m")
         if not 1 <= value.collapsed_accept_length < LOWEST_FLOOR:
@@ -110,6 +110,15 @@ class MixinConfig(BaseModel):
             raise ValueError("low_accept_fraction: must be above 0 and at most 1")
         if value.slower_than_baseline_speedup <= 0:
             raise ValueError("slower_than_baseline_speedup: must be above 0")
+        if not 0 < value.no_benefit_share < 1:
+            raise ValueError("no_benefit_share: must be above 0 and below 1")
+        if value.no_benefit_min_requests < 1:
+            raise ValueError("no_benefit_min_requests: must be at least 1")
+        if value.no_benefit_window != DEFAULT.no_benefit_window:
+            # The daemon and doctor judge the share over the same 15 minutes.
+            raise ValueError(
+                f"no_benefit_window: is {DEFAULT.no_benefit_window}, as the exporter's"
+            )
         return value
 
     @field_validator("dashboard_uid_prefix")

@@ -28,7 +28,8 @@ class Thresholds:
     # length, while the windows average no lower than the algorithm's floor, is a class of
     # traffic the drafter does not serve (docs/metrics.md, "Per-request acceptance").
     no_benefit_share: float = 0.1
-    # ... judged on at least this many requests, over this window.
+    # ... judged on at least this many requests, over this window (the exporter's recent
+    # requests: fixed). The finding judges by the defaults; a rendering may move the alert's.
     no_benefit_min_requests: int = 20
     no_benefit_window: str = "15m"
     no_benefit_for: str = "10m"
