@@ -102,6 +102,36 @@ def test_an_idle_connection_does_not_block_a_tls_server_nor_its_shutdown(
     assert proc.returncode == 0
 
 
+def test_tls_clients_stalling_in_the_handshake_or_the_head_hold_no_thread(
+    tmp_path: Path, port: int
+) -> None:
+    """Over TLS the handshake and head were read in workers: 64 slow clients took them all."""
+    cert, key = self_signed(tmp_path)
+    web = tmp_path / "web.yml"
+    web.write_text(f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n")
+    log = tmp_path / "server.log"
+    log.touch()
+    args = ["--log-file", str(log), "--web-config", str(web)]
+    context = ssl._create_unverified_context()
+    with run_daemon(args, port, ready=tls_healthy) as daemon:
+        before = threads(daemon.proc.pid)
+        with idle_connections(port, 150) as slow:
+            secured = []
+            for number, sock in enumerate(slow):
+                if number % 2:  # half stop inside the handshake, after a partial hello
+                    sock.send(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
+                else:  # half finish it and trickle a head that never ends
+                    secure = context.wrap_socket(sock, server_hostname="x")
+                    secure.send(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+                    secured.append(secure)
+            for _ in range(5):
+                started = time.monotonic()
+                assert get(f"https://127.0.0.1:{port}/healthz", tls=True, timeout=2) == 200
+                assert get(f"https://127.0.0.1:{port}/metrics", tls=True, timeout=2) == 200
+                assert time.monotonic() - started < 2  # the probe timeout of the manifests
+            assert threads(daemon.proc.pid) <= before + 2
+
+
 def test_idle_plain_connections_cost_neither_threads_nor_memory_nor_scrapes(
     tmp_path: Path, port: int
 ) -> None:

@@ -1,12 +1,11 @@
 """Admission of HTTP connections: no single client can hold a thread, the accept loop or memory.
 
 A connection waits in a selector, without a thread, until its whole request head is in: the
-accept loop reads plain HTTP heads itself, so clients trickling theirs hold no worker, only a
-place among ``max_waiting`` (the oldest makes room when too many wait) for ``head_timeout``
-from their first byte. Only a connection with a whole head (or, with TLS, bytes to read: the
-handshake happens in a worker, never in the accept loop) gets one of ``max_workers`` threads.
-Each read and write has a timeout, the handshake and request head a short deadline and the
-answer a longer one, after which the socket is shut down under the worker.
+accept loop does the TLS handshake and reads the head itself, a step at a time as bytes
+arrive, so clients trickling theirs hold no worker, only a place among ``max_waiting`` (the
+oldest makes room when too many wait) for ``head_timeout`` from their first byte. Only a
+connection with a whole head gets one of ``max_workers`` threads. Each read and write has a
+timeout, and the answer a deadline, after which the socket is shut down under the worker.
 """
 
 from __future__ import annotations
@@ -110,7 +109,7 @@ class _Prefixed:
 
 @dataclass
 class _Busy:
-    sock: socket.socket  # the TLS socket once the handshake has begun
+    sock: socket.socket
     deadline: float
 
 
@@ -133,6 +132,7 @@ class Lobby:
         # Plain connections whose head has begun: address, deadline, bytes so far; oldest first.
         self._heads: dict[socket.socket, tuple[Any, float, bytearray]] = {}
         self._ready: deque[tuple[socket.socket, Any, bytes]] = deque()
+        self._secured: set[socket.socket] = set()  # TLS handshakes done, heads still coming
         self._busy: dict[int, _Busy] = {}
         self._ids = itertools.count()
         self._lock = threading.Lock()  # guards _busy, shared with the workers
@@ -222,38 +222,92 @@ class Lobby:
         return True
 
     def _readable(self, conn: socket.socket) -> None:
-        if self._tls is not None:  # the handshake and head are read by a worker
-            address, _ = self._waiting.pop(conn)
-            self._selector.unregister(conn)
-            conn.setblocking(True)
-            self._ready.append((conn, address, b""))
-            return
-        try:
-            chunk = conn.recv(MAX_HEAD_BYTES)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            chunk = b""
-        if not chunk:  # closed (or reset) before its head was whole
-            self._drop(conn)
-            return
+        """One step of a connection's start, without blocking: its TLS handshake, then as
+        much of its request head as has arrived."""
         if conn in self._waiting:
-            address, _ = self._waiting.pop(conn)
-            head = bytearray()
-            self._heads[conn] = (address, time.monotonic() + self.limits.head_timeout, head)
-        address, _, head = self._heads[conn]
-        head += chunk
-        if any(end in head for end in _HEAD_ENDS):
-            del self._heads[conn]
+            begun = self._begin(conn)
+            if begun is None:
+                return
+            conn = begun
+        if not self._handshake(conn):
+            return
+        head = self._heads[conn][2]
+        while True:
+            try:
+                chunk = conn.recv(MAX_HEAD_BYTES)
+            except (BlockingIOError, InterruptedError, ssl.SSLWantReadError):
+                return
+            except ssl.SSLWantWriteError:
+                self._selector.modify(conn, selectors.EVENT_WRITE, conn)
+                return
+            except OSError:
+                chunk = b""
+            if not chunk:  # closed (or reset) before its head was whole
+                self._drop(conn)
+                return
+            head += chunk
+            if any(end in head for end in _HEAD_ENDS):
+                address = self._heads.pop(conn)[0]
+                self._secured.discard(conn)
+                self._selector.unregister(conn)
+                self._ready.append((conn, address, bytes(head)))
+                return
+            if len(head) > MAX_HEAD_BYTES:
+                self._drop(conn)
+                return
+            if not (isinstance(conn, ssl.SSLSocket) and conn.pending()):
+                return  # a TLS record may hold more than one recv took
+
+    def _begin(self, conn: socket.socket) -> socket.socket | None:
+        """Its first byte is in: from now on the head deadline applies. With TLS, the
+        socket that speaks it (None if it cannot be made)."""
+        address, _ = self._waiting.pop(conn)
+        if self._tls is not None:
             self._selector.unregister(conn)
-            conn.setblocking(True)
-            self._ready.append((conn, address, bytes(head)))
-        elif len(head) > MAX_HEAD_BYTES:
+            try:
+                conn = self._tls.context().wrap_socket(
+                    conn, server_side=True, do_handshake_on_connect=False
+                )
+            except (OSError, ValueError) as exc:
+                log.debug("TLS connection from %s not started: %s", address, exc)
+                conn.close()
+                return None
+            self._selector.register(conn, selectors.EVENT_READ, conn)
+        deadline = time.monotonic() + self.limits.head_timeout
+        self._heads[conn] = (address, deadline, bytearray())
+        return conn
+
+    def _handshake(self, conn: socket.socket) -> bool:
+        """Advance a TLS handshake; whether it is done (and the connection allowed), as it
+        always is for plain HTTP."""
+        if not isinstance(conn, ssl.SSLSocket) or conn in self._secured:
+            return True
+        try:
+            conn.do_handshake()
+        except ssl.SSLWantReadError:
+            self._selector.modify(conn, selectors.EVENT_READ, conn)
+            return False
+        except ssl.SSLWantWriteError:
+            self._selector.modify(conn, selectors.EVENT_WRITE, conn)
+            return False
+        except (OSError, ValueError) as exc:
+            log.debug("TLS handshake from %s failed: %s", self._heads[conn][0], exc)
             self._drop(conn)
+            return False
+        assert self._tls is not None  # only TLS sockets get here
+        refused = self._tls.refusal(conn)
+        if refused is not None:
+            log.info("TLS connection from %s refused: %s", self._heads[conn][0], refused)
+            self._drop(conn)
+            return False
+        self._secured.add(conn)
+        self._selector.modify(conn, selectors.EVENT_READ, conn)
+        return True
 
     def _drop(self, conn: socket.socket) -> None:
         self._waiting.pop(conn, None)
         self._heads.pop(conn, None)
+        self._secured.discard(conn)
         self._selector.unregister(conn)
         conn.close()
 
@@ -267,8 +321,8 @@ class Lobby:
             late = [busy for busy in self._busy.values() if busy.deadline <= now]
             for busy in late:
                 _shut(busy.sock)
-                # Shut again in a second should the worker still be there (say, it swapped in
-                # its TLS socket just then), without spinning on it meanwhile.
+                # Shut again in a second should the worker still be there, without spinning
+                # on it meanwhile.
                 busy.deadline = now + 1.0
 
     def _dispatch(self) -> None:
@@ -294,21 +348,9 @@ class Lobby:
     def _work(self, ident: int, conn: socket.socket, address: Any, head: bytes) -> None:
         self._worker.ident = ident
         try:
-            conn.settimeout(self.limits.io_timeout)
-            if self._tls is not None:
-                secure = self._tls.context().wrap_socket(
-                    conn, server_side=True, do_handshake_on_connect=False
-                )
-                conn = secure
-                with self._lock:
-                    self._busy[ident].sock = conn
-                secure.do_handshake()
-                refused = self._tls.refusal(secure)
-                if refused is not None:
-                    log.info("TLS connection from %s refused: %s", address, refused)
-                    return
-            self._serve(_Prefixed(conn, head) if head else conn, address)  # type: ignore[arg-type]
-        except (OSError, ValueError) as exc:  # timeouts, resets, handshake failures
+            conn.settimeout(self.limits.io_timeout)  # blocking again, each call bounded
+            self._serve(_Prefixed(conn, head), address)  # type: ignore[arg-type]
+        except (OSError, ValueError) as exc:  # timeouts, resets
             log.debug("connection from %s ended: %s", address, exc)
         finally:
             _shut(conn)
