@@ -76,6 +76,16 @@ def self_signed(tmp_path: Path) -> tuple[Path, Path]:
     return cert, key
 
 
+def tls_daemon_args(tmp_path: Path) -> list[str]:
+    """``specwatch run`` flags for TLS with a fresh self-signed certificate and an empty log."""
+    cert, key = self_signed(tmp_path)
+    web = tmp_path / "web.yml"
+    web.write_text(f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n")
+    log = tmp_path / "server.log"
+    log.touch()
+    return ["--log-file", str(log), "--web-config", str(web)]
+
+
 def tls_healthy(port: int) -> bool:
     try:
         return get(f"https://127.0.0.1:{port}/healthz", tls=True) == 200
@@ -86,12 +96,7 @@ def tls_healthy(port: int) -> bool:
 def test_an_idle_connection_does_not_block_a_tls_server_nor_its_shutdown(
     tmp_path: Path, port: int
 ) -> None:
-    cert, key = self_signed(tmp_path)
-    web = tmp_path / "web.yml"
-    web.write_text(f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n")
-    log = tmp_path / "server.log"
-    log.touch()
-    args = ["--log-file", str(log), "--web-config", str(web)]
+    args = tls_daemon_args(tmp_path)
     with run_daemon(args, port, ready=tls_healthy) as daemon, idle_connections(port, 5):
         for path in ("/healthz", "/metrics"):
             started = time.monotonic()
@@ -106,12 +111,7 @@ def test_tls_clients_stalling_in_the_handshake_or_the_head_hold_no_thread(
     tmp_path: Path, port: int
 ) -> None:
     """Over TLS the handshake and head were read in workers: 64 slow clients took them all."""
-    cert, key = self_signed(tmp_path)
-    web = tmp_path / "web.yml"
-    web.write_text(f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n")
-    log = tmp_path / "server.log"
-    log.touch()
-    args = ["--log-file", str(log), "--web-config", str(web)]
+    args = tls_daemon_args(tmp_path)
     context = ssl._create_unverified_context()
     with run_daemon(args, port, ready=tls_healthy) as daemon:
         before = threads(daemon.proc.pid)
