@@ -1,8 +1,8 @@
 """Generated tokens and windows against the baseline, as counters, from real SGLang log lines.
 
 The daemon reads each log from its start; the expected figures are worked out by hand from the
-lines: throughput times the logged seconds since the previous node moment, DP ranks of one
-moment summed, nothing across a gap of over a minute or a restart.
+lines: each rank's throughput times the logged seconds since its previous line, nothing across
+a gap of over a minute or a restart; windows are node moments, DP ranks of one moment summed.
 """
 
 from __future__ import annotations
@@ -72,9 +72,10 @@ def test_dp_ranks_of_one_moment_are_summed(tmp_path: Path) -> None:
             decode_line(3.0, rate=0.67, running=24, tput=300, stamp=stamp(second, f"DP{r} TP{r}"))
             for r in (0, 1)
         ]
-    # Moments close when a rank logs again: those of 60 s and 62 s, 600 tok/s each, 2 s apart.
+    # Each rank: 300 tok/s for the 4 s from its first line to its last.
     scrape = read(tmp_path, lines, "--baseline-curve", CURVE)
-    assert scrape.value("specwatch_generated_tokens_total") == 600 * 2
+    assert scrape.value("specwatch_generated_tokens_total") == 2 * 300 * 4
+    # Moments close when a rank logs again: those of 60 s and 62 s.
     # Each closed moment: 48 running at 600 tok/s, below the 1,500 of the baseline.
     assert scrape.value("specwatch_windows_vs_baseline_total", speed="at_or_below") == 2
     assert scrape.value("specwatch_windows_vs_baseline_total", speed="above") == 0

@@ -80,27 +80,28 @@ class Evidence:
         records: Sequence[StatsRecord],
         at: float,
         decodes: Sequence[StatsRecord] | None = None,
-    ) -> None:
+    ) -> list[tuple[int, float]]:
         """Count recognised stats records seen together at ``at``, as ``add_record`` each;
-        ``decodes``, the decode records among them, when the caller has picked them out.
+        ``decodes``, the decode records among them, when the caller has picked them out. The
+        node loads (running, tok/s) the records closed, when node loads are kept.
 
         One lock and C-speed passes per batch: the daemon hands over each read of its log.
         """
         if not records:
-            return
+            return []
         if decodes is None:
             decodes = [record for record in records if record.kind == "decode"]
         with self._lock:
             if self._started_at is None:
                 self._started_at = at
             self._outcomes.extend(repeat(True, len(records)))
-            if decodes:
-                self._add_decodes(decodes, at)
+            closed = self._add_decodes(decodes, at) if decodes else []
             self._silent_prefills += _user_prefills_after_decodes(records)
+        return closed
 
-    def _add_decodes(self, decodes: Sequence[StatsRecord], at: float) -> None:
-        """Remember decode windows and the node loads they close, in order; windows after a
-        traceback show it ended nothing."""
+    def _add_decodes(self, decodes: Sequence[StatsRecord], at: float) -> list[tuple[int, float]]:
+        """Remember decode windows and the node loads they close, in order (returned too);
+        windows after a traceback show it ended nothing."""
         self._windows.extend(decodes)
         self._ranks.add(decodes)
         if self._ending is not None and not self._ending.final:
@@ -108,12 +109,14 @@ class Evidence:
         self._last_decode_at = at
         self._silent_prefills = 0
         if not self._node_loads:
-            return
-        loads = self._loads
+            return []
+        closed = []
         for moment in self._node.add(decodes, repeat(at)):
             running, tput = moment.running, moment.throughput
             if running and tput is not None:
-                loads.append((running, tput))
+                closed.append((running, tput))
+        self._loads.extend(closed)
+        return closed
 
     def recent_speedup(self, baseline: Baseline | None) -> float | None:
         """Mean node throughput over mean baseline of the recent windows, or ``None``.

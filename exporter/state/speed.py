@@ -1,27 +1,27 @@
 """Counters of what a node produced and how its speed compared with its baseline.
 
-Gauges of the newest window cannot be summed over a fleet or a day; counters can. Decode lines
-are folded into node moments (DP ranks of one moment summed, as the baseline describes the whole
-node), and each moment adds:
+Gauges of the newest window cannot be summed over a fleet or a day; counters can.
 
-- its throughput times the logged time since the previous moment to the generated tokens (the
-  logged throughput integrated over the log's own clock; a gap longer than ``MAX_GAP`` seconds,
-  an idle or restarted server, adds nothing rather than a guess);
-- one to ``at_or_below`` or ``above``, by its throughput against the baseline at its running
-  requests, when a baseline is configured. ``above / (above + at_or_below)`` is the share of
-  windows in which speculation paid: an SLI, with a budget an alert can burn.
+- Generated tokens: each rank's logged throughput times the logged time since that rank's
+  previous decode line (the throughput integrated over the log's own clock, summed over ranks
+  as the node's is). A gap longer than ``MAX_GAP`` seconds, an idle or restarted server, adds
+  nothing rather than a guess.
+- Windows against the baseline: each node load the evidence closes (DP ranks of one moment
+  summed, as the baseline describes the whole node) adds one to ``at_or_below`` or ``above``, by
+  its throughput against the baseline at its running requests, when one is configured.
+  ``above / (above + at_or_below)`` is the share of windows in which speculation paid: an SLI,
+  with a budget an alert can burn.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from exporter.analysis.baseline import Baseline
-from exporter.analysis.node import NodeMoments
 from exporter.engines.record import StatsRecord, logged_seconds
 
-# Longest logged gap between two moments still counted as generating (SGLang and vLLM log
-# every few seconds while busy; stale_after's default).
+# Longest logged gap between two decode lines of a rank still counted as generating (SGLang
+# and vLLM log every few seconds while busy; stale_after's default).
 MAX_GAP = 60.0
 
 
@@ -30,8 +30,7 @@ class SpeedCounters:
 
     def __init__(self, baseline: Baseline | None) -> None:
         self._baseline = baseline
-        self._moments = NodeMoments(stale_after=MAX_GAP)
-        self._previous_at: float | None = None
+        self._previous: dict[int | None, float] = {}  # rank -> logged time of its last line
         self.generated_tokens = 0.0
         self.at_or_below = 0
         self.above = 0
@@ -42,22 +41,34 @@ class SpeedCounters:
         return self._baseline is not None
 
     def add(self, decodes: Sequence[StatsRecord]) -> None:
-        times = [logged_seconds(record.time) for record in decodes]
-        for moment in self._moments.add(decodes, times):
-            tput, at = moment.throughput, moment.at
-            if tput is None or at is None:
+        """Add each line's tokens; a loop of locals, as a catch-up hands over batches of many
+        thousand lines."""
+        previous = self._previous
+        total = self.generated_tokens
+        text, at = None, None  # lines of one batch mostly share their second: read it once
+        for record in decodes:
+            if record.time != text:
+                text, at = record.time, logged_seconds(record.time)
+            tput, rank = record.gen_throughput, record.dp_rank
+            # TP ranks other than 0 repeat their group's figures (as speaks_for_node says).
+            if at is None or tput is None or (rank is None and record.tp_rank not in (None, 0)):
                 continue
-            gap = None if self._previous_at is None else at - self._previous_at
-            self._previous_at = at
-            if gap is not None and 0 <= gap <= MAX_GAP:
-                self.generated_tokens += tput * gap
-            if self._baseline is not None and moment.running:
-                if tput <= self._baseline.at(moment.running):
-                    self.at_or_below += 1
-                else:
-                    self.above += 1
+            before = previous.get(rank)
+            previous[rank] = at
+            if before is not None and 0 <= at - before <= MAX_GAP:
+                total += tput * (at - before)
+        self.generated_tokens = total
+
+    def judge(self, loads: Iterable[tuple[int, float]]) -> None:
+        """Count node loads (running, tok/s) against the baseline at their load."""
+        if self._baseline is None:
+            return
+        for running, tput in loads:
+            if tput <= self._baseline.at(running):
+                self.at_or_below += 1
+            else:
+                self.above += 1
 
     def restart(self) -> None:
-        """A new server run: its first moment has no predecessor to measure a gap from."""
-        self._moments.flush()
-        self._previous_at = None
+        """A new server run: no line of it has a predecessor to measure a gap from."""
+        self._previous.clear()

@@ -146,7 +146,7 @@ class TargetState:
         config = self.tracker.config
         records = self.tracker.stamped(records)
         decodes = [record for record in records if record.kind == "decode"]
-        self.evidence.add_records(records, now, decodes)
+        loads = self.evidence.add_records(records, now, decodes)
         with self._lock:
             self._stats_lines["decode"] += len(decodes)
             self._stats_lines["prefill"] += len(records) - len(decodes)  # the only other kind
@@ -154,6 +154,7 @@ class TargetState:
             if decodes:
                 self._count_windows(decodes)
                 self._speed.add(decodes)
+                self._speed.judge(loads)
                 self._count_speculation(decodes)
                 folded = self._set_windows(decodes, now, config.draft_tokens_now)
                 if folded:
