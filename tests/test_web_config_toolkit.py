@@ -313,3 +313,15 @@ def test_a_key_given_inline_is_never_logged(
         LiveWebConfig(web)
     assert "tls_server_config.key: does not belong to the certificate" in str(refused.value)
     assert key.splitlines()[1] not in str(refused.value) + caplog.text
+
+
+def test_tls_is_not_switched_off_under_a_running_server(
+    certs: dict[str, Pair], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    web = tmp_path / "web.yml"
+    web.write_text(tls_yaml(certs["server"]))
+    with serving(web) as port, caplog.at_level(logging.WARNING):
+        replace(web, f"basic_auth_users:\n  ops: '{hashed('pw')}'\n")
+        answer = fetch(port)  # still TLS, and still without a password
+        assert answer is not None and answer[0] == 200
+    assert "TLS cannot be switched off while running" in caplog.text
