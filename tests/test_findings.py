@@ -110,6 +110,7 @@ def test_every_finding_code_has_its_readme_severity() -> None:
         "metrics_endpoint_disabled": "info",
         "log_format_unrecognized": "warning",
         "running_requests_capped": "warning",
+        "running_requests_saturated": "info",
         "draft_positions_unprofitable": "info",
         "algorithm_unknown": "info",
         "adaptive_drafter_given_up": "warning",

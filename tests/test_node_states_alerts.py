@@ -26,6 +26,9 @@ from tests.support.tools import fast_rules, free_port, require_tool
 pytestmark = pytest.mark.e2e
 
 LINE_EVERY = 0.5  # seconds between the live lines of one log
+# Rule evaluations (one a second) before the firing sets are read: the probes' prefill rate
+# passes 0.2/s after about 15 s, and a 10-minute `for:` is 10 s here.
+UNINTENDED_WAIT = 40
 
 
 def crashed() -> list[str]:
@@ -63,12 +66,25 @@ def one_rank_collapsed() -> list[str]:
     ]
 
 
+def health_probes() -> list[str]:
+    """An idle SGLang node behind probes (kubelet's, a load balancer's): each /health writes a
+    one-token prefill line, four every half second here, so that a rule counting prefill
+    lines would see them as traffic (over 0.2/s in a 10-minute rate) within the test."""
+    probe = (
+        f"{now_stamp('TP0')} Prefill batch, #new-seq: 1, #new-token: 1, #cached-token: 0, "
+        "token usage: 0.00, #running-req: 0, #queue-req: 0, input throughput (token/s): 0.00, "
+        "cuda graph: False"
+    )
+    return [probe] * 4
+
+
 # target -> (the whole log written before the daemon starts, the live line maker or None,
 # the alerts that must fire, and only those)
 Scenario = tuple[list[str], Callable[[], list[str]] | None, set[str]]
 SCENARIOS: dict[str, Scenario] = {
     "crashed": (crashed(), None, {"SpecDecodeServerCrashed"}),
     "rank-collapsed": (startup(), one_rank_collapsed, {"SpecDecodeDpRankCollapsed"}),
+    "idle-probes": (startup(), health_probes, set()),
 }
 
 
@@ -113,8 +129,11 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningProm
             lambda: all(firing(prom, t) >= alerts for t, (_, _, alerts) in SCENARIOS.items()),
             timeout=90,
         )
+        # Five more evaluations, and at least UNINTENDED_WAIT: an unintended alert has had its
+        # time.
         fired_at = prom.rule_evaluations()
-        prom.wait_for(lambda: prom.rule_evaluations() >= fired_at + 5, timeout=30)
+        enough = max(fired_at + 5, UNINTENDED_WAIT)
+        prom.wait_for(lambda: prom.rule_evaluations() >= enough, timeout=60)
         yield prom
 
 

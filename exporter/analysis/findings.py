@@ -42,6 +42,7 @@ SEVERITIES: dict[str, str] = {
     "metrics_endpoint_disabled": INFO,
     "log_format_unrecognized": WARNING,
     "running_requests_capped": WARNING,
+    "running_requests_saturated": INFO,
     "draft_positions_unprofitable": INFO,
     "algorithm_unknown": INFO,
     "adaptive_drafter_given_up": WARNING,
@@ -99,6 +100,10 @@ EXPLANATIONS: dict[str, str] = {
     "running_requests_capped": (
         "Running requests pinned at max_running_requests while requests queue "
         "(SGLang caps EAGLE at 48 when unset). Raise --max-running-requests."
+    ),
+    "running_requests_saturated": (
+        "Saturated at the max_running_requests it was started with, requests queueing: a "
+        "capacity question, not a fault of speculation."
     ),
     "adaptive_drafter_given_up": (
         "Adaptive speculation turned drafting off: the drafter accepts nothing at this load "
@@ -685,6 +690,9 @@ def _log_format_unrecognized(obs: Observations) -> Finding | None:
 
 
 def _running_requests_capped(obs: Observations) -> Finding | None:
+    """Running requests pinned at the cap with a queue: a warning when the engine chose the
+    cap (SGLang's 48 for EAGLE), information when the operator set it (the node is saturated
+    at the load it was sized for, and the flag they already set is no fix)."""
     cap = obs.config.max_running_requests
     # (running, queued) of the windows that logged a running count; queued absent counts as 0.
     windows = [(w.running, w.queued or 0) for w in obs.windows if w.running is not None]
@@ -694,13 +702,28 @@ def _running_requests_capped(obs: Observations) -> Finding | None:
     if len(pinned) / len(windows) < CAPPED_SHARE:
         return None
     queued = max(pinned)
+    seen = (
+        f"{len(pinned)} of {len(windows)} recent decode windows at {cap} running requests "
+        f"with up to {queued} queued{_speedup_note(obs.speedup)}."
+    )
+    if obs.config.max_running_requests_set:
+        return Finding(
+            code="running_requests_saturated",
+            summary=f"Saturated at the max_running_requests={cap} it was started with",
+            seen=seen,
+            why=(
+                "The node serves as many requests as it was configured for and queues the "
+                "rest: a capacity question, not a fault of speculation."
+            ),
+            fix=(
+                "Nothing to fix in speculation; add capacity, or raise --max-running-requests "
+                "(and --cuda-graph-max-bs) if memory allows."
+            ),
+        )
     return Finding(
         code="running_requests_capped",
         summary=f"Running requests pinned at max_running_requests={cap}",
-        seen=(
-            f"{len(pinned)} of {len(windows)} recent decode windows at {cap} running requests "
-            f"with up to {queued} queued."
-        ),
+        seen=seen,
         why=(
             "Requests wait in the queue while the GPU could batch more; SGLang lowers the cap "
             "to 48 for EAGLE when --max-running-requests is unset, which can cost more "

@@ -80,6 +80,9 @@ class ServerConfig:
     log_level: str | None = None
     decode_log_interval: int | None = None
     max_running_requests: int | None = None
+    # Whether the operator set that cap (--max-running-requests) or the engine chose it
+    # (SGLang lowers it to 48 for EAGLE when unset): only a chosen cap is worth questioning.
+    max_running_requests_set: bool | None = None
     enable_metrics: bool | None = None
     target_architecture: str | None = None
     draft_architecture: str | None = None
@@ -157,6 +160,8 @@ def from_server_args(args: Mapping[str, Any]) -> ServerConfig:
     if isinstance(values["algorithm"], str):
         values["algorithm"] = values["algorithm"].upper()
     values["max_running_requests"] = _per_scheduler(values["max_running_requests"], args)
+    if "max_running_requests" in args:
+        values["max_running_requests_set"] = args["max_running_requests"] is not None
     return ServerConfig(**values)
 
 
@@ -289,7 +294,9 @@ class ConfigTracker:
                     self._config, max_running_requests=event.max_running_requests
                 )
             elif isinstance(event, MaxRunningReset):
-                self._config = replace(self._config, max_running_requests=event.value)
+                self._config = replace(
+                    self._config, max_running_requests=event.value, max_running_requests_set=False
+                )
             elif isinstance(event, AdaptiveSteps):
                 self._config = _with_steps(self._config, event)
             elif isinstance(event, SpeculationSchedule):

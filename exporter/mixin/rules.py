@@ -34,12 +34,12 @@ def where(config: MixinConfig) -> str:
     return "{{ $labels.instance }}"
 
 
-def _pooled(config: MixinConfig, metric: str) -> str:
+def _pooled(config: MixinConfig, metric: str, window: str = "5m") -> str:
     """Means pool every sampled window of every DP rank (sum / count), not averages of averages."""
     series = sel(config, metric)
     return (
-        f"sum without (dp_rank) (sum_over_time({series}[5m]))\n/\n"
-        f"sum without (dp_rank) (count_over_time({series}[5m]))\n"
+        f"sum without (dp_rank) (sum_over_time({series}[{window}]))\n/\n"
+        f"sum without (dp_rank) (count_over_time({series}[{window}]))\n"
     )
 
 
@@ -62,6 +62,11 @@ def recording_rules(config: MixinConfig) -> list[Group]:
                 {
                     "record": "target:specwatch_accept_length:avg5m",
                     "expr": _pooled(config, "specwatch_accept_length"),
+                },
+                # The last minute: whether a low 5-minute mean is still the present.
+                {
+                    "record": "target:specwatch_accept_length:avg1m",
+                    "expr": _pooled(config, "specwatch_accept_length", "1m"),
                 },
                 {
                     "record": "target:specwatch_accept_ratio:avg5m",
@@ -164,12 +169,12 @@ def speculation_alerts(config: MixinConfig) -> list[Rule]:
     traffic = f"{sel(config, TRAFFIC)} > 0"
     accept = sel(config, "target:specwatch_accept_length:avg5m")
     rank_accept = sel(config, "specwatch_accept_length", 'dp_rank!=""')
+    recent = sel(config, "target:specwatch_accept_length:avg1m")
     expected = sel(config, "specwatch_expected_accept_length")
     # Present while accept length is judged: the drafter's algorithm has a standard.
     floor = sel(config, "specwatch_accept_length_floor")
     node = where(config)
     wasted = sel(config, "specwatch_finding", 'code="draft_tokens_excessive"')
-    prefill = sel(config, "specwatch_log_stats_lines_total", 'kind="prefill"')
     return [
         _alert(
             config,
@@ -187,8 +192,12 @@ def speculation_alerts(config: MixinConfig) -> list[Rule]:
         _alert(
             config,
             "SpecDecodeAcceptLengthLow",
-            f"(\n  {accept} < {t.low_accept_fraction} * {expected}\n  or\n"
-            f"  ({accept} < {floor} unless {expected})\n)\nand\n{traffic}\n",
+            # The last minute must be low too: a recovered node's 5-minute mean still holds
+            # the collapse it recovered from, and would open a ticket for it.
+            f"(\n  {accept} < {t.low_accept_fraction} * {expected}\n"
+            f"  and {recent} < {t.low_accept_fraction} * {expected}\n  or\n"
+            f"  ({accept} < {floor} and {recent} < {floor} unless {expected})\n)\n"
+            f"and\n{traffic}\n",
             "warning",
             "Speculative decoding accept length is below expectation.",
             f"Accept length on {{{{ $labels.target }}}} ({node}) averaged "
@@ -292,10 +301,8 @@ def speculation_alerts(config: MixinConfig) -> list[Rule]:
         _alert(
             config,
             "SpecDecodeStatsMissing",
-            f"{_finding(config, 'decode_stats_not_logged')}\nor\n(\n  sum without (kind) "
-            f"(rate({prefill}[10m]))"
-            " > 0.2\n  unless\n  time() - "
-            f"{sel(config, 'specwatch_last_decode_timestamp_seconds')} < 300\n)\n",
+            # The finding alone: it counts user prefills, never health probes' one-token ones.
+            f"{_finding(config, 'decode_stats_not_logged')}\n",
             "warning",
             "SGLang decode stats are missing from the log.",
             f"specwatch sees no decode stats for {{{{ $labels.target }}}} ({node}) although "
@@ -448,8 +455,11 @@ def header(config: MixinConfig) -> str:
 #   Fixed:
 #     decode windows without CUDA graph  > 0.5 (50 %) of the windows over 10m
 #     unrecognised stats lines           > 5 in 10m
-#     decode line missing                none for 300 s while prefill lines arrive faster
-#                                        than 0.2/s (one per 5 s: more than probes produce)
+#     decode line missing                the finding decode_stats_not_logged: 3 user prefills
+#                                        (health probes' one-token ones left out) and no
+#                                        decode line for 120 s, or a log level that hides them
+#     accept length low                  the last minute's mean low too (no ticket from the
+#                                        tail of a collapse the node recovered from)
 #     for: CUDA graph, draft tokens, drafter given up, stats missing, upstream down,
 #          specwatch down 10m;
 #          log format, log not followed 5m; specwatch absent 15m; misconfigured at once.
