@@ -11,7 +11,7 @@ from exporter.settings import ConfigError
 from tests.support.custom_rules import documented_rules, rule_set
 from tests.support.docs import doc
 from tests.support.docs import section as section_of
-from tests.support.loglines import PROF_LINE
+from tests.support.loglines import PROF_LINE, decode_line
 
 
 def series(rules: CustomRuleSet) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -184,3 +184,16 @@ def test_a_label_combination_without_lines_for_an_hour_frees_its_place() -> None
         ("specwatch_custom_prof_len", (("mode", "new"),)): 3.0,
     }
     assert rules.dropped_counts() == {("prof", "series_limit"): 1}
+
+
+def test_a_rule_matching_every_line_of_a_long_batch_is_working_not_over_budget() -> None:
+    """A budget per batch disabled a healthy rule once a catch-up batch was long enough."""
+    rule = {
+        "name": "al",
+        "pattern": r"accept len: (?P<v>[\d.]+)",
+        "metrics": [{"name": "al", "value": "v"}],
+    }
+    rules = rule_set([rule])
+    rules.feed_raw([decode_line(2.5).encode()] * 100_000)
+    assert rules.dropped_counts() == {}
+    assert series(rules) == {("specwatch_custom_al", ()): 2.5}

@@ -30,9 +30,11 @@ Patterns run on RE2 (``google-re2``), whose matching time is linear in the line:
 ``re`` backtracks, so ``^(a+)+$`` against a few dozen ``a``s would spin for hours in the tail
 thread while holding the interpreter lock, and nothing else in the daemon, signals included,
 would run. RE2 refuses what it cannot match in linear time (backreferences, look-around) when
-the pattern is compiled, that is at start. As a last guard, a rule whose matching takes more
-than ``RULE_CPU_BUDGET`` seconds of CPU for one batch of lines is disabled for good, logged
-once and its further lines counted.
+the pattern is compiled, that is at start. As a last guard, a rule that takes more than
+``RULE_CPU_BUDGET`` seconds of CPU over one line is disabled for good, logged once and its
+further lines counted. The budget is per line, not per batch: a batch's size depends on how
+far behind the reader is, and a busy rule that matches every line of a long catch-up is
+working, not stuck.
 """
 
 from __future__ import annotations
@@ -66,9 +68,9 @@ RETIRE_SECONDS = 3600.0
 RETIRE_CHECK_SECONDS = 1.0
 # RE2's own default; a pattern whose automaton needs more fails to compile, at start.
 RULE_MAX_MEM = 8 << 20
-# CPU seconds one rule may spend on one batch (at most a few MiB of lines, which RE2 reads in
-# milliseconds); past it the rule is disabled rather than let it hold up the tail thread.
-RULE_CPU_BUDGET = 0.5
+# CPU seconds one rule may spend on one line (at most max_line_bytes, 1 MiB by default, which
+# RE2 reads in milliseconds); past it the rule is disabled rather than hold up the tail thread.
+RULE_CPU_BUDGET = 0.1
 
 log = logging.getLogger(__name__)
 
@@ -230,21 +232,22 @@ class CustomRuleSet:
     def _match(self, compiled: _CompiledRule, lines: list[bytes]) -> None:
         """Match and apply, on the CPU time of this thread alone: time spent waiting for the
         interpreter lock while a scrape renders is not the rule's."""
-        started = time.thread_time()
+        before = time.thread_time()
         for done, raw in enumerate(lines, 1):
             text = raw.decode("utf-8", errors="replace").rstrip("\r")
             if match := compiled.regex.search(text):
                 self._apply(compiled, match)
-            spent = time.thread_time() - started
-            if spent > self._cpu_budget:
-                self._disable(compiled, spent, len(lines) - done)
+            after = time.thread_time()
+            if after - before > self._cpu_budget:
+                self._disable(compiled, after - before, len(lines) - done)
                 return
+            before = after
 
     def _disable(self, compiled: _CompiledRule, spent: float, left: int) -> None:
         compiled.disabled = True
         self._drop(compiled.rule.name, "over_budget", left)
         log.error(
-            "custom rule %s used %.2f s of CPU on one batch of lines (budget %g s); it is "
+            "custom rule %s used %.2f s of CPU on one line (budget %g s); it is "
             "disabled until restart, and the lines it skips are counted in "
             'specwatch_custom_rule_dropped_lines_total{reason="over_budget"}',
             compiled.rule.name,
