@@ -181,10 +181,12 @@ def test_bad_demo_seconds_is_refused_by_name() -> None:
 
 
 def exposition(accept: float | None, draft: str, architecture: str = "") -> str:
-    """What the exporter shows; accept None: no fresh decode window."""
+    """What the exporter shows; accept None: no fresh decode window. An EAGLE-3 drafter's
+    accept length is judged: its floor is exported."""
     lines = [
         f'specwatch_speculative_info{{algorithm="EAGLE3",draft_model="{draft}",'
-        f'draft_architecture="{architecture}",num_draft_tokens="4"}} 1'
+        f'draft_architecture="{architecture}",num_draft_tokens="4"}} 1',
+        "specwatch_accept_length_floor 1.8",
     ]
     if accept is not None:
         lines += [f"specwatch_accept_length {accept}", "specwatch_speedup_ratio 0.4"]
@@ -261,3 +263,22 @@ def test_the_status_line_says_nothing_of_requests_a_server_does_not_log() -> Non
     line = status_line(read_metrics(exposition(2.4, "drafts/good", "LlamaForCausalLMEagle3")), 2.4)
 
     assert "requests" not in line
+
+
+def test_narrator_calls_adaptive_drafting_off_by_its_name_and_probes_no_collapse(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Drafting off (steps 0, no accept length) is a status line of its own; a probe at 1.02
+    while specwatch withholds the floor is no collapse, as for the alert."""
+    narrator = Narrator()
+    info = (
+        'specwatch_speculative_info{algorithm="EAGLE3",draft_model="drafts/d",'
+        'draft_architecture="",num_draft_tokens="4"} 1\n'
+    )
+    off = info + "specwatch_speculative_steps 0\nspecwatch_gen_throughput_tokens_per_second 2080\n"
+    probe = info + "specwatch_speculative_steps 1\nspecwatch_accept_length 1.02\n"
+    for text in (off, probe, off):
+        narrator.metrics(read_metrics(text))
+    out = capsys.readouterr().out
+    assert out.count("speculation off (adaptive) | 2080 tok/s") == 2
+    assert "DETECTED" not in out

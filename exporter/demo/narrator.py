@@ -57,9 +57,11 @@ class Narrator:
     def metrics(self, samples: Samples) -> None:
         self._server(samples)  # first: a restart explains the findings that clear with it
         accept = value(samples, "specwatch_accept_length")
-        if accept is not None:
+        drafting_off = value(samples, "specwatch_speculative_steps") == 0
+        if accept is not None or (drafting_off and value(samples, THROUGHPUT) is not None):
             say(f"{self.stamp()}  {status_line(samples, accept)}")
-            self._collapse(accept, samples)
+            if accept is not None:
+                self._collapse(accept, samples)
         elif not self.waiting_said:
             self.waiting_said = True
             say(f"{self.stamp()}  waiting for the server's first decode window...")
@@ -93,9 +95,12 @@ class Narrator:
             say(f"{self.stamp()}  SERVER    draft loaded: {architecture}")
 
     def _collapse(self, accept: float, samples: Samples) -> None:
+        """A collapse as the alert sees it: only while the drafter's accept length is judged
+        (its algorithm has a floor, and adaptive is not merely probing it)."""
         speedup = value(samples, "specwatch_speedup_ratio")
         speed = "" if speedup is None else f", {speedup:.2f}x the baseline"
-        if accept <= DEFAULT.collapsed_accept_length and not self.collapsed:
+        judged = value(samples, "specwatch_accept_length_floor") is not None
+        if accept <= DEFAULT.collapsed_accept_length and judged and not self.collapsed:
             self.collapsed = True
             say(
                 f"{self.stamp()}  DETECTED  speculative decoding collapsed: accept length "
@@ -122,17 +127,19 @@ class Narrator:
 
 
 # What the status line shows after the accept length, in order: metric and how to print it.
+THROUGHPUT = "specwatch_gen_throughput_tokens_per_second"
 STATUS_PARTS: tuple[tuple[str, Callable[[float], str]], ...] = (
     ("specwatch_accept_ratio", lambda v: f"accept rate {v:.2f}"),
     ("specwatch_speedup_ratio", lambda v: f"speedup {v:.2f}x"),
     ("specwatch_cuda_graph", lambda v: f"cuda graph {'on' if v else 'OFF'}"),
-    ("specwatch_gen_throughput_tokens_per_second", lambda v: f"{v:.0f} tok/s"),
+    (THROUGHPUT, lambda v: f"{v:.0f} tok/s"),
     ("specwatch_running_requests", lambda v: f"{v:.0f} running"),
 )
 
 
-def status_line(samples: Samples, accept: float) -> str:
-    parts = [f"accept length {accept:.2f}"]
+def status_line(samples: Samples, accept: float | None) -> str:
+    """The newest window in a line; ``accept`` None: adaptive speculation has drafting off."""
+    parts = [f"accept length {accept:.2f}" if accept is not None else "speculation off (adaptive)"]
     for name, show in STATUS_PARTS:
         found = value(samples, name)
         if found is not None:

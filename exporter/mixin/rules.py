@@ -197,7 +197,7 @@ def speculation_alerts(config: MixinConfig) -> list[Rule]:
             f"(\n  {accept} < {t.low_accept_fraction} * {expected}\n"
             f"  and {recent} < {t.low_accept_fraction} * {expected}\n  or\n"
             f"  ({accept} < {floor} and {recent} < {floor} unless {expected})\n)\n"
-            f"and\n{traffic}\n",
+            f"and\n{floor}\nand\n{traffic}\n",
             "warning",
             "Speculative decoding accept length is below expectation.",
             f"Accept length on {{{{ $labels.target }}}} ({node}) averaged "
