@@ -29,6 +29,12 @@ CHUNKED_PREFILL_SIZE = 8192
 ADAPTIVE_FIRST_TIER = (1, 3, 5, 7)
 
 
+def _set_cap(deployment: Deployment) -> int | None:
+    """``--max-running-requests`` as the operator gave it: unset for SGLang's own cap."""
+    cap = deployment.max_running_requests
+    return None if cap == MAX_RUNNING_REQUESTS else cap
+
+
 def server_args(deployment: Deployment) -> str:
     """``ServerArgs.__repr__`` after post-init, in dataclass field order (abridged)."""
     fields: list[tuple[str, object]] = [
@@ -44,7 +50,8 @@ def server_args(deployment: Deployment) -> str:
         ("host", "0.0.0.0"),
         ("port", PORT),
         ("mem_fraction_static", 0.85),
-        ("max_running_requests", deployment.max_running_requests),
+        # None when unset: SGLang's scheduler lowers it to 48 for speculative decoding later.
+        ("max_running_requests", _set_cap(deployment)),
         ("chunked_prefill_size", CHUNKED_PREFILL_SIZE),
         ("max_prefill_tokens", 16384),
         ("schedule_policy", "fcfs"),
