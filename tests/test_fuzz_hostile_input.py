@@ -152,7 +152,28 @@ def test_server_info_bodies_parse_or_are_garbage(body: bytes) -> None:
         assert exc.reason == "garbage"
         return
     from_server_info(info)  # must not raise either
-    assert "api_key" not in json.dumps(info, default=str)
+    assert not secret_keys(info)
+
+
+def secret_keys(value: object) -> list[str]:
+    """Every secret-named mapping key at any depth (the text "api_key" as a value is no key)."""
+    if isinstance(value, dict):
+        own = [key for key in value if isinstance(key, str) and key in SECRET_NAMES]
+        return own + [key for item in value.values() for key in secret_keys(item)]
+    if isinstance(value, list):
+        return [key for item in value for key in secret_keys(item)]
+    return []
+
+
+SECRET_NAMES = ("api_key", "admin_api_key", "hf_token")
+
+
+def test_secret_keys_finds_a_key_planted_deep_but_not_a_value() -> None:
+    """Guard for the property above: it sees a nested key, and is not fooled by a value."""
+    assert secret_keys({"internal_states": [{"x": {"api_key": "k"}}]}) == ["api_key"]
+    assert secret_keys({"x": ["api_key", {"note": "api_key"}]}) == []
+    info = parse_server_info(json.dumps({"internal_states": [{"hf_token": "t"}]}).encode())
+    assert not secret_keys(info)
 
 
 @settings(max_examples=300, deadline=None)
