@@ -195,3 +195,15 @@ def test_a_tree_keeps_its_draft_tokens_when_metrics_tell_only_its_steps() -> Non
     assert tree.draft_tokens_now == 16
     off = ServerConfig(num_steps=3, num_draft_tokens=4, adaptive=True, active_steps=0)
     assert (off.steps_now, off.draft_tokens_now) == (0, 1)
+
+
+def test_adaptive_speculation_gets_no_single_draft_token_count() -> None:
+    """Adaptive runs no one count: with 7 steps (8 draft tokens) at start and little accepted,
+    the advice is the schedule by load (doctor, report), not draft_tokens_excessive."""
+    lines = [
+        server_args("EAGLE3", draft_path="/models/d", steps=7, draft_tokens=8, adaptive=True),
+        adaptive_initialized(7, [1, 3, 5, 7], 40),
+    ]
+    lines += [decode(100 + 5 * i, 2.2, draft_tokens=8, running=2, tput=150.0) for i in range(6)]
+    scrape, _ = _scrape(lines)
+    assert scrape.values("specwatch_finding", target="node") == []

@@ -488,6 +488,8 @@ def _draft_tokens_excessive(obs: Observations) -> Finding | None:
     standard = config_standard(obs.config) or algorithms.DEFAULT
     if not standard.has_draft_model:
         return None  # a lookup drafts for free: wide trees of rarely accepted tokens are its way
+    if obs.config.adaptive:
+        return None  # no one count runs: doctor and report advise a schedule by load instead
     lengths = [w.accept_length for w in obs.windows if w.accept_length is not None]
     if len(lengths) < MIN_WINDOWS:
         return None
