@@ -88,6 +88,6 @@ def test_report_judges_adaptive_schedule_by_band(tmp_path: Path) -> None:
         check=False,
     )
     schedule = json.loads(result.stdout)["schedule"]
-    assert "Adaptive speculation runs other steps than pay at 32-63 running" in schedule
+    assert "The server's schedule runs other steps than pay at 32-63 running" in schedule
     config = json.loads(schedule.split("FILE holding ")[1].rstrip("."))
     assert config["32"] == {"candidate_steps": [0]}

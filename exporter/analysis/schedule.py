@@ -11,20 +11,13 @@ a number of steps, and neither engine schedules trees by load.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from exporter.analysis.algorithms import Standard
 from exporter.analysis.breakeven import assess
 from exporter.analysis.thresholds import MIN_WINDOWS
-
-# SGLang's adaptive tiers (``--speculative-adaptive-config`` keys) for the report's bands.
-SGLANG_TIERS = {"1": "1", "2-7": "1", "8-31": "8", "32-63": "32", "64+": "64"}
-# vLLM caps a schedule's ranges at its own max batch size; the open top band ends here.
-OPEN_END = 4096
-# The algorithm names SGLang's adaptive speculation serves (NEXTN/MTP runs as EAGLE).
-SGLANG_ADAPTIVE = ("EAGLE", "EAGLE3")
+from exporter.engines import registry
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +75,13 @@ def schedule_text(
     )
     if all(a.suggested == a.ran for a in measured):
         return f"{text} The steps it runs pay at every load measured."
-    if engine == "vllm":
-        return f"{text} {_vllm(advice)}"
-    if algorithm not in SGLANG_ADAPTIVE:
-        return f"{text} {_static(advice, standard)}"
-    return f"{text} {_sglang(advice, adaptive)}"
+    steps = [(a.band[1], a.band[2], n) for a in advice if (n := _steps(a)) is not None]
+    found = registry.BY_NAME.get(engine)
+    setting = None if found is None else found.schedule(steps, algorithm)
+    if setting is None:
+        title = engine if found is None else found.title
+        return f"{text} {_static(advice, standard, title)}"
+    return f"{text} {_judged(advice, adaptive)}{setting}."
 
 
 def _band_words(advice: BandAdvice) -> str:
@@ -104,51 +99,23 @@ def _steps(advice: BandAdvice) -> int | None:
     return advice.suggested if advice.suggested is not None else advice.ran
 
 
-def _vllm(advice: Sequence[BandAdvice]) -> str:
-    table = [
-        [low, high if high is not None else OPEN_END, steps]
-        for a in advice
-        if (steps := _steps(a)) is not None
-        for _, low, high in (a.band,)
-    ]
-    return (
-        f'vLLM: "num_speculative_tokens_per_batch_size": {json.dumps(table)} in '
-        "--speculative-config (num_speculative_tokens caps each entry)."
-    )
+def _judged(advice: Sequence[BandAdvice], adaptive: bool) -> str:
+    """With a schedule already running (adaptive), where it differs from what pays."""
+    if not adaptive:
+        return ""
+    differ = [a.band[0] for a in advice if a.suggested is not None and a.ran != a.suggested]
+    if not differ:
+        return "The server's schedule already runs the steps that pay. "
+    return f"The server's schedule runs other steps than pay at {', '.join(differ)} running. "
 
 
-def _sglang(advice: Sequence[BandAdvice], adaptive: bool) -> str:
-    tiers: dict[str, list[int]] = {}
-    for a in advice:
-        steps = _steps(a)
-        if steps is not None:
-            tier = tiers.setdefault(SGLANG_TIERS[a.band[0]], [])
-            if steps not in tier:
-                tier.append(steps)
-    config = {key: {"candidate_steps": sorted(steps)} for key, steps in tiers.items()}
-    judged = ""
-    if adaptive:
-        differ = [a.band[0] for a in advice if a.suggested is not None and a.ran != a.suggested]
-        judged = (
-            f"Adaptive speculation runs other steps than pay at {', '.join(differ)} running. "
-            if differ
-            else "Adaptive speculation already runs the steps that pay. "
-        )
-    return (
-        f"{judged}SGLang: --speculative-adaptive --speculative-adaptive-config FILE, FILE "
-        f"holding {json.dumps(config)}."
-    )
-
-
-def _static(advice: Sequence[BandAdvice], standard: Standard | None) -> str:
-    """SGLang's adaptive speculation serves only EAGLE and EAGLE3: one count, where it pays."""
+def _static(advice: Sequence[BandAdvice], standard: Standard | None, engine: str) -> str:
+    """An engine that schedules no steps by load for this algorithm: one count, where it
+    does best."""
     measured = [a for a in advice if a.suggested is not None]
     best = max(measured, key=lambda a: a.expected_speedup or 0.0)
     idle = [a.band[0] for a in measured if a.suggested == 0]
-    text = (
-        "SGLang schedules steps by load only for EAGLE and EAGLE3: "
-        f"{_one_count(best.suggested or 0, standard)}"
-    )
+    text = f"{engine} schedules no steps by load here: {_one_count(best.suggested or 0, standard)}"
     if idle:
         text += f"; at {', '.join(idle)} running, speculation does not pay at all"
     return text + "."

@@ -92,6 +92,10 @@ class UpstreamReader(Protocol):
         ...
 
 
+# Draft steps for a range of batch sizes: first, last (None: open-ended), steps (0: none).
+BandSteps = tuple[int, int | None, int]
+
+
 @runtime_checkable
 class Engine(Protocol):
     """An engine: name, detection, log grammar, upstream reader, algorithms and fix texts."""
@@ -133,4 +137,9 @@ class Engine(Protocol):
 
     def algorithm(self, spelled: str) -> str:
         """Its name for a speculative algorithm as specwatch names it (``EAGLE3``, ``MTP``)."""
+        ...
+
+    def schedule(self, steps: Sequence[BandSteps], algorithm: str | None) -> str | None:
+        """Draft steps by batch size in its own setting (vLLM's per-batch-size table, SGLang's
+        adaptive tiers), or None where it schedules none for ``algorithm``."""
         ...

@@ -8,11 +8,12 @@ line, the text parser that defines the result.
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from exporter.engines import ending
-from exporter.engines.engine import Deliveries, UpstreamReader
+from exporter.engines.engine import BandSteps, Deliveries, UpstreamReader
 from exporter.engines.events import Event
 from exporter.engines.record import LogLine, StatsRecord, Unrecognized
 from exporter.engines.sglang import (
@@ -172,6 +173,12 @@ def _valid_utf8(blob: bytes) -> bool:
     return True
 
 
+# The algorithms SGLang's adaptive speculation serves, and the batch sizes its default config
+# keys its tiers by (``--speculative-adaptive-config``).
+ADAPTIVE_ALGORITHMS = ("EAGLE", "EAGLE3")
+ADAPTIVE_TIERS = (1, 8, 32, 64)
+
+
 class SGLang:
     name = NAME
     title = "SGLang"
@@ -206,6 +213,22 @@ class SGLang:
     def algorithm(self, spelled: str) -> str:
         """SGLang's own names, case aside (``--speculative-algorithm eagle3`` is EAGLE3)."""
         return spelled.upper()
+
+    def schedule(self, steps: Sequence[BandSteps], algorithm: str | None) -> str | None:
+        """Adaptive speculation's ``candidate_steps`` per batch-size tier, for the algorithms
+        it serves (EAGLE and EAGLE3; NEXTN/MTP runs as EAGLE)."""
+        if algorithm not in ADAPTIVE_ALGORITHMS:
+            return None
+        tiers: dict[str, list[int]] = {}
+        for first, _, count in steps:
+            tier = str(max(t for t in ADAPTIVE_TIERS if t <= max(first, 1)))
+            if count not in tiers.setdefault(tier, []):
+                tiers[tier].append(count)
+        config = {tier: {"candidate_steps": sorted(counts)} for tier, counts in tiers.items()}
+        return (
+            "SGLang: --speculative-adaptive --speculative-adaptive-config FILE, FILE holding "
+            f"{json.dumps(config)}"
+        )
 
 
 ENGINE = SGLang()

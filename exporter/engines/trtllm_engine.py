@@ -7,9 +7,9 @@ setup comes from its config-info metric instead of start-up lines.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
-from exporter.engines.engine import Deliveries, LogReader, UpstreamReader
+from exporter.engines.engine import BandSteps, Deliveries, LogReader, UpstreamReader
 from exporter.engines.events import Event
 from exporter.engines.trtllm_upstream import PREFIX, TrtllmUpstream, algorithm
 
@@ -43,6 +43,10 @@ class Trtllm:
 
     def algorithm(self, spelled: str) -> str:
         return algorithm(spelled)
+
+    def schedule(self, steps: Sequence[BandSteps], algorithm: str | None) -> str | None:
+        """TensorRT-LLM drafts ``max_draft_len`` at every batch size."""
+        return None
 
 
 ENGINE = Trtllm()

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 
 from exporter.engines import ending, vllm
-from exporter.engines.engine import Deliveries, UpstreamReader
+from exporter.engines.engine import BandSteps, Deliveries, UpstreamReader
 from exporter.engines.events import Event, ServerArgsEvent, SpeculationSchedule
 from exporter.engines.record import LogLine, StatsRecord, Unrecognized
 from exporter.engines.vllm_upstream import VllmUpstream
@@ -61,6 +62,10 @@ class VllmReader:
                 self._sink.on_event(result)
 
 
+# vLLM caps a schedule's ranges at its own max batch size; an open-ended range ends here.
+OPEN_END = 4096
+
+
 class Vllm:
     name = vllm.NAME
     title = "vLLM"
@@ -93,6 +98,14 @@ class Vllm:
 
     def algorithm(self, spelled: str) -> str:
         return vllm.algorithm(spelled)
+
+    def schedule(self, steps: Sequence[BandSteps], algorithm: str | None) -> str | None:
+        """Dynamic speculative decoding's table, for every method."""
+        table = [[first, OPEN_END if last is None else last, count] for first, last, count in steps]
+        return (
+            f'vLLM: "num_speculative_tokens_per_batch_size": {json.dumps(table)} in '
+            "--speculative-config (num_speculative_tokens caps each entry)"
+        )
 
 
 ENGINE = Vllm()
