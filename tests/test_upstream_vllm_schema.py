@@ -119,3 +119,19 @@ def test_run_refuses_a_bad_prefix_flag_with_status_2() -> None:
     assert result.returncode == 2, result.stderr
     assert "targets.0.metrics_prefix: must start a metric name" in result.stderr
     assert "--metrics-prefix" in result.stderr
+
+
+def test_llama_cpp_drafter_is_judged_on_speed_only_not_by_the_eagle_floor(
+    server: FakeSGLang,
+) -> None:
+    """llama.cpp's server tells no speculative algorithm (a draft model or n-gram lookup of
+    its own): an accept length of 1.5 is no EAGLE drafter's shortfall, so no floor is exported
+    and no accept-length alert can fire."""
+    target = watch(server)
+    serve(server, llamacpp(drafts=400, accepted=200, per_position=(120, 60, 20), predicted=1600))
+    scrape(target)
+    serve(server, llamacpp(drafts=500, accepted=250, per_position=(150, 75, 25), predicted=2000))
+    seen = scrape(target)
+    assert seen["accept_length"] == pytest.approx(1.5)
+    assert seen["floor"] is None
+    assert [info["algorithm"] for info in seen["speculative"]] == ["llama.cpp"]

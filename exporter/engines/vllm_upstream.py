@@ -14,6 +14,11 @@ escapes it; older Ray kept ``ray_vllm:``), and vLLM behind an OpenTelemetry brid
 ``vllm_``. The prefix is configured per target (``metrics_prefix``) or found as the one that
 precedes the drafts counter. Where such a server names a gauge its own way (llama.cpp's
 ``requests_processing``, ``tokens_predicted_total``) the reader takes that name as well.
+
+llama.cpp's server says nothing of how it drafts (a draft model, or n-gram lookup of its own),
+and its drafters are none of the ones specwatch has a standard for: its speculation is named
+``llama.cpp``, an algorithm without a standard, so it is judged on speed only and the finding
+``algorithm_unknown`` says so, instead of an EAGLE floor ticketing a healthy draft model.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from exporter.engines.counters import (
 )
 from exporter.engines.engine import Samples
 from exporter.engines.record import UpstreamValues
+from exporter.engines.server_config import ServerConfig
 
 PREFIX = "vllm:"
 # What follows the prefix. Counters are read with and without ``_total``: a Ray exporter
@@ -54,6 +60,8 @@ _BOUNDS = {
 _BOUNDED_ENDS = tuple(_BOUNDS)
 # A prefix as the config takes it and detection accepts it: a metric name's start.
 PREFIX_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_:]{0,62}[_:]$")
+LLAMA_CPP_PREFIX = "llamacpp:"
+_LLAMA_CPP = ServerConfig(algorithm="llama.cpp")
 _DRAFTS_NAME = re.compile(rf"^(.{{1,64}}?){DRAFTS}(?:_total)?$")
 
 
@@ -119,6 +127,7 @@ class VllmUpstream:
             draft_tokens_total=now.draft_tokens,
             accepted_tokens_total=now.accepted,
             accepted_by_position=now.per_position or None,
+            config=_LLAMA_CPP if prefix == LLAMA_CPP_PREFIX else None,
         )
 
     def _prefix_in(self, samples: Samples) -> str | None:
