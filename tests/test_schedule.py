@@ -32,6 +32,19 @@ def test_a_band_where_speculation_is_slower_gets_no_draft_steps() -> None:
     assert busy.ran == 3
 
 
+def test_steps_just_slower_than_plain_decoding_do_not_pay() -> None:
+    """A drafter adaptive has given up on probes one step at 16 running: accept length 1.02 at
+    0.97x the baseline. Plain decoding gains less than the hysteresis against churn, but steps
+    that run below the baseline are never said to pay."""
+    bands = [BandDrafting(("8-31", 8, 31), 10, 40, 1.02, 0.97, 1)]
+    advice = advise_bands(bands, configured_steps=3)
+    assert [(a.ran, a.suggested) for a in advice] == [(1, 0)]
+    text = schedule_text(advice, "sglang", standard_for("EAGLE3"), "EAGLE3", True)
+    assert text is not None
+    assert "8-31 running: 0, speculation does not pay (1 now)" in text
+    assert "pay at every load" not in text
+
+
 def test_vllm_schedule_is_its_per_batch_size_table() -> None:
     text = schedule_text(
         advise_bands(_bands(0.6), 3), "vllm", standard_for("eagle3"), "EAGLE3", False

@@ -52,6 +52,9 @@ def advise_bands(bands: Sequence[BandDrafting], configured_steps: int | None) ->
             assessment = assess(band.accept_length, ran + 1, band.speedup)
             suggested = assessment.suggested_num_draft_tokens - 1
             expected = assessment.expected_speedup
+            # Below the baseline no count pays, however small plain decoding's gain.
+            if expected < 1.0:
+                suggested, expected = 0, 1.0
         if ran is not None or suggested is not None:
             advice.append(BandAdvice(band.band, ran, suggested, expected))
     return advice
