@@ -20,9 +20,12 @@ from tests.support.fake_sglang import (
 )
 from tests.support.files import write_log
 from tests.support.loglines import (
+    VLLM_START,
+    decode,
     metrics_disabled,
     startup,
     undertrained_drafter,
+    vllm_interval,
     wrong_algorithm_flag,
 )
 from tests.support.tools import free_port
@@ -237,3 +240,15 @@ def test_tensorrt_llm_metrics_are_read_where_it_serves_them(server: FakeSGLang) 
     assert report["sources"]["metrics"] == "ok (TensorRT-LLM)"
     assert "server_info" not in report["sources"]  # it serves none; never asked
     assert (report["config"]["algorithm"], report["config"]["num_steps"]) == ("MTP", 1)
+
+
+def test_a_log_that_changes_engine_judges_the_new_engines_collapse(tmp_path: Path) -> None:
+    """A node moved from SGLang to vLLM, writing to the same file: vLLM's collapsed drafter
+    is the verdict, and the healthy SGLang run is an earlier run."""
+    sglang = startup() + [decode(60 + 10 * i, 2.9, 0.63, tput=2600) for i in range(10)]
+    vllm = [VLLM_START] + [line for i in range(6) for line in vllm_interval(10 * i)]
+    result = doctor("--log-file", write_log(tmp_path, sglang + vllm), "--json")
+    report = json.loads(result.stdout)
+    assert result.returncode == 3, result.stdout
+    assert [v["code"] for v in report["verdicts"]] == ["accept_length_collapsed"]
+    assert "6 decode windows" in report["verdicts"][0]["seen"]

@@ -113,6 +113,9 @@ class Toy:
     def owns(self, text):
         return text.startswith(_PREFIX)
 
+    def starts(self, text):
+        return text.startswith(_PREFIX + "start ")
+
     def log_reader(self, sink, clean):
         return _Reader(sink, clean)
 

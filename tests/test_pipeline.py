@@ -8,6 +8,7 @@ import pytest
 
 from exporter.engines.record import LogLine
 from exporter.parse.pipeline import LineProcessor
+from tests.support.loglines import VLLM_START, vllm_interval
 from tests.support.sinks import ListSink
 
 DECODE = (
@@ -169,3 +170,24 @@ def test_reset_after_rotation_detects_the_new_files_envelope() -> None:
     processor.process([DECODE.encode()])
     assert len(sink.records) == 1
     assert sink.records[0].running_requests == 48
+
+
+@pytest.mark.parametrize("batches", [1, 2], ids=["one-batch", "batch-per-engine"])
+def test_a_source_that_changes_engine_is_read_by_the_new_engine(batches: int) -> None:
+    """A node moved from SGLang to vLLM, both writing the same file: from vLLM's first own
+    line on, its lines are vLLM's records, not dropped as SGLang text."""
+    sglang = [DECODE.encode(), PREFILL.encode()]
+    vllm = [line.encode() for line in [VLLM_START, *vllm_interval(0), *vllm_interval(10)]]
+    sink = ListSink()
+    processor = LineProcessor(sink)
+    for batch in [sglang + vllm] if batches == 1 else [sglang, vllm]:
+        processor.process(batch)
+    processor.finish()
+    assert processor.engine == "vllm"
+    assert [(r.engine, r.kind) for r in sink.records] == [
+        ("sglang", "decode"),
+        ("sglang", "prefill"),
+        ("vllm", "decode"),
+        ("vllm", "decode"),
+    ]
+    assert [r.accept_length for r in sink.records[2:]] == [1.0, 1.0]

@@ -116,6 +116,11 @@ class Engine(Protocol):
         start-up lines (a prompt quoting its text in a request log is not)."""
         ...
 
+    def starts(self, text: str) -> bool:
+        """Whether this cleaned line, one it owns, starts a server run: where a source that
+        changes engine (a node moved to another engine, the same log file) is read by it."""
+        ...
+
     def log_reader(self, sink: Deliveries, clean: Callable[[str], str]) -> LogReader | None:
         """A reader for one source (``clean`` strips terminal debris from a line's text), or
         None when specwatch reads no log of this engine (then ``markers`` is empty)."""

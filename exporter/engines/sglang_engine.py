@@ -31,7 +31,7 @@ from exporter.engines.sglang_requests import (
     read_request,
     request_lines,
 )
-from exporter.engines.sglang_startup import parse_event
+from exporter.engines.sglang_startup import SERVER_ARGS_OPEN, parse_event
 from exporter.engines.sglang_upstream import SGLangUpstream
 
 # A startup/config message names its subject within its first words ("Load weight end. ...",
@@ -199,6 +199,9 @@ class SGLang:
         if isinstance(result, LogLine):
             return is_event(result.message)
         return result is not None
+
+    def starts(self, text: str) -> bool:
+        return SERVER_ARGS_OPEN in text and self.owns(text)
 
     def log_reader(self, sink: Deliveries, clean: Callable[[str], str]) -> SGLangReader:
         return SGLangReader(sink, clean)

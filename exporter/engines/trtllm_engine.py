@@ -31,6 +31,9 @@ class Trtllm:
     def owns(self, text: str) -> bool:
         return False
 
+    def starts(self, text: str) -> bool:
+        return False
+
     def log_reader(self, sink: Deliveries, clean: Callable[[str], str]) -> LogReader | None:
         return None
 

@@ -218,6 +218,12 @@ def is_own_line(text: str) -> bool:
     )
 
 
+def starts_engine(text: str) -> bool:
+    """Whether vLLM itself wrote this cleaned line as an engine's start (its configuration)."""
+    match = _PREFIX.match(text)
+    return match is not None and text.startswith(ENGINE_CONFIG, match.end())
+
+
 def engine_config_args(message: str) -> dict[str, object] | None:
     """The engine's speculative setup as SGLang's argument names, for the shared config.
 

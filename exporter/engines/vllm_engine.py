@@ -80,6 +80,9 @@ class Vllm:
     def owns(self, text: str) -> bool:
         return vllm.is_own_line(text)
 
+    def starts(self, text: str) -> bool:
+        return vllm.starts_engine(text)
+
     def log_reader(self, sink: Deliveries, clean: Callable[[str], str]) -> VllmReader:
         return VllmReader(sink, clean)
 

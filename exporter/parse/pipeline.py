@@ -54,8 +54,11 @@ class LineProcessor:
     """Feed one file stream's raw lines through envelope decoding and its engine's reader.
 
     ``engine`` is a registered engine's name or ``auto``: the first batch holding a line that
-    an engine's own prefix claims decides, once for the whole source, and from then on each
-    batch goes straight to that engine's reader, which keeps this source's parsing state.
+    an engine's own prefix claims decides, and from then on each batch goes straight to that
+    engine's reader, which keeps this source's parsing state. Under ``auto`` another engine's
+    server start decides again (a node moved from SGLang to vLLM writing to the same file):
+    its lines are read, never dropped as the old engine's noise; one stray line of another
+    engine's format switches nothing.
     """
 
     def __init__(self, sink: RecordSink, engine: str = "auto", envelope: str | None = None) -> None:
@@ -64,7 +67,10 @@ class LineProcessor:
         self._decoder.kind = envelope
         self.engine: str | None = None
         self._reader: LogReader | None = None
-        if engine != "auto":
+        # The markers of the engines this source could change to (none when configured).
+        self._others: tuple[bytes, ...] = ()
+        self._auto = engine == "auto"
+        if not self._auto:
             self._decide(engine)
 
     def _decide(self, name: str) -> None:
@@ -72,8 +78,25 @@ class LineProcessor:
             chosen = registry.engine(name)
         except KeyError as exc:
             raise ValueError(exc.args[0]) from None
+        if self._reader is not None:
+            self._reader.finish()  # the old engine's held line belongs to its own run
         self.engine = chosen.name
         self._reader = chosen.log_reader(self._sink, clean)
+        if self._auto:
+            others = (engine.markers for engine in registry.ENGINES if engine is not chosen)
+            self._others = tuple(marker for markers in others for marker in markers)
+
+    def _other_engine_at(self, lines: list[bytes], blob: bytes) -> tuple[int, str] | None:
+        """The first line where another engine's server starts, and that engine."""
+        if not any(marker in blob for marker in self._others):
+            return None
+        for at, line in enumerate(lines):
+            if any(marker in line for marker in self._others):
+                text = clean(line.decode("utf-8", "replace"))
+                owner = registry.owner(text, line)
+                if owner is not None and owner.name != self.engine and owner.starts(text):
+                    return at, owner.name
+        return None
 
     def _detect(self, lines: list[bytes], blob: bytes) -> None:
         """The first line that an engine's own prefix and message head claim decides.
@@ -133,13 +156,24 @@ class LineProcessor:
         blob = b"\n".join([b"", *lines, b""])
         if self.engine is None:
             self._detect(lines, blob)
+        if self.engine is not None and (switch := self._other_engine_at(lines, blob)):
+            at, engine = switch
+            self._read(lines[:at], b"\n".join([b"", *lines[:at], b""]))
+            self._decide(engine)
+            lines = lines[at:]
+            blob = b"\n".join([b"", *lines, b""])
         if self._reader is None:
+            return
+        self._read(lines, blob)
+        for line in clipped:  # joined from a container runtime's pieces, then over the cap
+            self._reader.read_clipped(line)
+
+    def _read(self, lines: list[bytes], blob: bytes) -> None:
+        if self._reader is None or not lines:
             return
         # Terminal debris is rare, and the same scan spares cleaning each line of a tidy batch.
         tidy = not any(debris in blob for debris in DEBRIS)
         self._reader.read(lines, blob, tidy)
-        for line in clipped:  # joined from a container runtime's pieces, then over the cap
-            self._reader.read_clipped(line)
 
     def process_clipped(self, line: bytes) -> None:
         """A line over the line cap, of which only its head and tail were kept (see
@@ -154,7 +188,8 @@ class LineProcessor:
         take whole (SGLang's, tidy and long) is never split into lines; anything else is split
         and read as lines."""
         reader = self._reader
-        if reader is not None and self._decoder.kind == "plain":
+        switching = any(marker in framed for marker in self._others)
+        if reader is not None and self._decoder.kind == "plain" and not switching:
             count = framed.count(b"\n") - 1
             tidy = not any(debris in framed for debris in DEBRIS)
             records = reader.read_whole(framed, count, tidy)

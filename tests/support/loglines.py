@@ -1,4 +1,5 @@
-"""SGLang log lines and whole server logs, in SGLang's Feb 2026 line formats.
+"""SGLang log lines and whole server logs, in SGLang's Feb 2026 line formats (and vLLM 0.33's
+start and interval lines, for a log that changes engine).
 
 Each builder writes what a real server writes (scheduler stats, startup arguments, weight
 loads, CUDA graph capture), so a test feeding them to the parser or the daemon exercises the
@@ -184,3 +185,27 @@ def metrics_disabled() -> list[str]:
     lines = startup(enable_metrics=False)
     lines += [decode(300 + 4 * i, 3.1, 0.78, running=8, tput=900) for i in range(5)]
     return lines
+
+
+# vLLM 0.33's lines as its loggers write them: the engine's start (``VllmConfig.__str__``), an
+# interval's engine line and its SpecDecoding line, a drafter that accepts nothing.
+VLLM_START = (
+    "(EngineCore_DP0 pid=412) INFO 12-01 11:00:00 [core.py:140] Initializing a V1 LLM engine "
+    "(v0.33.0) with config: model='meta-llama/Llama-3.1-8B-Instruct', speculative_config="
+    "SpeculativeConfig(method='eagle3', model='yuhuili/EAGLE3-LLaMA3.1-Instruct-8B', "
+    "num_spec_tokens=3), tokenizer='meta-llama/Llama-3.1-8B-Instruct', enforce_eager=False"
+)
+
+
+def vllm_interval(second: int) -> list[str]:
+    """One 10-second interval of a vLLM engine whose EAGLE-3 drafter accepts nothing."""
+    at = f"12-01 11:01:{second:02d}"
+    return [
+        f"(APIServer pid=401) INFO {at} [loggers.py:257] Engine 000: Avg prompt throughput: "
+        "812.4 tokens/s, Avg generation throughput: 800.0 tokens/s, Running: 32 reqs, Waiting: "
+        "0 reqs, GPU KV cache usage: 41.2%, Prefix cache hit rate: 12.0%",
+        f"(APIServer pid=401) INFO {at} [metrics.py:120] SpecDecoding metrics: Mean acceptance "
+        "length: 1.00, Accepted throughput: 0.00 tokens/s, Drafted throughput: 300.00 tokens/s, "
+        "Accepted: 0 tokens, Drafted: 3000 tokens, Per-position acceptance rate: 0.000, 0.000, "
+        "0.000, Avg Draft acceptance rate: 0.0%",
+    ]
