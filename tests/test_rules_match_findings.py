@@ -62,6 +62,23 @@ def test_sglangs_own_lowered_cap_still_warns(
     assert [f["code"] for f in report["findings"]] == ["running_requests_capped"]
 
 
+def test_sglang_0_5_resolved_cap_is_told_by_the_reset_warning_before_its_args(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SGLang 0.5 resolves its arguments first: the unprefixed reset warning comes before a
+    ``server_args`` that already says 48."""
+    lines = startup(max_running=48)
+    reset = next(line for line in lines if "Max running requests is reset" in line)
+    lines.remove(reset)
+    lines = [
+        reset,
+        *(line.replace("max_running_requests=None", "max_running_requests=48") for line in lines),
+    ]
+    code, report = doctor_json(capsys, write_log(tmp_path, lines + saturated(48)))
+    assert code == 1
+    assert [f["code"] for f in report["findings"]] == ["running_requests_capped"]
+
+
 def test_health_probes_on_an_idle_node_are_not_missing_decode_stats(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

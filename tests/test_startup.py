@@ -206,7 +206,6 @@ def test_server_info_gives_config_with_effective_running_cap() -> None:
         log_level="warning",
         decode_log_interval=40,
         max_running_requests=48,
-        max_running_requests_set=False,  # None in the args: the scheduler chose 48
         enable_metrics=True,
     )
 

@@ -21,6 +21,8 @@ The lines are written here from vLLM's own logging code of each release:
 from __future__ import annotations
 
 import json
+import os
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -189,3 +191,37 @@ def test_kv_cache_usage_on_a_cpu_backend_is_read() -> None:
     parser.feed(v0_log(0, intervals=1)[1])
     [record] = parser.flush()
     assert isinstance(record, StatsRecord) and record.token_usage == pytest.approx(0.224)
+
+
+def test_windows_without_an_accept_length_are_not_judged_never_nothing_wrong(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 0.8.4 log whose engine configuration line rotated away: no k, no accept length."""
+    body = "Draft acceptance rate: 10.0%, Accepted: 60 tokens, Drafted: 600 tokens"
+    log = write_log(tmp_path, v1_log(body)[1:])
+    assert main(["doctor", "--log-file", log, "--baseline-tok-s", "800"]) == 1
+    out = capsys.readouterr().out
+    assert "nothing wrong" not in out
+    assert (
+        "problem: log: speculation not judged: 6 decode windows in the newest server run "
+        "and none with an accept length" in out
+    )
+    assert main(["report", log]) == 0
+    assert capsys.readouterr().out.startswith("Not judged: 6 decode windows")
+
+
+def test_two_windows_an_hour_old_are_not_judged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = (
+        "Mean acceptance length: 2.40, Accepted throughput: 98.00 tokens/s, Drafted throughput: "
+        "210.00 tokens/s, Accepted: 980 tokens, Drafted: 2100 tokens, Per-position acceptance "
+        "rate: 0.600, 0.500, 0.300, Avg Draft acceptance rate: 46.7%"
+    )
+    log = Path(write_log(tmp_path, v1_log(body, intervals=2)))
+    hour_ago = time.time() - 3600
+    os.utime(log, (hour_ago, hour_ago))
+    assert main(["doctor", "--log-file", str(log), "--baseline-tok-s", "600"]) == 1
+    out = capsys.readouterr().out
+    assert "nothing wrong" not in out and "faster than the baseline" not in out
+    assert "not judged: 2 decode windows, the newest 60 min ago; at least 3 are needed" in out

@@ -339,6 +339,8 @@ def _judge_windows(report: Report, diagnosis: Diagnosis) -> None:
     run = report.newest
     diagnosis.run = run
     diagnosis.verdicts = list(report.verdicts)
+    if report.not_judged is not None:
+        diagnosis.problems.append(f"log: speculation not judged: {report.not_judged}")
     diagnosis.notes.append(report.headline)
     if report.earlier_runs_differ:
         diagnosis.notes += [f"earlier run {run_line(earlier)}" for earlier in report.runs[:-1]]

@@ -160,8 +160,6 @@ def from_server_args(args: Mapping[str, Any]) -> ServerConfig:
     if isinstance(values["algorithm"], str):
         values["algorithm"] = values["algorithm"].upper()
     values["max_running_requests"] = _per_scheduler(values["max_running_requests"], args)
-    if "max_running_requests" in args:
-        values["max_running_requests_set"] = args["max_running_requests"] is not None
     return ServerConfig(**values)
 
 
@@ -273,6 +271,7 @@ class ConfigTracker:
         self._lock = threading.Lock()
         self._config = ServerConfig()
         self._loads: dict[Hashable, int] = {}
+        self._reset_seen = False  # SGLang's "Max running requests is reset" before its args
         self._schedule: tuple[tuple[int, int, int], ...] | None = None  # for the next start
 
     @property
@@ -286,7 +285,11 @@ class ConfigTracker:
                 config = with_local_draft(from_server_args(event.args))
                 if self._schedule is not None:
                     config = replace(config, adaptive=True, schedule=self._schedule)
+                if "max_running_requests" in event.args:  # the log's word: set, or chosen
+                    chosen = event.args["max_running_requests"] is None or self._reset_seen
+                    config = replace(config, max_running_requests_set=not chosen)
                 self._config, self._loads, self._schedule = config, {}, None
+                self._reset_seen = False
             elif isinstance(event, WeightsLoaded):
                 self._config = self._with_weights(event.model_class, rank)
             elif isinstance(event, MemoryPlan) and event.max_running_requests is not None:
@@ -294,6 +297,8 @@ class ConfigTracker:
                     self._config, max_running_requests=event.max_running_requests
                 )
             elif isinstance(event, MaxRunningReset):
+                # SGLang 0.5 resolves its arguments, and says so, before it logs them.
+                self._reset_seen = True
                 self._config = replace(
                     self._config, max_running_requests=event.value, max_running_requests_set=False
                 )

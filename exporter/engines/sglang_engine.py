@@ -155,6 +155,13 @@ class SGLangReader:
                 self._sink.on_event(result)
         elif marker in ending.MARKERS and ending.parse(text) is not None:
             self._sink.on_event(LogLine(None, None, None, text, NAME))  # a traceback's own lines
+        elif text.startswith(BARE_RESET):  # logged before SGLang's logging is set up
+            self._sink.on_event(LogLine(None, None, None, text, NAME))
+
+
+# SGLang resolves its arguments, and warns of the cap it chose, before its logger has a
+# format: the line has no prefix, and comes just before ``server_args=``.
+BARE_RESET = "Max running requests is reset to "
 
 
 def is_event(message: str) -> bool:

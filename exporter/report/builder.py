@@ -12,6 +12,7 @@ are summed (``analysis.node``) before a baseline, a band or a chart sees them.
 from __future__ import annotations
 
 import math
+import os
 import random
 from collections import Counter, deque
 from collections.abc import Mapping, Sequence
@@ -537,7 +538,21 @@ class ReportBuilder(RecordSink):
             restarts=tuple(self._series.restarts),
             collapsed_accept_length=self.thresholds.collapsed_accept_length,
             requests=self.request_summary(),
+            written_at=_written_at(files),
         )
+
+
+def _written_at(files: tuple[str, ...]) -> float | None:
+    """When the newest of the log files was last written (none for standard input)."""
+    times: list[float] = []
+    for name in files:
+        if name == "-":
+            continue
+        try:
+            times.append(os.stat(name).st_mtime)
+        except OSError:
+            continue
+    return max(times, default=None)
 
 
 _TIME = attrgetter("time")

@@ -6,6 +6,7 @@ rendered by :mod:`.text`, :mod:`.html` or as JSON; its wording lives here so all
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from itertools import pairwise
@@ -15,6 +16,7 @@ from exporter.analysis.breakeven import Assessment
 from exporter.analysis.findings import CRITICAL, Finding
 from exporter.analysis.ranks import RankAccept
 from exporter.analysis.request_share import NO_BENEFIT_ACCEPT_LENGTH, RecentShare, logged_time
+from exporter.analysis.thresholds import MIN_WINDOWS
 from exporter.analysis.verdicts import Verdict
 from exporter.engines.server_config import ServerConfig
 from exporter.report.series import Point
@@ -188,6 +190,7 @@ class Report:
     collapsed_accept_length: float
     series: tuple[Point, ...] = field(repr=False)
     restarts: tuple[float, ...] = ()  # server starts after decode windows of an earlier run
+    written_at: float | None = None  # when the newest log file was last written (its mtime)
     requests: RequestSummary | None = None  # when the log holds finished-request lines
     # Draft steps that pay per concurrency band, in the engine's terms (newest run).
     schedule: str | None = None
@@ -241,7 +244,37 @@ class Report:
             text += f" (newest of {len(self.runs)} server runs; earlier runs differ)"
         return text
 
+    @property
+    def not_judged(self) -> str | None:
+        """Why the newest run's decode windows give no verdict on speculation, when they
+        cannot: none carries an accept length, or too few to be the node's state."""
+        run = self.newest
+        if run is None or not run.decode_windows:
+            return None  # an idle server: the headline says so
+        windows = f"{run.decode_windows} decode window{'' if run.decode_windows == 1 else 's'}"
+        if run.accept_length is None and not run.drafting_off:
+            return (
+                f"{windows} in the newest server run and none with an accept length (a vLLM "
+                "0.8.3 or 0.8.4 line gives one only with the engine's configuration line, "
+                "which names its speculative tokens)"
+            )
+        if run.decode_windows >= MIN_WINDOWS:
+            return None
+        age = self._age(run)
+        newest = f", the newest {age} ago" if age else ""
+        return f"{windows}{newest}; at least {MIN_WINDOWS} are needed"
+
+    def _age(self, run: RunSummary) -> str | None:
+        """How long ago the run's newest line was written: the log's last write, less what
+        the log holds after it (by the log's own clock)."""
+        if self.written_at is None or run.last_time is None or self.last_time is None:
+            return None
+        return _duration(max(0.0, time.time() - self.written_at + self.last_time - run.last_time))
+
     def _speed_headline(self) -> str:
+        reason = self.not_judged
+        if reason is not None:
+            return f"Not judged: {reason}."
         run = self.newest
         if run is None or run.throughput is None or run.running is None:
             if self.stats_lines == 0:
@@ -295,6 +328,7 @@ class Report:
             "bands": [_band_dict(b) for b in self.bands],
             "overall": _band_dict(self.overall) if self.overall else None,
             "headline": self.headline,
+            "not_judged": self.not_judged,
             "verdicts": [v.to_json_dict() for v in self.verdicts],
             "runs": [run.to_json_dict() for run in self.runs],
             "baseline": self.baseline,
@@ -318,6 +352,18 @@ def _compared(speedup: float) -> str:
     return (
         f"Speculation is {word} than the baseline: {change}% {amount} throughput ({ratio(speedup)})"
     )
+
+
+def _duration(seconds: float) -> str:
+    """``42 s``, ``12 min``, ``3 h 5 min``, ``2 days``: as an on-call says an age."""
+    minutes, hours = seconds / 60, seconds / 3600
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if minutes < 120:
+        return f"{minutes:.0f} min"
+    if hours < 48:
+        return f"{int(hours)} h {int(minutes % 60)} min"
+    return f"{hours / 24:.0f} days"
 
 
 def ratio(value: float) -> str:
