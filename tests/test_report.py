@@ -415,3 +415,24 @@ def test_bad_mixin_config_exits_2_naming_flag_and_key(
     assert (code, out) == (2, "")
     assert len(err.strip().splitlines()) == 1
     assert "--mixin-config" in err and "collapsed_for" in err
+
+
+def test_each_run_line_says_what_the_restart_changed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A drafter swapped for another and the tree narrowed: each run names its own setup."""
+    first = startup(num_draft_tokens=16, topk=4, steps=6)
+    first += [decode(260 + 4 * i, 1.0, 0.0, tput=600) for i in range(5)]
+    second = startup(draft_path="/models/kimi-k25-eagle3-v2")
+    second += [decode(260 + 4 * i, 3.0, 0.67, tput=2600) for i in range(5)]
+    log = tmp_path / "runs.log"
+    log.write_text("".join(f"{line}\n" for line in first + second))
+    code, out, _ = report(capsys, str(log))
+    assert code == 0
+    assert "(EAGLE3, 16 draft tokens, draft /models/kimi-k25-eagle3)" in " ".join(out.split())
+    assert "(EAGLE3, 4 draft tokens, draft /models/kimi-k25-eagle3-v2)" in " ".join(out.split())
+    runs = json_report(capsys, str(log))["runs"]
+    assert [(r["algorithm"], r["num_draft_tokens"], r["draft_model"]) for r in runs] == [
+        ("EAGLE3", 16, "/models/kimi-k25-eagle3"),
+        ("EAGLE3", 4, "/models/kimi-k25-eagle3-v2"),
+    ]

@@ -272,20 +272,23 @@ def test_restart_gives_a_line_per_run_and_the_headline_speaks_of_the_newest(tmp_
     )
     text = " ".join(result.stdout.split())  # unwrapped
     assert "Server runs (2):" in text
+    # Each run names its setup (the same in both runs of this log).
+    setup = "(EAGLE3, 4 draft tokens, draft /models/kimi-k25-eagle3)"
     assert (
-        "- 2026-02-23 00:10:49 to 2026-02-23 00:15:38: accept length 1.00, 600 tok/s at 48 "
-        "running, 0.4x: Speculative decoding collapsed: no draft token is accepted; "
+        f"- 2026-02-23 00:10:49 to 2026-02-23 00:15:38 {setup}: accept length 1.00, 600 tok/s "
+        "at 48 running, 0.4x: Speculative decoding collapsed: no draft token is accepted; "
         "Speculation is slower than serving without it"
     ) in text
     assert (
-        "- 2026-02-23 01:10:49 to 2026-02-23 01:15:46: accept length 3.20, 2,256 tok/s at 32 "
-        "running, 2.2x: nothing wrong"
+        f"- 2026-02-23 01:10:49 to 2026-02-23 01:15:46 {setup}: accept length 3.20, 2,256 tok/s "
+        "at 32 running, 2.2x: nothing wrong"
     ) in text
     status, _, doctor_text = doctor("--log-file", log, "--baseline-curve", CURVE)
     assert status == 0  # the node as it is now: the newest run
-    assert "judged: earlier run 2026-02-23 00:10:49 to 2026-02-23 00:15:38: accept length 1.00" in (
-        doctor_text
-    )
+    assert (
+        f"judged: earlier run 2026-02-23 00:10:49 to 2026-02-23 00:15:38 {setup}: accept length "
+        "1.00"
+    ) in doctor_text
 
 
 def test_doctor_judges_by_the_config_file_and_names_its_key(tmp_path: Path) -> None:

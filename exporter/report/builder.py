@@ -230,8 +230,13 @@ class _Run:
             drafting_off=self.drafting_off,
         )
 
-    def summary(self, figures: RunFigures, verdicts: list[Verdict]) -> RunSummary:
+    def summary(
+        self, figures: RunFigures, verdicts: list[Verdict], config: ServerConfig
+    ) -> RunSummary:
         return RunSummary(
+            algorithm=config.algorithm,
+            draft_model=config.draft_model_path,
+            num_draft_tokens=config.num_draft_tokens,
             started_at=self.started_at,
             first_time=self.first_time,
             last_time=self.last_time,
@@ -435,7 +440,7 @@ class ReportBuilder(RecordSink):
             verdicts = judge(
                 figures, self.expected_accept_length, self.thresholds, standard, config.num_steps
             )
-            self._done.append(run.summary(figures, verdicts))
+            self._done.append(run.summary(figures, verdicts, config))
 
     # Results --------------------------------------------------------------------------------
     @property

@@ -125,6 +125,20 @@ class RunSummary:
     verdicts: tuple[Verdict, ...]
     ranks: tuple[RankAccept, ...] = ()  # accept length by DP rank, where ranks log their own
     drafting_off: int = 0  # decode windows adaptive speculation ran with drafting off
+    # Its speculative setup, from its own startup lines: a restart may change any of them.
+    algorithm: str | None = None
+    draft_model: str | None = None
+    num_draft_tokens: int | None = None
+
+    @property
+    def setup(self) -> str:
+        """``EAGLE3, 4 draft tokens, draft /models/x``: what this run speculated with."""
+        parts = [self.algorithm or "algorithm unknown"]
+        if self.num_draft_tokens is not None:
+            parts.append(f"{self.num_draft_tokens} draft tokens")
+        if self.draft_model:
+            parts.append(f"draft {self.draft_model}")
+        return ", ".join(parts)
 
     @property
     def off_note(self) -> str:
@@ -158,6 +172,9 @@ class RunSummary:
             "verdicts": [v.to_json_dict() for v in self.verdicts],
             "drafting_off_windows": self.drafting_off,
             "dp_ranks": [asdict(rank) for rank in self.ranks],
+            "algorithm": self.algorithm,
+            "draft_model": self.draft_model,
+            "num_draft_tokens": self.num_draft_tokens,
         }
 
 

@@ -137,8 +137,9 @@ def _runs(report: Report) -> list[str]:
 
 
 def run_line(run: RunSummary) -> str:
-    """One server run in a line: its span, accept length, speed and what was judged."""
-    span = f"{_when(run.first_time or run.started_at)} to {_when(run.last_time)}"
+    """One server run in a line: its span and setup (what a restart changed), accept length,
+    speed and what was judged."""
+    span = f"{_when(run.first_time or run.started_at)} to {_when(run.last_time)} ({run.setup})"
     if run.accept_length is None and not run.drafting_off:
         return f"{span}: no decode windows"
     text = span
