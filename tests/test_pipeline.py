@@ -191,3 +191,21 @@ def test_a_source_that_changes_engine_is_read_by_the_new_engine(batches: int) ->
         ("vllm", "decode"),
     ]
     assert [r.accept_length for r in sink.records[2:]] == [1.0, 1.0]
+
+
+def test_a_source_changing_engine_reads_the_new_servers_arguments_line() -> None:
+    """vLLM's API server logs its non-default args (the dynamic speculation schedule among
+    them) before its engine starts: the switch happens there, so the schedule is not lost."""
+    args = (
+        "(APIServer pid=401) INFO 12-01 10:59:58 [startup.py:96] non-default args: {'model': "
+        "'meta-llama/Llama-3.1-8B-Instruct', 'speculative_config': {'method': 'eagle3', "
+        "'num_speculative_tokens': 3, 'num_speculative_tokens_per_batch_size': "
+        "[[1, 8, 3], [9, 1024, 0]]}}"
+    )
+    sink = ListSink()
+    processor = LineProcessor(sink)
+    processor.process([line.encode() for line in [DECODE, args, VLLM_START]])
+    assert [(event.engine, event.message[:17]) for event in sink.events] == [
+        ("vllm", "non-default args:"),
+        ("vllm", "Initializing a V1"),
+    ]

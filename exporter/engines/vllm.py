@@ -219,9 +219,11 @@ def is_own_line(text: str) -> bool:
 
 
 def starts_engine(text: str) -> bool:
-    """Whether vLLM itself wrote this cleaned line as an engine's start (its configuration)."""
+    """Whether vLLM itself wrote this cleaned line as a server's start: the API server's
+    arguments (logged before its engine starts, with the speculation schedule) or an engine's
+    configuration."""
     match = _PREFIX.match(text)
-    return match is not None and text.startswith(ENGINE_CONFIG, match.end())
+    return match is not None and text.startswith((NON_DEFAULT_ARGS, *ENGINE_CONFIG), match.end())
 
 
 def engine_config_args(message: str) -> dict[str, object] | None:
