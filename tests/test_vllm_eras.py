@@ -25,6 +25,7 @@ import os
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -225,3 +226,26 @@ def test_two_windows_an_hour_old_are_not_judged(
     out = capsys.readouterr().out
     assert "nothing wrong" not in out and "faster than the baseline" not in out
     assert "not judged: 2 decode windows, the newest 60 min ago; at least 3 are needed" in out
+
+
+def test_vllm_without_cuda_graphs_is_told_in_vllms_own_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = (
+        "Mean acceptance length: 2.60, Accepted throughput: 96.00 tokens/s, Drafted throughput: "
+        "180.00 tokens/s, Accepted: 960 tokens, Drafted: 1800 tokens, Per-position acceptance "
+        "rate: 0.700, 0.550, 0.350, Avg Draft acceptance rate: 53.3%"
+    )
+    lines = v1_log(body, version="0.33.0")
+    lines[0] = lines[0].replace("enforce_eager=False", "enforce_eager=True")
+    code, report = doctor_json_of(capsys, write_log(tmp_path, lines))
+    assert code == 1
+    finding = next(f for f in report["findings"] if f["code"] == "cuda_graph_disabled")
+    assert finding["seen"] == "enforce_eager=True in vLLM's engine configuration."
+    assert finding["fix"] == "Restart vLLM without --enforce-eager."
+    assert "--disable-cuda-graph" not in json.dumps(report)
+
+
+def doctor_json_of(capsys: pytest.CaptureFixture[str], log: str) -> tuple[int, dict[str, Any]]:
+    code = main(["doctor", "--log-file", log, "--json"])
+    return code, json.loads(capsys.readouterr().out)

@@ -427,7 +427,10 @@ def _eagle3_draft_with_eagle_algorithm(obs: Observations) -> Finding | None:
 
 def _cuda_graph_disabled(obs: Observations) -> Finding | None:
     config = obs.config
-    if config.disable_cuda_graph:
+    if config.disable_cuda_graph and config.engine == "vllm":
+        seen = "enforce_eager=True in vLLM's engine configuration."
+        fix = "Restart vLLM without --enforce-eager."
+    elif config.disable_cuda_graph:
         seen = "disable_cuda_graph=True in the server arguments."
         fix = "Restart the server without --disable-cuda-graph."
     else:

@@ -19,6 +19,7 @@ class ServerArgsEvent:
     it begins a server run."""
 
     args: Mapping[str, Any]
+    engine: str | None = None  # whose start it is, so fixes name that engine's own flags
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,6 +69,7 @@ _ERRNO_REASONS = {
 class ServerConfig:
     """The speculative-decoding relevant configuration; ``None`` means "not known yet"."""
 
+    engine: str | None = None  # the engine whose start line told this configuration
     algorithm: str | None = None
     draft_model_path: str | None = None
     served_model: str | None = None  # the name clients ask for (SGLang and vLLM served_model_name)
@@ -283,6 +284,7 @@ class ConfigTracker:
         with self._lock:
             if isinstance(event, ServerArgsEvent):
                 config = with_local_draft(from_server_args(event.args))
+                config = replace(config, engine=event.engine)
                 if self._schedule is not None:
                     config = replace(config, adaptive=True, schedule=self._schedule)
                 if "max_running_requests" in event.args:  # the log's word: set, or chosen

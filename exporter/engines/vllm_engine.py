@@ -93,7 +93,7 @@ class Vllm:
         if schedule is not None:
             return SpeculationSchedule(schedule)
         args = vllm.engine_config_args(message)
-        return None if args is None else ServerArgsEvent(args)
+        return None if args is None else ServerArgsEvent(args, self.name)
 
     def upstream_reader(self, prefix: str | None = None) -> UpstreamReader:
         """vLLM's counter schema under ``prefix`` (llama.cpp, Ray Serve), or found."""
