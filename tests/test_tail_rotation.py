@@ -9,7 +9,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from exporter.sources.tail import FileTailer
 from tests.support.files import append
 from tests.support.loglines import joined, numbered
 from tests.support.tailing import Recorder, following, stepped
@@ -173,51 +172,45 @@ def test_rewrite_to_the_same_size_is_read_again_as_a_truncation(tmp_path: Path) 
     """Truncated and rewritten between two passes: the size says nothing, the first bytes do."""
     log = tmp_path / "server.log"
     log.touch()
-    rec = Recorder()
-    tailer = FileTailer(str(log), rec, poll_interval=30.0)
-    tailer.poll()
-    log.write_bytes(b"first run line\n")
-    tailer.poll()
-    assert rec.lines == [b"first run line"]
-    with open(log, "r+b") as handle:  # truncate and rewrite, same length, no pass in between
-        handle.truncate(0)
-        handle.write(b"second run ln!\n")
-    tailer.poll()
-    tailer.stop()
-    assert rec.lines == [b"first run line", b"second run ln!"]
-    assert rec.count("truncation") == 1
+    with stepped(log) as (tailer, rec):
+        tailer.poll()
+        log.write_bytes(b"first run line\n")
+        tailer.poll()
+        assert rec.lines == [b"first run line"]
+        with open(log, "r+b") as handle:  # truncate and rewrite, same length, no pass in between
+            handle.truncate(0)
+            handle.write(b"second run ln!\n")
+        tailer.poll()
+        assert rec.lines == [b"first run line", b"second run ln!"]
+        assert rec.count("truncation") == 1
 
 
 def test_a_rewrite_keeping_the_first_line_is_read_again_too(tmp_path: Path) -> None:
     """A banner first line defeated the first-bytes check: 1,200 of 2,400 lines were read."""
     log = tmp_path / "server.log"
     log.touch()
-    rec = Recorder()
-    tailer = FileTailer(str(log), rec, poll_interval=30.0)
-    tailer.poll()
-    banner = "=" * 80
-    first = [banner, *(f"run 1 line {i:04d}" for i in range(1200))]
-    append(log, *first)
-    tailer.poll()
-    second = [banner, *(f"run 2 line {i:04d}" for i in range(1200))]
-    with open(log, "r+b") as handle:  # same length, same first line, no pass in between
-        handle.truncate(0)
-        handle.write("".join(f"{line}\n" for line in second).encode())
-    tailer.poll()
-    tailer.stop()
-    assert rec.lines == [line.encode() for line in first + second]
-    assert rec.count("truncation") == 1
+    with stepped(log) as (tailer, rec):
+        tailer.poll()
+        banner = "=" * 80
+        first = [banner, *(f"run 1 line {i:04d}" for i in range(1200))]
+        append(log, *first)
+        tailer.poll()
+        second = [banner, *(f"run 2 line {i:04d}" for i in range(1200))]
+        with open(log, "r+b") as handle:  # same length, same first line, no pass in between
+            handle.truncate(0)
+            handle.write("".join(f"{line}\n" for line in second).encode())
+        tailer.poll()
+        assert rec.lines == [line.encode() for line in first + second]
+        assert rec.count("truncation") == 1
 
 
 def test_appending_is_never_taken_for_a_rewrite(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.touch()
-    rec = Recorder()
-    tailer = FileTailer(str(log), rec, poll_interval=30.0)
-    tailer.poll()  # past the start-up bootstrap
-    for i in range(100):  # the fingerprint is complete after 64 bytes; keep going past it
-        append(log, f"line {i}")
-        tailer.poll()
-    tailer.stop()
-    assert rec.lines == [f"line {i}".encode() for i in range(100)]
-    assert rec.count("truncation") == 0
+    with stepped(log) as (tailer, rec):
+        tailer.poll()  # past the start-up bootstrap
+        for i in range(100):  # the fingerprint is complete after 64 bytes; keep going past it
+            append(log, f"line {i}")
+            tailer.poll()
+        assert rec.lines == [f"line {i}".encode() for i in range(100)]
+        assert rec.count("truncation") == 0

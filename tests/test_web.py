@@ -46,6 +46,15 @@ def serve(collector: Collector, content: Callable[[], object] | None = None) -> 
     return server
 
 
+def at_once(client: Callable[[], None], clients: int) -> None:
+    """Start every client before waiting on any, so their requests overlap on the server."""
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 def test_healthz_answers_503_with_the_reason_until_ready_then_200() -> None:
     reason: list[str | None] = ["starting: 1 of 2 log sources not followed yet"]
     app = make_app(CollectorRegistry(), lambda: b"landing", not_ready=lambda: reason[0])
@@ -87,11 +96,7 @@ def test_concurrent_scrapes_share_renders_but_never_one_begun_before_they_arrive
         seen.append((begun_before, served_number(fetch(server.port)[1])))
 
     try:
-        threads = [threading.Thread(target=scrape) for _ in range(10)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        at_once(scrape, clients=10)
     finally:
         server.stop()
     assert len(seen) == 10
@@ -195,11 +200,7 @@ def test_clients_polling_the_landing_page_share_its_renders() -> None:
             bodies.append(answer.read())
 
     try:
-        threads = [threading.Thread(target=visit) for _ in range(10)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        at_once(visit, clients=10)
     finally:
         server.stop()
     assert bodies == [b"landing"] * 10
