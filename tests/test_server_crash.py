@@ -207,6 +207,23 @@ def test_a_restart_after_the_crash_judges_the_new_run(
     assert "server_crashed" not in codes(report["findings"])
 
 
+def test_an_earlier_run_that_crashed_is_named_in_doctor_and_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A node that died of OOM and was restarted serves now (exit 0), but the on-call reading
+    its log learns that and when the earlier run crashed: a crash loop is never silent."""
+    lines = startup() + serving() + scheduler_exception(300, OOM) + startup() + serving()
+    log = write_log(tmp_path, lines)
+    code, out = run(capsys, "doctor", "--log-file", log, "--baseline-tok-s", "1500")
+    assert code == 0
+    earlier = next(line for line in out.splitlines() if "earlier run 2026" in line)
+    assert "The server crashed at 2026-02-23 00:15:02: CUDA out of memory" in earlier
+    code, out = run(capsys, "report", log, "--json")
+    first, newest = json.loads(out)["runs"]
+    assert first["ended"] == "The server crashed at 2026-02-23 00:15:02: CUDA out of memory"
+    assert newest["ended"] is None
+
+
 def test_a_prompt_quoting_a_crash_is_no_crash(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -283,12 +283,26 @@ _CRASH_FIXES = {
 }
 
 
+def ending_summary(end: Ending, served: bool) -> str:
+    """How a server run ended, in one phrase: the crash finding's summary, and what an
+    earlier run's line says when a restart followed."""
+    if not _crashed(end):
+        return "The server logged a traceback and no decode window since"
+    when = f" at {end.time.replace('T', ' ')}" if end.time else ""
+    cause = f": {end.cause}" if end.cause else ""
+    return f"{'The server crashed' if served else 'The server failed to start'}{when}{cause}"
+
+
+def _crashed(end: Ending) -> bool:
+    return end.final or end.cause in _CRASH_FIXES
+
+
 def _server_ended(obs: Observations) -> Finding | None:
     """The log says the server died, or logged a traceback and no decode window since."""
     end = obs.ending
     if end is None:
         return None
-    crashed = end.final or end.cause in _CRASH_FIXES
+    crashed = _crashed(end)
     when = f" at {end.time.replace('T', ' ')}" if end.time else ""
     cause = f": {end.cause}" if end.cause else ""
     served = (
@@ -296,15 +310,13 @@ def _server_ended(obs: Observations) -> Finding | None:
         if obs.windows
         else "before any decode window of this run (it failed at start-up)"
     )
+    summary = ending_summary(end, bool(obs.windows))
     if crashed:
-        summary = "The server crashed" if obs.windows else "The server failed to start"
-        summary += f"{when}{cause}"
         why = (
             "A dead server serves nothing and writes no stats lines: every alert that rests on "
             "them goes quiet just when the node is down."
         )
     else:
-        summary = "The server logged a traceback and no decode window since"
         why = (
             "A traceback with no window after it is how a dying server looks from its log; one "
             "failed request looks the same until the next decode window shows the node serving."

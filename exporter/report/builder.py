@@ -23,7 +23,7 @@ from operator import add, attrgetter
 from exporter.analysis.algorithms import config_standard
 from exporter.analysis.baseline import Baseline
 from exporter.analysis.breakeven import Assessment, advise
-from exporter.analysis.findings import DecodeSample, Observations, evaluate
+from exporter.analysis.findings import DecodeSample, Observations, ending_summary, evaluate
 from exporter.analysis.node import Moment, NodeMoments
 from exporter.analysis.ranks import RankAccepts
 from exporter.analysis.schedule import BandDrafting, advise_bands, schedule_text
@@ -233,6 +233,7 @@ class _Run:
     def summary(
         self, figures: RunFigures, verdicts: list[Verdict], config: ServerConfig
     ) -> RunSummary:
+        ending = self.evidence.ending
         return RunSummary(
             algorithm=config.algorithm,
             draft_model=config.draft_model_path,
@@ -249,6 +250,7 @@ class _Run:
             verdicts=tuple(verdicts),
             drafting_off=self.drafting_off,
             ranks=self.ranks.figures(),
+            ended=None if ending is None else ending_summary(ending, bool(self.windows)),
         )
 
 

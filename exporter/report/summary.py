@@ -129,6 +129,8 @@ class RunSummary:
     algorithm: str | None = None
     draft_model: str | None = None
     num_draft_tokens: int | None = None
+    # How it ended (a crash, a traceback), as the crash finding says it; None: it did not.
+    ended: str | None = None
 
     @property
     def setup(self) -> str:
@@ -152,7 +154,9 @@ class RunSummary:
 
     @property
     def codes(self) -> frozenset[str]:
-        return frozenset(v.code for v in self.verdicts)
+        """Its verdicts, and its end: a run that crashed differs from one that did not."""
+        ended = {"ended"} if self.ended else set()
+        return frozenset(v.code for v in self.verdicts) | ended
 
     @property
     def baseline_implausible(self) -> bool:
@@ -175,6 +179,7 @@ class RunSummary:
             "algorithm": self.algorithm,
             "draft_model": self.draft_model,
             "num_draft_tokens": self.num_draft_tokens,
+            "ended": self.ended,
         }
 
 

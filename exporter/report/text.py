@@ -151,7 +151,8 @@ def run_line(run: RunSummary) -> str:
         text += f", {run.throughput:,.0f} tok/s at {run.running} running"
     if run.speedup is not None:
         text += f", {ratio(run.speedup)}"
-    judged = "; ".join(v.summary for v in run.verdicts) or "nothing wrong"
+    judged = "; ".join([*(v.summary for v in run.verdicts), *filter(None, [run.ended])])
+    judged = judged or "nothing wrong"
     return f"{text}: {judged}"
 
 

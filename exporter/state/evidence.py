@@ -141,6 +141,12 @@ class Evidence:
         with self._lock:
             self._ending = ending if self._ending is None else self._ending.merged(ending)
 
+    @property
+    def ending(self) -> Ending | None:
+        """How the run ended, as far as its lines said; None while it serves."""
+        with self._lock:
+            return self._ending
+
     def observations(self, config: ServerConfig, now: float, **upstream: Any) -> Observations:
         """Inputs for :func:`evaluate` as of ``now``; ``upstream`` adds ``metrics_endpoint``,
         ``cuda_graph_share`` and ``upstream_busy`` from a scrape."""
