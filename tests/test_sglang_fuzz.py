@@ -128,10 +128,11 @@ _PREFILL_FIELDS: dict[str, tuple[str, st.SearchStrategy[Any]]] = {
     "cached_tokens": ("#cached-token", counts),
     "input_throughput": ("input throughput (token/s)", hundredths),
 }
+_SWA = "swa token usage: 0.03"  # a pool's usage, part of the token usage when no plain one
 _NOISE = [
     "#token: 6460",
     "#swa token: 8192",
-    "swa token usage: 0.03",
+    _SWA,
     "#prealloc-req: 2",
     "waiting-image-req: 0",
     "est. decode TFLOPS/s (per GPU): 12.50",
@@ -169,8 +170,12 @@ def stats_lines(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
         device = draw(st.sampled_from(["cuda", "cpu", "npu", "musa"]))
         expected["cuda_graph"] = graph
         parts.append(f"{device} graph: {graph}")
-    for noise in draw(st.lists(st.sampled_from(_NOISE), max_size=3)):
+    noises = draw(st.lists(st.sampled_from(_NOISE), max_size=3))
+    for noise in noises:
         parts.insert(draw(st.integers(0, len(parts))), noise)
+    if _SWA in noises and not any(part.startswith("token usage:") for part in parts):
+        # hybrid pools without a plain token usage: the fullest pool's
+        expected["token_usage"] = max(expected.get("token_usage", 0.0), 0.03)
     word = "Decode" if kind == "decode" else "Prefill"
     header = draw(st.sampled_from([f"{word} batch. ", f"{word} batch, ", f"{word} batch [42], "]))
     ending = draw(st.sampled_from(["", ", ", ", timestamp: 2026-02-23T00:14:33.123456"]))

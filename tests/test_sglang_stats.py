@@ -136,7 +136,7 @@ def test_graph_label_of_other_devices_is_the_graph_flag(device: str) -> None:
     assert rec.extra["graph_device"] == device
 
 
-def test_hybrid_swa_line_takes_token_usage_from_full_token_usage() -> None:
+def test_hybrid_swa_line_takes_token_usage_from_its_fullest_pool() -> None:
     line = (
         "[2026-02-23 00:17:45] Decode batch, #running-req: 8, #full token: 20480, "
         "full token usage: 0.05, #swa token: 8192, swa token usage: 0.03, accept len: 3.12, "
@@ -146,16 +146,20 @@ def test_hybrid_swa_line_takes_token_usage_from_full_token_usage() -> None:
     assert core(rec) == ("decode", 8, 0, 0.05, 3.12, 0.78, True, 905.50)
     assert rec.tp_rank is None
     assert rec.extra["swa_token_usage"] == 0.03
+    # The sliding-window pool fuller than the full-attention one: SGLang's own token_usage
+    # (get_max_pool_usage) is the fullest pool's, and so is specwatch's.
+    fuller = record(line.replace("swa token usage: 0.03", "swa token usage: 0.91"))
+    assert fuller.token_usage == 0.91
 
 
-def test_hybrid_mamba_line_takes_token_usage_from_full_token_usage() -> None:
+def test_hybrid_mamba_line_takes_token_usage_from_its_fullest_pool() -> None:
     line = (
         f"{P}Decode batch, #running-req: 6, #full token: 7000, full token usage: 0.12, "
         "mamba num: 6, mamba usage: 0.40, cuda graph: True, "
         "gen throughput (token/s): 300.00, #queue-req: 1"
     )
     rec = record(line)
-    assert rec.token_usage == 0.12
+    assert rec.token_usage == 0.40  # the mamba state pool, fuller than the tokens' 0.12
     assert rec.extra["mamba_usage"] == 0.40
 
 

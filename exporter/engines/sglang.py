@@ -77,8 +77,10 @@ def _record(
     kind: str, head: _Head, values: list[Any], extra: dict[str, Any]
 ) -> StatsRecord | Unrecognized:
     """The record of a read body: both the text and the raw-bytes readers end here."""
-    if values[TOKEN_USAGE] is None and "full_token_usage" in extra:
-        values[TOKEN_USAGE] = extra["full_token_usage"]
+    if values[TOKEN_USAGE] is None:
+        pools = [extra[key] for key in POOL_USAGES if key in extra]
+        if pools:
+            values[TOKEN_USAGE] = max(pools)
     if values.count(None) == len(values):
         return Unrecognized("no_fields")
     values.append(extra)  # the last field: one starred list is what a type checker can follow
@@ -98,6 +100,10 @@ _VALUE_FIELDS: tuple[str, ...] = _RECORD_FIELDS[len(_LEADING_FIELDS) : -1]
 VALUE_FIELD_COUNT = len(_VALUE_FIELDS)
 _POSITION = {name: position for position, name in enumerate(_VALUE_FIELDS)}
 TOKEN_USAGE = _POSITION["token_usage"]
+# A hybrid model's pools (full attention, sliding window, mamba state) each log their usage and
+# no plain ``token usage``: the node's is the fullest, as SGLang's own token_usage gauge says
+# (``get_max_pool_usage``), since the fullest pool is the one that queues requests.
+POOL_USAGES = ("full_token_usage", "swa_token_usage", "mamba_usage")
 _CUDA_GRAPH = _POSITION["cuda_graph"]
 
 

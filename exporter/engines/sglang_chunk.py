@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from exporter.engines.record import StatsRecord, record_from_row
 from exporter.engines.sglang import (
+    POOL_USAGES,
     RANK_LIST,
     TOKEN_USAGE,
     VALUE_FIELD_COUNT,
@@ -139,8 +140,9 @@ class ChunkReader:
         values: list[Iterable[Any]] = [repeat(None)] * VALUE_FIELD_COUNT
         for position, column in records.items():
             values[position] = column
-        if "full_token_usage" in extras and TOKEN_USAGE not in records:
-            values[TOKEN_USAGE] = extras["full_token_usage"]  # hybrid pools log only this one
+        pools = [list(extras[key]) for key in POOL_USAGES if key in extras]
+        if pools and TOKEN_USAGE not in records:  # hybrid pools: the fullest, as sglang.py
+            values[TOKEN_USAGE] = list(map(max, *pools)) if len(pools) > 1 else pools[0]
         ranks = _looked_up(self._ranks, _column(rows, 1), _rank_numbers)
         fields = zip(
             repeat(kind),
