@@ -48,6 +48,17 @@ def _speculation(config: ServerConfig, fresh: Iterable[LatestDecode]) -> str:
     return ""
 
 
+def _accept_now(fresh: Iterable[LatestDecode]) -> str:
+    """The fresh windows' accept length: one rank's, or the mean and lowest of several."""
+    lengths = [w.record.accept_length for w in fresh if w.record.accept_length is not None]
+    if not lengths:
+        return ""
+    if len(lengths) == 1:
+        return f"; accept length {lengths[0]:.2f}"
+    mean = sum(lengths) / len(lengths)
+    return f"; accept length {mean:.2f} (lowest DP rank {min(lengths):.2f})"
+
+
 def _target_section(target: Watched, now: float, stale_after: float) -> str:
     snap = target.state.snapshot()
     fresh = snap.fresh_windows(now, stale_after)
@@ -62,10 +73,15 @@ def _target_section(target: Watched, now: float, stale_after: float) -> str:
     )
     if snap.last_decode_at is None:
         window = "no decode window seen yet"
+        if insight.fallback is not None and insight.fallback.accept_length is not None:
+            window = (
+                f"accept length {insight.fallback.accept_length:.2f} from the server's /metrics"
+            )
     else:
         age = max(0.0, now - snap.last_decode_at)
         shown = "" if age < stale_after else f" (stale: older than {stale_after:g} s, not exported)"
         window = f"newest decode window {age:.0f} s ago{shown}"
+        window += _accept_now(fresh.values())
         window += _speculation(insight.config, fresh.values())
     active = (
         "".join(
