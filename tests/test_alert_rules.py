@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from exporter.analysis.findings import SEVERITIES
-from exporter.exposition.collector import FAMILIES, P
+from exporter.exposition.families import FAMILIES, P
 from tests.support.tools import REPO, RULE_FILES, require_tool, shipped_rules
 
 ALERTS = REPO / "alerts"

@@ -10,7 +10,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from exporter.analysis.baseline import Baseline
 from exporter.config import TargetConfig
 from exporter.engines.record import StatsRecord
-from exporter.exposition.collector import LABEL_VALUE_MAX, SpecwatchCollector, bounded
+from exporter.exposition.collector import SpecwatchCollector
+from exporter.exposition.families import LABEL_VALUE_MAX, bounded
 from exporter.state.target_state import TargetSnapshot, TargetState
 from exporter.target import Target
 from tests.support.metrics import T0, Clock, render

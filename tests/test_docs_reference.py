@@ -16,7 +16,7 @@ import yaml
 
 from exporter.cli import main
 from exporter.config import build_config, env_overrides
-from exporter.exposition.collector import FAMILIES
+from exporter.exposition.families import FAMILIES
 from exporter.mixin.render import render
 from exporter.mixin_config import MixinConfig
 from exporter.settings import ConfigError

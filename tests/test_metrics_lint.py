@@ -20,7 +20,7 @@ from prometheus_client.openmetrics import parser as openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
-from exporter.exposition.collector import FAMILIES
+from exporter.exposition.families import FAMILIES
 from exporter.simulate import SCENARIOS
 from tests.support.daemon import RunningDaemon, live_simulation, run_daemon
 from tests.support.fake_sglang import sglang_http_api

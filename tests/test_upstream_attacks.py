@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.exposition.collector import LABEL_VALUE_MAX
+from exporter.exposition.families import LABEL_VALUE_MAX
 from tests.support.daemon import RunningDaemon, config_file, run_daemon
 from tests.support.fake_sglang import Route, exposition, fake_sglang, server_info
 from tests.support.metrics import Scrape

@@ -16,7 +16,7 @@ import pytest
 
 from exporter.cli import build_parser
 from exporter.commands import COMMANDS
-from exporter.exposition.collector import FAMILIES
+from exporter.exposition.families import FAMILIES
 from exporter.simulate import SCENARIOS
 from tests.support.daemon import run_daemon, simulated_log, specwatch_cmd
 

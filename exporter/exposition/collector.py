@@ -7,20 +7,13 @@ current), and a scrape never waits on a tailer or an upstream.
 
 from __future__ import annotations
 
-import hashlib
-import itertools
 import logging
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from prometheus_client.metrics_core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-    Metric,
-)
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from exporter import __version__
@@ -31,9 +24,9 @@ from exporter.engines.server_config import (
     ServerConfig,
     draft_config_failures,
 )
+from exporter.exposition.families import Families
 from exporter.exposition.insight import Insight, inspect
 from exporter.exposition.watched import Watched
-from exporter.parse.custom_rules import CustomSample
 from exporter.sources.upstream import ENDPOINTS, REASONS
 from exporter.sources.upstream_checks import DROP_REASONS
 from exporter.state.requests import NO_REQUESTS, REQUEST_BUCKETS, RequestsSnapshot
@@ -44,186 +37,10 @@ from exporter.state.target_state import (
     TargetSnapshot,
 )
 
-P = "specwatch_"
 SERVED_MODEL_MAX = 128
 
 log = logging.getLogger(__name__)
 
-# name -> (type, help). Declared once so every family has one help text and one type.
-FAMILIES: dict[str, tuple[str, str]] = {
-    "build_info": ("gauge", "specwatch version, always 1."),
-    "target_info": (
-        "gauge",
-        "One series per configured target, always 1; its engine and served model.",
-    ),
-    "draft_config_errors": (
-        "counter",
-        "Draft model paths named by a server (log or /server_info) whose config.json could "
-        "not be read here, once per path, by reason.",
-    ),
-    "accept_length": ("gauge", "Mean accepted tokens per verify round in the newest window."),
-    "accept_ratio": (
-        "gauge",
-        "Accepted drafts per proposed draft (0-1), derived by specwatch as "
-        "(accept_length-1)/(num_draft_tokens-1); SGLang's own rate changed meaning in 2026.",
-    ),
-    "cuda_graph": ("gauge", "1 if the newest decode window ran with a CUDA (or CPU/NPU) graph."),
-    "running_requests": ("gauge", "Running requests in the newest decode window."),
-    "cap_length": (
-        "gauge",
-        "Mean verify window per round scheduled by confidence, bonus slot included (SGLang "
-        "DSPARK's `cap len`), in the newest decode window.",
-    ),
-    "block_accept_length": (
-        "gauge",
-        "Mean uncapped full-block accept length per round (SGLang's `block accept len`, exact "
-        "in DSPARK's cap-accept mode), in the newest decode window.",
-    ),
-    "queued_requests": ("gauge", "Queued requests in the newest decode window."),
-    "token_usage_ratio": ("gauge", "KV cache token usage (0-1) in the newest decode window."),
-    "gen_throughput_tokens_per_second": ("gauge", "Generation throughput of the newest window."),
-    "position_accept_ratio": (
-        "gauge",
-        "Share (0-1) of draft rounds whose drafts up to this position (0 = first) were all "
-        "accepted, in the newest window (vLLM's per-position acceptance).",
-    ),
-    "drafts": ("counter", "Draft rounds (one per request and verify step with drafts)."),
-    "draft_tokens": ("counter", "Draft tokens proposed."),
-    "accepted_tokens": (
-        "counter",
-        "Draft tokens accepted (the target's own token excluded); accept length is "
-        "1 + rate(accepted) / rate(drafts).",
-    ),
-    "position_accepted_tokens": (
-        "counter",
-        "Draft tokens accepted at this position (0 = first), from the engine's per-position "
-        "counters (vLLM's schema, TensorRT-LLM); rate() over a fleet or many ranks weighs "
-        "each by its drafts, as the per-window ratio cannot.",
-    ),
-    "speedup_ratio": (
-        "gauge",
-        "Generation throughput divided by the baseline at the current running requests.",
-    ),
-    "last_decode_timestamp_seconds": ("gauge", "When specwatch last saw a decode stats line."),
-    "decode_windows": ("counter", "Decode stats windows seen, by CUDA-graph state."),
-    "generated_tokens": (
-        "counter",
-        "Tokens generated, the logged throughput of each node moment integrated over the "
-        "log's own time (gaps over 60 s count nothing).",
-    ),
-    "windows_vs_baseline": (
-        "counter",
-        "Node decode moments by speed against the baseline at their running requests: "
-        "at_or_below or above; only with a baseline.",
-    ),
-    "accept_length_windows": ("histogram", "Per-window accept length."),
-    "request_accept_length": (
-        "histogram",
-        "Accept length of each finished speculative request (SGLang --log-requests), by "
-        "traffic_class when request_label_header is set.",
-    ),
-    "requests_finished": (
-        "counter",
-        "Finished requests read from the request log, with speculation figures or without.",
-    ),
-    "requests_speculative": (
-        "counter",
-        "Finished requests with speculation figures (at least one verify round).",
-    ),
-    "requests_no_draft_accepted": (
-        "counter",
-        "Finished requests that accepted no draft token in at least 8 verify rounds.",
-    ),
-    "requests_clipped": (
-        "counter",
-        "Finished requests read from a line over max_line_bytes, of which only the head and "
-        "tail were read (the line also counts as skipped, too_long).",
-    ),
-    "baseline_gen_throughput_tokens_per_second": (
-        "gauge",
-        "Throughput without speculation at the current running requests (configured).",
-    ),
-    "expected_accept_length": ("gauge", "Accept length this drafter should reach (configured)."),
-    "speculative_steps": (
-        "gauge",
-        "Draft steps in force (adaptive speculation's newest choice, else the configured "
-        "count); 0 while adaptive has drafting off.",
-    ),
-    "speculative_draft_tokens": ("gauge", "Verified positions per round in force."),
-    "adaptive_step_changes": (
-        "counter",
-        "Times adaptive speculation changed the draft steps (its 'Switch adaptive runtime "
-        "state' and 'Adaptive spec params updated' lines).",
-    ),
-    "drafting_off_windows": (
-        "counter",
-        "Decode windows adaptive speculation ran with drafting off; they carry no accept length.",
-    ),
-    "drafting_off_ratio": (
-        "gauge",
-        "Share (0-1) of recent decode windows with drafting off (adaptive speculation).",
-    ),
-    "accept_length_floor": (
-        "gauge",
-        "Accept length below which this drafter counts as low, by its algorithm and draft "
-        "steps (docs/metrics.md, Algorithms); absent while accept length is not judged.",
-    ),
-    "max_running_requests": (
-        "gauge",
-        "The server's cap on running requests per scheduler (per DP rank with DP attention), "
-        "from its startup log or /server_info.",
-    ),
-    "speculative_info": (
-        "gauge",
-        "Speculative decoding configuration of the server (log, /server_info, draft config); 1.",
-    ),
-    "finding": (
-        "gauge",
-        "1 for each active finding (codes in docs/metrics.md, Findings); absent otherwise.",
-    ),
-    "upstream_up": ("gauge", "1 if the newest scrape of the server's endpoint succeeded."),
-    "upstream_scrape_duration_seconds": ("gauge", "Duration of the newest upstream scrape."),
-    "upstream_scrape_errors": ("counter", "Failed upstream scrapes, by endpoint and reason."),
-    "upstream_dropped_samples": (
-        "counter",
-        "Samples of the server's /metrics that specwatch reads but cannot be true, dropped: "
-        "non_finite, negative, out_of_range (a 0-1 share above 1, an impossible accept "
-        "length) or duplicate (every copy of a series given twice).",
-    ),
-    "custom_rule_dropped_lines": (
-        "counter",
-        "Lines a custom rule matched but did not export (series_limit, bad_value), or skipped "
-        "after it was disabled for exceeding its CPU budget (over_budget).",
-    ),
-    "log_source_up": (
-        "gauge",
-        "1 while a configured log path is followed; 0 with the reason it is not: waiting (not "
-        "there yet, within the grace period), missing, directory, not_regular, unreadable, stuck.",
-    ),
-    "log_lines": ("counter", "Log lines read."),
-    "log_stats_lines": ("counter", "Scheduler stats lines parsed, by kind."),
-    "log_unrecognized_stats_lines": (
-        "counter",
-        "Lines that look like stats lines but could not be parsed (format drift).",
-    ),
-    "log_rotations": ("counter", "Log file rotations (rename+create, delete+recreate)."),
-    "log_truncations": ("counter", "Log file truncations (copytruncate)."),
-    "log_skipped_lines": ("counter", "Log lines skipped, by reason."),
-    "log_chunk_fallbacks": (
-        "counter",
-        "Long batches of log lines read line by line instead of whole, by reason (slower, "
-        "same result).",
-    ),
-    "log_read_errors": ("counter", "Errors reading the log (retried on the next poll)."),
-    "folded_dp_ranks": (
-        "gauge",
-        "DP ranks past max_dp_ranks: counted in this target's totals, without per-rank series.",
-    ),
-    "render_errors": (
-        "counter",
-        "Failed renders of a target, whose series those scrapes lack (a specwatch bug; see log).",
-    ),
-}
 
 # Per-window gauges and the record attribute each renders.
 WINDOW_GAUGES: tuple[tuple[str, Callable[[LatestDecode], float | None]], ...] = (
@@ -236,95 +53,6 @@ WINDOW_GAUGES: tuple[tuple[str, Callable[[LatestDecode], float | None]], ...] = 
     ("cap_length", lambda w: w.record.extra.get("cap_length")),
     ("block_accept_length", lambda w: w.record.extra.get("block_accept_length")),
 )
-
-
-# The prometheus_client family that writes a sample of each type (a counter's ``_total``).
-_SCALAR: dict[str, type[CounterMetricFamily] | type[GaugeMetricFamily]] = {
-    "counter": CounterMetricFamily,
-    "gauge": GaugeMetricFamily,
-}
-
-
-class Families:
-    """Lazily created metric families keyed by short name, yielded in declaration order.
-
-    A series' label names vary within a family (``dp_rank`` only where ranks are logged), and
-    prometheus_client's families fix them, so each series is written by a family of its own
-    and its samples are appended, in order, to the family kept under its name.
-    """
-
-    def __init__(self) -> None:
-        self._metrics: dict[str, Metric] = {}
-        self._custom: dict[str, Metric] = {}
-
-    def add(self, short: str, labels: dict[str, str], value: float) -> None:
-        """One series of a declared gauge or counter."""
-        kind, doc = FAMILIES[short]
-        _keep(self._metrics, short, _scalar(kind, P + short, doc, labels, value))
-
-    def add_histogram(
-        self,
-        short: str,
-        labels: dict[str, str],
-        buckets: Sequence[tuple[str, float]],
-        sum_value: float,
-    ) -> None:
-        """One series of a declared histogram; ``buckets`` are cumulative and end with +Inf."""
-        _, doc = FAMILIES[short]
-        family = HistogramMetricFamily(P + short, doc, labels=list(labels))
-        family.add_metric(_label_values(labels), buckets, sum_value)
-        _keep(self._metrics, short, family)
-
-    def add_custom(self, sample: CustomSample, labels: dict[str, str]) -> None:
-        """A user-defined ``specwatch_custom_*`` series (names validated at start)."""
-        family = _scalar(sample.type, sample.name, sample.help, labels, sample.value)
-        _keep(self._custom, sample.name, family)
-
-    def merge(self, other: Families) -> None:
-        """Append ``other``'s samples, family by family (one target's render into the scrape)."""
-        for mine, theirs in ((self._metrics, other._metrics), (self._custom, other._custom)):
-            for name, metric in theirs.items():
-                _keep(mine, name, metric)
-
-    def __iter__(self) -> Iterator[Metric]:
-        declared = (self._metrics[k] for k in FAMILIES if k in self._metrics)
-        return itertools.chain(declared, self._custom.values())
-
-
-LABEL_VALUE_MAX = 128
-"""Longest label value exported, in characters. Values come from the server (``/server_info``,
-its log) and the user's rules, any of which can name megabytes; a longer one is cut to 119
-characters plus ``~`` and 8 hex digits of its hash, so two long values stay two series."""
-
-
-def bounded(value: str) -> str:
-    """``value`` as a label can carry it: at most LABEL_VALUE_MAX characters of UTF-8 (a lone
-    surrogate from a JSON string would make the whole exposition fail to encode)."""
-    if len(value) <= LABEL_VALUE_MAX and value.isascii():
-        return value
-    text = value.encode("utf-8", "replace").decode("utf-8")
-    if len(text) <= LABEL_VALUE_MAX:
-        return text
-    digest = hashlib.blake2b(text.encode(), digest_size=4).hexdigest()
-    return f"{text[: LABEL_VALUE_MAX - 9]}~{digest}"
-
-
-def _label_values(labels: dict[str, str]) -> list[str]:
-    return [bounded(value) for value in labels.values()]
-
-
-def _scalar(kind: str, name: str, doc: str, labels: dict[str, str], value: float) -> Metric:
-    family = _SCALAR[kind](name, doc, labels=list(labels))
-    family.add_metric(_label_values(labels), value)
-    return family
-
-
-def _keep(kept: dict[str, Metric], name: str, family: Metric) -> None:
-    """Keep ``family`` under ``name``, or append its samples to the family already kept."""
-    if name in kept:
-        kept[name].samples.extend(family.samples)
-    else:
-        kept[name] = family
 
 
 class SpecwatchCollector(Collector):
