@@ -17,9 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from exporter.engines import sglang, sglang_engine
-from exporter.engines.record import LogLine, StatsRecord
+from exporter.engines.record import LogLine, RequestRecord, StatsRecord
 from exporter.parse.pipeline import LineProcessor, RecordSink
 from exporter.sources.tail.lines import LineSplitter
+from tests.support.requests import finish_line
 
 LOGS = Path(__file__).parent / "data" / "logs"
 
@@ -39,6 +40,7 @@ class RecordingSink(RecordSink):
 
     def __init__(self) -> None:
         self.events: list[str] = []
+        self.requests: list[str] = []  # a batch's requests follow its records: kept apart
 
     def on_lines(self, count: int) -> None:
         self.events.append(f"lines {count}")
@@ -56,13 +58,16 @@ class RecordingSink(RecordSink):
     def on_event(self, prefix: LogLine) -> None:
         self.events.append(repr(prefix))
 
+    def on_request(self, record: RequestRecord) -> None:
+        self.requests.append(repr(record))
+
 
 def plain_read(lines: list[bytes]) -> list[str]:
     """Each line on its own, with no learnt layout: the field-by-field reader defines results."""
     sink = RecordingSink()
     for line in lines:
         LineProcessor(sink, "sglang").process([line])
-    return [event for event in sink.events if not event.startswith("lines ")]
+    return [event for event in sink.events if not event.startswith("lines ")] + sink.requests
 
 
 def fast_read(batches: list[list[bytes]], framed: bool = False) -> tuple[list[str], int]:
@@ -76,7 +81,7 @@ def fast_read(batches: list[list[bytes]], framed: bool = False) -> tuple[list[st
         else:
             processor.process(batch)
     lines = sum(int(e.split()[1]) for e in sink.events if e.startswith("lines "))
-    return [event for event in sink.events if not event.startswith("lines ")], lines
+    return [event for event in sink.events if not event.startswith("lines ")] + sink.requests, lines
 
 
 _NAMES = [
@@ -215,6 +220,16 @@ _OTHER_LINES = [
     "[2026-02-23 00:14:33 TP0] " + "x" * 21 + "Max running requests is reset to 48",
     "[2026-02-23 00:14:33] " + "y" * 20 + "server_args=ServerArgs(model_path='m')",
     "[2026-02-23 00:14:33] Receive: obj=GenerateReqInput(text='Load weight end.')",
+    # Finished requests in both forms, and one quoted where no record starts.
+    finish_line(2.5, 40),
+    finish_line(1.0, 30, json_format=True),
+    "[2026-02-23 00:14:33] Receive: obj=GenerateReqInput(text='] Finish: obj=x')",
+    # A server's end opens with its message; a cause's words elsewhere open nothing.
+    "[2026-02-23 00:14:33] SIGQUIT received. signum=3, frame=None. It usually means one child "
+    "failed.",
+    "[2026-02-23 00:14:33 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+    '[2026-02-23 00:14:33] INFO:     10.0.0.2:5000 - "GET /out of memory Error: x" 404 Not Found',
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
 ]
 # Lines every one of which the chunk reader's pattern sees: whole seconds, a plain rank list.
 _PLAIN_PREFIXES = [p for p in _PREFIXES if re.fullmatch(r"\[[-\d :]{19}( [A-Z]+\d)*\]  ?", p)]

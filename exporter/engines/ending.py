@@ -46,6 +46,9 @@ _FINAL = (
     ("EngineCore failed to start", "engine core failed to start"),
 )
 _TRACEBACK = "Traceback (most recent call last):"
+# The starts of messages that open a server's end (:func:`opens`): a line with the engine's
+# prefix matters only when its message starts so, whatever other marker it quotes.
+OPENERS: tuple[str, ...] = (*(start for start, _ in _FINAL), _TRACEBACK)
 # The last line of a Python traceback: the exception's (dotted) class, then its message. A
 # vLLM child process tags its lines with ``(EngineCore_DP0 pid=N) ``.
 _EXCEPTION = re.compile(
@@ -91,7 +94,7 @@ def opens(message: str) -> bool:
     Only its own words at the start count; an engine's prefixed line that merely names an
     exception (a request's error) is no ending, unlike a traceback's unprefixed last line.
     """
-    return message.startswith((*(start for start, _ in _FINAL), _TRACEBACK))
+    return message.startswith(OPENERS)
 
 
 def parse(message: str, time: str | None = None) -> Ending | None:

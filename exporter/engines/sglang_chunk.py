@@ -79,11 +79,11 @@ class ChunkReader:
         self._times: dict[bytes, str] = {}
         self._ranks: dict[bytes, tuple[int | None, int | None]] = {}
 
-    def read(self, blob: bytes, lines: int) -> tuple[list[StatsRecord], bytes] | str:
+    def read(self, blob: bytes, lines: int) -> tuple[list[StatsRecord], bytes | None] | str:
         """The records of ``blob`` (``lines`` tidy lines, each between two ``\n``) in line
-        order, and the text in which the caller must find no startup event: the other lines'
-        message heads, or the whole blob. Else why it must be read line by line (one of
-        ``FALLBACKS``)."""
+        order, and the other lines' message heads when every line has the plain prefix: the
+        text in which the caller must find no startup event instead of the whole blob (None).
+        Else why it must be read line by line (one of ``FALLBACKS``)."""
         decode = self._lines.learnt_columns("decode")
         prefill = self._lines.learnt_columns("prefill")
         if decode is None and prefill is None:
@@ -94,10 +94,10 @@ class ChunkReader:
         prefill_at = decode_at + (0 if decode is None else decode.groups)
         kinds = list(map(add, _column(rows, 2), _column(rows, prefill_at)))  # D, P or b""
         if len(rows) == lines and blob.isascii():  # one row per line: none was left unread
-            rest = b"\n".join(_column(rows, -1))
+            heads: bytes | None = b"\n".join(_column(rows, -1))
             rows = list(compress(rows, kinds))
         else:
-            rest = blob
+            heads = None
             rows = list(compress(rows, kinds))
             if len(rows) != sum(blob.count(head) for head in _STATS_HEADS):
                 return "other_layout"  # a line that might be a stats line did not match
@@ -109,7 +109,7 @@ class ChunkReader:
         if decoded is None or prefilled is None:
             return "bad_value"
         by_kind = {_IS_DECODE: iter(decoded), _IS_PREFILL: iter(prefilled)}
-        return list(map(next, map(by_kind.__getitem__, kinds))), rest  # back in line order
+        return list(map(next, map(by_kind.__getitem__, kinds))), heads  # back in line order
 
     def _compiled(
         self, decode: LayoutColumns | None, prefill: LayoutColumns | None

@@ -26,6 +26,7 @@ from exporter.engines.sglang import (
 )
 from exporter.engines.sglang_chunk import ChunkReader
 from exporter.engines.sglang_requests import (
+    REQUEST_HEADS,
     REQUEST_MARKERS,
     is_request_record,
     read_request,
@@ -48,8 +49,15 @@ _OWN_MARKERS = STATS_MARKERS + EVENT_MARKERS
 _ALL_MARKERS = _OWN_MARKERS + ending.MARKERS
 # Lines other than stats lines that must be read one by one.
 _LINE_MARKERS = EVENT_MARKERS + ending.MARKERS
+# The same among the message heads of lines that all have the plain prefix: there only a
+# message's start opens a server's end, so the causes' words (``out of memory``, ``Error: ``),
+# which a request or access line may quote anywhere, need no line-by-line read.
+_HEAD_MARKERS = EVENT_MARKERS + tuple(start.encode() for start in ending.OPENERS)
 _EVENT_TEXT = re.compile("|".join(re.escape(marker.decode()) for marker in EVENT_MARKERS))
 _EVENT_SCAN = EVENT_MARKER_WINDOW + max(map(len, EVENT_MARKERS))
+# What the chunk reader keeps of other lines' messages: enough for every head marker and for
+# both finished-request heads.
+_MESSAGE_HEAD = max(_EVENT_SCAN, *map(len, _HEAD_MARKERS + REQUEST_HEADS))
 # Characters of a line that hold a finished-request record's head (its prefix and form).
 _REQUEST_HEAD = 160
 
@@ -63,19 +71,20 @@ class SGLangReader:
         self._sink = sink
         self._clean = clean
         self._lines = SGLangLines()  # this source's learnt layouts and prefixes
-        self._chunk = ChunkReader(self._lines, message_head=_EVENT_SCAN)
+        self._chunk = ChunkReader(self._lines, message_head=_MESSAGE_HEAD)
 
     def finish(self) -> None:
         """Nothing is held between SGLang's lines."""
 
     def read(self, lines: list[bytes], blob: bytes, tidy: bool) -> None:
         if len(lines) >= CHUNK_MIN_LINES:
-            records = self._chunk_records(blob, len(lines)) if tidy else "debris"
-            if not isinstance(records, str):
+            found = self._chunk_records(blob, len(lines)) if tidy else "debris"
+            if not isinstance(found, str):
+                records, heads = found
                 self._sink.on_records(records)
-                self._requests(blob)
+                self._requests(blob, heads)
                 return
-            self._sink.on_fallback(records)  # read line by line below, counted by reason
+            self._sink.on_fallback(found)  # read line by line below, counted by reason
         markers = tuple(marker for marker in _ALL_MARKERS if marker in blob)
         if markers:
             handle = self._handle
@@ -91,10 +100,11 @@ class SGLangReader:
         why the chunk reader did not take it."""
         if not tidy or count < CHUNK_MIN_LINES:
             return None
-        records = self._chunk_records(framed, count)
-        if isinstance(records, str):
+        found = self._chunk_records(framed, count)
+        if isinstance(found, str):
             return None
-        self._requests(framed)
+        records, heads = found
+        self._requests(framed, heads)
         return records
 
     def read_clipped(self, line: bytes) -> None:
@@ -103,18 +113,25 @@ class SGLangReader:
         if record is not None:
             self._sink.on_request(record)
 
-    def _requests(self, blob: bytes) -> None:
+    def _requests(self, blob: bytes, heads: bytes | None = None) -> None:
         """Finished requests (``--log-requests``) among a batch framed by newlines. They are
         not windows, so their order among the batch's stats records does not matter. Only the
         lines a marker was found in are looked at: a server that does not log requests costs
-        two C scans of the batch, and one that does costs nothing per other line."""
+        two C scans of the batch, and one that does costs nothing per other line. ``heads``:
+        the message heads of a batch whose every line has the plain prefix (the chunk
+        reader's), where a request record must start; without one the batch is not scanned."""
+        if heads is not None and not any(head in heads for head in REQUEST_HEADS):
+            return
         for line in request_lines(blob):
             record = read_request(line)
             if record is not None:
                 self._sink.on_request(record)
 
-    def _chunk_records(self, blob: bytes, lines: int) -> list[StatsRecord] | str:
-        """A tidy batch's records read in one pass (the hot path, see bench/), or why not
+    def _chunk_records(
+        self, blob: bytes, lines: int
+    ) -> tuple[list[StatsRecord], bytes | None] | str:
+        """A tidy batch's records read in one pass (the hot path, see bench/), with the other
+        lines' message heads when every line has the plain prefix (else None); or why not
         (one of ``sglang_chunk.FALLBACKS``): the chunk reader cannot read it exactly as line
         by line (a startup event among them, a line the line reader would count as invalid
         UTF-8, a layout not learnt yet or not readable by column)."""
@@ -123,8 +140,9 @@ class SGLangReader:
         found = self._chunk.read(blob, lines)
         if isinstance(found, str):
             return found
-        records, rest = found
-        return "events" if any(marker in rest for marker in _LINE_MARKERS) else records
+        records, heads = found
+        text, markers = (blob, _LINE_MARKERS) if heads is None else (heads, _HEAD_MARKERS)
+        return "events" if any(marker in text for marker in markers) else (records, heads)
 
     def _handle(self, line: bytes, tidy: bool, marker: bytes) -> None:
         """Dispatch one line that carries ``marker``.

@@ -38,6 +38,9 @@ REQUEST_MARKERS: tuple[bytes, ...] = (b"] Finish: obj=", b'"event": "request.fin
 # The speculation figures and the time stats after them fill about 2 KB; what may follow
 # (``prompt_token_ids``, only when a client asks for them) is not searched.
 TAIL_BYTES = 64 << 10
+# How a record's message starts, in either form (the head below): a batch none of whose
+# messages starts so holds no record.
+REQUEST_HEADS: tuple[bytes, ...] = (b"Finish: obj=", b'{"timestamp": "')
 # The request logger's own prefix, then either record head. Matched at the line start, so the
 # work is bounded whatever the line's length.
 _HEAD = re.compile(
