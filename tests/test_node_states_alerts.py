@@ -9,6 +9,7 @@ appended by a thread with wall-clock stamps, as the server would write them.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import datetime
@@ -156,3 +157,13 @@ def test_the_collapsed_rank_is_named_by_its_alert_and_the_daemons_finding(
     assert {s["metric"]["dp_rank"] for s in prometheus.query(alert)} == {"3"}
     finding = 'specwatch_finding{target="rank-collapsed"}'
     assert {s["metric"]["code"] for s in prometheus.query(finding)} == {"dp_rank_collapsed"}
+
+
+def test_the_crash_is_exported_with_when_specwatch_read_it(prometheus: RunningPrometheus) -> None:
+    [ended] = prometheus.query('specwatch_server_ended_timestamp_seconds{target="crashed"}')
+    assert 0 <= time.time() - float(ended["value"][1]) < 300
+    finding = 'specwatch_finding{target="crashed"}'
+    assert {s["metric"]["code"] for s in prometheus.query(finding)} == {"server_crashed"}
+    assert (
+        prometheus.query('specwatch_server_ended_timestamp_seconds{target="rank-collapsed"}') == []
+    )

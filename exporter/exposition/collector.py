@@ -245,6 +245,8 @@ def _add_known(
 def _render_counters(out: Families, base: dict[str, str], snap: TargetSnapshot) -> None:
     if snap.last_decode_at is not None:
         out.add("last_decode_timestamp_seconds", base, snap.last_decode_at)
+    if snap.ended_at is not None:
+        out.add("server_ended_timestamp_seconds", base, snap.ended_at)
     for graph in (True, False):
         labels = {**base, "cuda_graph": "true" if graph else "false"}
         out.add("decode_windows", labels, snap.decode_windows[graph])

@@ -78,6 +78,11 @@ FAMILIES: dict[str, tuple[str, str]] = {
         "Generation throughput divided by the baseline at the current running requests.",
     ),
     "last_decode_timestamp_seconds": ("gauge", "When specwatch last saw a decode stats line."),
+    "server_ended_timestamp_seconds": (
+        "gauge",
+        "When specwatch read in the log that the server died (finding server_crashed or "
+        "server_failing); absent while the run serves.",
+    ),
     "decode_windows": ("counter", "Decode stats windows seen, by CUDA-graph state."),
     "generated_tokens": (
         "counter",

@@ -53,6 +53,8 @@ class TargetSnapshot:
     name: str
     windows: dict[int | None, LatestDecode]
     last_decode_at: float | None
+    # When specwatch read the server's end (a crash) in its log; None while the run serves.
+    ended_at: float | None
     decode_windows: dict[bool, int]
     accept_length_buckets: tuple[int, ...]
     accept_length_sum: float
@@ -103,6 +105,7 @@ class TargetState:
         self._max_dp_ranks = max_dp_ranks
         self._folded: set[int] = set()
         self._last_decode_at: float | None = None
+        self._ended_at: float | None = None
         self._decode_windows = {True: 0, False: 0}
         self._speed = SpeedCounters(baseline)
         self._buckets = [0] * len(ACCEPT_LENGTH_BUCKETS)
@@ -258,6 +261,9 @@ class TargetState:
                 self._speed.restart()
         end = ending.parse(line.message, line.time)
         if end is not None:
+            if self.evidence.ending is None:
+                with self._lock:
+                    self._ended_at = time.time()
             self.evidence.add_ending(end)
 
     def _new_evidence(self) -> Evidence:
@@ -304,6 +310,7 @@ class TargetState:
                 name=self.name,
                 windows=dict(self._windows),
                 last_decode_at=self._last_decode_at,
+                ended_at=self._ended_at if self.evidence.ending is not None else None,
                 decode_windows=dict(self._decode_windows),
                 accept_length_buckets=tuple(cumulative),
                 accept_length_sum=self._accept_sum,
