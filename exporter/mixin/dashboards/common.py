@@ -18,6 +18,7 @@ from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
 from grafana_foundation_sdk.models import prometheus as pm
 
+from exporter.analysis import algorithms
 from exporter.analysis.findings import EXPLANATIONS
 from exporter.analysis.thresholds import STALE_AFTER
 from exporter.mixin_config import MixinConfig
@@ -110,6 +111,23 @@ def steps(*pairs: tuple[float | None, str]) -> db.ThresholdsConfig:
         .mode(dm.ThresholdsMode.ABSOLUTE)
         .steps([dm.Threshold(value=v, color=c) for v, c in pairs])
     )
+
+
+Steps = tuple[tuple[float | None, str], ...]
+
+
+def accept_length_steps() -> Steps:
+    """Red at or below collapse, orange below the floor of the drafters most nodes run (each
+    algorithm has its own floor: the alerts read it from specwatch_accept_length_floor)."""
+    t = mixin().thresholds
+    floor = algorithms.DEFAULT.floor
+    return ((None, "red"), (t.collapsed_accept_length, "orange"), (floor, "green"))
+
+
+def speedup_steps() -> Steps:
+    """Red below the slower-than-baseline line, green from a tenth above it."""
+    slower = mixin().thresholds.slower_than_baseline_speedup
+    return ((None, "red"), (slower, "orange"), (round(slower * 1.1, 3), "green"))
 
 
 def value_text(mapping: dict[str, tuple[str, str]]) -> list[dm.ValueMap]:

@@ -18,6 +18,7 @@ from exporter.mixin.dashboards.common import (
     STALE_AFTER_S,
     UP_DOWN,
     Item,
+    accept_length_steps,
     assemble,
     base_variables,
     dashboard,
@@ -31,11 +32,11 @@ from exporter.mixin.dashboards.common import (
     rate,
     sel,
     severity_colors,
+    speedup_steps,
     steps,
     table_query,
     value_text,
 )
-from exporter.mixin.dashboards.node import accept_length_steps, speedup_steps
 from exporter.mixin.dashboards.panels import graph, grid, heat, single, timeline
 from exporter.mixin.rules import NO_BENEFIT_SHARE
 

@@ -14,7 +14,6 @@ from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
 from grafana_foundation_sdk.models import prometheus as pm
 
-from exporter.analysis import algorithms
 from exporter.mixin.dashboards.common import (
     ABOVE_PANELS,
     DS,
@@ -25,6 +24,7 @@ from exporter.mixin.dashboards.common import (
     UP_DOWN,
     WINDOW_SCOPE,
     Item,
+    accept_length_steps,
     assemble,
     base_variables,
     dashboard,
@@ -38,6 +38,7 @@ from exporter.mixin.dashboards.common import (
     rate,
     sel,
     severity_colors,
+    speedup_steps,
     steps,
     table_query,
     value_text,
@@ -47,23 +48,6 @@ from exporter.mixin.rules import NO_BENEFIT_BUCKET, NO_BENEFIT_SHARE
 
 PER_RANK = "{{instance}} {{dp_rank}}"
 ON_OFF = {"0": ("off", "red"), "1": ("on", "green")}
-
-
-Steps = tuple[tuple[float | None, str], ...]
-
-
-def accept_length_steps() -> Steps:
-    """Red at or below collapse, orange below the floor of the drafters most nodes run (each
-    algorithm has its own floor: the alerts read it from specwatch_accept_length_floor)."""
-    t = mixin().thresholds
-    floor = algorithms.DEFAULT.floor
-    return ((None, "red"), (t.collapsed_accept_length, "orange"), (floor, "green"))
-
-
-def speedup_steps() -> Steps:
-    """Red below the slower-than-baseline line, green from a tenth above it."""
-    slower = mixin().thresholds.slower_than_baseline_speedup
-    return ((None, "red"), (slower, "orange"), (round(slower * 1.1, 3), "green"))
 
 
 def node_throughput() -> str:
