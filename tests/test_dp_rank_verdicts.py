@@ -76,6 +76,7 @@ def test_report_lists_every_rank_in_text_json_and_html(
     assert main(["report", log, "--html", str(page)]) == 0
     html = page.read_text()
     assert "DP rank   3: 1.00 over 12 windows  collapsed" in html
+    assert '<img alt="Accept length by DP rank"' in html
     assert "white-space: pre-wrap" in html  # the summary wraps instead of being clipped
 
 

@@ -293,6 +293,29 @@ def _requests(axes: Axes, report: Report) -> bool:
     return True
 
 
+def _ranks(axes: Axes, report: Report) -> bool:
+    """The newest run's accept length by DP rank, one bar each: a collapsed rank (red) stands
+    out where the node's average over time hides it."""
+    run = report.newest
+    if run is None or len(run.ranks) < 2:
+        return False
+    limit = report.collapsed_accept_length
+    collapsed = [rank for rank in run.ranks if rank.accept_length <= limit]
+    healthy = [rank for rank in run.ranks if rank.accept_length > limit]
+    for ranks, colour, label in ((healthy, "tab:blue", "DP rank"), (collapsed, "red", "collapsed")):
+        if ranks:
+            axes.bar(
+                [rank.dp_rank for rank in ranks],
+                [rank.accept_length for rank in ranks],
+                color=colour,
+                label=label,
+            )
+    axes.set_xticks([rank.dp_rank for rank in run.ranks])
+    axes.set_xlabel("DP rank")
+    axes.set_ylabel("mean accept length")
+    return True
+
+
 def _bound(value: float) -> str:
     """A bucket bound as the text report writes it: ``1.0``, ``1.05``, ``2``."""
     return "1.0" if value == 1.0 else f"{value:g}"
@@ -300,6 +323,7 @@ def _bound(value: float) -> str:
 
 _CHARTS: tuple[tuple[str, Callable[[Axes, Report], bool]], ...] = (
     ("Accept length over time", _accept_length),
+    ("Accept length by DP rank", _ranks),
     ("Throughput vs baseline over time", _throughput),
     ("Throughput vs baseline by concurrency band", _bands),
     ("Running and queued requests over time", _queue),
