@@ -18,6 +18,7 @@ from exporter.engines.server_config import ServerConfig
 from exporter.report import builder as builder_module
 from exporter.report.builder import ReportBuilder
 from exporter.report.series import Downsampler
+from exporter.report.summary import ratio
 from exporter.state.evidence import Evidence
 
 
@@ -347,3 +348,14 @@ _TIMES = st.one_of(
 @given(st.lists(_TIMES, max_size=20))
 def test_a_logged_time_reads_as_fromisoformat_reads_it_in_utc(times: list[str]) -> None:
     assert [logged_seconds(time) for time in times] == [_iso_reading(time) for time in times]
+
+
+@pytest.mark.parametrize(
+    ("speedup", "said"),
+    [(1.01, "1.0x"), (0.996, "1.0x"), (2.0, "2.0x"), (0.38, "0.38x"), (1.8, "1.8x"), (12.3, "12x")],
+)
+def test_a_speedup_reads_with_two_significant_digits_even_at_the_baseline(
+    speedup: float, said: str
+) -> None:
+    """'1% more throughput (1x)' reads as exactly the baseline; '(1.0x)' says two digits."""
+    assert ratio(speedup) == said

@@ -389,8 +389,10 @@ def _duration(seconds: float) -> str:
 
 
 def ratio(value: float) -> str:
-    """``0.38x``, ``1.8x``: two significant digits, as people say speedups."""
-    return f"{value:.2g}x"
+    """``0.38x``, ``1.8x``, ``1.0x``: two significant digits, as people say speedups (``1x``
+    beside "1% more throughput" would read as exactly the baseline)."""
+    text = f"{value:.2g}"
+    return f"{text}.0x" if len(text) == 1 else f"{text}x"
 
 
 def _tok_s(value: float) -> str:
