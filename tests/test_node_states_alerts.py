@@ -67,6 +67,34 @@ def one_rank_collapsed() -> list[str]:
     ]
 
 
+V0_START = (
+    "INFO 12-01 10:00:00 llm_engine.py:237] Initializing an LLM engine (v0.6.3) with config: "
+    "model='meta-llama/Meta-Llama-3-8B-Instruct', speculative_config=SpeculativeConfig("
+    "draft_model='yuhuili/EAGLE-LLaMA3-Instruct-8B', num_spec_tokens=4), enforce_eager=False"
+)
+
+
+class V0Collapsed:
+    """vLLM 0.6.3 whose draft model accepts nothing: its engine line and its Speculative
+    metrics line of lifetime totals, the drafted tokens growing and the accepted ones not."""
+
+    def __init__(self) -> None:
+        self.drafted = 0
+
+    def __call__(self) -> list[str]:
+        self.drafted += 4 * 100
+        at = datetime.now().strftime("%m-%d %H:%M:%S")
+        return [
+            f"INFO {at} metrics.py:351] Avg prompt throughput: 210.0 tokens/s, Avg generation "
+            "throughput: 380.0 tokens/s, Running: 16 reqs, Swapped: 0 reqs, Pending: 0 reqs, "
+            "GPU KV cache usage: 22.4%, CPU KV cache usage: 0.0%.",
+            f"INFO {at} metrics.py:367] Speculative metrics: Draft acceptance rate: 0.000, "
+            "System efficiency: 0.200, Number of speculative tokens: 4, Number of accepted "
+            f"tokens: 0, Number of draft tokens: {self.drafted}, Number of emitted tokens: "
+            f"{self.drafted // 4}.",
+        ]
+
+
 def health_probes() -> list[str]:
     """An idle SGLang node behind probes (kubelet's, a load balancer's): each /health writes a
     one-token prefill line, four every half second here, so that a rule counting prefill
@@ -86,6 +114,11 @@ SCENARIOS: dict[str, Scenario] = {
     "crashed": (crashed(), None, {"SpecDecodeServerCrashed"}),
     "rank-collapsed": (startup(), one_rank_collapsed, {"SpecDecodeDpRankCollapsed"}),
     "idle-probes": (startup(), health_probes, set()),
+    "vllm-v0-collapsed": (
+        [V0_START],
+        V0Collapsed(),
+        {"SpecDecodeAcceptLengthCollapsed", "SpecDecodeAcceptLengthLow"},
+    ),
 }
 
 
