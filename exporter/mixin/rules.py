@@ -244,12 +244,16 @@ def speculation_alerts(config: MixinConfig) -> list[Rule]:
         ),
         # One DP rank's windows alone, while the node's pooled mean is not collapsed (that
         # pages as SpecDecodeAcceptLengthCollapsed): five healthy ranks hide a sixth at 1.00.
+        # Only where other ranks logged too: a lone rank (vLLM's one engine, after a log that
+        # changed engine) is the node, not one rank among others.
         _alert(
             config,
             "SpecDecodeDpRankCollapsed",
             f"(\n  sum_over_time({rank_accept}[5m])\n  /\n  count_over_time({rank_accept}[5m])\n)"
             f" <= {t.collapsed_accept_length}\nand ignoring (dp_rank)\n"
-            f"{accept} > {t.collapsed_accept_length}\nand ignoring (dp_rank)\n{floor}\n"
+            f"{accept} > {t.collapsed_accept_length}\nand ignoring (dp_rank)\n"
+            f"count without (dp_rank) (count_over_time({rank_accept}[5m])) > 1\n"
+            f"and ignoring (dp_rank)\n{floor}\n"
             f"and ignoring (dp_rank)\n{traffic}\n",
             "critical",
             "One DP rank of the node accepts no draft tokens.",
