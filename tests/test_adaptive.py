@@ -23,6 +23,7 @@ from exporter.state.feed import LogFeed
 from exporter.state.target_state import TargetState
 from exporter.target import Target
 from tests.support.daemon import doctor, specwatch_cmd
+from tests.support.fake_sglang import Route, fake_sglang, server_info
 from tests.support.metrics import Clock, Scrape, render
 from tests.support.speclogs import (
     adaptive_initialized,
@@ -207,3 +208,36 @@ def test_adaptive_speculation_gets_no_single_draft_token_count() -> None:
     lines += [decode(100 + 5 * i, 2.2, draft_tokens=8, running=2, tput=150.0) for i in range(6)]
     scrape, _ = _scrape(lines)
     assert scrape.values("specwatch_finding", target="node") == []
+
+
+def _sglang_metrics_drafting_off() -> bytes:
+    """SGLang 0.5.23's gauges at 96 running on both ranks, adaptive with drafting off: every
+    round yields one token (``spec_accept_length`` 1.00) and the setup gauges read 0 steps and
+    1 verified position."""
+    lines = []
+    gauges = [
+        ("num_running_reqs", "The number of running requests.", "96"),
+        ("num_queue_reqs", "The number of requests in the waiting queue.", "0"),
+        ("gen_throughput", "The generation throughput (token/s).", "1000"),
+        ("spec_accept_length", "The average acceptance length.", "1.0"),
+        ("spec_num_steps", "Currently active speculative_num_steps.", "0"),
+        ("spec_num_draft_tokens", "Currently active speculative_num_draft_tokens.", "1"),
+    ]
+    for name, doc, value in gauges:
+        lines += [f"# HELP sglang:{name} {doc}", f"# TYPE sglang:{name} gauge"]
+        lines += [f'sglang:{name}{{dp_rank="{r}",model_name="kimi"}} {value}' for r in (0, 1)]
+    return ("\n".join(lines) + "\n").encode()
+
+
+@pytest.mark.e2e
+def test_doctor_url_on_adaptive_with_drafting_off_judges_speed_not_a_collapse() -> None:
+    """The node the daemon does not page: doctor --url on its /metrics exits 0 too."""
+    with fake_sglang() as server:
+        server.routes["/metrics"] = Route(body=_sglang_metrics_drafting_off())
+        server.routes["/server_info"] = Route(
+            body=server_info(speculative_algorithm="EAGLE3", speculative_adaptive=True)
+        )
+        result = doctor("--url", server.url, "--baseline-curve", "1:82,96:2000")
+    assert result.returncode == 0, result.stdout
+    assert "speculation off (adaptive)" in result.stdout
+    assert "collapsed" not in result.stdout

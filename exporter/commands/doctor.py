@@ -300,25 +300,34 @@ def _judge_scrape(
         return
     running = None if values.running_requests is None else int(values.running_requests)
     baseline = judging.baseline.at(running) if judging.baseline and running else None
+    # Adaptive speculation has drafting off (0 steps in force): one token a round by design.
+    off = config.active_steps == 0
     basis = (
         f"the server's counters between two scrapes {found.gap:g} s apart"
         if found.gap is not None
         else "the server's /metrics gauge"
     )
     figures = RunFigures(
-        windows=MIN_WINDOWS,
-        accept_length=values.accept_length,
+        windows=0 if off else MIN_WINDOWS,
+        accept_length=None if off else values.accept_length,
         throughput=values.gen_throughput if running else None,
         baseline=baseline,
         running=running,
         baseline_option=judging.baseline_option,
+        drafting_off=MIN_WINDOWS if off else 0,
         basis=basis,
     )
     standard = config_standard(config)
     diagnosis.verdicts = judge(
         figures, judging.expected_accept_length, thresholds, standard, config.num_steps
     )
-    diagnosis.notes.append(f"accept length {values.accept_length:.2f} from {basis}")
+    if off:
+        diagnosis.notes.append(
+            f"speculation off (adaptive): {basis} shows 0 draft steps in force, so each round "
+            "yields one token by design; judged by speed, not by accept length"
+        )
+    else:
+        diagnosis.notes.append(f"accept length {values.accept_length:.2f} from {basis}")
 
 
 def _judge_log(report: Report, diagnosis: Diagnosis) -> None:
@@ -357,10 +366,12 @@ def _upstream_inputs(snap: UpstreamSnapshot) -> tuple[dict[str, Any], DecodeSamp
     if values is None:
         return inputs, None
     inputs["upstream_busy"] = bool(values.running_requests)
+    off = snap.config is not None and snap.config.active_steps == 0
     window = DecodeSample(
-        accept_length=values.accept_length,
+        accept_length=None if off else values.accept_length,
         running=None if values.running_requests is None else int(values.running_requests),
         queued=None if values.queued_requests is None else int(values.queued_requests),
+        drafting_off=off,
     )
     return inputs, window
 
