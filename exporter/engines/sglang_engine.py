@@ -119,10 +119,13 @@ class SGLangReader:
         lines a marker was found in are looked at: a server that does not log requests costs
         two C scans of the batch, and one that does costs nothing per other line. ``heads``:
         the message heads of a batch whose every line has the plain prefix (the chunk
-        reader's), where a request record must start; without one the batch is not scanned."""
-        if heads is not None and not any(head in heads for head in REQUEST_HEADS):
-            return
-        for line in request_lines(blob):
+        reader's), where a request record must start: the batch is scanned only for the
+        markers of the forms whose head one of them starts."""
+        markers = REQUEST_MARKERS
+        if heads is not None:
+            forms = zip(REQUEST_HEADS, REQUEST_MARKERS, strict=True)
+            markers = tuple(marker for head, marker in forms if head in heads)
+        for line in request_lines(blob, markers):
             record = read_request(line)
             if record is not None:
                 self._sink.on_request(record)

@@ -38,8 +38,8 @@ REQUEST_MARKERS: tuple[bytes, ...] = (b"] Finish: obj=", b'"event": "request.fin
 # The speculation figures and the time stats after them fill about 2 KB; what may follow
 # (``prompt_token_ids``, only when a client asks for them) is not searched.
 TAIL_BYTES = 64 << 10
-# How a record's message starts, in either form (the head below): a batch none of whose
-# messages starts so holds no record.
+# How a record's message starts, in either form (the head below), in the markers' order: a
+# batch none of whose messages starts so holds no record of that form.
 REQUEST_HEADS: tuple[bytes, ...] = (b"Finish: obj=", b'{"timestamp": "')
 # The request logger's own prefix, then either record head. Matched at the line start, so the
 # work is bounded whatever the line's length.
@@ -64,11 +64,12 @@ LABEL_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,62}")
 MAX_HEADERS = 4
 
 
-def request_lines(blob: bytes) -> list[bytes]:
-    """The lines of ``blob`` (each between two newlines) that carry a marker, in order: found
-    by the markers' C scans, so the batch's other lines cost nothing."""
+def request_lines(blob: bytes, markers: tuple[bytes, ...] = REQUEST_MARKERS) -> list[bytes]:
+    """The lines of ``blob`` (each between two newlines) that carry one of ``markers`` (of
+    ``REQUEST_MARKERS``), in order: found by the markers' C scans, so the batch's other lines
+    cost nothing."""
     starts: dict[int, bytes] = {}
-    for marker in REQUEST_MARKERS:
+    for marker in markers:
         at = blob.find(marker)
         while at >= 0:
             start = blob.rfind(b"\n", 0, at) + 1
