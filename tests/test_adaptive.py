@@ -241,3 +241,22 @@ def test_doctor_url_on_adaptive_with_drafting_off_judges_speed_not_a_collapse() 
     assert result.returncode == 0, result.stdout
     assert "speculation off (adaptive)" in result.stdout
     assert "collapsed" not in result.stdout
+
+
+def test_metrics_only_adaptive_with_drafting_off_exports_no_accept_length() -> None:
+    """Scraped alone, the same node: its gauge's 1.00 with 0 steps in force is plain decoding,
+    so no accept length is exported for the collapse rule to page on; speed still is."""
+    with fake_sglang() as server:
+        server.routes["/metrics"] = Route(body=_sglang_metrics_drafting_off())
+        server.routes["/server_info"] = Route(
+            body=server_info(speculative_algorithm="EAGLE3", speculative_adaptive=True)
+        )
+        target = Target.from_config(TargetConfig(name="a", metrics_url=f"{server.url}/metrics"))
+        assert target.upstream is not None
+        target.upstream.scrape_once()
+    clock = Clock()
+    clock.now = time.time()
+    scrape = render([target], clock)
+    assert scrape.value("specwatch_accept_length", target="a") is None
+    assert scrape.value("specwatch_accept_ratio", target="a") is None
+    assert scrape.value("specwatch_gen_throughput_tokens_per_second", target="a") == 2000

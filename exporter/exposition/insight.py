@@ -71,7 +71,7 @@ def inspect(
         }
         max_age = max(stale_after, 2 * target.config.scrape_interval)
         if not fresh and now - upstream.scraped_at < max_age:
-            fallback = upstream.values
+            fallback = _plain_decoding(upstream.values, config)
     baseline_tok_s, speedup = _speed(target, *_load(snap, fresh, fallback))
     evidence = target.state.evidence
     # Findings judge the recent windows, throughput included; the current speedup (perhaps
@@ -97,6 +97,15 @@ def inspect(
         None if probing else config_floor(observations.config),
         off_share if observations.config.adaptive else None,
     )
+
+
+def _plain_decoding(values: UpstreamValues | None, config: ServerConfig) -> UpstreamValues | None:
+    """Adaptive speculation with drafting off (0 steps in force, SGLang's setup gauges): the
+    gauges' accept length of 1.00 is plain decoding by design, so, like a log window with
+    drafting off, it exports no accept length for the collapse rule to page on."""
+    if values is None or config.active_steps != 0:
+        return values
+    return replace(values, accept_length=None, accept_rate=None, accept_rate_by_position=None)
 
 
 def _load(
