@@ -22,6 +22,7 @@ from exporter.analysis.breakeven import Assessment, advise, assess_positions
 from exporter.analysis.ranks import RankAccept
 from exporter.analysis.request_share import NO_BENEFIT_ACCEPT_LENGTH, RecentShare, logged_time
 from exporter.analysis.thresholds import DEFAULT, MIN_WINDOWS, Thresholds
+from exporter.engines import registry
 from exporter.engines.ending import Ending
 from exporter.engines.record import SPEC_STEPS, StatsRecord, drafting_off
 from exporter.engines.server_config import ServerConfig
@@ -439,12 +440,8 @@ def _eagle3_draft_with_eagle_algorithm(obs: Observations) -> Finding | None:
 
 def _cuda_graph_disabled(obs: Observations) -> Finding | None:
     config = obs.config
-    if config.disable_cuda_graph and config.engine == "vllm":
-        seen = "enforce_eager=True in vLLM's engine configuration."
-        fix = "Restart vLLM without --enforce-eager."
-    elif config.disable_cuda_graph:
-        seen = "disable_cuda_graph=True in the server arguments."
-        fix = "Restart the server without --disable-cuda-graph."
+    if config.disable_cuda_graph:
+        seen, fix = graphs_off_by_configuration(config)
     else:
         share = _no_graph_share(obs)
         if share is None or share <= NO_GRAPH_SHARE:
@@ -464,6 +461,16 @@ def _cuda_graph_disabled(obs: Observations) -> Finding | None:
         ),
         fix=fix,
     )
+
+
+def graphs_off_by_configuration(config: ServerConfig) -> tuple[str, str]:
+    """What the configuration says and the restart that turns graphs on, in the flags of the
+    engine that logged it (``cuda_graphs_off`` and ``cuda_graphs_on`` among its fixes)."""
+    engine = registry.BY_NAME.get(config.engine or "")
+    fixes = engine.fixes if engine is not None else {}
+    if "cuda_graphs_off" not in fixes:  # a configuration without an engine is SGLang's
+        fixes = registry.engine("sglang").fixes
+    return f"{fixes['cuda_graphs_off']}.", f"Restart {fixes['cuda_graphs_on']}."
 
 
 def _no_graph_share(obs: Observations) -> float | None:

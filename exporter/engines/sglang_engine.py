@@ -218,6 +218,8 @@ class SGLang:
         "eagle3_algorithm": "--speculative-algorithm EAGLE3",
         "speculative_tokens": "--speculative-num-steps",
         "log_stats": "--log-level info and the default --decode-log-interval 40",
+        "cuda_graphs_off": "disable_cuda_graph=True in the server arguments",
+        "cuda_graphs_on": "the server without --disable-cuda-graph",
     }
 
     def owns(self, text: str) -> bool:

@@ -75,6 +75,8 @@ class Vllm:
         "eagle3_algorithm": '"method": "eagle3" in --speculative-config',
         "speculative_tokens": "num_speculative_tokens in --speculative-config",
         "log_stats": "without --disable-log-stats, at the default log level",
+        "cuda_graphs_off": "enforce_eager=True in vLLM's engine configuration",
+        "cuda_graphs_on": "vLLM without --enforce-eager",
     }
 
     def owns(self, text: str) -> bool:
