@@ -165,5 +165,15 @@ def load_mixin_config(path: Path | None) -> MixinConfig:
     except ValidationError as exc:
         error = exc.errors()[0]
         where = ".".join(str(part) for part in error["loc"]) or "top level"
-        message = error["msg"].removeprefix("Value error, ")
+        message = REMOVED.get(where) or error["msg"].removeprefix("Value error, ")
         raise ConfigError(f"mixin config {path}: {where}: {message}") from None
+
+
+# Keys earlier releases took, with what replaced them: a config kept from then is refused
+# with the reason rather than a bare "unexpected".
+REMOVED = {
+    "thresholds.low_accept_length": (
+        "removed: each algorithm now has its own accept-length floor, which the exporter "
+        "exports (specwatch_accept_length_floor; docs/metrics.md, Algorithms); delete the key"
+    ),
+}

@@ -286,6 +286,7 @@ def test_config_without_out_exits_2_in_one_line(tmp_path: Path) -> None:
         ({"thresholds": {"collapsed_for": "soon"}}, "collapsed_for"),
         ({"thresholds": {"collapsed_accept_length": 2.5}}, "collapsed_accept_length"),
         ({"thresholds": {"colapsed_for": "5m"}}, "colapsed_for"),
+        ({"thresholds": {"low_accept_length": 1.8}}, "own accept-length floor"),
         ({"thresholds": {"no_benefit_share": 1.5}}, "no_benefit_share"),
         ({"thresholds": {"no_benefit_window": "30m"}}, "no_benefit_window"),
         ({"thresholds": {"no_benefit_for": "later"}}, "no_benefit_for"),
