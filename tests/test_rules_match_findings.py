@@ -1,5 +1,5 @@
 """What the operator chose is not a fault: a cap set with --max-running-requests is saturation
-(information, with the speed it reached), SGLang's own lowered cap stays a warning; and an idle
+(information, with the throughput it reached), SGLang's own lowered cap stays a warning; and an idle
 node's health-probe prefills are no traffic for the decode-stats finding.
 
 Logs in SGLang's format (``tests/support/loglines.py``); a server started with
@@ -46,11 +46,22 @@ def test_an_explicit_cap_is_saturation_information_not_a_warning(
     [finding] = report["findings"]
     assert (finding["code"], finding["severity"]) == ("running_requests_saturated", "info")
     assert "max_running_requests=128 it was started with" in finding["summary"]
-    assert "1.30x the baseline" in finding["seen"]
+    assert "at 1950 tok/s, 1.30x the baseline" in finding["seen"]
     assert "--max-running-requests" not in finding["fix"].split(";")[0]
     assert main(["report", log, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert [f["code"] for f in report["findings"]] == ["running_requests_saturated"]
+
+
+def test_saturation_without_a_baseline_still_reports_the_throughput_reached(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = write_log(tmp_path, explicit_cap_startup(128) + saturated(128))
+    code, report = doctor_json(capsys, log)
+    assert code == 0
+    [finding] = report["findings"]
+    assert finding["code"] == "running_requests_saturated"
+    assert finding["seen"].endswith("with up to 40 queued, at 1950 tok/s.")
 
 
 def test_sglangs_own_lowered_cap_still_warns(

@@ -173,6 +173,7 @@ class DecodeSample:
     accept_rate_by_position: tuple[float, ...] | None = None
     # Adaptive speculation had drafting off: no accept length, the window is plain decoding.
     drafting_off: bool = False
+    throughput: float | None = None  # generated tokens per second
 
     @classmethod
     def from_record(cls, record: StatsRecord) -> DecodeSample:
@@ -190,6 +191,7 @@ class DecodeSample:
             record.queued_requests,
             positions,
             off,
+            record.gen_throughput,
         )
 
 
@@ -719,22 +721,21 @@ def _running_requests_capped(obs: Observations) -> Finding | None:
     at the load it was sized for, and the flag they already set is no fix)."""
     cap = obs.config.max_running_requests
     # (running, queued) of the windows that logged a running count; queued absent counts as 0.
-    windows = [(w.running, w.queued or 0) for w in obs.windows if w.running is not None]
+    windows = [w for w in obs.windows if w.running is not None]
     if cap is None or len(windows) < MIN_WINDOWS:
         return None
-    pinned = [queued for running, queued in windows if running >= cap and queued > 0]
+    pinned = [w for w in windows if (w.running or 0) >= cap and (w.queued or 0) > 0]
     if len(pinned) / len(windows) < CAPPED_SHARE:
         return None
-    queued = max(pinned)
     seen = (
         f"{len(pinned)} of {len(windows)} recent decode windows at {cap} running requests "
-        f"with up to {queued} queued{_speedup_note(obs.speedup)}."
+        f"with up to {max(w.queued or 0 for w in pinned)} queued"
     )
     if obs.config.max_running_requests_set:
         return Finding(
             code="running_requests_saturated",
             summary=f"Saturated at the max_running_requests={cap} it was started with",
-            seen=seen,
+            seen=f"{seen}{_throughput_note(pinned)}{_speedup_note(obs.speedup)}.",
             why=(
                 "The node serves as many requests as it was configured for and queues the "
                 "rest: a capacity question, not a fault of speculation."
@@ -747,7 +748,7 @@ def _running_requests_capped(obs: Observations) -> Finding | None:
     return Finding(
         code="running_requests_capped",
         summary=f"Running requests pinned at max_running_requests={cap}",
-        seen=seen,
+        seen=f"{seen}{_speedup_note(obs.speedup)}.",
         why=(
             "Requests wait in the queue while the GPU could batch more; SGLang lowers the cap "
             "to 48 for EAGLE when --max-running-requests is unset, which can cost more "
@@ -758,6 +759,12 @@ def _running_requests_capped(obs: Observations) -> Finding | None:
             "allows, or compare against a non-speculative server at the same concurrency."
         ),
     )
+
+
+def _throughput_note(pinned: Sequence[DecodeSample]) -> str:
+    """The mean throughput the saturated windows reached: what the configured cap delivers."""
+    reached = [w.throughput for w in pinned if w.throughput is not None]
+    return f", at {sum(reached) / len(reached):.0f} tok/s" if reached else ""
 
 
 def _metrics_endpoint_disabled(obs: Observations) -> Finding | None:
