@@ -104,3 +104,22 @@ def test_report_judges_adaptive_schedule_by_band(tmp_path: Path) -> None:
     assert "The server's schedule runs other steps than pay at 32-63 running" in schedule
     config = json.loads(schedule.split("FILE holding ")[1].rstrip("."))
     assert config["32"] == {"candidate_steps": [0]}
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "flag"),
+    [
+        # DFLASH's block is its verify window: the drafted tokens and the target's own one.
+        ("DFLASH", "--speculative-dflash-block-size 4"),
+        # DSPARK's block is gamma, the drafted tokens; the window is one more.
+        ("DSPARK", "--speculative-dspark-block-size 3"),
+    ],
+)
+def test_a_block_drafters_single_count_is_its_block_size_flag(algorithm: str, flag: str) -> None:
+    """SGLang forces a block drafter's draft steps to 1: its count is the block size."""
+    text = schedule_text(
+        advise_bands(_bands(0.6), 3), "sglang", standard_for(algorithm), algorithm, False
+    )
+    assert text is not None
+    assert f"schedules no steps by load here: {flag};" in text
+    assert "--speculative-num-steps" not in text

@@ -83,7 +83,7 @@ def schedule_text(
     setting = None if found is None else found.schedule(steps, algorithm)
     if setting is None:
         title = engine if found is None else found.title
-        return f"{text} {_static(advice, standard, title)}"
+        return f"{text} {_static(advice, standard, algorithm, title)}"
     return f"{text} {_judged(advice, adaptive)}{setting}."
 
 
@@ -112,21 +112,36 @@ def _judged(advice: Sequence[BandAdvice], adaptive: bool) -> str:
     return f"The server's schedule runs other steps than pay at {', '.join(differ)} running. "
 
 
-def _static(advice: Sequence[BandAdvice], standard: Standard | None, engine: str) -> str:
+def _static(
+    advice: Sequence[BandAdvice], standard: Standard | None, algorithm: str | None, engine: str
+) -> str:
     """An engine that schedules no steps by load for this algorithm: one count, where it
     does best."""
     measured = [a for a in advice if a.suggested is not None]
     best = max(measured, key=lambda a: a.expected_speedup or 0.0)
     idle = [a.band[0] for a in measured if a.suggested == 0]
-    text = f"{engine} schedules no steps by load here: {_one_count(best.suggested or 0, standard)}"
+    count = _one_count(best.suggested or 0, standard, algorithm)
+    text = f"{engine} schedules no steps by load here: {count}"
     if idle:
         text += f"; at {', '.join(idle)} running, speculation does not pay at all"
     return text + "."
 
 
-def _one_count(steps: int, standard: Standard | None) -> str:
+# SGLang's block drafters run one draft step and set their block by a flag of their own:
+# DFLASH's is the verify window (drafted tokens and the target's one), DSPARK's the drafted
+# tokens (gamma). Flag and what it adds to the drafted tokens.
+_BLOCK_SIZE_FLAGS = {
+    "DFLASH": ("--speculative-dflash-block-size", 1),
+    "DSPARK": ("--speculative-dspark-block-size", 0),
+}
+
+
+def _one_count(steps: int, standard: Standard | None, algorithm: str | None) -> str:
     if steps == 0:
         return "serve without speculation"
+    block = _BLOCK_SIZE_FLAGS.get((algorithm or "").upper())
+    if block is not None:
+        return f"{block[0]} {steps + block[1]}"
     if standard is not None and not standard.has_draft_model:
         return (
             f"--speculative-num-draft-tokens {steps + 1}, and keep n-gram matches long "
