@@ -36,6 +36,7 @@ from exporter.cli import main
 from exporter.parse.reader import Progress
 from exporter.report import build_report
 from exporter.simulate import SCENARIOS
+from tests.support import speclogs
 from tests.support.loglines import decode, startup
 
 REPO = Path(__file__).resolve().parent.parent
@@ -436,3 +437,16 @@ def test_each_run_line_says_what_the_restart_changed(
         ("EAGLE3", 16, "/models/kimi-k25-eagle3"),
         ("EAGLE3", 4, "/models/kimi-k25-eagle3-v2"),
     ]
+
+
+def test_report_names_the_graph_the_engine_logged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SGLang on an Ascend NPU logs ``npu graph: True``: the report speaks of NPU graphs."""
+    lines = [speclogs.server_args("DSPARK", draft_path="/models/dspark")]
+    lines += [speclogs.decode(60 + 4 * i, 3.4, graph="npu graph") for i in range(6)]
+    log = tmp_path / "npu.log"
+    log.write_text("\n".join(lines) + "\n")
+    _, out, _ = report(capsys, str(log))
+    assert "NPU graph used in 100% of decode windows" in out
+    assert "CUDA graph" not in out

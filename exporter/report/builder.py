@@ -288,6 +288,7 @@ class ReportBuilder(RecordSink):
         self._accept_hundredths: Counter[int] = Counter()
         self._graph_on = 0  # decode windows that ran a CUDA graph
         self._graph_off = 0
+        self._graph_devices: set[str] = set()  # the devices the graph flags name
         self._bands = [_BandAccumulator() for _ in BANDS]
         self._overall = _BandAccumulator()
         self._dp_ranks: set[int] = set()  # of decode windows
@@ -400,6 +401,9 @@ class ReportBuilder(RecordSink):
         graphs = list(map(_CUDA_GRAPH, decodes))
         self._graph_on += graphs.count(True)
         self._graph_off += graphs.count(False)
+        self._graph_devices.update(
+            r.extra.get("graph_device", "cuda") for r in decodes if r.cuda_graph is not None
+        )
         self._dp_ranks |= ranks - {None}
         for moment in self._node.add(decodes, ats):
             self._add_moment(moment)
@@ -531,6 +535,7 @@ class ReportBuilder(RecordSink):
             dp_ranks=len(self._dp_ranks),
             accept=_accept_stats(self._bin_accept_lengths(), self.thresholds),
             cuda_graph_share=_share(self._graph_on, self._graph_off),
+            graph_device=_one_device(self._graph_devices),
             bands=bands,
             overall=overall,
             baseline=self.baseline.describe() if self.baseline else None,
@@ -565,6 +570,13 @@ def _written_at(files: tuple[str, ...]) -> float | None:
 _TIME = attrgetter("time")
 _CUDA_GRAPH = attrgetter("cuda_graph")
 _DP_RANK = attrgetter("dp_rank")
+
+
+def _one_device(devices: set[str]) -> str | None:
+    """The device whose graphs the windows name; CUDA when none says, None for several."""
+    if len(devices) > 1:
+        return None
+    return next(iter(devices), "cuda")
 
 
 def _recent_start(unfed: list[StatsRecord]) -> int:

@@ -216,6 +216,9 @@ class Report:
     requests: RequestSummary | None = None  # when the log holds finished-request lines
     # Draft steps that pay per concurrency band, in the engine's terms (newest run).
     schedule: str | None = None
+    # The device whose graphs the decode lines name ("cuda", SGLang's "npu", "cpu", "musa");
+    # None when the log names more than one.
+    graph_device: str | None = "cuda"
 
     @property
     def span_seconds(self) -> float | None:
@@ -347,6 +350,7 @@ class Report:
             "dp_ranks": self.dp_ranks,
             "accept_length": _asdict(self.accept),
             "cuda_graph_share": self.cuda_graph_share,
+            "graph_device": self.graph_device,
             "bands": [_band_dict(b) for b in self.bands],
             "overall": _band_dict(self.overall) if self.overall else None,
             "headline": self.headline,

@@ -89,7 +89,8 @@ def _accept(report: Report) -> list[str]:
         lines.append("Accept length by DP rank (newest run):")
         lines += [_rank_line(rank, report.collapsed_accept_length) for rank in report.newest.ranks]
     if report.cuda_graph_share is not None:
-        lines.append(f"CUDA graph used in {report.cuda_graph_share:.0%} of decode windows")
+        graph = "Graph" if report.graph_device is None else f"{report.graph_device.upper()} graph"
+        lines.append(f"{graph} used in {report.cuda_graph_share:.0%} of decode windows")
     return lines
 
 
