@@ -249,3 +249,37 @@ def test_vllm_without_cuda_graphs_is_told_in_vllms_own_flag(
 def doctor_json_of(capsys: pytest.CaptureFixture[str], log: str) -> tuple[int, dict[str, Any]]:
     code = main(["doctor", "--log-file", log, "--json"])
     return code, json.loads(capsys.readouterr().out)
+
+
+OLD_BODY = "Draft acceptance rate: 20.0%, Accepted: 180 tokens, Drafted: 900 tokens"
+NEW_BODY = (
+    "Mean acceptance length: 1.60, Accepted throughput: 18.00 tokens/s, Drafted throughput: "
+    "90.00 tokens/s, Accepted: 180 tokens, Drafted: 900 tokens, Per-position acceptance rate: "
+    "0.400, 0.133, 0.067, Avg Draft acceptance rate: 20.0%"
+)
+
+
+@pytest.mark.parametrize(
+    ("lines", "baseline", "per_batch_size"),
+    [
+        (v0_log(accepted_per_interval=180, k=3), "688", False),
+        (v1_log(OLD_BODY, version="0.8.4"), "1300", False),
+        (v1_log(NEW_BODY, version="0.11.0"), "1300", True),
+    ],
+    ids=["v0", "0.8.4", "0.11"],
+)
+def test_draft_step_advice_offers_a_per_batch_size_schedule_only_to_a_vllm_that_has_one(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    lines: list[str],
+    baseline: str,
+    per_batch_size: bool,
+) -> None:
+    """At 1.6 tokens a round of 3 drafted, 0.93x the baseline: one draft token pays best."""
+    log = write_log(tmp_path, lines)
+    assert main(["report", log, "--json", "--baseline-tok-s", baseline]) == 0
+    schedule = json.loads(capsys.readouterr().out)["schedule"]
+    assert ("num_speculative_tokens_per_batch_size" in schedule) is per_batch_size
+    if not per_batch_size:
+        assert "a per-batch-size schedule needs a newer vLLM" in schedule
+        assert "every load: 1 (num_speculative_tokens in --speculative-config)" in schedule

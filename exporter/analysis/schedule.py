@@ -66,8 +66,12 @@ def schedule_text(
     standard: Standard | None,
     algorithm: str | None,
     adaptive: bool,
+    by_load: bool = True,
 ) -> str | None:
-    """The schedule in plain words and in the engine's own setting; None without advice."""
+    """The schedule in plain words and in the engine's own setting; None without advice.
+
+    ``by_load`` False: the log is from a release of the engine older than its schedule by
+    batch size, so only its single count is offered."""
     measured = [a for a in advice if a.suggested is not None]
     if not measured:
         return None
@@ -80,6 +84,8 @@ def schedule_text(
         return f"{text} The steps it runs pay at every load measured."
     steps = [(a.band[1], a.band[2], n) for a in advice if (n := _steps(a)) is not None]
     found = registry.BY_NAME.get(engine)
+    if found is not None and not by_load:
+        return f"{text} {_older_release(advice, found.title, found.fixes['speculative_tokens'])}"
     setting = None if found is None else found.schedule(steps, algorithm)
     if setting is None:
         title = engine if found is None else found.title
@@ -118,7 +124,7 @@ def _static(
     """An engine that schedules no steps by load for this algorithm: one count, where it
     does best."""
     measured = [a for a in advice if a.suggested is not None]
-    best = max(measured, key=lambda a: a.expected_speedup or 0.0)
+    best = _best(advice)
     idle = [a.band[0] for a in measured if a.suggested == 0]
     count = _one_count(best.suggested or 0, standard, algorithm)
     text = f"{engine} schedules no steps by load here: {count}"
@@ -134,6 +140,23 @@ _BLOCK_SIZE_FLAGS = {
     "DFLASH": ("--speculative-dflash-block-size", 1),
     "DSPARK": ("--speculative-dspark-block-size", 0),
 }
+
+
+def _best(advice: Sequence[BandAdvice]) -> BandAdvice:
+    """The measured band where speculation does best."""
+    measured = [a for a in advice if a.suggested is not None]
+    return max(measured, key=lambda a: a.expected_speedup or 0.0)
+
+
+def _older_release(advice: Sequence[BandAdvice], engine: str, count_setting: str) -> str:
+    """A release without a schedule by batch size: the one count where it does best."""
+    best = _best(advice)
+    steps = best.suggested or 0
+    count = "serve without speculation" if steps == 0 else f"{steps} ({count_setting})"
+    return (
+        f"This {engine} release drafts one count at every load: {count}; a per-batch-size "
+        f"schedule needs a newer {engine}."
+    )
 
 
 def _one_count(steps: int, standard: Standard | None, algorithm: str | None) -> str:

@@ -77,6 +77,9 @@ class StatsRecord(NamedTuple):
 # The draft steps adaptive speculation had in force when a decode window was logged (in
 # ``extra``): the decode line does not say, the run's adaptive lines before it do.
 SPEC_STEPS = "spec_steps"
+# A window logged in a form older than any per-batch-size schedule of the engine's (vLLM V0's
+# ``Speculative metrics:``, 0.8's lines without a mean acceptance length), in ``extra``.
+OLD_SPEC_FORM = "old_spec_form"
 
 
 def drafting_off(record: StatsRecord) -> bool:

@@ -22,7 +22,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from exporter.engines import ending
-from exporter.engines.record import DraftCounts, LogLine, StatsRecord, Unrecognized
+from exporter.engines.record import (
+    OLD_SPEC_FORM,
+    DraftCounts,
+    LogLine,
+    StatsRecord,
+    Unrecognized,
+)
 
 NAME = "vllm"
 STATS_MARKERS: tuple[bytes, ...] = (
@@ -115,9 +121,11 @@ class VllmParser:
         if ending.opens(message):
             return [LogLine(time, None, None, message, NAME)]
         if message.startswith(SPEC_HEAD):
-            return [*self._spec(time, _spec_values(message[len(SPEC_HEAD) :], self._k))]
+            body = message[len(SPEC_HEAD) :]
+            old = _SPEC_LABELS["accept_length"] not in body  # 0.8.3 and 0.8.4 log no mean
+            return [*self._spec(time, _spec_values(body, self._k), old)]
         if message.startswith(OLD_SPEC_HEAD):
-            return [*self._spec(time, self._old_spec(message[len(OLD_SPEC_HEAD) :]))]
+            return [*self._spec(time, self._old_spec(message[len(OLD_SPEC_HEAD) :]), True)]
         if message.startswith(NON_DEFAULT_ARGS):
             return [LogLine(time, None, None, message, NAME)]
         if message.startswith(ENGINE_CONFIG):
@@ -161,9 +169,10 @@ class VllmParser:
         return values.minus(previous).spec(values.k)
 
     def _spec(
-        self, time: str, spec: _Spec | Unrecognized | None
+        self, time: str, spec: _Spec | Unrecognized | None, old: bool
     ) -> list[StatsRecord | Unrecognized]:
-        """The spec line completes the engine line logged with it into one window."""
+        """The spec line completes the engine line logged with it into one window; ``old``,
+        a form from before vLLM scheduled draft tokens by batch size."""
         if spec is None:
             return []
         if isinstance(spec, Unrecognized):
@@ -172,8 +181,8 @@ class VllmParser:
         if self._pending is not None and abs(seconds - self._pending.seconds) <= PAIR_SECONDS:
             record = _record(self._pending)
             self._pending = None
-            return [_with_spec(record, spec)]
-        alone = _with_spec(StatsRecord("decode", time, NAME), spec)
+            return [_with_spec(record, spec, old)]
+        alone = _with_spec(StatsRecord("decode", time, NAME), spec, old)
         return [*self._take_pending(), alone]
 
     def _iso(self, month: str, day: str, clock: str) -> str | None:
@@ -351,11 +360,12 @@ class _Spec:
     counts: DraftCounts
 
 
-def _with_spec(record: StatsRecord, spec: _Spec) -> StatsRecord:
+def _with_spec(record: StatsRecord, spec: _Spec, old: bool) -> StatsRecord:
     return record._replace(
         accept_length=spec.accept_length,
         accept_rate=spec.accept_rate,
         draft_counts=spec.counts,
+        extra={**record.extra, OLD_SPEC_FORM: 1} if old else record.extra,
     )
 
 

@@ -31,6 +31,7 @@ from exporter.analysis.thresholds import DEFAULT, Thresholds
 from exporter.analysis.verdicts import RunFigures, Verdict, implausible, judge
 from exporter.engines import ending
 from exporter.engines.record import (
+    OLD_SPEC_FORM,
     LogLine,
     RequestRecord,
     StatsRecord,
@@ -144,6 +145,8 @@ class _Run:
         self.accept_sum = 0.0
         self.accept_count = 0
         self.drafting_off = 0  # decode windows adaptive speculation ran with drafting off
+        # Its engine logged a form older than any per-batch-size schedule (OLD_SPEC_FORM).
+        self.old_spec_form = False
         self.bands = [_BandAccumulator() for _ in BANDS]
         self.ranks = RankAccepts()  # the whole run's, by DP rank
         # Records not yet handed to the evidence: see ``evidence``.
@@ -383,6 +386,7 @@ class ReportBuilder(RecordSink):
         run.add_windows(decodes)
         off = sum(map(drafting_off, decodes))
         run.drafting_off += off
+        run.old_spec_form = run.old_spec_form or any(OLD_SPEC_FORM in r.extra for r in decodes)
         accepts = [
             value
             for record in decodes
@@ -504,7 +508,9 @@ class ReportBuilder(RecordSink):
         advice = advise_bands([acc.drafting_figures(band) for band, acc in bands], config.num_steps)
         engine = self._engine or "sglang"
         standard = config_standard(config)
-        return schedule_text(advice, engine, standard, config.algorithm, bool(config.adaptive))
+        adaptive = bool(config.adaptive)
+        by_load = not self._run.old_spec_form
+        return schedule_text(advice, engine, standard, config.algorithm, adaptive, by_load)
 
     def finish(self, files: tuple[str, ...]) -> Report:
         """The report over everything seen; call once, at the end of the log."""
