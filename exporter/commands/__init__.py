@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 # Name -> the line `specwatch --help` shows, in the order it lists them.
 COMMANDS: dict[str, str] = {
     "run": "run the exporter daemon",
-    "parse": "print the stats records of SGLang logs",
+    "parse": "print the stats records of an SGLang or vLLM log",
     "doctor": "judge a server, log or draft config and suggest fixes",
     "simulate": "write a realistic SGLang (or vLLM) log for an incident scenario",
     "report": "summarise a log: accept length, throughput vs baseline, findings",
