@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from exporter.analysis.findings import engine_fix, graphs_off_by_configuration
+from exporter.analysis.algorithms import engine_fix
+from exporter.analysis.findings.configuration import graphs_off_by_configuration
 from exporter.config import build_config
 from exporter.engines import registry, sglang_startup
 from exporter.engines.engine import Engine
@@ -160,7 +161,7 @@ ENGINE = Toy()
 
 _USE_IT = """
 import sys
-from exporter.analysis.findings import engine_fix
+from exporter.analysis.algorithms import engine_fix
 from exporter.cli import main
 from exporter.config import build_config
 from exporter.engines import registry

@@ -31,11 +31,12 @@ def _strings(node: ast.AST) -> set[str]:
 
 
 def _finding_codes() -> set[str]:
-    """Every code findings.py builds a Finding with: given as ``code=`` (both branches of a
-    conditional too), or assigned to a variable named ``code`` first."""
-    tree = ast.parse(Path(findings.__file__).read_text(encoding="utf-8"))
+    """Every code the findings package builds a Finding with: given as ``code=`` (both branches
+    of a conditional too), or assigned to a variable named ``code`` first."""
+    package = Path(findings.__file__).parent
+    trees = [ast.parse(path.read_text(encoding="utf-8")) for path in package.glob("*.py")]
     codes: set[str] = set()
-    for node in ast.walk(tree):
+    for node in (node for tree in trees for node in ast.walk(tree)):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Finding":
             codes.update(*(_strings(k.value) for k in node.keywords if k.arg == "code"))
         elif isinstance(node, ast.Assign):

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exporter.analysis.findings import eagle3_draft_evidence
+from exporter.analysis.findings.configuration import eagle3_draft_evidence
 from exporter.engines.events import (
     MaxRunningReset,
     MemoryPlan,

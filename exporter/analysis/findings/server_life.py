@@ -1,0 +1,161 @@
+"""Findings about the server's life rather than its speculation: it ended or crashed, its
+decode stats are not logged, its log format drifted, its /metrics endpoint is off."""
+
+from __future__ import annotations
+
+from exporter.analysis.algorithms import engine_fix
+from exporter.analysis.findings.shapes import Finding, Observations
+from exporter.engines.ending import Ending
+
+SILENT_PREFILLS = 3  # real prefill batches with no decode line since
+SILENT_SECONDS = 120.0
+HIDING_LOG_LEVELS = frozenset({"warning", "error", "critical"})
+
+
+# What to do about each cause ``engines.ending`` names; anything else: read the traceback.
+_CRASH_FIXES = {
+    "CUDA graph capture failed: out of GPU memory at start-up": (
+        "Leave the CUDA graphs room: lower SGLang's --mem-fraction-static (0.8, then 0.7) or "
+        "--cuda-graph-max-bs, or vLLM's --gpu-memory-utilization; then restart the server."
+    ),
+    "CUDA out of memory": (
+        "Leave the GPU more headroom: lower SGLang's --mem-fraction-static or "
+        "--max-running-requests, or vLLM's --gpu-memory-utilization or --max-num-seqs; then "
+        "restart the server."
+    ),
+    "NCCL error (GPU communication)": (
+        "Check the GPUs and their links (nvidia-smi, NCCL_DEBUG=INFO names the failing rank), "
+        "then restart the server."
+    ),
+}
+
+
+def ending_summary(end: Ending, served: bool) -> str:
+    """How a server run ended, in one phrase: the crash finding's summary, and what an
+    earlier run's line says when a restart followed."""
+    if not _crashed(end):
+        return "The server logged a traceback and no decode window since"
+    when = f" at {end.time.replace('T', ' ')}" if end.time else ""
+    cause = f": {end.cause}" if end.cause else ""
+    return f"{'The server crashed' if served else 'The server failed to start'}{when}{cause}"
+
+
+def _crashed(end: Ending) -> bool:
+    return end.final or end.cause in _CRASH_FIXES
+
+
+def server_ended(obs: Observations) -> Finding | None:
+    """The log says the server died, or logged a traceback and no decode window since."""
+    end = obs.ending
+    if end is None:
+        return None
+    crashed = _crashed(end)
+    when = f" at {end.time.replace('T', ' ')}" if end.time else ""
+    cause = f": {end.cause}" if end.cause else ""
+    served = (
+        f"after {len(obs.windows)} recent decode windows"
+        if obs.windows
+        else "before any decode window of this run (it failed at start-up)"
+    )
+    summary = ending_summary(end, bool(obs.windows))
+    if crashed:
+        why = (
+            "A dead server serves nothing and writes no stats lines: every alert that rests on "
+            "them goes quiet just when the node is down."
+        )
+    else:
+        why = (
+            "A traceback with no window after it is how a dying server looks from its log; one "
+            "failed request looks the same until the next decode window shows the node serving."
+        )
+    return Finding(
+        code="server_crashed" if crashed else "server_failing",
+        summary=summary,
+        seen=f"{end.kind}{when}{cause}, {served}.",
+        why=why,
+        fix=_CRASH_FIXES.get(end.cause or "")
+        or (
+            "Read the traceback just before this point in the log, fix its cause and restart "
+            "the server."
+        ),
+    )
+
+
+def decode_stats_not_logged(obs: Observations) -> Finding | None:
+    level = (obs.config.log_level or "").lower()
+    if level in HIDING_LOG_LEVELS:
+        seen = f"log_level='{level}': SGLang logs decode stats at INFO, so none are written."
+    elif _requests_without_decode(obs):
+        interval = obs.config.decode_log_interval
+        note = f" (decode_log_interval={interval})" if interval is not None else ""
+        traffic = (
+            f"{obs.prefills_without_decode} prefill batches"
+            if obs.prefills_without_decode >= SILENT_PREFILLS
+            else "/metrics shows running requests"
+        )
+        seen = (
+            f"{traffic} and no decode stats line in the log for "
+            f"{obs.seconds_without_decode:.0f} s{note}."
+        )
+    else:
+        return None
+    return Finding(
+        code="decode_stats_not_logged",
+        summary="Decode stats are not in the log",
+        seen=seen,
+        why=(
+            "Accept length, CUDA-graph use and throughput per window come from the decode "
+            "stats lines; without them specwatch cannot tell whether speculation helps."
+        ),
+        fix=f"Have the server log its stats: {engine_fix('log_stats')}.",
+    )
+
+
+def _requests_without_decode(obs: Observations) -> bool:
+    """Requests flow (prefill lines, or running requests upstream) yet no decode line comes.
+
+    A decode line is due every ``decode_log_interval`` (40) decode rounds, a second or two
+    under load, so minutes of traffic without one means they are filtered or disabled.
+    """
+    busy = obs.prefills_without_decode >= SILENT_PREFILLS or obs.upstream_busy
+    return obs.log_watched and busy and obs.seconds_without_decode >= SILENT_SECONDS
+
+
+def log_format_unrecognized(obs: Observations) -> Finding | None:
+    if obs.unrecognized_lines <= 0:
+        return None
+    return Finding(
+        code="log_format_unrecognized",
+        summary="Stats lines in an unknown format",
+        seen=(
+            f"{obs.unrecognized_lines} of the last {obs.stats_lines} stats-like lines could "
+            "not be parsed."
+        ),
+        why=(
+            "The log format drifted (usually an SGLang upgrade); windows from those lines are "
+            "missing, so gauges and alerts may be blind."
+        ),
+        fix=(
+            "Upgrade specwatch, or report the line with the SGLang version; meanwhile a "
+            "custom_rules entry in the config can extract the fields you need."
+        ),
+    )
+
+
+def metrics_endpoint_disabled(obs: Observations) -> Finding | None:
+    if obs.config.enable_metrics is False:
+        seen = "enable_metrics=False in the server arguments."
+    elif obs.metrics_endpoint in ("missing", "empty"):
+        seen = f"/metrics is {obs.metrics_endpoint}."
+    else:
+        return None
+    return Finding(
+        code="metrics_endpoint_disabled",
+        summary="SGLang's /metrics endpoint is off",
+        seen=seen,
+        why=(
+            "specwatch still works from the log, but SGLang's own gauges (queue, CUDA-graph "
+            "pass counters) are a second source when the log is quiet or rotated away."
+        ),
+        fix="Restart the server with --enable-metrics.",
+    )
