@@ -20,7 +20,7 @@ import yaml
 
 from tests.support.daemon import run_daemon
 from tests.support.files import append
-from tests.support.loglines import decode, decode_line, stamp, startup
+from tests.support.loglines import crashed, decode_line, startup
 from tests.support.realprom import RunningPrometheus, running_prometheus
 from tests.support.tools import fast_rules, free_port, require_tool
 
@@ -30,23 +30,6 @@ LINE_EVERY = 0.5  # seconds between the live lines of one log
 # Rule evaluations (one a second) before the firing sets are read: the probes' prefill rate
 # passes 0.2/s after about 15 s, and a 10-minute `for:` is 10 s here.
 UNINTENDED_WAIT = 40
-
-
-def crashed() -> list[str]:
-    """A healthy SGLang node whose scheduler died of CUDA OOM; the parent's SIGQUIT after."""
-    lines = startup() + [decode(260 + 4 * i, 2.6, 0.53, tput=2700) for i in range(8)]
-    return [
-        *lines,
-        f"{stamp(300, 'TP0')} Scheduler hit an exception: Traceback (most recent call last):",
-        '  File "/opt/sglang/python/sglang/srt/managers/scheduler.py", line 6368, in '
-        "run_scheduler_process",
-        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
-        "total capacity of 79.10 GiB of which 1.23 GiB is free.",
-        "",
-        f"{stamp(300)} SIGQUIT received. signum=3, frame=<frame at 0x7f3c2c0a1b40, file "
-        "'/usr/lib/python3.12/selectors.py', line 468, code select>. It usually means one child "
-        "failed.",
-    ]
 
 
 def now_stamp(ranks: str) -> str:

@@ -19,12 +19,11 @@ from typing import Any
 import pytest
 
 from tests.support.daemon import RunningDaemon, run_daemon, specwatch_cmd
-from tests.support.loglines import VLLM_START, decode_line, stamp, startup, vllm_interval
+from tests.support.loglines import VLLM_START, crashed, decode_line, stamp, startup, vllm_interval
 from tests.support.metrics import Scrape
 from tests.support.speclogs import decode, given_up_adaptive, server_args
 from tests.support.tools import free_port
 from tests.support.waiting import wait_for
-from tests.test_node_states_alerts import crashed
 
 pytestmark = pytest.mark.e2e
 

@@ -209,3 +209,20 @@ def vllm_interval(second: int) -> list[str]:
         "Accepted: 0 tokens, Drafted: 3000 tokens, Per-position acceptance rate: 0.000, 0.000, "
         "0.000, Avg Draft acceptance rate: 0.0%",
     ]
+
+
+def crashed() -> list[str]:
+    """A healthy SGLang node whose scheduler died of CUDA OOM; the parent's SIGQUIT after."""
+    lines = startup() + [decode(260 + 4 * i, 2.6, 0.53, tput=2700) for i in range(8)]
+    return [
+        *lines,
+        f"{stamp(300, 'TP0')} Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/opt/sglang/python/sglang/srt/managers/scheduler.py", line 6368, in '
+        "run_scheduler_process",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+        "total capacity of 79.10 GiB of which 1.23 GiB is free.",
+        "",
+        f"{stamp(300)} SIGQUIT received. signum=3, frame=<frame at 0x7f3c2c0a1b40, file "
+        "'/usr/lib/python3.12/selectors.py', line 468, code select>. It usually means one child "
+        "failed.",
+    ]
