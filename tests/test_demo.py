@@ -19,7 +19,9 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+import yaml
 
+from exporter.demo.configs import demo_rules
 from exporter.demo.narrator import Narrator, read_metrics, status_line
 from exporter.engines.record import StatsRecord
 from exporter.engines.sglang import classify
@@ -282,3 +284,22 @@ def test_narrator_calls_adaptive_drafting_off_by_its_name_and_probes_no_collapse
     out = capsys.readouterr().out
     assert out.count("speculation off (adaptive) | 2080 tok/s") == 2
     assert "DETECTED" not in out
+
+
+def test_demo_holds_the_collapse_page_until_its_warning_twin_has_resolved(
+    tmp_path: Path,
+) -> None:
+    """The inhibition of the low-accept alert lasts while the collapse page fires; its
+    ``keep_firing_for`` must outlast the low alert's recency window, or the demo shows a
+    recovery ticket that the shipped rules (5 minutes) never send."""
+    demo_rules(tmp_path / "rules.yaml")
+    rules = {
+        rule.get("alert") or rule["record"]: rule
+        for group in yaml.safe_load((tmp_path / "rules.yaml").read_text())["groups"]
+        for rule in group["rules"]
+    }
+    window = re.search(r"\[(\d+)m\]", rules["target:specwatch_accept_length:avg1m"]["expr"])
+    assert window is not None
+    held = rules["SpecDecodeAcceptLengthCollapsed"]["keep_firing_for"]
+    assert held.endswith("s") and int(held[:-1]) > 60 * int(window.group(1))
+    assert "target:specwatch_accept_length:avg1m" in rules["SpecDecodeAcceptLengthLow"]["expr"]
