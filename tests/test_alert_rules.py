@@ -18,7 +18,13 @@ import yaml
 
 from exporter.analysis.findings import SEVERITIES
 from exporter.exposition.families import FAMILIES, P
-from tests.support.tools import REPO, RULE_FILES, require_tool, shipped_rules
+from tests.support.tools import (
+    REPO,
+    RULE_FILES,
+    group_order_problem,
+    require_tool,
+    shipped_rules,
+)
 
 ALERTS = REPO / "alerts"
 ALERT_FILE = ALERTS / "prometheus_alerts.yaml"
@@ -114,6 +120,12 @@ def test_promtool_accepts_every_rule() -> None:
 def test_promtool_unit_scenarios_pass(path: Path) -> None:
     result = run_tool("promtool", "test", "rules", path.name, cwd=path.parent)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("path", UNIT_TESTS, ids=lambda p: p.name)
+def test_unit_scenarios_fix_the_order_of_rule_groups(path: Path) -> None:
+    scenario = yaml.safe_load(path.read_text())
+    assert group_order_problem(scenario, shipped_rules()["groups"]) is None
 
 
 def test_every_listed_alert_exists_with_its_severity() -> None:

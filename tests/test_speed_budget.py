@@ -15,7 +15,7 @@ import yaml
 
 from exporter.mixin.render import render, write
 from exporter.mixin_config import MixinConfig
-from tests.support.tools import REPO, require_tool
+from tests.support.tools import REPO, group_order_problem, require_tool
 
 SCENARIOS = REPO / "alerts" / "tests" / "speed-budget" / "speed-budget.yaml"
 NAMES = {"SpecDecodeSpeedBudgetFastBurn", "SpecDecodeSpeedBudgetSlowBurn"}
@@ -29,6 +29,16 @@ def alert_names(config: MixinConfig) -> set[str]:
 def test_the_default_rendering_has_no_speed_budget() -> None:
     assert not NAMES & alert_names(MixinConfig())
     assert alert_names(MixinConfig(speed_slo=0.99)) >= NAMES
+
+
+def test_scenarios_fix_the_order_of_the_rendered_groups() -> None:
+    rendering = render(MixinConfig(speed_slo=0.99))
+    groups = [
+        group
+        for name in yaml.safe_load(SCENARIOS.read_text())["rule_files"]
+        for group in yaml.safe_load(rendering[name])["groups"]
+    ]
+    assert group_order_problem(yaml.safe_load(SCENARIOS.read_text()), groups) is None
 
 
 @pytest.mark.e2e

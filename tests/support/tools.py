@@ -24,6 +24,23 @@ def shipped_rules() -> dict[str, Any]:
     return {"groups": groups}
 
 
+def group_order_problem(scenario: dict[str, Any], groups: list[dict[str, Any]]) -> str | None:
+    """Why a promtool scenario file's ``group_eval_order`` is unsafe for these rule groups.
+
+    Without a fixed order promtool evaluates the groups in a random order at each step, so an
+    alert can read a recording rule's value of the step before and a scenario at an edge passes
+    or fails by chance. Every group must be listed, recording groups before alerting ones.
+    """
+    order = scenario.get("group_eval_order", [])
+    records = {g["name"]: any("record" in rule for rule in g["rules"]) for g in groups}
+    if sorted(order) != sorted(records):
+        return f"group_eval_order must list every group: {sorted(records)}, got {order}"
+    kinds = [records[name] for name in order]
+    if kinds != sorted(kinds, reverse=True):
+        return f"recording groups must come first: {order}"
+    return None
+
+
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600}
 
 
