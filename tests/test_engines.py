@@ -129,6 +129,7 @@ class Toy:
     name = "toyllm"
     title = "ToyLLM"
     markers = (b"toyllm| ",)
+    start_markers = markers
     server_info = False
     fixes = {"eagle3_algorithm": "--algo eagle3"}
 

@@ -193,6 +193,21 @@ def test_a_source_that_changes_engine_is_read_by_the_new_engine(batches: int) ->
     assert [r.accept_length for r in sink.records[2:]] == [1.0, 1.0]
 
 
+@pytest.mark.parametrize("batches", [1, 2], ids=["one-batch", "batch-per-engine"])
+def test_a_bulk_read_source_that_changes_engine_is_read_by_the_new_engine(batches: int) -> None:
+    """The bulk reader's framed batches, long enough for SGLang's whole-batch reader: the
+    batch that holds vLLM's start is read line by line, so the switch is seen there too."""
+    sglang = [DECODE.encode()] * 40
+    vllm = [line.encode() for line in [VLLM_START, *vllm_interval(0), *vllm_interval(10)]]
+    sink = ListSink()
+    processor = LineProcessor(sink)
+    for batch in [sglang + vllm] if batches == 1 else [sglang, vllm]:
+        processor.process_framed(b"\n".join([b"", *batch, b""]))
+    processor.finish()
+    assert processor.engine == "vllm"
+    assert [r.engine for r in sink.records] == ["sglang"] * 40 + ["vllm"] * 2
+
+
 def test_a_source_changing_engine_reads_the_new_servers_arguments_line() -> None:
     """vLLM's API server logs its non-default args (the dynamic speculation schedule among
     them) before its engine starts: the switch happens there, so the schedule is not lost."""

@@ -103,6 +103,9 @@ class Engine(Protocol):
     name: str  # the value of ``engine:`` and of the ``engine`` label
     title: str  # as people write it, in fix texts and docs
     markers: tuple[bytes, ...]  # bytes every one of its stats or start-up lines carries
+    # Bytes every line that starts its server run carries (some of ``markers``): what a source
+    # of another engine is scanned for, batch by batch, to see it change engine.
+    start_markers: tuple[bytes, ...]
     # Whether its server answers /server_info with its arguments (SGLang's): doctor asks only
     # such an engine, and a 404 from any other is no problem.
     server_info: bool

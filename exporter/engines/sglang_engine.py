@@ -214,6 +214,7 @@ class SGLang:
     # A finished-request line tells SGLang too: its request log may have a file of its own
     # (--log-requests-target).
     markers = _OWN_MARKERS + REQUEST_MARKERS
+    start_markers = (SERVER_ARGS_OPEN.encode(),)
     fixes: Mapping[str, str] = {
         "eagle3_algorithm": "--speculative-algorithm EAGLE3",
         "speculative_tokens": "--speculative-num-steps",

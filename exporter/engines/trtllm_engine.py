@@ -19,6 +19,7 @@ class Trtllm:
     title = "TensorRT-LLM"
     server_info = False
     markers: tuple[bytes, ...] = ()
+    start_markers: tuple[bytes, ...] = ()
     fixes: Mapping[str, str] = {
         "eagle3_algorithm": "decoding_type: Eagle3 in speculative_config",
         "speculative_tokens": "max_draft_len in speculative_config",

@@ -71,6 +71,7 @@ class Vllm:
     title = "vLLM"
     server_info = False
     markers = _OWN_MARKERS
+    start_markers = vllm.EVENT_MARKERS  # the engine's configuration and the API server's arguments
     fixes: Mapping[str, str] = {
         "eagle3_algorithm": '"method": "eagle3" in --speculative-config',
         "speculative_tokens": "num_speculative_tokens in --speculative-config",

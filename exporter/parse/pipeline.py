@@ -67,7 +67,7 @@ class LineProcessor:
         self._decoder.kind = envelope
         self.engine: str | None = None
         self._reader: LogReader | None = None
-        # The markers of the engines this source could change to (none when configured).
+        # What starts a server of the engines this source could change to (none when configured).
         self._others: tuple[bytes, ...] = ()
         self._auto = engine == "auto"
         if not self._auto:
@@ -83,7 +83,7 @@ class LineProcessor:
         self.engine = chosen.name
         self._reader = chosen.log_reader(self._sink, clean)
         if self._auto:
-            others = (engine.markers for engine in registry.ENGINES if engine is not chosen)
+            others = (engine.start_markers for engine in registry.ENGINES if engine is not chosen)
             self._others = tuple(marker for markers in others for marker in markers)
 
     def _other_engine_at(self, lines: list[bytes], blob: bytes) -> tuple[int, str] | None:
