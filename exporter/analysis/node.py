@@ -61,7 +61,7 @@ def _summed(
         waiting = record.queued_requests
         queued = None if queued is None or waiting is None else queued + waiting
         length = record.accept_length
-        if length is not None and not drafting_off(record):
+        if length is not None and not (record.extra and drafting_off(record)):
             lengths.append(length)
     if not count:
         return Moment(now, None, None, None, None)

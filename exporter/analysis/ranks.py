@@ -41,8 +41,10 @@ class RankAccepts:
     def add(self, records: Iterable[StatsRecord]) -> None:
         for record in records:
             rank, length = record.dp_rank, record.accept_length
-            if rank is None or length is None or not isfinite(length) or drafting_off(record):
-                continue  # a hostile line's inf or nan, or drafting off: nothing of a drafter
+            if rank is None or length is None or not isfinite(length):
+                continue  # a hostile line's inf or nan: nothing of a drafter
+            if record.extra and drafting_off(record):  # nor drafting off (``extra``: rare)
+                continue
             if self._recent is None:
                 total = self._sums.get(rank)
                 if total is None:

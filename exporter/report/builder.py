@@ -36,6 +36,7 @@ from exporter.engines.record import (
     RequestRecord,
     StatsRecord,
     drafting_off,
+    drafting_off_count,
     logged_seconds,
 )
 from exporter.engines.server_config import ServerConfig
@@ -384,9 +385,10 @@ class ReportBuilder(RecordSink):
         self.decode_windows += len(decodes)
         run = self._run
         run.add_windows(decodes)
-        off = sum(map(drafting_off, decodes))
+        off = drafting_off_count(decodes)
         run.drafting_off += off
-        run.old_spec_form = run.old_spec_form or any(OLD_SPEC_FORM in r.extra for r in decodes)
+        if not run.old_spec_form:
+            run.old_spec_form = any(OLD_SPEC_FORM in r.extra for r in decodes if r.extra)
         accepts = [
             value
             for record in decodes

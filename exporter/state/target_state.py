@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from exporter.analysis.baseline import Baseline
 from exporter.engines import ending
-from exporter.engines.record import LogLine, StatsRecord, drafting_off
+from exporter.engines.record import LogLine, StatsRecord, drafting_off, drafting_off_count
 from exporter.state.evidence import Evidence
 from exporter.state.requests import RequestStats
 from exporter.state.runs import RunTracker
@@ -215,7 +215,7 @@ class TargetState:
         graphs = [record.cuda_graph for record in decodes]
         self._decode_windows[True] += graphs.count(True)
         self._decode_windows[False] += graphs.count(False)
-        off = sum(map(drafting_off, decodes))
+        off = drafting_off_count(decodes)
         self._drafting_off_windows += off
         values = [
             v
