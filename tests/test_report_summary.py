@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from exporter.analysis.baseline import Baseline
 from exporter.engines.record import DraftCounts, LogLine, StatsRecord, logged_seconds
 from exporter.engines.server_config import ServerConfig
-from exporter.report import builder as builder_module
+from exporter.report import run as run_module
 from exporter.report.builder import ReportBuilder
 from exporter.report.series import Downsampler
 from exporter.report.summary import ratio
@@ -208,7 +208,7 @@ def test_report_evidence_is_what_a_record_by_record_feed_gives(
         reference.add_record(record, at if at is not None else 0.0)
     builder = ReportBuilder()
     config = ServerConfig()
-    with patch.object(builder_module, "EVIDENCE_BATCH", batch):
+    with patch.object(run_module, "EVIDENCE_BATCH", batch):
         for read in reads(records, sizes):
             builder.on_lines(len(read))
             builder.on_records(read)
@@ -310,8 +310,8 @@ def test_records_folded_a_read_at_a_time_report_exactly_as_one_by_one(
                     builder.on_record(record)
 
     with (
-        patch.object(builder_module, "EVIDENCE_BATCH", evidence_batch),
-        patch.object(builder_module, "FINDINGS_SAMPLE", sample),
+        patch.object(run_module, "EVIDENCE_BATCH", evidence_batch),
+        patch.object(run_module, "FINDINGS_SAMPLE", sample),
     ):
         assert _folded(calls, baseline, by_reads) == _folded(calls, baseline, _one_by_one)
 

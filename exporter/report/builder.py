@@ -11,9 +11,7 @@ are summed (``analysis.node``) before a baseline, a band or a chart sees them.
 
 from __future__ import annotations
 
-import math
 import os
-import random
 from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -23,12 +21,11 @@ from operator import add, attrgetter
 from exporter.analysis.algorithms import config_standard
 from exporter.analysis.baseline import Baseline
 from exporter.analysis.breakeven import Assessment, advise
-from exporter.analysis.findings import DecodeSample, Observations, ending_summary, evaluate
+from exporter.analysis.findings import DecodeSample, Observations, evaluate
 from exporter.analysis.node import Moment, NodeMoments
-from exporter.analysis.ranks import RankAccepts
-from exporter.analysis.schedule import BandDrafting, advise_bands, schedule_text
+from exporter.analysis.schedule import advise_bands, schedule_text
 from exporter.analysis.thresholds import DEFAULT, Thresholds
-from exporter.analysis.verdicts import RunFigures, Verdict, implausible, judge
+from exporter.analysis.verdicts import implausible, judge
 from exporter.engines import ending
 from exporter.engines.record import (
     OLD_SPEC_FORM,
@@ -41,221 +38,16 @@ from exporter.engines.record import (
 )
 from exporter.engines.server_config import ServerConfig
 from exporter.parse.pipeline import RecordSink
-from exporter.report.reservoir import Reservoir
+from exporter.report.bands import BANDS, BandAccumulator, band_index, quantile
+from exporter.report.run import Run
 from exporter.report.series import Downsampler
-from exporter.report.summary import AcceptStats, BandStats, Report, RequestSummary, RunSummary
-from exporter.state.evidence import RECENT_WINDOWS, Evidence
+from exporter.report.summary import AcceptStats, Report, RequestSummary, RunSummary
 from exporter.state.requests import NO_REQUESTS, RequestStats
 from exporter.state.runs import RunTracker
 
-# (label, lowest, highest running requests on the node); the top band is open-ended.
-BANDS: tuple[tuple[str, int, int | None], ...] = (
-    ("1", 1, 1),
-    ("2-7", 2, 7),
-    ("8-31", 8, 31),
-    ("32-63", 32, 63),
-    ("64+", 64, None),
-)
 SERIES_FIELDS = ("accept_length", "gen_throughput", "baseline", "running", "queued")
-FINDINGS_SAMPLE = 2000
-EVIDENCE_BATCH = 4096  # records a run holds before handing the evidence those that matter
 MAX_RUNS = 100  # a crash-looping server restarts thousands of times; the newest runs tell
 ACCEPT_VALUES = 4096  # distinct accept lengths counted as logged before they are binned
-
-
-class _BandAccumulator:
-    __slots__ = (
-        "accept_sum",
-        "baseline_sum",
-        "drafting",
-        "off",
-        "running",
-        "steps",
-        "throughput_sum",
-        "windows",
-    )
-
-    def __init__(self) -> None:
-        self.windows = 0
-        self.throughput_sum = 0.0
-        self.baseline_sum = 0.0
-        self.running: dict[int, int] = {}  # windows by running requests (a dict is cheaper)
-        # The windows that drafted: count, throughput and baseline sums; their accept length
-        # and the draft steps adaptive speculation had in force.
-        self.drafting = [0.0, 0.0, 0.0]
-        self.accept_sum = 0.0
-        self.steps: dict[int, int] = {}
-        self.off = 0  # windows adaptive speculation ran with drafting off
-
-    def add(self, running: int, throughput: float, baseline: float | None) -> None:
-        self.windows += 1
-        self.throughput_sum += throughput
-        self.baseline_sum += baseline or 0.0
-        self.running[running] = self.running.get(running, 0) + 1
-
-    def add_drafting(self, moment: Moment, baseline: float | None) -> None:
-        """The moment's speculation: its accept length, or that drafting was off."""
-        if moment.steps == 0:
-            self.off += 1
-            return
-        if moment.accept_length is None or moment.throughput is None:
-            return
-        self.drafting[0] += 1
-        self.drafting[1] += moment.throughput
-        self.drafting[2] += baseline or 0.0
-        self.accept_sum += moment.accept_length
-        if moment.steps is not None:
-            self.steps[moment.steps] = self.steps.get(moment.steps, 0) + 1
-
-    def drafting_figures(self, band: tuple[str, int, int | None]) -> BandDrafting:
-        count, tput, base = self.drafting
-        return BandDrafting(
-            band=band,
-            windows=int(count),
-            off_windows=self.off,
-            accept_length=self.accept_sum / count if count else None,
-            speedup=tput / base if count and base else None,
-            steps=max(self.steps, key=self.steps.__getitem__) if self.steps else None,
-        )
-
-    def result(self, label: str, has_baseline: bool) -> BandStats:
-        return BandStats(
-            label=label,
-            windows=self.windows,
-            median_running=_quantile(self.running, 0.5),
-            mean_throughput=self.throughput_sum / self.windows,
-            mean_baseline=self.baseline_sum / self.windows if has_baseline else None,
-        )
-
-
-class _Run:
-    """One server run (from a ``server_args`` line to the next): what it did, judged alone.
-
-    A restart may change the flags or the draft, so windows of one run are never averaged
-    with another's, and findings and advice judge the newest run under its own config.
-    """
-
-    def __init__(self, started_at: float | None = None) -> None:
-        self.started_at = started_at
-        self.first_time: float | None = None
-        self.last_time: float | None = None
-        # Records, not DecodeSamples: most are replaced unseen, so they are converted at the end.
-        self.sample = Reservoir[StatsRecord](FINDINGS_SAMPLE, random.Random(0))
-        self.windows = 0
-        self.unrecognized = 0
-        self.accept_sum = 0.0
-        self.accept_count = 0
-        self.drafting_off = 0  # decode windows adaptive speculation ran with drafting off
-        # Its engine logged a form older than any per-batch-size schedule (OLD_SPEC_FORM).
-        self.old_spec_form = False
-        self.bands = [_BandAccumulator() for _ in BANDS]
-        self.ranks = RankAccepts()  # the whole run's, by DP rank
-        # Records not yet handed to the evidence: see ``evidence``.
-        self.unfed: list[StatsRecord] = []
-        self._batched = 0  # records of the batches already handed over
-        self._evidence = Evidence(max_windows=RECENT_WINDOWS, node_loads=False)
-
-    @property
-    def stats_lines(self) -> int:
-        return self._batched + len(self.unfed) + self.unrecognized
-
-    def hold(self, records: list[StatsRecord]) -> None:
-        """Keep records for the evidence until a batch of them is worth handing over."""
-        unfed = self.unfed
-        unfed.extend(records)
-        if len(unfed) >= EVIDENCE_BATCH:
-            self.feed_evidence()
-
-    def add_windows(self, decodes: list[StatsRecord]) -> None:
-        """Count decode windows, and sample those due: every window has the same chance to be
-        judged, and the others are not even looked at."""
-        before = self.windows
-        self.windows += len(decodes)
-        sample = self.sample
-        while sample.due <= self.windows:
-            sample.keep(decodes[sample.due - before - 1])
-
-    def add_unrecognized(self) -> None:
-        self.unrecognized += 1
-        self._evidence.add_unrecognized()
-
-    @property
-    def evidence(self) -> Evidence:
-        """The run's evidence, as if it had been handed every record so far."""
-        self.feed_evidence()
-        return self._evidence
-
-    def feed_evidence(self) -> None:
-        """Hand the evidence the unfed records that can still matter, and forget them all.
-
-        Evidence keeps the run's first time, its last ``RECENT_WINDOWS`` decode windows and what
-        follows the newest (the silent prefills); a report reads nothing else of it (it counts
-        the lines itself and keeps no recent loads). So of each batch only the first record of
-        the run and the records from the ``RECENT_WINDOWS``-th decode from the end on can
-        change what is read: the others would be pushed out or reset by those.
-        """
-        unfed = self.unfed
-        if not unfed:
-            return
-        start = _recent_start(unfed)
-        if not self._batched and start:
-            self._add_evidence(unfed[0])
-        for record in unfed[start:]:
-            self._add_evidence(record)
-        self._batched += len(unfed)
-        unfed.clear()
-
-    def _add_evidence(self, record: StatsRecord) -> None:
-        at = logged_seconds(record.time)
-        self._evidence.add_record(record, at if at is not None else 0.0)
-
-    @property
-    def accept_length(self) -> float | None:
-        return self.accept_sum / self.accept_count if self.accept_count else None
-
-    def dominant(self, has_baseline: bool) -> BandStats | None:
-        """The band the node spent most windows in: its usual load, which verdicts judge."""
-        busiest = max(
-            ((label, acc) for (label, _, _), acc in zip(BANDS, self.bands, strict=True)),
-            key=lambda item: item[1].windows,
-        )
-        label, acc = busiest
-        return acc.result(label, has_baseline) if acc.windows else None
-
-    def figures(self, has_baseline: bool, baseline_option: str | None) -> RunFigures:
-        band = self.dominant(has_baseline)
-        return RunFigures(
-            windows=self.accept_count,
-            accept_length=self.accept_length,
-            throughput=band.mean_throughput if band else None,
-            baseline=band.mean_baseline if band else None,
-            running=band.median_running if band else None,
-            baseline_option=baseline_option,
-            drafting_off=self.drafting_off,
-        )
-
-    def summary(
-        self, figures: RunFigures, verdicts: list[Verdict], config: ServerConfig
-    ) -> RunSummary:
-        ending = self.evidence.ending
-        return RunSummary(
-            algorithm=config.algorithm,
-            draft_model=config.draft_model_path,
-            num_draft_tokens=config.num_draft_tokens,
-            started_at=self.started_at,
-            first_time=self.first_time,
-            last_time=self.last_time,
-            decode_windows=self.windows,
-            accept_length=figures.accept_length,
-            running=figures.running,
-            throughput=figures.throughput,
-            baseline=figures.baseline,
-            speedup=figures.speedup,
-            verdicts=tuple(verdicts),
-            drafting_off=self.drafting_off,
-            ranks=self.ranks.figures(),
-            ended=None if ending is None else ending_summary(ending, bool(self.windows)),
-        )
 
 
 class ReportBuilder(RecordSink):
@@ -293,12 +85,12 @@ class ReportBuilder(RecordSink):
         self._graph_on = 0  # decode windows that ran a CUDA graph
         self._graph_off = 0
         self._graph_devices: set[str] = set()  # the devices the graph flags name
-        self._bands = [_BandAccumulator() for _ in BANDS]
-        self._overall = _BandAccumulator()
+        self._bands = [BandAccumulator() for _ in BANDS]
+        self._overall = BandAccumulator()
         self._dp_ranks: set[int] = set()  # of decode windows
         self._series = Downsampler(SERIES_FIELDS)
         self._runs = RunTracker()
-        self._run = _Run()
+        self._run = Run()
         self._done: deque[RunSummary] = deque(maxlen=MAX_RUNS)
         self._node = NodeMoments()
         self._held: list[StatsRecord] = []
@@ -334,7 +126,7 @@ class ReportBuilder(RecordSink):
         config = self._runs.config  # the closing run's, before a new start replaces it
         if self._runs.observe(line):
             self._close_run(config)
-            self._run = _Run(logged_seconds(line.time))
+            self._run = Run(logged_seconds(line.time))
             self._series.restart(self._run.started_at)
         end = ending.parse(line.message, line.time)
         if end is not None:
@@ -433,7 +225,7 @@ class ReportBuilder(RecordSink):
         at, accept_length, running, tput, queued, _ = moment
         base = self.baseline.at(running) if self.baseline and running else None
         if running and tput is not None:
-            index = _band_index(running)
+            index = band_index(running)
             self._overall.add(running, tput, base)
             self._bands[index].add(running, tput, base)
             self._run.bands[index].add(running, tput, base)
@@ -587,40 +379,6 @@ def _one_device(devices: set[str]) -> str | None:
     return next(iter(devices), "cuda")
 
 
-def _recent_start(unfed: list[StatsRecord]) -> int:
-    """Where the last ``RECENT_WINDOWS`` decode windows of ``unfed`` begin (0 if fewer)."""
-    decodes = 0
-    for index in range(len(unfed) - 1, -1, -1):
-        if unfed[index].kind == "decode":
-            decodes += 1
-            if decodes == RECENT_WINDOWS:
-                return index
-    return 0
-
-
-def _band_table() -> dict[int, int]:
-    """The band index of every running count below the open-ended top band's lowest."""
-    return {
-        running: index
-        for index, (_, low, high) in enumerate(BANDS)
-        if high is not None
-        for running in range(low, high + 1)
-    }
-
-
-_BAND_OF = _band_table()
-
-
-def _band_index(running: int) -> int:
-    """The band of ``running`` requests: a look-up, as every node moment asks."""
-    index = _BAND_OF.get(running)
-    if index is not None:
-        return index
-    if running >= BANDS[-1][1]:
-        return len(BANDS) - 1
-    raise ValueError(f"no band for {running} running requests")
-
-
 def _accept_stats(hundredths: Mapping[int, int], thresholds: Thresholds) -> AcceptStats | None:
     total = sum(hundredths.values())
     if not total:
@@ -630,24 +388,11 @@ def _accept_stats(hundredths: Mapping[int, int], thresholds: Thresholds) -> Acce
     return AcceptStats(
         windows=total,
         minimum=min(hundredths) / 100,
-        median=_quantile(hundredths, 0.5) / 100,
-        p90=_quantile(hundredths, 0.9) / 100,
+        median=quantile(hundredths, 0.5) / 100,
+        p90=quantile(hundredths, 0.9) / 100,
         mean=sum(k * n for k, n in hundredths.items()) / total / 100,
         collapsed_share=collapsed / total,
     )
-
-
-def _quantile(counts: Mapping[int, int], q: float) -> int:
-    """Nearest-rank quantile of a histogram: the smallest value with ``q`` of the mass at or
-    below it."""
-    total = sum(counts.values())
-    rank = max(1, math.ceil(q * total - 1e-9))
-    seen = 0
-    for value in sorted(counts):
-        seen += counts[value]
-        if seen >= rank:
-            return value
-    return max(counts)
 
 
 def _share(on: int, off: int) -> float | None:
