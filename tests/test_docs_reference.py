@@ -139,6 +139,20 @@ def test_alerts_and_recording_rules_named_in_the_docs_exist() -> None:
     assert named_records - recorded == set()
 
 
+NUMBER_WORDS = [
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+    "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen",
+    "nineteen", "twenty",
+]  # fmt: skip
+
+
+def test_the_alerts_page_counts_the_shipped_alerts() -> None:
+    stated = re.search(r"`alerts/prometheus_alerts.yaml` holds (\w+) alerts", doc("alerts.md"))
+    assert stated is not None, "the alerts page no longer says how many alerts ship"
+    shipped = [r for g in shipped_rules()["groups"] for r in g["rules"] if "alert" in r]
+    assert NUMBER_WORDS.index(stated[1]) == len(shipped)
+
+
 def test_renamed_metrics_are_gone_and_their_new_names_exported() -> None:
     renames = re.findall(r"`(specwatch_\w+)` is now `(specwatch_\w+)`", RENAMED)
     assert renames

@@ -353,6 +353,43 @@ def requests_row() -> list[Item]:
     ]
 
 
+def adaptive_row() -> list[Item]:
+    """Where adaptive speculation has drafting off, and the draft steps each target runs."""
+    off = sel("specwatch_drafting_off_ratio", FLEET_SCOPE)
+    return [
+        db.Row("Adaptive speculation"),
+        graph(
+            "Drafting off per target",
+            "Share of each adaptive target's recent decode windows with drafting off (steps 0). "
+            "High while the node is busy is adaptive speculation choosing plain decoding, by "
+            "design, and such windows leave the accept-length panels; near 1 at every load is "
+            "a drafter adaptive has given up on (SpecDecodeDrafterGivenUp).",
+            "percentunit",
+            [
+                query(
+                    f"max by ({per_target_labels()}, {MODEL}) ({with_model(off)})",
+                    "{{instance}} {{target}} {{served_model}}",
+                )
+            ],
+            steps((None, "transparent")),
+            height=9,
+            alerts=("SpecDecodeDrafterGivenUp",),
+        )
+        .min(0)
+        .max(1),
+        graph(
+            "Draft steps in force per target",
+            "The draft steps each target runs now: adaptive speculation's newest choice, else "
+            "the configured count. A fleet of one model whose nodes differ here is adaptive "
+            "reacting to their different loads.",
+            "short",
+            [query(per_target("specwatch_speculative_steps"), "{{instance}} {{target}}")],
+            steps((None, "transparent")),
+            height=9,
+        ).min(0),
+    ]
+
+
 def coverage_row() -> list[Item]:
     """Which exporters Prometheus scrapes, their version, and how many targets each watches."""
     coverage = grid(
@@ -412,8 +449,15 @@ def build() -> db.Dashboard:
         "specwatch / Fleet",
         fleet_uid(),
         "Speculative decoding across every watched node: worst accept lengths and speedups, "
-        "findings, accept-length distribution per window and per request, and exporter "
-        f"coverage. Per node: /d/{node_uid()}.",
+        "findings, accept-length distribution per window and per request, adaptive "
+        f"speculation and exporter coverage. Per node: /d/{node_uid()}.",
     )
-    rows = (glance_row(), worst_row(), distribution_row(), requests_row(), coverage_row())
+    rows = (
+        glance_row(),
+        worst_row(),
+        distribution_row(),
+        requests_row(),
+        adaptive_row(),
+        coverage_row(),
+    )
     return assemble(board, base_variables(), rows)
