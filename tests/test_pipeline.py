@@ -10,6 +10,7 @@ from exporter.engines.record import LogLine
 from exporter.parse.pipeline import LineProcessor
 from tests.support.loglines import VLLM_START, vllm_interval
 from tests.support.sinks import ListSink
+from tests.support.speclogs import server_args
 
 DECODE = (
     "[2026-02-23 00:14:33 TP0] Decode batch, #running-req: 48, #token: 6460, token usage: 0.06, "
@@ -206,6 +207,21 @@ def test_a_bulk_read_source_that_changes_engine_is_read_by_the_new_engine(batche
     processor.finish()
     assert processor.engine == "vllm"
     assert [r.engine for r in sink.records] == ["sglang"] * 40 + ["vllm"] * 2
+
+
+def test_a_source_changing_to_sglang_0_5_23_switches_at_its_dict_of_server_args() -> None:
+    """SGLang 0.5.23 logs its arguments as a dict (``server_args={...}``), not the
+    ``ServerArgs(...)`` repr: a vLLM node moved to it switches at that line, and the line is
+    read as the new run's configuration."""
+    vllm = [VLLM_START, *vllm_interval(0)]
+    sink = ListSink()
+    processor = LineProcessor(sink)
+    processor.process([line.encode() for line in [*vllm, server_args("NGRAM"), DECODE]])
+    processor.finish()
+    assert processor.engine == "sglang"
+    assert [(r.engine, r.kind) for r in sink.records] == [("vllm", "decode"), ("sglang", "decode")]
+    assert [e.engine for e in sink.events][-1] == "sglang"
+    assert "'speculative_algorithm': 'NGRAM'" in sink.events[-1].message
 
 
 def test_a_source_changing_engine_reads_the_new_servers_arguments_line() -> None:

@@ -299,6 +299,37 @@ def test_merged_prefers_known_newer_fields() -> None:
     )
 
 
+# SGLang 0.5.23 logs ``server_args.resolved_dict()``: the same fields as a dict's repr.
+SERVER_ARGS_DICT = (
+    "server_args={'model_path': 'moonshotai/Kimi-K2.5', 'tokenizer_mode': 'auto', "
+    "'api_key': 'sk-live-0123456789', 'admin_api_key': 'adm-secret-42', 'hf_token': "
+    "'hf_abcdef', 'json_model_override_args': '{\"rope_scaling\": {\"factor\": 2.0}}', "
+    "'tp_size': 8, 'lora_paths': ['a,b', 'c'], 'served_model_name': 'kimi: k2.5', "
+    "'speculative_algorithm': 'NGRAM', 'speculative_num_draft_tokens': 8, "
+    "'speculative_adaptive': False, 'speculative_adaptive_config': None, "
+    "'kv_events_config': <object object at 0x7f3a2c1d5e40>, 'extra': {'a': (1, 2)}}"
+)
+
+
+def test_sglang_0_5_23_dict_of_server_args_is_read_as_the_repr_is() -> None:
+    event = parse_event(SERVER_ARGS_DICT)
+    assert isinstance(event, ServerArgsEvent)
+    args = event.args
+    assert args["speculative_algorithm"] == "NGRAM"
+    assert args["speculative_num_draft_tokens"] == 8
+    assert args["lora_paths"] == ["a,b", "c"]
+    assert args["served_model_name"] == "kimi: k2.5"
+    assert args["extra"] == {"a": (1, 2)}
+    assert args["kv_events_config"] == "<object object at 0x7f3a2c1d5e40>"
+    assert not any(secret in repr(args) for secret in SECRETS)
+    assert "api_key" not in args
+
+
+def test_a_cut_dict_of_server_args_keeps_its_complete_fields() -> None:
+    args = parse_server_args("server_args={'tp_size': 2, 'speculative_algorithm': 'EAG")
+    assert args == {"tp_size": 2}
+
+
 def test_server_args_event_from_full_line() -> None:
     event = parse_event(SERVER_ARGS)
     assert isinstance(event, ServerArgsEvent)
@@ -325,6 +356,12 @@ def test_any_dataclass_repr_round_trips(fields: dict[str, object]) -> None:
     assert parse_server_args(f"server_args=ServerArgs({body})") == fields
 
 
+@given(st.dictionaries(_names, _values, max_size=8))
+def test_any_dict_of_server_args_round_trips(fields: dict[str, object]) -> None:
+    assert parse_server_args(f"server_args={fields!r}") == fields
+
+
 @given(st.text(max_size=200))
 def test_arbitrary_text_never_raises(tail: str) -> None:
     assert isinstance(parse_server_args("server_args=ServerArgs(" + tail), dict)
+    assert isinstance(parse_server_args("server_args={" + tail), dict)

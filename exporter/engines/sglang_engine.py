@@ -32,7 +32,7 @@ from exporter.engines.sglang_requests import (
     read_request,
     request_lines,
 )
-from exporter.engines.sglang_startup import SERVER_ARGS_OPEN, parse_event
+from exporter.engines.sglang_startup import SERVER_ARGS_FORMS, opens_server_args, parse_event
 from exporter.engines.sglang_upstream import SGLangUpstream
 
 # A startup/config message names its subject within its first words ("Load weight end. ...",
@@ -214,7 +214,7 @@ class SGLang:
     # A finished-request line tells SGLang too: its request log may have a file of its own
     # (--log-requests-target).
     markers = _OWN_MARKERS + REQUEST_MARKERS
-    start_markers = (SERVER_ARGS_OPEN.encode(),)
+    start_markers = tuple(opening.encode() for opening, _ in SERVER_ARGS_FORMS)
     fixes: Mapping[str, str] = {
         "eagle3_algorithm": "--speculative-algorithm EAGLE3",
         "speculative_tokens": "--speculative-num-steps",
@@ -232,7 +232,7 @@ class SGLang:
         return result is not None
 
     def starts(self, text: str) -> bool:
-        return SERVER_ARGS_OPEN in text and self.owns(text)
+        return opens_server_args(text) and self.owns(text)
 
     def log_reader(self, sink: Deliveries, clean: Callable[[str], str]) -> SGLangReader:
         return SGLangReader(sink, clean)

@@ -5,9 +5,11 @@ is what names a cause (a finding). They arrive once, early, before any request: 
 them is the only way to diagnose a wrong flag before the first window is logged.
 
 Input is the message part of a line, after SGLang's ``[time RANKS]`` prefix was split off.
-Nothing here evaluates log text: ``server_args=ServerArgs(...)`` is split by a small scanner
-and only single values are handed to ``ast.literal_eval``, so a hostile or truncated line can
-at worst yield a raw string.
+SGLang logs its arguments as the ``ServerArgs(...)`` repr up to its 0.5 releases and as the
+resolved fields' dict (``server_args={'model_path': ..., ...}``) from 0.5.23 on; both are read.
+Nothing here evaluates log text: either form is split by a small scanner and only single
+values are handed to ``ast.literal_eval``, so a hostile or truncated line can at worst yield
+a raw string.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ from exporter.engines.sglang import NAME
 from exporter.redact import is_secret_name
 
 SERVER_ARGS_OPEN = "server_args=ServerArgs("
+SERVER_ARGS_DICT_OPEN = "server_args={"
+# Each form's opening text and the character that closes it.
+SERVER_ARGS_FORMS = ((SERVER_ARGS_OPEN, ")"), (SERVER_ARGS_DICT_OPEN, "}"))
 
 
 _WEIGHTS = re.compile(r"Load weight end\..*?\btype=([A-Za-z_][A-Za-z0-9_]*)")
@@ -48,7 +53,7 @@ ADAPTIVE_MARKERS = (
 def parse_event(message: str) -> Event | None:
     """The typed event an SGLang message carries, or ``None`` for any other line (another
     engine's start-up lines are that engine's to read)."""
-    if SERVER_ARGS_OPEN in message:
+    if opens_server_args(message):
         return ServerArgsEvent(parse_server_args(message), NAME)
     if "Load weight end." in message:
         match = _WEIGHTS.search(message)
@@ -84,21 +89,34 @@ def _int_field(message: str, name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def opens_server_args(text: str) -> bool:
+    """Whether ``text`` holds the server-arguments line in either form."""
+    return any(opening in text for opening, _ in SERVER_ARGS_FORMS)
+
+
 def parse_server_args(message: str) -> dict[str, Any]:
-    """Fields of a ``ServerArgs(...)`` repr as Python values, secrets dropped.
+    """Fields of a ``ServerArgs(...)`` repr or a ``{'name': value, ...}`` dict as Python
+    values, secrets dropped.
 
     A value that is not a plain literal (an enum repr, an object address, a cut-off tail) is
-    kept as its raw text rather than guessed at; a segment without ``=`` (a truncated line,
-    an elided ``...``) is skipped.
+    kept as its raw text rather than guessed at; a segment without its ``=`` or ``:`` (a
+    truncated line, an elided ``...``) is skipped.
     """
-    start = message.find(SERVER_ARGS_OPEN)
-    if start < 0:
-        return {}
-    body = message[start + len(SERVER_ARGS_OPEN) :]
+    for opening, closer in SERVER_ARGS_FORMS:
+        start = message.find(opening)
+        if start >= 0:
+            body = message[start + len(opening) :]
+            return _fields(_split_top_level(body, closer), keyed=closer == "}")
+    return {}
+
+
+def _fields(segments: list[str], *, keyed: bool) -> dict[str, Any]:
     fields: dict[str, Any] = {}
-    for segment in _split_top_level(body):
-        name, sep, raw = segment.partition("=")
+    for segment in segments:
+        name, sep, raw = segment.partition(":" if keyed else "=")
         name = name.strip()
+        if keyed:
+            name = name[1:-1] if len(name) > 1 and name[0] == name[-1] == "'" else ""
         if not sep or not name.isidentifier() or is_secret_name(name):
             continue
         fields[name] = _literal(raw.strip())
@@ -115,8 +133,8 @@ def _literal(raw: str) -> Any:
 _CLOSERS = {"(": ")", "[": "]", "{": "}"}
 
 
-def _split_top_level(body: str) -> list[str]:
-    """Split ``a=1, b='x, y', c=[1, 2])`` at depth-0 commas, up to the closing paren.
+def _split_top_level(body: str, closer: str) -> list[str]:
+    """Split ``a=1, b='x, y', c=[1, 2])`` at depth-0 commas, up to ``closer`` at depth 0.
 
     Tracks quotes (with backslash escapes) and bracket nesting so commas inside strings, lists
     and dicts stay inside their value.
@@ -144,7 +162,7 @@ def _split_top_level(body: str) -> list[str]:
         elif stack and char == stack[-1]:
             stack.pop()
             current.append(char)
-        elif char == ")" and not stack:
+        elif char == closer and not stack:
             return [*segments, "".join(current)]
         elif char == "," and not stack:
             segments.append("".join(current))
@@ -152,4 +170,4 @@ def _split_top_level(body: str) -> list[str]:
         else:
             current.append(char)
         index += 1
-    return segments  # no closing paren: the line was cut, its last value is incomplete
+    return segments  # no closer: the line was cut, its last value is incomplete

@@ -1,7 +1,8 @@
 """SGLang 0.5.23 log lines for the speculative setups beyond a fixed EAGLE tree: other
 algorithms, adaptive draft steps (``--speculative-adaptive``), the newer decode fields.
 
-Written from SGLang's own code: ``ServerArgs`` is logged as its repr; the adaptive lines are
+Written from SGLang's own code: ``ServerArgs`` is logged as its resolved fields' dict
+(``Engine._launch_subprocesses`` logs ``server_args.resolved_dict()``); the adaptive lines are
 ``AdaptiveSpeculativeParams.__init__``'s, ``AdaptiveStepSlot._apply_target_steps``' and
 ``EAGLEWorkerV2.apply_runtime_state``'s; the decode line is ``report_decode_stats``'.
 """
@@ -21,17 +22,28 @@ def server_args(
     adaptive: bool = False,
     at: float = 0,
 ) -> str:
-    draft = "None" if draft_path is None else f"'{draft_path}'"
-    return (
-        f"{stamp(at)} server_args=ServerArgs(model_path='deepseek-ai/DeepSeek-V3.2', "
-        "tokenizer_mode='auto', api_key='sk-live-0123456789', tp_size=8, dp_size=1, "
-        "log_level='info', decode_log_interval=40, max_running_requests=128, "
-        f"enable_metrics=True, speculative_algorithm='{algorithm}', "
-        f"speculative_draft_model_path={draft}, speculative_num_steps={steps}, "
-        f"speculative_eagle_topk={topk}, speculative_num_draft_tokens={draft_tokens}, "
-        f"speculative_adaptive={adaptive}, speculative_adaptive_config=None, "
-        "cuda_graph_max_bs=128, disable_cuda_graph=False, host='0.0.0.0')"
-    )
+    fields = {
+        "model_path": "deepseek-ai/DeepSeek-V3.2",
+        "tokenizer_mode": "auto",
+        "api_key": "sk-live-0123456789",
+        "tp_size": 8,
+        "dp_size": 1,
+        "log_level": "info",
+        "decode_log_interval": 40,
+        "max_running_requests": 128,
+        "enable_metrics": True,
+        "speculative_algorithm": algorithm,
+        "speculative_draft_model_path": draft_path,
+        "speculative_num_steps": steps,
+        "speculative_eagle_topk": topk,
+        "speculative_num_draft_tokens": draft_tokens,
+        "speculative_adaptive": adaptive,
+        "speculative_adaptive_config": None,
+        "cuda_graph_max_bs": 128,
+        "disable_cuda_graph": False,
+        "host": "0.0.0.0",
+    }
+    return f"{stamp(at)} server_args={fields}"
 
 
 def adaptive_initialized(steps: int, candidates: list[int], at: float) -> str:
