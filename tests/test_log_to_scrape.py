@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from tests.support.files import append
-from tests.support.loglines import cri, decode_line
+from tests.support.loglines import VLLM_START, cri, decode, decode_line, startup, vllm_interval
 from tests.support.tailing import stepped_target
 
 DECODES = "specwatch_log_stats_lines_total"
@@ -72,3 +72,21 @@ def test_docker_chunks_are_held_until_the_one_ending_the_line(tmp_path: Path) ->
         s = scrape()
     assert s.value(DECODES, kind="decode") == 1
     assert s.value("specwatch_accept_length") == 1.75
+
+
+def test_a_node_moved_to_another_engine_shows_only_the_new_servers_windows(
+    tmp_path: Path,
+) -> None:
+    """SGLang's windows carry no DP rank, vLLM's are Engine 000's: a vLLM start within a
+    minute of SGLang's last window must not leave that window in the node's figures beside
+    the new engine's collapsed drafter."""
+    log = tmp_path / "server.log"
+    log.write_text("\n".join([*startup(), *(decode(260 + 4 * i, 2.6, 0.53) for i in range(4))]))
+    with stepped_target(log) as (tailer, scrape):
+        tailer.poll()
+        assert scrape().value("specwatch_accept_length") == 2.6
+        append(log, "", VLLM_START, *vllm_interval(0))
+        tailer.poll()
+        s = scrape()
+    assert s.values("specwatch_accept_length") == [1.0]  # one rank: the node's figures alone
+    assert s.values("specwatch_running_requests") == [32]

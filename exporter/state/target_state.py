@@ -102,6 +102,9 @@ class TargetState:
         self.requests = requests or RequestStats()
         self._lock = threading.Lock()
         self._windows: dict[int | None, LatestDecode] = {}
+        # A restart was read and the new run has logged no window yet: the old run's windows
+        # stand until it does, then all go, not only the ranks the new run logs again.
+        self._windows_of_old_run = False
         self._max_dp_ranks = max_dp_ranks
         self._folded: set[int] = set()
         self._last_decode_at: float | None = None
@@ -188,6 +191,9 @@ class TargetState:
         """
         # Every rank printing (all-schedulers mode): TP0 speaks for the group, others are left.
         newest = {r.dp_rank: r for r in decodes if r.dp_rank is not None or r.tp_rank in (None, 0)}
+        if newest and self._windows_of_old_run:
+            self._windows.clear()
+            self._windows_of_old_run = False
         folded = 0
         placed = False
         for key, record in newest.items():
@@ -259,6 +265,7 @@ class TargetState:
             self.evidence = self._new_evidence()
             with self._lock:
                 self._speed.restart()
+                self._windows_of_old_run = bool(self._windows)
         end = ending.parse(line.message, line.time)
         if end is not None:
             if self.evidence.ending is None:
