@@ -118,6 +118,18 @@ def test_doctor_calls_a_healthy_adaptive_node_off_not_collapsed(tmp_path: Path) 
 
 
 @pytest.mark.e2e
+def test_the_off_note_continues_a_headline_that_ends_a_sentence(tmp_path: Path) -> None:
+    """Without a baseline the speed headline is a sentence of its own; the adaptive note goes
+    on from it, not after a stray full stop ('... --baseline-bench).; speculation off')."""
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(healthy_adaptive()) + "\n")
+    result = doctor("--log-file", str(log))
+    assert result.returncode == 0, result.stdout
+    assert "--baseline-bench); speculation off (adaptive) in 20 of 26" in result.stdout
+    assert ".;" not in result.stdout
+
+
+@pytest.mark.e2e
 def test_doctor_warns_of_a_drafter_adaptive_has_given_up_on(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text("\n".join(given_up_adaptive()) + "\n")

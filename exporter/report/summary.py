@@ -261,6 +261,7 @@ class Report:
             text = f"{'; '.join(item.summary for item in self.critical)}. {text}"
         run = self.newest
         if run is not None and run.drafting_off:
+            text = text.removesuffix(".")
             text += (
                 f"; {run.off_note}: those run as plain decoding, judged by speed, not by "
                 "accept length"
