@@ -149,12 +149,19 @@ def test_vllm_engine_core_fatal_error_is_a_crash(
             "Accepted: 14985 tokens, Drafted: 24480 tokens, Per-position acceptance rate: "
             "0.812, 0.601, 0.427, Avg Draft acceptance rate: 61.2%",
         ]
+    # logger.exception's traceback: vLLM's formatter repeats the record's prefix on each line.
+    error = f"{tag} ERROR 12-01 10:00:53 [core.py:1586]"
     lines += [
-        f"{tag} ERROR 12-01 10:00:53 [core.py:1586] EngineCore encountered a fatal error.",
-        f"{tag} Traceback (most recent call last):",
-        f'{tag}   File "/opt/vllm/vllm/v1/engine/core.py", line 1577, in run_engine_core',
-        f"{tag}     engine_core.run_busy_loop()",
-        f"{tag} {OOM}",
+        f"{error} EngineCore encountered a fatal error.",
+        f"{error} Traceback (most recent call last):",
+        f'{error}   File "/opt/vllm/vllm/v1/engine/core.py", line 1577, in run_engine_core',
+        f"{error}     engine_core.run_busy_loop()",
+        f"{error} {OOM}",
+        f"{api} ERROR 12-01 10:00:53 [async_llm.py:720] AsyncLLM output_handler failed.",
+        f"{api} ERROR 12-01 10:00:53 [async_llm.py:720] Traceback (most recent call last):",
+        f"{api} ERROR 12-01 10:00:53 [async_llm.py:720] vllm.v1.engine.exceptions."
+        "EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root "
+        "cause.",
     ]
     log = write_log(tmp_path, lines)
     code, report = doctor_json(capsys, log)

@@ -107,6 +107,9 @@ class VllmParser:
         self._now = now
         self._k: int | None = None  # speculative tokens a round, from the engine's config
         self._totals: _Totals | None = None  # V0's previous lifetime totals
+        # The prefix of the record that opened a server's end: vLLM's formatter repeats it on
+        # each line of its traceback, whose last line names the cause.
+        self._ending_prefix: str | None = None
 
     def feed(self, text: str) -> list[StatsRecord | Unrecognized | LogLine]:
         """Records (and drift) completed by one cleaned line, or the engine's startup line as
@@ -118,8 +121,13 @@ class VllmParser:
         time = self._iso(*match.groups())
         if time is None:
             return []
+        prefix, self._ending_prefix = self._ending_prefix, None
         if ending.opens(message):
+            self._ending_prefix = text[: match.end()]
             return [LogLine(time, None, None, message, NAME)]
+        if prefix == text[: match.end()]:  # a line of that record's traceback
+            self._ending_prefix = prefix
+            return [LogLine(time, None, None, message, NAME)] if ending.parse(message) else []
         if message.startswith(SPEC_HEAD):
             body = message[len(SPEC_HEAD) :]
             old = _SPEC_LABELS["accept_length"] not in body  # 0.8.3 and 0.8.4 log no mean
