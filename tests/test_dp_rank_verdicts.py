@@ -18,7 +18,7 @@ from exporter.engines.record import StatsRecord
 from exporter.engines.server_config import ServerConfig
 from exporter.state.evidence import Evidence
 from tests.support.files import write_log
-from tests.support.loglines import decode_line, stamp, startup
+from tests.support.loglines import VLLM_START, decode_line, stamp, startup
 
 
 def dp_log(accepts: dict[int, float], moments: int = 12) -> list[str]:
@@ -78,6 +78,43 @@ def test_report_lists_every_rank_in_text_json_and_html(
     assert "DP rank   3: 1.00 over 12 windows  collapsed" in html
     assert '<img alt="Accept length by DP rank"' in html
     assert "white-space: pre-wrap" in html  # the summary wraps instead of being clipped
+
+
+def vllm_dp_log(collapsed: int, engines: int = 4, intervals: int = 12) -> list[str]:
+    """vLLM with data parallelism: its API server logs each engine's interval as an ``Engine
+    00N:`` line and that engine's own SpecDecoding line (``PerEngineStatLoggerAdapter``)."""
+    lines = [VLLM_START]
+    for interval in range(intervals):
+        at = f"12-01 11:{1 + interval // 6:02d}:{interval % 6 * 10:02d}"
+        for engine in range(engines):
+            accepted = 0 if engine == collapsed else 1600
+            lines += [
+                f"(APIServer pid=401) INFO {at} [loggers.py:257] Engine {engine:03d}: Avg prompt "
+                "throughput: 812.4 tokens/s, Avg generation throughput: 400.0 tokens/s, Running: "
+                "16 reqs, Waiting: 0 reqs, GPU KV cache usage: 41.2%, Prefix cache hit rate: 12.0%",
+                f"(APIServer pid=401) INFO {at} [metrics.py:120] SpecDecoding metrics: Mean "
+                f"acceptance length: {1 + accepted / 1000:.2f}, Accepted throughput: "
+                f"{accepted / 10:.2f} tokens/s, Drafted throughput: 300.00 tokens/s, Accepted: "
+                f"{accepted} tokens, Drafted: 3000 tokens, Per-position acceptance rate: "
+                f"{accepted / 2000:.3f}, {accepted / 3000:.3f}, {accepted / 6000:.3f}, Avg Draft "
+                f"acceptance rate: {accepted / 30:.1f}%",
+            ]
+    return lines
+
+
+def test_a_vllm_engines_fix_points_at_that_engines_own_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """vLLM names a DP rank's lines 'Engine 002:' and its process 'EngineCore_DP2', never
+    SGLang's '[DP2 ...]' prefix."""
+    log = write_log(tmp_path, vllm_dp_log(collapsed=2))
+    code, out = run(capsys, "doctor", "--log-file", log, "--json")
+    assert code == 3
+    [finding] = [f for f in json.loads(out)["findings"] if f["code"] == "dp_rank_collapsed"]
+    assert finding["summary"] == "DP rank 2 collapsed: no draft token accepted"
+    assert "Engine 002:" in finding["fix"]
+    assert "(EngineCore_DP2 pid=...)" in finding["fix"]
+    assert "[DP2" not in finding["fix"]
 
 
 def test_a_rank_far_below_the_others_warns(

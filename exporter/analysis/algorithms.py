@@ -32,6 +32,15 @@ def engine_fix(change: str) -> str:
     )
 
 
+def own_fix(config: ServerConfig, change: str) -> str:
+    """The way to make ``change`` in the flags (or words) of the engine that logged this run;
+    SGLang's when the run names no engine that has one."""
+    engine = registry.BY_NAME.get(config.engine or "")
+    if engine is None or change not in engine.fixes:
+        engine = registry.engine("sglang")
+    return engine.fixes[change]
+
+
 @dataclass(frozen=True, slots=True)
 class Standard:
     """How one family of drafters is judged."""

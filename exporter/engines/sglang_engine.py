@@ -221,6 +221,7 @@ class SGLang:
         "log_stats": "--log-level info and the default --decode-log-interval 40",
         "cuda_graphs_off": "disable_cuda_graph=True in the server arguments",
         "cuda_graphs_on": "the server without --disable-cuda-graph",
+        "rank_lines": "its [DP{rank} ...] prefix",
     }
 
     def owns(self, text: str) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from statistics import fmean, median
 
-from exporter.analysis.algorithms import config_floor, config_standard
+from exporter.analysis.algorithms import config_floor, config_standard, own_fix
 from exporter.analysis.findings.shapes import (
     DecodeSample,
     Finding,
@@ -64,9 +64,10 @@ def dp_rank_accept_length(obs: Observations) -> Finding | None:
             "request it serves while the node's mean accept length barely moves."
         ),
         fix=(
-            f"Look at the log lines of DP rank {bad[0].dp_rank} (its [DP{bad[0].dp_rank} ...] "
-            "prefix) for errors or a reload; restart the server if the rank does not recover, "
-            "and check that every rank loads the same draft."
+            f"Look at the log lines of DP rank {bad[0].dp_rank} "
+            f"({own_fix(obs.config, 'rank_lines').format(rank=bad[0].dp_rank)}) for errors or "
+            "a reload; restart the server if the rank does not recover, and check that every "
+            "rank loads the same draft."
         ),
     )
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from exporter.analysis.algorithms import engine_fix
+from exporter.analysis.algorithms import engine_fix, own_fix
 from exporter.analysis.findings.shapes import (
     DecodeSample,
     Finding,
@@ -15,7 +15,6 @@ from exporter.analysis.findings.shapes import (
     speedup_note,
 )
 from exporter.analysis.thresholds import MIN_WINDOWS
-from exporter.engines import registry
 from exporter.engines.server_config import ServerConfig
 
 NO_GRAPH_SHARE = 0.5  # more than half the decode windows without CUDA graph
@@ -92,11 +91,7 @@ def cuda_graph_disabled(obs: Observations) -> Finding | None:
 def graphs_off_by_configuration(config: ServerConfig) -> tuple[str, str]:
     """What the configuration says and the restart that turns graphs on, in the flags of the
     engine that logged it (``cuda_graphs_off`` and ``cuda_graphs_on`` among its fixes)."""
-    engine = registry.BY_NAME.get(config.engine or "")
-    fixes = engine.fixes if engine is not None else {}
-    if "cuda_graphs_off" not in fixes:  # a configuration without an engine is SGLang's
-        fixes = registry.engine("sglang").fixes
-    return f"{fixes['cuda_graphs_off']}.", f"Restart {fixes['cuda_graphs_on']}."
+    return f"{own_fix(config, 'cuda_graphs_off')}.", f"Restart {own_fix(config, 'cuda_graphs_on')}."
 
 
 def _no_graph_share(obs: Observations) -> float | None:
