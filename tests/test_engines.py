@@ -36,8 +36,9 @@ def test_every_engine_names_each_fix_in_its_own_flags(engine: Engine) -> None:
         assert f"{engine.title} {engine.fixes[change]}" in engine_fix(change)
 
 
-# What only an engine whose log specwatch reads says: its graphs switch, its DP ranks' lines.
-LOG_CHANGES = ("cuda_graphs_off", "cuda_graphs_on", "rank_lines")
+# What only an engine whose log specwatch reads says: its graphs switch, its DP ranks' lines,
+# the GPU memory its crash needs.
+LOG_CHANGES = ("cuda_graphs_off", "cuda_graphs_on", "rank_lines", "gpu_headroom")
 
 
 @pytest.mark.parametrize(

@@ -79,6 +79,7 @@ def test_oom_crash_is_critical_with_time_and_cause_in_doctor_and_report(
     assert "CRITICAL  server_crashed: The server crashed" in out
     assert "CUDA out of memory" in out
     assert "--mem-fraction-static" in out
+    assert "--gpu-memory-utilization" not in out  # vLLM's flag: nothing an SGLang node has
     assert "nothing wrong" not in out
     code, out = run(capsys, "report", log, "--json")
     assert code == 0
@@ -169,6 +170,8 @@ def test_vllm_engine_core_fatal_error_is_a_crash(
     finding = next(f for f in report["findings"] if f["code"] == "server_crashed")
     assert finding["seen"].startswith("engine core fatal error at ")
     assert "10:00:53: CUDA out of memory" in finding["seen"]
+    assert "--gpu-memory-utilization or --max-num-seqs" in finding["fix"]
+    assert "--mem-fraction-static" not in finding["fix"]  # SGLang's flag
 
 
 def test_a_traceback_followed_by_windows_ended_nothing(

@@ -222,6 +222,7 @@ class SGLang:
         "cuda_graphs_off": "disable_cuda_graph=True in the server arguments",
         "cuda_graphs_on": "the server without --disable-cuda-graph",
         "rank_lines": "its [DP{rank} ...] prefix",
+        "gpu_headroom": "--mem-fraction-static or --max-running-requests",
     }
 
     def owns(self, text: str) -> bool:

@@ -78,6 +78,7 @@ class Vllm:
         "log_stats": "without --disable-log-stats, at the default log level",
         "cuda_graphs_off": "enforce_eager=True in vLLM's engine configuration",
         "cuda_graphs_on": "vLLM without --enforce-eager",
+        "gpu_headroom": "--gpu-memory-utilization or --max-num-seqs",
         "rank_lines": (
             "its 'Engine {rank:03d}:' stats lines and its (EngineCore_DP{rank} pid=...) lines"
         ),

@@ -153,6 +153,9 @@ class Evidence:
         with self._lock:
             since = self._last_decode_at or self._started_at
             samples = tuple(map(DecodeSample.from_record, self._windows))
+            if config.engine is None and self._windows:
+                # No start line read (a log followed from its end): its lines say the engine.
+                config = replace(config, engine=self._windows[-1].engine)
             return Observations(
                 config=_with_draft_length(config, samples),
                 windows=samples,

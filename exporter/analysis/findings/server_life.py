@@ -3,7 +3,7 @@ decode stats are not logged, its log format drifted, its /metrics endpoint is of
 
 from __future__ import annotations
 
-from exporter.analysis.algorithms import engine_fix
+from exporter.analysis.algorithms import engine_fix, own_fix
 from exporter.analysis.findings.shapes import Finding, Observations
 from exporter.engines.ending import Ending
 
@@ -18,11 +18,8 @@ _CRASH_FIXES = {
         "Leave the CUDA graphs room: lower SGLang's --mem-fraction-static (0.8, then 0.7) or "
         "--cuda-graph-max-bs, or vLLM's --gpu-memory-utilization; then restart the server."
     ),
-    "CUDA out of memory": (
-        "Leave the GPU more headroom: lower SGLang's --mem-fraction-static or "
-        "--max-running-requests, or vLLM's --gpu-memory-utilization or --max-num-seqs; then "
-        "restart the server."
-    ),
+    # In the flags of the run's own engine (its ``gpu_headroom`` fix).
+    "CUDA out of memory": "Leave the GPU more headroom: lower {headroom}; then restart the server.",
     "NCCL error (GPU communication)": (
         "Check the GPUs and their links (nvidia-smi, NCCL_DEBUG=INFO names the failing rank), "
         "then restart the server."
@@ -73,7 +70,9 @@ def server_ended(obs: Observations) -> Finding | None:
         summary=summary,
         seen=f"{end.kind}{when}{cause}, {served}.",
         why=why,
-        fix=_CRASH_FIXES.get(end.cause or "")
+        fix=_CRASH_FIXES.get(end.cause or "", "").format(
+            headroom=own_fix(obs.config, "gpu_headroom")
+        )
         or (
             "Read the traceback just before this point in the log, fix its cause and restart "
             "the server."
