@@ -41,11 +41,12 @@ def test_daemon_exports_speedup_against_the_baseline(
     with run_daemon(["--log-file", str(watched), *baseline], port) as daemon:
         shutil.copy(DATA / "logs" / log, watched)
         scrape = daemon.wait_metric(
-            "specwatch_gen_throughput_tokens_per_second", lambda v: v == tok_s, timeout=15
+            "specwatch_gen_throughput_tokens_per_second", lambda v: v == tok_s, 15
         )
         baseline_value = scrape.value("specwatch_baseline_gen_throughput_tokens_per_second")
         speedup = scrape.value("specwatch_speedup_ratio")
     assert baseline_value == pytest.approx(base_tok_s)
     assert speedup == pytest.approx(tok_s / base_tok_s)
     is_healthy = log == "healthy.log"
+    assert speedup is not None
     assert (speedup > 1) is is_healthy

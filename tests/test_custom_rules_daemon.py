@@ -65,7 +65,7 @@ def test_a_catastrophic_pattern_neither_stalls_scrapes_nor_signals(
         hostile = ["a" * n + "!" for n in (40, 64, 1000, 500_000)]
         append(log, *hostile, PROF_LINE)
         name = "specwatch_custom_eagle3_prof_reports_total"
-        d.wait_metric(name, lambda v: v == 1, timeout=5, sync="no sync")  # read past them
+        d.wait_metric(name, lambda v: v == 1, 5, sync="no sync")  # read past them
         append(log, *hostile)
         started = time.monotonic()
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as answer:

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.e2e
 DECODES = "specwatch_log_stats_lines_total"
 
 
-def count_is(n: float):
+def count_is(n: float) -> Callable[[float | None], bool]:
     return lambda v: v == n
 
 
@@ -222,7 +223,7 @@ def test_per_window_gauges_vanish_after_stale_after_and_return_with_a_new_window
         append(log, decode_line(2.5))
         s = d.wait_metric("specwatch_accept_length", count_is(2.5))
         assert s.value("specwatch_running_requests") == 48
-        s = d.wait_metric("specwatch_accept_length", lambda v: v is None, timeout=5)
+        s = d.wait_metric("specwatch_accept_length", lambda v: v is None, 5)
         window_gauges = {
             "specwatch_accept_length",
             "specwatch_accept_ratio",
@@ -304,7 +305,7 @@ def test_a_backlog_with_a_read_only_temp_directory_is_read_whole_and_reported_up
         rotated.write_bytes(line * count)
         rotated.rename(log)
         scrape = daemon.wait_metric(
-            "specwatch_log_lines_total", lambda v: v == 1 + count, timeout=60, target="default"
+            "specwatch_log_lines_total", lambda v: v == 1 + count, 60, target="default"
         )
         assert scrape.value("specwatch_log_read_errors_total", target="default") == 0
         up = scrape.value("specwatch_log_source_up", path=str(log), reason="ok")

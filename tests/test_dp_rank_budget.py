@@ -70,7 +70,9 @@ def test_a_64_rank_node_stays_within_the_series_budget(tmp_path: Path, port: int
     args = ["--log-file", str(log), "--from-beginning", "--stale-after", "1e9"]
     with run_daemon(args, port) as daemon:
         s = wait_for(
-            lambda: (s := daemon.scrape()).value("specwatch_log_lines_total") == total and s
+            lambda: (
+                s if (s := daemon.scrape()).value("specwatch_log_lines_total") == total else None
+            )
         )
     per_target = sum(1 for sample in s.samples if sample.labels.get("target") == "default")
     assert len(s.values("specwatch_accept_length")) == 32

@@ -19,6 +19,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -163,7 +164,7 @@ def clusters_in(result: list[dict[str, Any]]) -> set[str]:
 @pytest.mark.parametrize("record", fleet_records())
 def test_fleet_recording_rules_aggregate_per_cluster(fleet: Fleet, record: str) -> None:
     result = fleet.central.wait_for(
-        lambda: (r := fleet.central.query(record)) and clusters_in(r) == {"east", "west"} and r,
+        lambda: r if clusters_in(r := fleet.central.query(record)) == {"east", "west"} else None,
         timeout=30,
     )
     assert len(result) == 2, result  # one series per cluster (and job), not per node
@@ -178,7 +179,7 @@ def test_every_fleet_dashboard_query_returns_series_per_cluster(fleet: Fleet, qu
     if query.repeat == "cluster":
         for cluster in ("east", "west"):
             expr = expand(query.expr, RATE_INTERVAL, {"cluster": cluster})
-            assert fleet.central.wait_for(lambda e=expr: fleet.central.query(e), timeout=30)
+            assert fleet.central.wait_for(partial(fleet.central.query, expr), timeout=30)
         return
     expr = expand(query.expr, RATE_INTERVAL)
     result = fleet.central.wait_for(

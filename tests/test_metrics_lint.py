@@ -42,10 +42,8 @@ def busy_exporter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningD
             "--expected-accept-length", "3.0",
         ]  # fmt: skip
         with run_daemon(args, free_port()) as daemon:
-            daemon.wait_metric("specwatch_accept_ratio", lambda v: v is not None, timeout=30)
-            daemon.wait_metric(
-                "specwatch_upstream_up", lambda v: v == 1, timeout=30, endpoint="metrics"
-            )
+            daemon.wait_metric("specwatch_accept_ratio", lambda v: v is not None, 30)
+            daemon.wait_metric("specwatch_upstream_up", lambda v: v == 1, 30, endpoint="metrics")
             yield daemon
 
 
@@ -53,7 +51,8 @@ def fetch(port: int, accept: str) -> bytes:
     request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={"Accept": accept})
     with urllib.request.urlopen(request, timeout=5) as resp:
         assert resp.headers["Content-Type"].startswith(accept.split(";")[0])
-        return resp.read()
+        body: bytes = resp.read()
+        return body
 
 
 def lint(promtool: str, body: bytes) -> str:

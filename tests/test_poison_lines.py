@@ -111,7 +111,5 @@ def test_startup_events_from_countless_ranks_do_not_grow_memory(tmp_path: Path, 
         daemon.wait_metric("specwatch_log_lines_total", lambda v: v == 2000, **TARGET)
         before = rss_mib(daemon.proc.pid)
         append(log, *load_weight_lines(range(2000, 200_000)))
-        daemon.wait_metric(
-            "specwatch_log_lines_total", lambda v: v == 200_000, timeout=60, **TARGET
-        )
+        daemon.wait_metric("specwatch_log_lines_total", lambda v: v == 200_000, 60, **TARGET)
         assert rss_mib(daemon.proc.pid) - before < 12

@@ -101,7 +101,7 @@ def test_an_upstream_trickling_its_headers_goes_down_with_no_values(
             trickle.set()
             errors = {**TARGET, "endpoint": "metrics", "reason": "timeout"}
             daemon.wait_metric(
-                "specwatch_upstream_scrape_errors_total", lambda v: bool(v), timeout=8, **errors
+                "specwatch_upstream_scrape_errors_total", lambda v: bool(v), 8, **errors
             )
             scrape = timed_scrape(daemon)
             assert up(scrape, "metrics") == 0
@@ -384,7 +384,7 @@ def test_a_name_whose_dns_never_answers_costs_the_scrape_deadline_not_ten_second
         scrape = daemon.wait_metric(
             "specwatch_upstream_scrape_errors_total",
             lambda v: (v or 0) >= 2,
-            timeout=15,
+            15,
             **labels,
             reason="timeout",
         )

@@ -18,8 +18,8 @@ def server() -> Iterator[FakeSGLang]:
         yield fake
 
 
-def watch(server: FakeSGLang, **settings: object) -> Target:
-    config = TargetConfig(name="t", metrics_url=f"{server.url}{TRTLLM_PATH}", **settings)  # type: ignore[arg-type]
+def watch(server: FakeSGLang) -> Target:
+    config = TargetConfig(name="t", metrics_url=f"{server.url}{TRTLLM_PATH}")
     return Target.from_config(config)
 
 

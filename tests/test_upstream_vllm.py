@@ -20,8 +20,10 @@ def server() -> Iterator[FakeSGLang]:
         yield fake
 
 
-def serve(server: FakeSGLang, *args: object, **kwargs: object) -> None:
-    server.routes["/metrics"] = Route(body=vllm_schema("vllm:", *args, **kwargs))  # type: ignore[arg-type]
+def serve(
+    server: FakeSGLang, drafts: float, accepted: float, per_position: tuple[float, ...]
+) -> None:
+    server.routes["/metrics"] = Route(body=vllm_schema("vllm:", drafts, accepted, per_position))
 
 
 def vllm_target(server: FakeSGLang) -> Target:

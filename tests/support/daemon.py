@@ -46,17 +46,17 @@ class RunningDaemon:
         name: str,
         predicate: Callable[[float | None], bool],
         timeout: float = 10,
+        /,
         **labels: str,
     ) -> Scrape:
-        """Scrape until ``predicate(value)`` holds for the named series."""
+        """Scrape until ``predicate(value)`` holds for the named series. ``timeout`` is
+        positional only: every keyword names a label."""
 
         def check() -> Scrape | None:
             s = self.scrape()
             return s if predicate(s.value(name, **labels)) else None
 
-        found = wait_for(check, timeout)
-        assert found is not None  # wait_for returns only a truthy value
-        return found
+        return wait_for(check, timeout)
 
 
 def config_file(tmp_path: Path, url: str, *, server_info: bool = True) -> Path:

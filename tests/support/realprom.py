@@ -117,7 +117,7 @@ class RunningPrometheus:
         assert counts, "Prometheus evaluates no rule group"
         return int(min(counts))
 
-    def wait_for(self, predicate: Callable[[], T], timeout: float) -> T:
+    def wait_for(self, predicate: Callable[[], T | None], timeout: float) -> T:
         """Poll ``predicate`` until truthy; the failure quotes Prometheus' own log."""
         try:
             return wait_for(predicate, timeout, interval=0.25)
@@ -278,9 +278,9 @@ class WebhookReceiver:
 @contextmanager
 def webhook_receiver() -> Iterator[WebhookReceiver]:
     """An HTTP server thread on loopback that stores every JSON body POSTed to it."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _WebhookHandler)
+    server = _WebhookServer(("127.0.0.1", 0), _WebhookHandler)
     receiver = WebhookReceiver(f"http://127.0.0.1:{server.server_address[1]}/")
-    server.receiver = receiver  # type: ignore[attr-defined]
+    server.receiver = receiver
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -291,10 +291,17 @@ def webhook_receiver() -> Iterator[WebhookReceiver]:
         thread.join()
 
 
+class _WebhookServer(ThreadingHTTPServer):
+    """The loopback server, holding the receiver its handler threads record into."""
+
+    receiver: WebhookReceiver
+
+
 class _WebhookHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", "0"))
-        self.server.receiver.record(json.loads(self.rfile.read(length)))  # type: ignore[attr-defined]
+        assert isinstance(self.server, _WebhookServer)
+        self.server.receiver.record(json.loads(self.rfile.read(length)))
         self.send_response(200)
         self.end_headers()
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import strategies as st
 
 from exporter.engines.record import DraftCounts, StatsRecord
 
 
-def decode(**fields: object) -> StatsRecord:
-    values: dict[str, object] = dict(
+def decode(**fields: Any) -> StatsRecord:
+    """A typical decode window, with ``fields`` (any of the record's, each of its type) set."""
+    typical = StatsRecord(
+        kind="decode",
         running_requests=48,
         queued_requests=32,
         token_usage=0.06,
@@ -17,8 +21,7 @@ def decode(**fields: object) -> StatsRecord:
         cuda_graph=True,
         gen_throughput=600.0,
     )
-    values.update(fields)
-    return StatsRecord(kind="decode", **values)  # type: ignore[arg-type]
+    return typical._replace(**fields)
 
 
 def draft_counts(

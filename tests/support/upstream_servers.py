@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypedDict
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
@@ -232,7 +233,28 @@ def live(
         thread.join(5)
 
 
-def scrape(target: Target) -> dict[str, object]:
+class Seen(TypedDict):
+    """What specwatch's own scrape shows of one target's server, by what it means."""
+
+    accept_length: float | None
+    accept_rate: float | None
+    running: float | None
+    queued: float | None
+    usage: float | None
+    throughput: float | None
+    drafts: float | None
+    draft_tokens: float | None
+    accepted: float | None
+    positions: dict[str, float]
+    accepted_at: dict[str, float]
+    engine: list[str]
+    speculative: list[dict[str, str]]
+    floor: float | None
+    up: float | None
+    dropped: dict[str, float]
+
+
+def scrape(target: Target) -> Seen:
     """Scrape the target's server once, then what specwatch's own scrape shows of it."""
     assert target.upstream is not None
     target.upstream.scrape_once()

@@ -14,13 +14,14 @@ T = TypeVar("T")
 
 
 def wait_for(
-    check: Callable[[], T],
+    check: Callable[[], T | None],
     timeout: float = 10.0,
     *,
     what: str = "condition",
     interval: float = 0.01,
 ) -> T:
-    """Call ``check`` until it returns something truthy, and return that; fail at the deadline.
+    """Call ``check`` until it returns something truthy, and return that (never None); fail at
+    the deadline.
 
     The failure names ``what`` and the last value seen, which is usually the whole diagnosis.
     """
