@@ -15,6 +15,7 @@ import pytest
 
 from exporter.config import TargetConfig
 from exporter.engines.events import AdaptiveSteps
+from exporter.engines.record import LogLine
 from exporter.engines.server_config import ServerConfig
 from exporter.engines.sglang import classify
 from exporter.engines.sglang_startup import parse_event
@@ -41,8 +42,8 @@ BASELINE = ("--baseline-curve", "1:82,48:1500,128:2370")
 
 def _message(line: str) -> str:
     parsed = classify(line)
-    assert parsed is not None and hasattr(parsed, "message")
-    return str(parsed.message)
+    assert isinstance(parsed, LogLine)
+    return parsed.message
 
 
 def test_the_three_adaptive_lines_give_the_steps_in_force() -> None:

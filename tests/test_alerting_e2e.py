@@ -16,7 +16,7 @@ of the collapsed drafter also scrapes a server whose /metrics answers 404 (a ser
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,7 +103,7 @@ INTENDED_ALERTS.update({target: INTENDED_ALERTS[s] for target, s in VLLM_TARGETS
 # Servers specwatch only scrapes, their counters counting as the test runs: a TensorRT-LLM
 # drafter whose every draft is rejected pages through the same rules, and a healthy llama.cpp
 # server (vLLM's counters under llamacpp:) raises nothing. Neither has a baseline.
-SCRAPED = {
+SCRAPED: dict[str, tuple[str, Callable[[], Callable[[int], bytes]]]] = {
     "trtllm-collapsed": (
         TRTLLM_PATH,
         lambda: steady_trtllm(TrtllmMetrics(), accepted_at=(0, 0, 0), iteration_accepted=0),
@@ -122,7 +122,7 @@ GROUP_INTERVAL = 1  # seconds, instead of the shipped minutes
 
 def fast_alertmanager_config(webhook_url: str) -> dict[str, Any]:
     """The shipped Alertmanager example, every webhook aimed at ``webhook_url``, short waits."""
-    config = yaml.safe_load(ALERTMANAGER.read_text())
+    config: dict[str, Any] = yaml.safe_load(ALERTMANAGER.read_text())
     config["route"].update(
         group_wait="1s", group_interval=f"{GROUP_INTERVAL}s", repeat_interval="1h"
     )
@@ -228,14 +228,15 @@ class Stack:
         leak would have been delivered by then.
         """
         for alertname in alertnames:
-            self.prometheus.wait_for(
-                lambda a=alertname: [
+
+            def held_long(a: str = alertname) -> list[dict[str, Any]]:
+                return [
                     alert
                     for alert in self.held_back(target, a)
                     if seconds_since(alert["startsAt"]) >= 3 * GROUP_INTERVAL
-                ],
-                NOTIFY_TIMEOUT,
-            )
+                ]
+
+            self.prometheus.wait_for(held_long, NOTIFY_TIMEOUT)
         for alertname in alertnames:
             assert self.notified(target, alertname) == [], alertname
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,15 +24,15 @@ def _load(model_class: str, at: float) -> str:
     )
 
 
-def _doctor(tmp_path: Path, lines: list[str]) -> tuple[int, dict[str, object]]:
+def _doctor(tmp_path: Path, lines: list[str]) -> tuple[int, dict[str, Any]]:
     log = tmp_path / "server.log"
     log.write_text("\n".join(lines) + "\n")
     result = doctor("--log-file", str(log), *BASELINE, "--json")
     return result.returncode, json.loads(result.stdout)
 
 
-def _codes(report: dict[str, object]) -> set[str]:
-    items = [*report["verdicts"], *report["findings"]]  # type: ignore[misc]
+def _codes(report: dict[str, Any]) -> set[str]:
+    items = [*report["verdicts"], *report["findings"]]
     return {item["code"] for item in items}
 
 
@@ -69,7 +70,7 @@ def test_healthy_mtp_node_is_not_judged_by_the_eagle_floor(tmp_path: Path) -> No
 @pytest.mark.e2e
 def test_mtp_below_its_own_floor_is_low_with_the_mtp_fix(tmp_path: Path) -> None:
     code, report = _doctor(tmp_path, _sglang_mtp(1.3, 1600.0))
-    [verdict] = report["verdicts"]  # type: ignore[misc]
+    [verdict] = report["verdicts"]
     assert verdict["code"] == "accept_length_low"
     assert "below 1.40, the floor of MTP drafters" in verdict["seen"]
     assert "MTP layers" in verdict["fix"]
@@ -93,7 +94,7 @@ def test_collapsed_node_of_every_family_is_critical_with_its_own_fix(
     lines = [server_args(algorithm, draft_path=draft, draft_tokens=4)]
     lines += [decode(300 + 5 * i, 1.0, tput=600.0) for i in range(8)]
     code, report = _doctor(tmp_path, lines)
-    collapsed = [v for v in report["verdicts"] if v["code"] == "accept_length_collapsed"]  # type: ignore[attr-defined]
+    collapsed = [v for v in report["verdicts"] if v["code"] == "accept_length_collapsed"]
     assert collapsed and collapsed[0]["severity"] == "critical"
     assert collapse_words in collapsed[0]["fix"]
     assert code == 3

@@ -95,13 +95,14 @@ def test_bench_file_builds_curve_from_non_speculative_runs() -> None:
     baseline = Baseline.from_bench_file(DATA / "bench_serving_baseline.jsonl")
     # Two runs at max_concurrency 1 (89.8 and 90.6) are averaged; the run without a cap
     # (max_concurrency null) uses its measured concurrency 24.0.
-    assert baseline.points == (
+    expected: tuple[tuple[float, object], ...] = (
         (1.0, pytest.approx(90.2)),
         (8.0, 610.5),
         (24.0, 1100.0),
         (48.0, 1560.0),
         (128.0, 2370.0),
     )
+    assert baseline.points == expected
     assert baseline.at(36) == pytest.approx(1330.0)
 
 
@@ -156,10 +157,12 @@ def test_empty_or_missing_bench_file_is_an_error(tmp_path: Path) -> None:
 
 def test_from_options_picks_the_one_given() -> None:
     assert Baseline.from_options() is None
-    assert Baseline.from_options(tok_s=90).at(5) == 90.0
-    assert Baseline.from_options(curve=CURVE).at(48) == 1500.0
+    flat = Baseline.from_options(tok_s=90)
+    assert flat is not None and flat.at(5) == 90.0
+    curve = Baseline.from_options(curve=CURVE)
+    assert curve is not None and curve.at(48) == 1500.0
     bench = Baseline.from_options(bench_file=DATA / "bench_serving_baseline.jsonl")
-    assert bench.at(128) == 2370.0
+    assert bench is not None and bench.at(128) == 2370.0
 
 
 def test_from_options_rejects_more_than_one() -> None:

@@ -71,7 +71,7 @@ def test_histogram_buckets_follow_the_readme_bounds() -> None:
     assert s.value(bucket, le="8.0") == 4
     assert s.value(bucket, le="+Inf") == 5
     assert s.value("specwatch_accept_length_windows_count") == 5
-    assert abs(s.value("specwatch_accept_length_windows_sum") - 14.64) < 1e-9
+    assert s.value("specwatch_accept_length_windows_sum") == pytest.approx(14.64, abs=1e-9)
 
 
 @pytest.mark.e2e
@@ -118,7 +118,7 @@ def test_speedup_against_curve_at_current_running_requests() -> None:
     target.state.add_record(decode(running_requests=48, gen_throughput=600.0), observed_at=T0)
     s = render([target], clock)
     assert s.value("specwatch_baseline_gen_throughput_tokens_per_second") == 1500
-    assert abs(s.value("specwatch_speedup_ratio") - 0.4) < 1e-9
+    assert s.value("specwatch_speedup_ratio") == pytest.approx(0.4, abs=1e-9)
 
 
 def test_baseline_stays_but_speedup_goes_when_stale() -> None:
@@ -138,7 +138,7 @@ def test_dp_ranks_get_their_own_series_and_sum_for_speedup() -> None:
     s = render([target], clock)
     assert s.value("specwatch_gen_throughput_tokens_per_second", dp_rank="0") == 600
     assert s.value("specwatch_gen_throughput_tokens_per_second", dp_rank="1") == 600
-    assert abs(s.value("specwatch_speedup_ratio") - 1.2) < 1e-9
+    assert s.value("specwatch_speedup_ratio") == pytest.approx(1.2, abs=1e-9)
 
 
 def test_non_zero_tp_rank_without_dp_does_not_replace_tp0() -> None:

@@ -48,7 +48,7 @@ def test_prefilter_skips_lines_without_the_literal() -> None:
     assert series(rules) == {("specwatch_custom_len", ()): 2.5}
 
 
-def _rule(**changes: object) -> dict:
+def _rule(**changes: object) -> dict[str, object]:
     base = {
         "name": "prof",
         "pattern": r"Accept len: (?P<len>[\d.]+) (?P<mode>\w+)",
@@ -76,7 +76,9 @@ def _rule(**changes: object) -> dict:
         ({"colour": "red"}, "colour: unknown key"),
     ],
 )
-def test_bad_rules_are_config_errors_naming_the_rule_entry(changes: dict, message: str) -> None:
+def test_bad_rules_are_config_errors_naming_the_rule_entry(
+    changes: dict[str, object], message: str
+) -> None:
     rules = [_rule(name="other", metrics=[{"name": "o", "value": "len"}]), _rule(**changes)]
     with pytest.raises(ConfigError, match=r"^custom_rules\.1\b") as info:
         rule_set(rules)

@@ -61,6 +61,6 @@ def test_series_overflow_is_counted_per_target_and_rule() -> None:
         ({"name": "x", "pattern": "(?P<v>1)", "metrics": [{"name": "a b", "value": "v"}]}, "name"),
     ],
 )
-def test_bad_rule_in_config_names_the_key(rule: dict, key: str) -> None:
+def test_bad_rule_in_config_names_the_key(rule: dict[str, object], key: str) -> None:
     with pytest.raises(ConfigError, match=rf"^custom_rules\.0\.(metrics\.0\.)?{key}: "):
         build_config({"custom_rules": [rule]})

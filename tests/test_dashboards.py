@@ -55,7 +55,8 @@ SELECTOR = re.compile(r"\b([a-zA-Z_:][\w:]*)\s*\{([^}]*)\}")
 
 
 def committed(name: str) -> dict[str, Any]:
-    return json.loads((REPO / "dashboards" / name).read_text(encoding="utf-8"))
+    board: dict[str, Any] = json.loads((REPO / "dashboards" / name).read_text(encoding="utf-8"))
+    return board
 
 
 def panels(board: dict[str, Any]) -> list[dict[str, Any]]:
@@ -417,7 +418,10 @@ def test_panels_fit_the_grid_without_overlapping(board: dict[str, Any]) -> None:
 
 
 def schema(name: str) -> dict[str, Any]:
-    return json.loads((SCHEMAS / f"{name}.jsonschema.json").read_text(encoding="utf-8"))
+    loaded: dict[str, Any] = json.loads(
+        (SCHEMAS / f"{name}.jsonschema.json").read_text(encoding="utf-8")
+    )
+    return loaded
 
 
 def dashboard_validator() -> jsonschema.Draft7Validator:
@@ -523,7 +527,10 @@ PROVISIONING = REPO / "deploy" / "grafana" / "provisioning"
 
 
 def provisioning(kind: str) -> dict[str, Any]:
-    return yaml.safe_load((PROVISIONING / kind / "specwatch.yaml").read_text(encoding="utf-8"))
+    loaded: dict[str, Any] = yaml.safe_load(
+        (PROVISIONING / kind / "specwatch.yaml").read_text(encoding="utf-8")
+    )
+    return loaded
 
 
 def test_provisioned_datasource_is_the_default_prometheus() -> None:

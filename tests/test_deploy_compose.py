@@ -29,7 +29,9 @@ COMPOSE_FILE = COMPOSE_DIR / "docker-compose.yaml"
 
 @pytest.fixture(scope="module")
 def services() -> dict[str, dict[str, Any]]:
-    return yaml.safe_load(COMPOSE_FILE.read_text(encoding="utf-8"))["services"]
+    compose: dict[str, Any] = yaml.safe_load(COMPOSE_FILE.read_text(encoding="utf-8"))
+    by_name: dict[str, dict[str, Any]] = compose["services"]
+    return by_name
 
 
 def mounts(service: dict[str, Any]) -> list[tuple[str, str, bool]]:
@@ -76,7 +78,8 @@ def specwatch_config(services: dict[str, Any]) -> Config:
 
 
 def sglang_script(services: dict[str, Any]) -> str:
-    return services["sglang"]["command"][0]
+    script: str = services["sglang"]["command"][0]
+    return script
 
 
 @pytest.mark.e2e

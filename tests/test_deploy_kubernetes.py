@@ -54,7 +54,7 @@ def workloads(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [d for d in docs if d["kind"] in ("Deployment", "DaemonSet", "StatefulSet")]
 
 
-def specwatch_containers(docs: list[dict[str, Any]]) -> list[tuple[dict, dict]]:
+def specwatch_containers(docs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(pod spec, container) for every container running the specwatch image."""
     found = []
     for workload in workloads(docs):
@@ -64,7 +64,9 @@ def specwatch_containers(docs: list[dict[str, Any]]) -> list[tuple[dict, dict]]:
 
 
 @pytest.mark.e2e
-def test_core_resources_match_the_kubernetes_schemas(overlay: tuple[str, list]) -> None:
+def test_core_resources_match_the_kubernetes_schemas(
+    overlay: tuple[str, list[dict[str, Any]]],
+) -> None:
     _, docs = overlay
     core = [d for d in docs if d["kind"] not in OPERATOR_KINDS]
     assert core
@@ -74,7 +76,9 @@ def test_core_resources_match_the_kubernetes_schemas(overlay: tuple[str, list]) 
 
 
 @pytest.mark.e2e
-def test_operator_resources_match_their_documented_api(overlay: tuple[str, list]) -> None:
+def test_operator_resources_match_their_documented_api(
+    overlay: tuple[str, list[dict[str, Any]]],
+) -> None:
     _, docs = overlay
     for doc in docs:
         if doc["kind"] in OPERATOR_KINDS:
@@ -95,7 +99,7 @@ def test_operator_schema_rejects_a_misspelt_field() -> None:
 
 @pytest.mark.e2e
 def test_each_overlay_carries_the_alert_rules_and_exactly_one_scrape_config(
-    overlay: tuple[str, list],
+    overlay: tuple[str, list[dict[str, Any]]],
 ) -> None:
     _, docs = overlay
     rules = of_kind(docs, "PrometheusRule")
@@ -136,7 +140,7 @@ def scraped_pods(docs: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[
 
 @pytest.mark.e2e
 def test_scrape_config_reaches_the_specwatch_port_as_job_specwatch(
-    overlay: tuple[str, list],
+    overlay: tuple[str, list[dict[str, Any]]],
 ) -> None:
     _, docs = overlay
     endpoint, pods = scraped_pods(docs)
@@ -153,7 +157,9 @@ def test_scrape_config_reaches_the_specwatch_port_as_job_specwatch(
 
 
 @pytest.mark.e2e
-def test_specwatch_container_is_probed_limited_and_locked_down(overlay: tuple[str, list]) -> None:
+def test_specwatch_container_is_probed_limited_and_locked_down(
+    overlay: tuple[str, list[dict[str, Any]]],
+) -> None:
     _, docs = overlay
     (_pod, container), *others = specwatch_containers(docs)
     assert not others
@@ -171,7 +177,7 @@ def test_specwatch_container_is_probed_limited_and_locked_down(overlay: tuple[st
 
 @pytest.mark.e2e
 def test_a_read_only_specwatch_container_has_a_bounded_writable_tmp(
-    overlay: tuple[str, list],
+    overlay: tuple[str, list[dict[str, Any]]],
 ) -> None:
     """Catching up on a long backlog spools to /tmp; with a read-only root and no /tmp
     volume, reading stayed in one process (and before that, stopped)."""
@@ -184,7 +190,9 @@ def test_a_read_only_specwatch_container_has_a_bounded_writable_tmp(
     assert volume["emptyDir"].get("medium") != "Memory"  # that would count against 128Mi
 
 
-def mounted_config(pod: dict[str, Any], container: dict[str, Any], docs: list, path: str) -> str:
+def mounted_config(
+    pod: dict[str, Any], container: dict[str, Any], docs: list[dict[str, Any]], path: str
+) -> str:
     """Text of the ConfigMap key that appears at ``path`` inside ``container``."""
     for mount in container["volumeMounts"]:
         if path.startswith(mount["mountPath"] + "/"):
@@ -193,13 +201,14 @@ def mounted_config(pod: dict[str, Any], container: dict[str, Any], docs: list, p
             data = next(
                 c["data"] for c in of_kind(docs, "ConfigMap") if c["metadata"]["name"] == name
             )
-            return data[path.removeprefix(mount["mountPath"] + "/")]
+            text: str = data[path.removeprefix(mount["mountPath"] + "/")]
+            return text
     raise AssertionError(f"{path} is not on any volume of {container['name']}")
 
 
 @pytest.mark.e2e
 def test_specwatch_runs_with_a_valid_config_whose_logs_are_on_a_mounted_directory(
-    overlay: tuple[str, list], tmp_path: Path
+    overlay: tuple[str, list[dict[str, Any]]], tmp_path: Path
 ) -> None:
     _, docs = overlay
     ((pod, container),) = specwatch_containers(docs)

@@ -92,6 +92,7 @@ def test_lines_are_forwarded_as_they_arrive_not_at_exit(tmp_path: Path) -> None:
     """SGLang logs a few lines a second: they must not sit in a buffer until the next batch."""
     log = tmp_path / "server.log"
     proc = start_tee(log)
+    assert proc.stdin is not None and proc.stdout is not None
     try:
         proc.stdin.write(LINE)
         proc.stdin.flush()
@@ -106,6 +107,7 @@ def test_lines_are_forwarded_as_they_arrive_not_at_exit(tmp_path: Path) -> None:
 def test_closed_console_does_not_stop_the_log_file(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     proc = start_tee(log)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()  # whoever read the console went away
     proc.stdin.write(LINE * 3)
     proc.stdin.close()
@@ -174,6 +176,7 @@ def test_launch_script_logs_both_streams_and_leaves_sglang_as_the_signalled_proc
         env={**os.environ, "PYTHONPATH": str(tmp_path / "fake")},
         stdout=subprocess.PIPE,
     )
+    assert proc.stdout is not None
     try:
         wait_for(lambda: log.exists() and log.read_text().count("\n") == 2, timeout=15)
         cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")

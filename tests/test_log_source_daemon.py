@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import subprocess
 import urllib.request
+from functools import partial
+from operator import eq
 from pathlib import Path
 
 import pytest
@@ -23,7 +25,8 @@ pytestmark = pytest.mark.e2e
 
 def landing(port: int) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as resp:
-        return resp.read().decode()
+        text: str = resp.read().decode()
+        return text
 
 
 def test_paths_that_cannot_be_followed_are_named_in_the_log_the_metrics_and_the_page(
@@ -113,7 +116,7 @@ def test_a_log_that_stays_followed_logs_no_warning(tmp_path: Path, port: int) ->
         d.wait_metric("specwatch_log_source_up", lambda v: v == 1, path=str(log), reason="ok")
         for i in range(3):
             append(log, decode_line(2.0 + i))
-            d.wait_metric("specwatch_accept_length", lambda v, i=i: v == 2.0 + i)
+            d.wait_metric("specwatch_accept_length", partial(eq, 2.0 + i))
     wait_for(lambda: d.proc.poll() is not None)
     stderr = d.proc.stderr.read() if d.proc.stderr else ""
     assert "level=WARNING" not in stderr

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import math
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -91,7 +92,8 @@ RECORDS = st.builds(
     extra=st.dictionaries(st.one_of(TEXT, st.sampled_from(["time", "new_seqs"])), EXTRA_VALUES),
 )
 
-BY_TYPE: dict[type, st.SearchStrategy[object]] = {
+# Any: each field is given values of its own type at run time, as ``alike`` picks them.
+BY_TYPE: dict[type, st.SearchStrategy[Any]] = {
     type(None): st.none(),
     bool: st.booleans(),
     int: st.integers(),

@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,10 +60,11 @@ def report(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, st
     return code, out, err
 
 
-def json_report(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
+def json_report(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
     code, out, _ = report(capsys, "--json", *args)
     assert code == 0
-    return json.loads(out)
+    loaded: dict[str, Any] = json.loads(out)
+    return loaded
 
 
 @pytest.mark.parametrize(

@@ -12,12 +12,15 @@ import io
 import math
 import re
 import subprocess
-from datetime import timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
 import pytest
 from matplotlib.axes import Axes
 from matplotlib.dates import date2num, num2date
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
 from PIL import Image
 
 from exporter.analysis.baseline import Baseline
@@ -59,14 +62,24 @@ def drawn(log: Path) -> dict[str, Axes]:
     return {title: figure.axes[0] for title, figure in charts(report)}
 
 
+def x_values(line: Line2D) -> list[float]:
+    """A line's x values (matplotlib date numbers on time charts) as plain floats."""
+    return [float(x) for x in np.asarray(line.get_xdata(orig=False), dtype=float)]
+
+
+def y_values(line: Line2D) -> list[float]:
+    return [float(y) for y in np.asarray(line.get_ydata(), dtype=float)]
+
+
 def data_line(axes: Axes, label: str) -> tuple[list[float], list[float]]:
     """x (matplotlib date numbers) and y of the data line ``label``."""
     (line,) = [line for line in axes.get_lines() if line.get_label() == label]
-    return [float(x) for x in line.get_xdata(orig=False)], [float(y) for y in line.get_ydata()]
+    return x_values(line), y_values(line)
 
 
 def seconds(x: float) -> float:
-    return (num2date(x) - T0.replace(tzinfo=timezone.utc)).total_seconds()
+    moment: datetime = num2date(x)
+    return (moment - T0.replace(tzinfo=timezone.utc)).total_seconds()
 
 
 TIME_CHARTS = {
@@ -102,9 +115,9 @@ def test_the_restart_is_marked_at_its_server_args_line(log: Path, title: str) ->
     axes = drawn(log)[title]
     restart = float(date2num(RESTART.replace(tzinfo=timezone.utc)))
     verticals = [
-        float(line.get_xdata(orig=False)[0])
+        x_values(line)[0]
         for line in axes.get_lines()
-        if list(line.get_ydata()) == [0, 1] and len(set(line.get_xdata(orig=False))) == 1
+        if y_values(line) == [0, 1] and len(set(x_values(line))) == 1
     ]
     # One mark: the first server_args line opens the log, it restarts nothing.
     assert verticals == [pytest.approx(restart)]
@@ -125,7 +138,7 @@ def test_reference_lines_and_their_labels_are_inside_the_chart(
     axes = drawn(log)[title]
     bottom, top = axes.get_ylim()
     assert bottom <= value < top
-    horizontals = [tuple(map(float, line.get_ydata())) for line in axes.get_lines()]
+    horizontals = [tuple(y_values(line)) for line in axes.get_lines()]
     assert (value, value) in horizontals
     (text,) = [text for text in axes.texts if text.get_text().startswith(label)]
     figure = axes.figure
@@ -162,7 +175,7 @@ def test_the_running_cap_line_is_the_nodes_when_dp_ranks_are_summed(tmp_path: Pa
     axes = drawn(path)["Running and queued requests over time"]
     running = data_line(axes, "running")[1]
     assert max(running) == pytest.approx(80)  # both ranks' 40
-    horizontals = [tuple(map(float, line.get_ydata())) for line in axes.get_lines()]
+    horizontals = [tuple(y_values(line)) for line in axes.get_lines()]
     assert (96.0, 96.0) in horizontals
     labels = [text.get_text() for text in axes.texts]
     assert "max running\n48 x 2 ranks" in labels
@@ -188,7 +201,7 @@ def chromium(page: Path, profile: Path, *args: str) -> subprocess.CompletedProce
     return result
 
 
-def near(counts: dict[tuple[int, int, int], int], colour: tuple[int, int, int]) -> int:
+def near(counts: dict[tuple[int, ...], int], colour: tuple[int, int, int]) -> int:
     """Pixels of about ``colour``: thin lines are antialiased into the white around them."""
     return sum(
         n
@@ -225,7 +238,10 @@ def test_the_page_shows_its_charts_in_a_browser(
     shot = tmp_path / "page.png"
     chromium(page, tmp_path / "profile-shot", f"--screenshot={shot}")
     pixels = Image.open(shot).convert("RGB")
-    counts = {colour: n for n, colour in pixels.getcolors(maxcolors=1 << 20) or []}
+    counts: dict[tuple[int, ...], int] = {}
+    for n, colour in pixels.getcolors(maxcolors=1 << 20) or []:
+        assert isinstance(colour, tuple)  # an RGB image's colours are triples
+        counts[colour] = n
     assert len(counts) > 200  # text, axes and lines, not a blank page
     # What a reader looks for: the data lines, the restart mark and a threshold line.
     for colour in (TAB_BLUE, RESTART_PURPLE, REFERENCE_RED):
@@ -266,7 +282,7 @@ def test_a_lone_window_between_idle_spells_is_drawn_as_a_dot(tmp_path: Path) -> 
     axes = drawn(log)["Accept length over time"]
     dots = [line for line in axes.get_lines() if line.get_marker() == "o"]
     assert [
-        [(seconds(x), y) for x, y in zip(line.get_xdata(orig=False), line.get_ydata(), strict=True)]
+        [(seconds(x), y) for x, y in zip(x_values(line), y_values(line), strict=True)]
         for line in dots
     ] == [[(500.0, 2.0)]]
 
@@ -285,14 +301,18 @@ def test_the_requests_chart_shows_the_share_the_windows_hide(tmp_path: Path) -> 
 
     axes = drawn(path)[REQUESTS_CHART]
 
+    patches = [patch for patch in axes.patches if isinstance(patch, Rectangle)]
+    assert len(patches) == len(axes.patches)  # bars only
     bars = {
         tick.get_text(): (patch.get_height(), patch.get_facecolor())
-        for tick, patch in zip(axes.get_xticklabels(), axes.patches, strict=True)
+        for tick, patch in zip(axes.get_xticklabels(), patches, strict=True)
     }
     assert bars["1.0-1.05"][0] == pytest.approx(15)
     assert bars["2.5-3"][0] == pytest.approx(85)
     assert bars["1.0-1.05"][1] != bars["2.5-3"][1]
-    legend = [text.get_text() for text in axes.get_legend().get_texts()]
+    shown = axes.get_legend()
+    assert shown is not None
+    legend = [text.get_text() for text in shown.get_texts()]
     assert legend == ["no benefit", "100 requests, windows averaged 2.40"]
 
 

@@ -18,7 +18,7 @@ from exporter.engines.server_config import ServerConfig
 from exporter.report import run as run_module
 from exporter.report.builder import ReportBuilder
 from exporter.report.series import Downsampler
-from exporter.report.summary import ratio
+from exporter.report.summary import Report, ratio
 from exporter.state.evidence import Evidence
 
 
@@ -40,7 +40,7 @@ def decode(
     )
 
 
-def fold(records: list[StatsRecord], baseline: Baseline | None = None):
+def fold(records: list[StatsRecord], baseline: Baseline | None = None) -> Report:
     builder = ReportBuilder(baseline)
     for record in records:
         builder.on_record(record)
@@ -51,6 +51,7 @@ def test_accept_length_quantiles_are_nearest_rank_over_all_windows() -> None:
     # Ten windows 1.00, 1.10, ..., 1.90: median is the 5th value (1.40), p90 the 9th (1.80).
     result = fold([decode(1 + i / 10, second=i) for i in range(10)])
     accept = result.accept
+    assert accept is not None
     assert (accept.minimum, accept.median, accept.p90) == (1.0, 1.4, 1.8)
     assert accept.mean == pytest.approx(1.45)
     # 1.00 is the only window at or below 1.05.
@@ -61,6 +62,7 @@ def test_accept_length_quantiles_are_nearest_rank_over_all_windows() -> None:
 def test_median_matches_sorting_every_value(hundredths: list[int]) -> None:
     result = fold([decode(h / 100, second=i % 3600) for i, h in enumerate(hundredths)])
     ordered = sorted(hundredths)
+    assert result.accept is not None
     assert result.accept.median == ordered[(len(ordered) + 1) // 2 - 1] / 100
 
 

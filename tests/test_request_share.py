@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from exporter.analysis.findings import DecodeSample, Observations, evaluate
+from exporter.analysis.request_share import RecentShare
 from exporter.engines.record import RequestRecord
 from exporter.engines.server_config import ServerConfig
-from exporter.state.requests import RECENT_SECONDS, RecentShare, RequestStats
+from exporter.state.requests import RECENT_SECONDS, RequestStats
 
 CODE = "requests_without_benefit"
 

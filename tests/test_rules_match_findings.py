@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,7 +33,9 @@ def saturated(cap: int) -> list[str]:
     return [decode(260 + 4 * i, 3.0, 0.67, running=cap, queued=40, tput=1950) for i in range(8)]
 
 
-def doctor_json(capsys: pytest.CaptureFixture[str], log: str, *flags: str) -> tuple[int, dict]:
+def doctor_json(
+    capsys: pytest.CaptureFixture[str], log: str, *flags: str
+) -> tuple[int, dict[str, Any]]:
     code = main(["doctor", "--log-file", log, "--json", *flags])
     return code, json.loads(capsys.readouterr().out)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,12 +56,12 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     return code, capsys.readouterr().out
 
 
-def doctor_json(capsys: pytest.CaptureFixture[str], log: str) -> tuple[int, dict]:
+def doctor_json(capsys: pytest.CaptureFixture[str], log: str) -> tuple[int, dict[str, Any]]:
     code, out = run(capsys, "doctor", "--log-file", log, "--baseline-tok-s", "1500", "--json")
     return code, json.loads(out)
 
 
-def codes(items: list[dict]) -> set[str]:
+def codes(items: list[dict[str, Any]]) -> set[str]:
     return {item["code"] for item in items}
 
 

@@ -51,6 +51,7 @@ def test_every_format_holds_together_as_vllm_computes_it(fmt: str) -> None:
         if positions is None:
             continue  # the 0.8.3 line has neither per-position rates nor draft rounds
         assert counts.drafts == counts.draft_tokens // len(positions)
+        assert record.accept_length is not None
         assert record.accept_length == pytest.approx(
             1 + counts.accepted_tokens / counts.drafts, abs=0.006
         )

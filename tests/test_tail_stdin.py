@@ -22,13 +22,13 @@ from tests.support.waiting import wait_for
 
 @contextmanager
 def piped(
-    rec: Recorder | None = None, **options: int
+    rec: Recorder | None = None, *, max_line_bytes: int = 1 << 20
 ) -> Iterator[tuple[BinaryIO, StdinSource, Recorder]]:
     """A started ``StdinSource`` reading a real pipe; yields the pipe's unbuffered write end."""
     read_fd, write_fd = os.pipe()
     rec = rec if rec is not None else Recorder()
     with os.fdopen(read_fd, "rb") as stream, os.fdopen(write_fd, "wb", buffering=0) as writer:
-        source = StdinSource(rec, stream, **options)
+        source = StdinSource(rec, stream, max_line_bytes=max_line_bytes)
         source.start()
         try:
             yield writer, source, rec
@@ -86,7 +86,7 @@ def test_stop_returns_promptly_while_no_input_arrives() -> None:
 def test_output_of_a_real_process_is_read_through_its_pipe() -> None:
     script = "import sys\nfor i in range(20000): sys.stdout.write(f'line {i}\\n')"
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
-    stream: BinaryIO | None = child.stdout
+    stream = child.stdout
     assert stream is not None
     rec = Recorder()
     source = StdinSource(rec, stream)

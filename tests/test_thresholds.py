@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -13,7 +14,9 @@ RULES = Path(__file__).resolve().parent.parent / "alerts" / "prometheus_alerts.y
 
 
 def _alert(name: str) -> dict[str, str]:
-    for group in yaml.safe_load(RULES.read_text())["groups"]:
+    groups: list[dict[str, Any]] = yaml.safe_load(RULES.read_text())["groups"]
+    for group in groups:
+        rule: dict[str, str]
         for rule in group["rules"]:
             if rule.get("alert") == name:
                 return rule

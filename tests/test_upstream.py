@@ -29,9 +29,16 @@ def sglang() -> Iterator[FakeSGLang]:
         yield fake
 
 
-def scraper(fake: FakeSGLang, **kwargs: object) -> UpstreamScraper:
-    kwargs.setdefault("timeout", 2.0)
-    return UpstreamScraper(f"{fake.url}/metrics", f"{fake.url}/server_info", **kwargs)
+def scraper(
+    fake: FakeSGLang, *, token_file: str | None = None, token_env: str | None = None
+) -> UpstreamScraper:
+    return UpstreamScraper(
+        f"{fake.url}/metrics",
+        f"{fake.url}/server_info",
+        timeout=2.0,
+        token_file=token_file,
+        token_env=token_env,
+    )
 
 
 @pytest.mark.parametrize("sep", [":", "_"])
@@ -134,7 +141,7 @@ def test_bearer_token_from_environment(sglang: FakeSGLang, monkeypatch: pytest.M
     assert snap.endpoints["server_info"].up
 
 
-def _failed(snap_errors: dict, endpoint: str) -> set[str]:
+def _failed(snap_errors: dict[tuple[str, str], int], endpoint: str) -> set[str]:
     return {reason for (ep, reason), count in snap_errors.items() if ep == endpoint and count}
 
 

@@ -94,4 +94,5 @@ def test_secrets_reach_neither_metrics_nor_logs(tmp_path: Path, port: int, token
 
 def page(port: int, path: str) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
-        return response.read().decode()
+        text: str = response.read().decode()
+        return text

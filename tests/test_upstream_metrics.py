@@ -38,11 +38,13 @@ def server() -> Iterator[FakeSGLang]:
 
 
 def target_for(url: str, **extra: object) -> Target:
-    config = TargetConfig(
-        name="sglang-0",
-        metrics_url=f"{url}/metrics",
-        server_info_url=f"{url}/server_info",
-        **extra,
+    config = TargetConfig.model_validate(
+        {
+            "name": "sglang-0",
+            "metrics_url": f"{url}/metrics",
+            "server_info_url": f"{url}/server_info",
+            **extra,
+        }
     )
     return Target.from_config(config)
 

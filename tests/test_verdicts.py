@@ -12,6 +12,7 @@ import json
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.e2e
 CURVE = "1:82,48:1500,128:2370"
 
 
-def doctor(*args: str) -> tuple[int, dict, str]:
+def doctor(*args: str) -> tuple[int, dict[str, Any], str]:
     """Run doctor twice, as JSON and as text; the same status both times."""
     as_json = subprocess.run(
         specwatch_cmd("doctor", "--json", *args), capture_output=True, text=True, timeout=60
@@ -40,12 +41,13 @@ def doctor(*args: str) -> tuple[int, dict, str]:
     return as_json.returncode, json.loads(as_json.stdout), text.stdout
 
 
-def report(*args: str) -> dict:
+def report(*args: str) -> dict[str, Any]:
     result = subprocess.run(
         specwatch_cmd("report", "--json", *args), capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    loaded: dict[str, Any] = json.loads(result.stdout)
+    return loaded
 
 
 def write(tmp_path: Path, lines: list[str], name: str = "server.log") -> str:
@@ -54,7 +56,7 @@ def write(tmp_path: Path, lines: list[str], name: str = "server.log") -> str:
     return str(path)
 
 
-def verdicts(data: dict) -> dict[str, dict]:
+def verdicts(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {v["code"]: v for v in data["verdicts"]}
 
 

@@ -85,7 +85,9 @@ def v1_log(spec_body: str, version: str = "0.8.4", k: int = 3, intervals: int = 
     return lines
 
 
-def judged(capsys: pytest.CaptureFixture[str], lines: list[str], tmp: Path) -> tuple[int, dict]:
+def judged(
+    capsys: pytest.CaptureFixture[str], lines: list[str], tmp: Path
+) -> tuple[int, dict[str, Any]]:
     log = write_log(tmp, lines)
     code = main(["doctor", "--log-file", log, "--json"])
     doctor = json.loads(capsys.readouterr().out)
@@ -97,7 +99,7 @@ def judged(capsys: pytest.CaptureFixture[str], lines: list[str], tmp: Path) -> t
     return code, report
 
 
-def verdicts(report: dict) -> list[str]:
+def verdicts(report: dict[str, Any]) -> list[str]:
     return [v["code"] for v in report["verdicts"]]
 
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from exporter.engines import registry, sglang_startup
 from exporter.engines.events import ServerArgsEvent
-from exporter.engines.record import StatsRecord, Unrecognized
+from exporter.engines.record import LogLine, StatsRecord, Unrecognized
 from exporter.engines.server_config import from_server_args
 from exporter.engines.vllm import VllmParser
 from exporter.parse.pipeline import LineProcessor
@@ -70,7 +70,7 @@ def spec(body: str, stamp: str = "05-06 06:11:23") -> str:
     return f"INFO {stamp} [metrics.py:101] SpecDecoding metrics: {body}"
 
 
-def feed(*lines: str) -> list[StatsRecord | Unrecognized]:
+def feed(*lines: str) -> list[StatsRecord | Unrecognized | LogLine]:
     parser = VllmParser(now=NOW)
     out = [result for line in lines for result in parser.feed(line)]
     return out + parser.flush()

@@ -168,7 +168,7 @@ def test_clients_trickling_their_requests_neither_starve_scrapes_nor_pile_up_thr
 
 
 def serve_plain(limits: Limits) -> WebServer:
-    server = WebServer("127.0.0.1", 0, make_app(CollectorRegistry(), ["a"]), limits=limits)
+    server = WebServer("127.0.0.1", 0, make_app(CollectorRegistry(), lambda: b""), limits=limits)
     server.start()
     return server
 

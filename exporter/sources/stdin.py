@@ -13,7 +13,7 @@ import select
 import sys
 import threading
 from collections.abc import Callable
-from typing import BinaryIO
+from typing import IO
 
 from exporter.sources.tail.events import TailEvents
 from exporter.sources.tail.lines import CHUNK_BYTES, LineSplitter
@@ -30,7 +30,7 @@ class StdinSource:
     def __init__(
         self,
         events: TailEvents,
-        stream: BinaryIO | None = None,
+        stream: IO[bytes] | None = None,
         *,
         max_line_bytes: int = 1 << 20,
         on_end: Callable[[], None] | None = None,
