@@ -25,12 +25,14 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def fetch(url: str) -> bytes:
     with urllib.request.urlopen(url, timeout=5) as resp:
-        return resp.read()
+        body: bytes = resp.read()
+        return body
 
 
 def wait_healthy(port: int, timeout: float = 20) -> None:

@@ -47,7 +47,8 @@ def scraper(port: int, requests: int, go: Event, out: multiprocessing.Queue[list
 
 
 def scrape_latencies(port: int, scrapers: int, requests: int) -> list[float]:
-    go, out = multiprocessing.Event(), multiprocessing.Queue()
+    go = multiprocessing.Event()
+    out: multiprocessing.Queue[list[float]] = multiprocessing.Queue()
     procs = [
         multiprocessing.Process(target=scraper, args=(port, requests, go, out))
         for _ in range(scrapers)

@@ -21,10 +21,16 @@ from pathlib import Path
 
 from benchlib import percentile
 
-from exporter.sources.tail import FileTailer, WakeupObserver
+from exporter.sources.tail import (
+    FileTailer,
+    ReadErrorReason,
+    SkipReason,
+    TailEvents,
+    WakeupObserver,
+)
 
 
-class StampingSink:
+class StampingSink(TailEvents):
     """Records when each numbered line arrived; ignores every other event."""
 
     def __init__(self) -> None:
@@ -42,8 +48,8 @@ class StampingSink:
     def on_new_file(self) -> None: ...
     def on_rotation(self) -> None: ...
     def on_truncation(self) -> None: ...
-    def on_skipped(self, reason: str) -> None: ...
-    def on_read_error(self, reason: str) -> None: ...
+    def on_skipped(self, reason: SkipReason) -> None: ...
+    def on_read_error(self, reason: ReadErrorReason) -> None: ...
 
 
 def write_lines(path: Path, count: int, rate: float, rng: random.Random) -> dict[int, float]:
