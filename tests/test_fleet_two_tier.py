@@ -52,12 +52,16 @@ class Node:
 
 
 # The collapsed node is east's SGLang server; west's is slow (an undertrained drafter) but not
-# collapsed, so every panel that lists sick nodes has one in each cluster.
+# collapsed, so every panel that lists sick nodes has one in each cluster. Each cluster also
+# runs an adaptive SGLang server with drafting off at its load, by design: it must not page,
+# and the adaptive panels have a node in each cluster.
 NODES = (
     Node("east", "east-sglang", "collapsed", "sglang"),
     Node("east", "east-vllm", "healthy", "vllm"),
+    Node("east", "east-adaptive", "adaptive", "sglang"),
     Node("west", "west-sglang", "undertrained", "sglang"),
     Node("west", "west-vllm", "healthy", "vllm"),
+    Node("west", "west-adaptive", "adaptive", "sglang"),
 )
 COLLAPSED = NODES[0]
 
