@@ -252,3 +252,19 @@ def test_a_log_that_changes_engine_judges_the_new_engines_collapse(tmp_path: Pat
     assert result.returncode == 3, result.stdout
     assert [v["code"] for v in report["verdicts"]] == ["accept_length_collapsed"]
     assert "6 decode windows" in report["verdicts"][0]["seen"]
+
+
+def test_runs_of_two_engines_say_which_engine_each_ran(tmp_path: Path) -> None:
+    """Both runs speculate with EAGLE-3 and four draft tokens: the engine is what changed,
+    and the earlier-run line says it, as report's JSON does for every run."""
+    sglang = startup(algorithm="EAGLE3") + [
+        decode(60 + 10 * i, 2.9, 0.63, tput=2600) for i in range(10)
+    ]
+    vllm = [VLLM_START] + [line for i in range(6) for line in vllm_interval(10 * i)]
+    log = write_log(tmp_path, sglang + vllm)
+    text = doctor("--log-file", log).stdout
+    assert "to 2026-02-23 00:12:32 (SGLang EAGLE3, 4 draft tokens, draft " in text
+    result = subprocess.run(
+        specwatch_cmd("report", log, "--json"), capture_output=True, text=True, check=True
+    )
+    assert [run["engine"] for run in json.loads(result.stdout)["runs"]] == ["sglang", "vllm"]

@@ -352,7 +352,10 @@ def _judge_windows(report: Report, diagnosis: Diagnosis) -> None:
         diagnosis.problems.append(f"log: speculation not judged: {report.not_judged}")
     diagnosis.notes.append(report.headline)
     if report.earlier_runs_differ:
-        diagnosis.notes += [f"earlier run {run_line(earlier)}" for earlier in report.runs[:-1]]
+        diagnosis.notes += [
+            f"earlier run {run_line(earlier, report.engines_differ)}"
+            for earlier in report.runs[:-1]
+        ]
     if report.breakeven is not None:
         diagnosis.notes.append(f"draft tokens: {report.breakeven.explanation}")
     if report.schedule is not None:

@@ -132,6 +132,7 @@ class Run:
             algorithm=config.algorithm,
             draft_model=config.draft_model_path,
             num_draft_tokens=config.num_draft_tokens,
+            engine=config.engine,
             started_at=self.started_at,
             first_time=self.first_time,
             last_time=self.last_time,

@@ -18,6 +18,7 @@ from exporter.analysis.ranks import RankAccept
 from exporter.analysis.request_share import NO_BENEFIT_ACCEPT_LENGTH, RecentShare, logged_time
 from exporter.analysis.thresholds import MIN_WINDOWS
 from exporter.analysis.verdicts import Verdict
+from exporter.engines import registry
 from exporter.engines.server_config import ServerConfig
 from exporter.report.series import Point
 from exporter.state.requests import RECENT_SECONDS, REQUEST_BUCKETS
@@ -129,13 +130,16 @@ class RunSummary:
     algorithm: str | None = None
     draft_model: str | None = None
     num_draft_tokens: int | None = None
+    engine: str | None = None  # the engine whose start line told the setup
     # How it ended (a crash, a traceback), as the crash finding says it; None: it did not.
     ended: str | None = None
 
-    @property
-    def setup(self) -> str:
-        """``EAGLE3, 4 draft tokens, draft /models/x``: what this run speculated with."""
-        parts = [self.algorithm or "algorithm unknown"]
+    def setup(self, with_engine: bool = False) -> str:
+        """``EAGLE3, 4 draft tokens, draft /models/x``: what this run speculated with; with
+        the engine's name first (``vLLM EAGLE3, ...``) when runs of several engines are told."""
+        engine = registry.BY_NAME.get(self.engine or "") if with_engine else None
+        parts = [f"{engine.title} " if engine else ""]
+        parts[0] += self.algorithm or "algorithm unknown"
         if self.num_draft_tokens is not None:
             parts.append(f"{self.num_draft_tokens} draft tokens")
         if self.draft_model:
@@ -179,6 +183,7 @@ class RunSummary:
             "algorithm": self.algorithm,
             "draft_model": self.draft_model,
             "num_draft_tokens": self.num_draft_tokens,
+            "engine": self.engine,
             "ended": self.ended,
         }
 
@@ -239,6 +244,11 @@ class Report:
     def latest_start(self) -> float | None:
         """When the newest of several runs started."""
         return self.newest.started_at if self.newest and len(self.runs) > 1 else None
+
+    @property
+    def engines_differ(self) -> bool:
+        """Whether its runs were served by more than one engine (a node moved to another)."""
+        return len({run.engine for run in self.runs if run.engine}) > 1
 
     @property
     def earlier_runs_differ(self) -> bool:

@@ -133,14 +133,15 @@ def _runs(report: Report) -> list[str]:
     if len(report.runs) < 2:
         return []
     lines = [f"Server runs ({len(report.runs)}):"]
-    lines += _wrapped_all(run_line(run) for run in report.runs)
+    lines += _wrapped_all(run_line(run, report.engines_differ) for run in report.runs)
     return lines
 
 
-def run_line(run: RunSummary) -> str:
-    """One server run in a line: its span and setup (what a restart changed), accept length,
-    speed and what was judged."""
-    span = f"{_when(run.first_time or run.started_at)} to {_when(run.last_time)} ({run.setup})"
+def run_line(run: RunSummary, with_engine: bool = False) -> str:
+    """One server run in a line: its span and setup (what a restart changed, its engine too
+    when ``with_engine``), accept length, speed and what was judged."""
+    setup = run.setup(with_engine)
+    span = f"{_when(run.first_time or run.started_at)} to {_when(run.last_time)} ({setup})"
     if run.accept_length is None and not run.drafting_off:
         return f"{span}: no decode windows"
     text = span
