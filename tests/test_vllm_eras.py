@@ -254,6 +254,11 @@ def doctor_json_of(capsys: pytest.CaptureFixture[str], log: str) -> tuple[int, d
 
 
 OLD_BODY = "Draft acceptance rate: 20.0%, Accepted: 180 tokens, Drafted: 900 tokens"
+# 0.8.5's mean is accepted / drafts, 180 / 300 (the bonus token left out).
+BODY_0_8_5 = (
+    "Draft acceptance rate: 20.0%, Mean acceptance length: 0.60, Accepted: 180 tokens, "
+    "Drafted: 900 tokens, Per-position acceptance rate: 0.400, 0.133, 0.067"
+)
 NEW_BODY = (
     "Mean acceptance length: 1.60, Accepted throughput: 18.00 tokens/s, Drafted throughput: "
     "90.00 tokens/s, Accepted: 180 tokens, Drafted: 900 tokens, Per-position acceptance rate: "
@@ -266,9 +271,10 @@ NEW_BODY = (
     [
         (v0_log(accepted_per_interval=180, k=3), "688", False),
         (v1_log(OLD_BODY, version="0.8.4"), "1300", False),
+        (v1_log(BODY_0_8_5, version="0.8.5"), "1300", False),
         (v1_log(NEW_BODY, version="0.11.0"), "1300", True),
     ],
-    ids=["v0", "0.8.4", "0.11"],
+    ids=["v0", "0.8.4", "0.8.5", "0.11"],
 )
 def test_draft_step_advice_offers_a_per_batch_size_schedule_only_to_a_vllm_that_has_one(
     tmp_path: Path,

@@ -130,10 +130,9 @@ class VllmParser:
             return [LogLine(time, None, None, message, NAME)] if ending.parse(message) else []
         if message.startswith(SPEC_HEAD):
             body = message[len(SPEC_HEAD) :]
-            old = _SPEC_LABELS["accept_length"] not in body  # 0.8.3 and 0.8.4 log no mean
-            return [*self._spec(time, _spec_values(body, self._k), old)]
+            return [*self._spec(time, _spec_values(body, self._k))]
         if message.startswith(OLD_SPEC_HEAD):
-            return [*self._spec(time, self._old_spec(message[len(OLD_SPEC_HEAD) :]), True)]
+            return [*self._spec(time, self._old_spec(message[len(OLD_SPEC_HEAD) :]))]
         if message.startswith(NON_DEFAULT_ARGS):
             return [LogLine(time, None, None, message, NAME)]
         if message.startswith(ENGINE_CONFIG):
@@ -177,10 +176,9 @@ class VllmParser:
         return values.minus(previous).spec(values.k)
 
     def _spec(
-        self, time: str, spec: _Spec | Unrecognized | None, old: bool
+        self, time: str, spec: _Spec | Unrecognized | None
     ) -> list[StatsRecord | Unrecognized]:
-        """The spec line completes the engine line logged with it into one window; ``old``,
-        a form from before vLLM scheduled draft tokens by batch size."""
+        """The spec line completes the engine line logged with it into one window."""
         if spec is None:
             return []
         if isinstance(spec, Unrecognized):
@@ -189,8 +187,8 @@ class VllmParser:
         if self._pending is not None and abs(seconds - self._pending.seconds) <= PAIR_SECONDS:
             record = _record(self._pending)
             self._pending = None
-            return [_with_spec(record, spec, old)]
-        alone = _with_spec(StatsRecord("decode", time, NAME), spec, old)
+            return [_with_spec(record, spec)]
+        alone = _with_spec(StatsRecord("decode", time, NAME), spec)
         return [*self._take_pending(), alone]
 
     def _iso(self, month: str, day: str, clock: str) -> str | None:
@@ -366,14 +364,17 @@ class _Spec:
     accept_length: float | None
     accept_rate: float | None
     counts: DraftCounts
+    # Logged in a form from before vLLM scheduled draft tokens by batch size: V0's, 0.8.3 and
+    # 0.8.4's without a mean, 0.8.5's mean without the bonus token.
+    old: bool
 
 
-def _with_spec(record: StatsRecord, spec: _Spec, old: bool) -> StatsRecord:
+def _with_spec(record: StatsRecord, spec: _Spec) -> StatsRecord:
     return record._replace(
         accept_length=spec.accept_length,
         accept_rate=spec.accept_rate,
         draft_counts=spec.counts,
-        extra={**record.extra, OLD_SPEC_FORM: 1} if old else record.extra,
+        extra={**record.extra, OLD_SPEC_FORM: 1} if spec.old else record.extra,
     )
 
 
@@ -393,9 +394,12 @@ def _spec_values(body: str, k: int | None = None) -> _Spec | Unrecognized:
     if positions is not None and len(positions) > MAX_POSITIONS:
         return Unrecognized("bad_value")
     drafts = _drafts(accepted, drafted, positions, k)
-    length = _accept_length(_finite(raw.get("accept_length")), accepted, drafts, positions)
+    logged = _finite(raw.get("accept_length"))
+    length = _accept_length(logged, accepted, drafts, positions)
     rate = accepted / drafted if drafted else None  # vLLM's own rate is nan then
-    return _Spec(length, rate, DraftCounts(drafted, accepted, drafts, positions))
+    # 0.8.3 and 0.8.4 log no mean; 0.8.5 one without the bonus token.
+    old = logged is None or _without_bonus(logged, positions)
+    return _Spec(length, rate, DraftCounts(drafted, accepted, drafts, positions), old)
 
 
 def _positions(raw: str | None) -> tuple[float, ...] | None:
@@ -431,20 +435,20 @@ def _drafts(
 def _accept_length(
     logged: float | None, accepted: int, drafts: int | None, positions: tuple[float, ...] | None
 ) -> float | None:
-    """The mean accept length, the bonus token included.
-
-    vLLM 0.8.5 logged accepted drafts per round without the bonus token (0.9 added it): the
-    per-position rates sum to that, so a logged mean nearer their sum than one more is 0.8.5's.
-    Lines without a mean (0.8.3, 0.8.4) give one from their counts and the rounds.
-    """
+    """The mean accept length, the bonus token included. Lines without a mean (0.8.3,
+    0.8.4) give one from their counts and the rounds."""
     if logged is not None:
-        share = sum(positions) if positions else None
-        if share is not None and abs(logged - share) < abs(logged - 1 - share):
-            return logged + 1
-        return logged
+        return logged + 1 if _without_bonus(logged, positions) else logged
     if drafts:
         return 1 + accepted / drafts
     return 1.0 if accepted == 0 else None  # nothing accepted: the target's own token only
+
+
+def _without_bonus(logged: float, positions: tuple[float, ...] | None) -> bool:
+    """vLLM 0.8.5 logged accepted drafts per round without the bonus token (0.9 added it): the
+    per-position rates sum to that, so a logged mean nearer their sum than one more is 0.8.5's."""
+    share = sum(positions) if positions else None
+    return share is not None and abs(logged - share) < abs(logged - 1 - share)
 
 
 _OLD_FIELDS: dict[str, re.Pattern[str]] = {
@@ -473,7 +477,7 @@ class _Totals:
         drafts = self.drafted // k if k else None  # V0 proposes k tokens every round
         length = _accept_length(None, self.accepted, drafts, None)
         counts = DraftCounts(self.drafted, self.accepted, drafts, None)
-        return _Spec(length, self.accepted / self.drafted, counts)
+        return _Spec(length, self.accepted / self.drafted, counts, old=True)
 
 
 def _old_spec_values(body: str) -> _Totals | Unrecognized:
