@@ -11,7 +11,7 @@ import pytest
 from exporter.analysis.algorithms import LOWEST_FLOOR, floor_for, standard_for
 from exporter.analysis.thresholds import DEFAULT
 from tests.support.daemon import doctor
-from tests.support.loglines import stamp
+from tests.support.loglines import VLLM_START, stamp, vllm_interval
 from tests.support.speclogs import decode, server_args
 
 BASELINE = ("--baseline-curve", "1:82,48:1500,128:2370")
@@ -34,6 +34,11 @@ def _doctor(tmp_path: Path, lines: list[str]) -> tuple[int, dict[str, Any]]:
 def _codes(report: dict[str, Any]) -> set[str]:
     items = [*report["verdicts"], *report["findings"]]
     return {item["code"] for item in items}
+
+
+def _verdict(report: dict[str, object], code: str) -> dict[str, str]:
+    found: list[dict[str, str]] = report["verdicts"]  # type: ignore[assignment]
+    return next(verdict for verdict in found if verdict["code"] == code)
 
 
 def _ngram(accept: float, tput: float) -> list[str]:
@@ -98,6 +103,23 @@ def test_collapsed_node_of_every_family_is_critical_with_its_own_fix(
     assert collapsed and collapsed[0]["severity"] == "critical"
     assert collapse_words in collapsed[0]["fix"]
     assert code == 3
+
+
+@pytest.mark.e2e
+def test_a_collapse_is_fixed_in_the_flags_of_the_engine_that_logged_it(tmp_path: Path) -> None:
+    """The on-call of a vLLM node reads vLLM's settings, an SGLang node's on-call SGLang's;
+    neither reads the other engines' flags or TensorRT-LLM's."""
+    vllm = [VLLM_START] + [line for i in range(6) for line in vllm_interval(10 * i)]
+    _, report = _doctor(tmp_path, vllm)
+    collapse = _verdict(report, "accept_length_collapsed")
+    assert 'vLLM "method": "eagle3" in --speculative-config' in collapse["fix"]
+    assert "SGLang" not in collapse["fix"] and "TensorRT-LLM" not in collapse["fix"]
+    sglang = [server_args("EAGLE3", draft_path="/models/eagle3")]
+    sglang += [decode(300 + 5 * i, 1.0, tput=600.0) for i in range(8)]
+    _, report = _doctor(tmp_path, sglang)
+    collapse = _verdict(report, "accept_length_collapsed")
+    assert "SGLang --speculative-algorithm EAGLE3" in collapse["fix"]
+    assert "vLLM" not in collapse["fix"] and "TensorRT-LLM" not in collapse["fix"]
 
 
 @pytest.mark.e2e

@@ -11,7 +11,7 @@ and ``report`` judge by the same number. An algorithm not listed is judged on sp
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from exporter.engines import registry
 from exporter.engines.server_config import ServerConfig
@@ -21,15 +21,22 @@ from exporter.engines.server_config import ServerConfig
 STEP_SHARE = 0.5
 
 
-def engine_fix(change: str) -> str:
-    """Every engine's way to make ``change``, in its own flags (the ``fixes`` of each
-    ``Engine``: "SGLang ...; vLLM ..."): a fleet mixes engines, and the fix must read right for
-    whichever this node runs."""
+def engine_fix(change: str, engine: str | None = None) -> str:
+    """The way to make ``change`` in the flags of ``engine`` ("vLLM ..."), the engine that
+    logged the run; every engine's ("SGLang ...; vLLM ...", the ``fixes`` of each ``Engine``)
+    while that is not known, or for a text that serves a fleet of mixed engines."""
+    own = registry.BY_NAME.get(engine or "")
+    if own is not None and change in own.fixes:
+        return f"{own.title} {own.fixes[change]}"
     return "; ".join(
         f"{engine.title} {engine.fixes[change]}"
         for engine in registry.ENGINES
         if change in engine.fixes
     )
+
+
+# The engine fixes a Standard's texts name as ``{change}``, filled for the run's engine.
+_STANDARD_CHANGES = ("eagle3_algorithm", "speculative_tokens")
 
 
 def own_fix(config: ServerConfig, change: str) -> str:
@@ -57,9 +64,25 @@ class Standard:
     # template of ``count`` (verified positions a round) and ``steps`` (drafted tokens).
     fewer_tokens: str
 
+    def for_engine(self, engine: str | None) -> Standard:
+        """This standard with its fixes in the flags of ``engine`` (every engine's while it is
+        not known)."""
 
-_CHECK_ALGORITHM = f"an EAGLE-3 draft needs the EAGLE3 algorithm: {engine_fix('eagle3_algorithm')}"
-_FEWER_STEPS = f"Lower the draft steps to about {{steps}} ({engine_fix('speculative_tokens')})"
+        def filled(text: str) -> str:
+            for change in _STANDARD_CHANGES:
+                text = text.replace(f"{{{change}}}", engine_fix(change, engine))
+            return text
+
+        return replace(
+            self,
+            collapse_fix=filled(self.collapse_fix),
+            low_fix=filled(self.low_fix),
+            fewer_tokens=filled(self.fewer_tokens),
+        )
+
+
+_CHECK_ALGORITHM = "an EAGLE-3 draft needs the EAGLE3 algorithm: {eagle3_algorithm}"
+_FEWER_STEPS = "Lower the draft steps to about {steps} ({speculative_tokens})"
 _EAGLE = Standard(
     family="EAGLE",
     floor=1.8,
@@ -218,7 +241,9 @@ def standard_for(algorithm: str | None, draft_architecture: str | None = None) -
 
 
 def config_standard(config: ServerConfig) -> Standard | None:
-    return standard_for(config.algorithm, config.draft_architecture)
+    """The standard of the configured algorithm, its fixes in the run's engine's flags."""
+    standard = standard_for(config.algorithm, config.draft_architecture)
+    return None if standard is None else standard.for_engine(config.engine)
 
 
 def config_floor(config: ServerConfig) -> float | None:

@@ -58,7 +58,7 @@ def eagle3_draft_with_eagle_algorithm(obs: Observations) -> Finding | None:
         ),
         fix=(
             "Restart the server with the EAGLE-3 algorithm, same draft and flags otherwise: "
-            f"{engine_fix('eagle3_algorithm')}."
+            f"{engine_fix('eagle3_algorithm', obs.config.engine)}."
         ),
     )
 

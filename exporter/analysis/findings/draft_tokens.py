@@ -38,7 +38,7 @@ def draft_tokens_excessive(obs: Observations) -> Finding | None:
     tokens = obs.config.num_draft_tokens
     if tokens is None or tokens < EXCESSIVE_DRAFT_TOKENS or _position_profile(obs.windows):
         return None  # measured per-position acceptance has its own, sharper finding
-    standard = config_standard(obs.config) or algorithms.DEFAULT
+    standard = config_standard(obs.config) or algorithms.DEFAULT.for_engine(obs.config.engine)
     if not standard.has_draft_model:
         return None  # a lookup drafts for free: wide trees of rarely accepted tokens are its way
     if obs.config.adaptive:
@@ -102,7 +102,7 @@ def draft_positions_unprofitable(obs: Observations) -> Finding | None:
             "serve without speculation."
         )
     else:
-        setting = engine_fix("speculative_tokens")
+        setting = engine_fix("speculative_tokens", obs.config.engine)
         if obs.config.schedule is not None:  # vLLM drafts by batch size: this load's entry
             setting = "the num_speculative_tokens_per_batch_size entry of the current load"
         fix = (

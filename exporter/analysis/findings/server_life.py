@@ -106,7 +106,7 @@ def decode_stats_not_logged(obs: Observations) -> Finding | None:
             "Accept length, CUDA-graph use and throughput per window come from the decode "
             "stats lines; without them specwatch cannot tell whether speculation helps."
         ),
-        fix=f"Have the server log its stats: {engine_fix('log_stats')}.",
+        fix=f"Have the server log its stats: {engine_fix('log_stats', obs.config.engine)}.",
     )
 
 
