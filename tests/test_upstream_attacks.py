@@ -47,6 +47,15 @@ def up(scrape: Scrape, endpoint: str) -> float | None:
     return scrape.value("specwatch_upstream_up", **TARGET, endpoint=endpoint)
 
 
+def assert_metrics_down(daemon: RunningDaemon, reason: str) -> None:
+    """Within 8 s the scrape of /metrics fails for ``reason``: up 0 and its values gone."""
+    errors = {**TARGET, "endpoint": "metrics", "reason": reason}
+    daemon.wait_metric("specwatch_upstream_scrape_errors_total", lambda v: bool(v), 8, **errors)
+    scrape = timed_scrape(daemon)
+    assert up(scrape, "metrics") == 0
+    assert scrape.value("specwatch_running_requests", **TARGET) is None
+
+
 @contextmanager
 def raw_server(answer: Callable[[socket.socket, bytes], None]) -> Iterator[str]:
     """A loopback server that hands each connection to ``answer``, for what http.server
@@ -99,13 +108,7 @@ def test_an_upstream_trickling_its_headers_goes_down_with_no_values(
         with run_daemon(["--config", str(config)], port) as daemon:
             daemon.wait_metric("specwatch_running_requests", lambda v: v == 61, **TARGET)
             trickle.set()
-            errors = {**TARGET, "endpoint": "metrics", "reason": "timeout"}
-            daemon.wait_metric(
-                "specwatch_upstream_scrape_errors_total", lambda v: bool(v), 8, **errors
-            )
-            scrape = timed_scrape(daemon)
-            assert up(scrape, "metrics") == 0
-            assert scrape.value("specwatch_running_requests", **TARGET) is None
+            assert_metrics_down(daemon, "timeout")
 
 
 @pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
@@ -223,6 +226,24 @@ def test_an_upstream_with_too_many_series_is_refused_within_the_memory_limit(
             assert up(scrape, "metrics") == 0
             assert scrape.value("specwatch_running_requests", **TARGET) is None
             assert rss_mib(daemon.proc.pid) < MEMORY_LIMIT_MIB
+
+
+@pytest.mark.parametrize(
+    "content_type", ["text/plain; version=0.0.4", "application/openmetrics-text; version=1.0.0"]
+)
+def test_a_line_of_countless_labels_is_refused_before_parsing_not_parsed_for_minutes(
+    tmp_path: Path, port: int, content_type: str
+) -> None:
+    # prometheus-client parses a line's labels in time quadratic in their number: this 3 MB
+    # line held a scraper thread at full CPU for minutes, up 1 and the old values shown.
+    labels = ",".join(f'l{i}="v"' for i in range(300_000))
+    body = f"sglang:num_running_reqs{{{labels}}} 1\n# EOF\n".encode()
+    with fake_sglang() as server:
+        server.routes["/metrics"] = Route(body=exposition().encode())
+        with run_daemon(["--config", str(config_file(tmp_path, server.url))], port) as daemon:
+            daemon.wait_metric("specwatch_running_requests", lambda v: v == 61, **TARGET)
+            server.routes["/metrics"] = Route(body=body, content_type=content_type)
+            assert_metrics_down(daemon, "too_large")
 
 
 def test_redirects_are_followed_on_the_same_server_only(tmp_path: Path, port: int) -> None:

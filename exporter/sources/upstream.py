@@ -45,6 +45,12 @@ log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 10 * 1024 * 1024
 MAX_SAMPLES = 20_000  # a server with 64 DP ranks exports a few thousand
+MAX_LINES = 3 * MAX_SAMPLES  # each sample's line, and a HELP and a TYPE line at most
+# prometheus-client parses labels at about 3 us each, and a line's labels in time quadratic in
+# their number: one 3 MB line of labels took minutes, 10 MB of short labels 4 s. A server's
+# samples carry a few labels each, its longest line (a LoRA adapter list) some kB.
+MAX_LINE_BYTES = 64 << 10
+MAX_LABELS = 10 * MAX_SAMPLES
 REASONS = ("timeout", "refused", "http", "garbage", "too_large", "other")
 ENDPOINTS = ("metrics", "server_info")
 _CHUNK = 64 * 1024
@@ -196,14 +202,20 @@ def parse_metrics(body: bytes, content_type: str) -> dict[str, list[tuple[dict[s
     """Samples by name with ``sglang:`` normalised to ``sglang_`` (SGLang serves both spellings).
 
     Parsed with prometheus-client's own parsers (OpenMetrics when the server says so); any
-    parse failure is ``garbage``. More than ``MAX_SAMPLES`` sample lines are ``too_large``,
-    counted before parsing: a body within the byte cap may still hold enough tiny series to
-    cost hundreds of MB once parsed.
+    parse failure is ``garbage``. More than ``MAX_SAMPLES`` sample lines, ``MAX_LINES`` lines
+    or ``MAX_LABELS`` labels, or one line over ``MAX_LINE_BYTES``, are ``too_large``, counted
+    before parsing: a body within the byte cap may still hold enough tiny series to cost
+    hundreds of MB once parsed, or enough labels to cost minutes of CPU.
     """
     lines = body.count(b"\n") + 1
     comments = body.count(b"\n#") + body.startswith(b"#")
-    if lines - comments > MAX_SAMPLES:
-        raise ScrapeError("too_large", f"more than {MAX_SAMPLES} samples")
+    if lines - comments > MAX_SAMPLES or lines > MAX_LINES:
+        raise ScrapeError("too_large", f"more than {MAX_SAMPLES} samples or {MAX_LINES} lines")
+    longest = max(map(len, body.split(b"\n")))
+    if longest > MAX_LINE_BYTES:
+        raise ScrapeError("too_large", f"a line of {longest} bytes (at most {MAX_LINE_BYTES})")
+    if body.count(b'="') > MAX_LABELS:
+        raise ScrapeError("too_large", f"more than {MAX_LABELS} labels")
     try:
         text = body.decode("utf-8")
         parser = (
