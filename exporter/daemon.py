@@ -164,6 +164,8 @@ def serve(daemon: Daemon) -> int:
     the main thread with ``sigtimedwait``. With a Python handler instead, the kernel may hand
     the signal to a busy worker thread, and the handler then waits until the main thread
     next wakes up. SIGHUP is logged and ignored: the configuration is read once, at start.
+    They stay blocked after the stop: the process is ending, and a supervisor's second
+    SIGTERM (or a SIGHUP) taken with the default action would kill it with status 143 or 129.
     """
     signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
     try:
@@ -177,7 +179,6 @@ def serve(daemon: Daemon) -> int:
                 break
     finally:
         daemon.stop()
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
     return daemon.exit_status
 
 

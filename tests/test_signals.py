@@ -109,3 +109,32 @@ def test_a_wait_woken_without_a_signal_does_not_end_the_daemon(tmp_path: Path, p
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=5)
+
+
+@pytest.mark.parametrize(
+    "storm",
+    [
+        (signal.SIGTERM, signal.SIGTERM),
+        (signal.SIGTERM, signal.SIGHUP),
+        (signal.SIGINT, signal.SIGTERM, signal.SIGHUP),
+    ],
+)
+def test_signals_arriving_while_it_stops_still_end_it_with_status_zero(
+    tmp_path: Path, port: int, storm: tuple[signal.Signals, ...]
+) -> None:
+    """A supervisor repeating its SIGTERM, or a SIGHUP in the same breath, killed the stopping
+    daemon by that signal (status 143 or 129) once it unblocked them."""
+    log = tmp_path / "server.log"
+    log.touch()
+    cmd = specwatch_cmd("run", "--listen", f"127.0.0.1:{port}", "--log-file", str(log))
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: healthy(port) or proc.poll() is not None, timeout=15)
+        for signum in storm:
+            proc.send_signal(signum)
+        code = proc.wait(timeout=10)
+        assert code == 0, proc.stderr.read() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=5)
