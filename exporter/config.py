@@ -25,6 +25,8 @@ from exporter.settings import ConfigError, Strict, load_yaml
 
 DEFAULT_LISTEN = "0.0.0.0:9477"
 DEFAULT_TARGET = "default"
+MAX_LINE_BYTES = 16 << 20
+MAX_ACCEPT_LENGTH = 64.0
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 _MODEL_RE = re.compile(r"^[!-~][ -~]{0,127}$")
 
@@ -63,7 +65,8 @@ class TargetConfig(Strict):
     # At least a second, as Prometheus' own: 1e-9 sent the server ~1,000 scrapes a second.
     scrape_interval: float = Field(default=15.0, ge=1, le=3600)
     baseline: BaselineConfig | None = None
-    expected_accept_length: float | None = Field(default=None, ge=1)
+    # An accept length is at most the draft steps + 1; an endless expectation pages every node.
+    expected_accept_length: float | None = Field(default=None, ge=1, le=MAX_ACCEPT_LENGTH)
     # A header SGLang logs with each finished request (SGLANG_LOG_REQUEST_HEADERS) whose value
     # splits the per-request histogram by traffic class (docs/metrics.md, "Per-request acceptance").
     request_label_header: str | None = Field(default=None, pattern=r"^[a-z0-9_-]{1,64}$")
@@ -172,9 +175,11 @@ class Config(Strict):
     """The whole daemon configuration; docs/configuration.md lists every key."""
 
     listen: str = DEFAULT_LISTEN
-    stale_after: float = Field(default=STALE_AFTER, gt=0)
-    log_missing_grace: float = Field(default=60.0, ge=0)
-    max_line_bytes: int = Field(default=1 << 20, ge=1024)
+    # Bounded, so no setting shows a dead server's window as current or a missing log as
+    # waiting for good, and one line without a newline cannot take more than the cap.
+    stale_after: float = Field(default=STALE_AFTER, gt=0, le=3600)
+    log_missing_grace: float = Field(default=60.0, ge=0, le=86400)
+    max_line_bytes: int = Field(default=1 << 20, ge=1024, le=MAX_LINE_BYTES)
     # DP ranks with their own per-window series; further ranks count only in the totals.
     max_dp_ranks: int = Field(default=32, ge=1, le=1024)
     # Values of request_label_header with series of their own; later ones count as "other".

@@ -19,9 +19,10 @@ class ConfigError(Exception):
 
 
 class Strict(BaseModel):
-    """A config section: an unknown key is an error, not a silently ignored typo."""
+    """A config section: an unknown key is an error, not a silently ignored typo, and no
+    number is infinite or NaN (``.inf`` passes every lower bound)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 MAX_SETTINGS_BYTES = 1 << 20

@@ -89,6 +89,16 @@ def test_environment_log_file_is_a_path_list() -> None:
             "line 2, column 1: not valid YAML: key 'targets' given twice",
         ),
         ("targets: [{log_files: [a], name: x, name: y}]\n", "'name' given twice"),
+        # A window that never ages shows a dead server's values as current; an infinite grace
+        # never reports a missing log; an infinite expectation pages on every healthy node.
+        ("stale_after: .inf\ntargets: [{log_files: [a]}]\n", "stale_after"),
+        ("stale_after: 1e308\ntargets: [{log_files: [a]}]\n", "stale_after"),
+        ("log_missing_grace: .inf\ntargets: [{log_files: [a]}]\n", "log_missing_grace"),
+        ("log_missing_grace: 1e12\ntargets: [{log_files: [a]}]\n", "log_missing_grace"),
+        ("targets: [{log_files: [a], expected_accept_length: .inf}]\n", "expected_accept_length"),
+        ("targets: [{log_files: [a], expected_accept_length: 1e9}]\n", "expected_accept_length"),
+        # One 200 MB line under a 1 GB cap took 359 MB and stalled reading for minutes.
+        ("max_line_bytes: 1000000000\ntargets: [{log_files: [a]}]\n", "max_line_bytes"),
     ],
 )
 def test_bad_file_values_name_the_key(tmp_path: Path, text: str, key: str) -> None:
@@ -106,6 +116,20 @@ def test_bad_environment_value_names_key_and_source() -> None:
         load_config(
             None, None, environ={"SPECWATCH_STALE_AFTER": "soon", "SPECWATCH_LOG_FILE": "a"}
         )
+
+
+@pytest.mark.parametrize(
+    ("var", "value"),
+    [
+        ("SPECWATCH_STALE_AFTER", "inf"),
+        ("SPECWATCH_LOG_MISSING_GRACE", "1e400"),
+        ("SPECWATCH_EXPECTED_ACCEPT_LENGTH", "inf"),
+        ("SPECWATCH_MAX_LINE_BYTES", "1000000000"),
+    ],
+)
+def test_unbounded_environment_values_name_the_variable(var: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=rf"\(environment variable {var}\)"):
+        load_config(None, None, environ={var: value, "SPECWATCH_LOG_FILE": "a"})
 
 
 def test_invalid_yaml_and_missing_file_are_errors(tmp_path: Path) -> None:

@@ -164,3 +164,18 @@ def test_a_certificate_that_is_not_pem_names_the_file(tmp_path: Path) -> None:
     line = refused("--log-file", "x.log", "--web-config", str(web))
     assert f"tls_server_config.cert_file: {key}: not a PEM certificate" in line
     assert "PEM lib" not in line
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "named"),
+    [
+        ((), {"SPECWATCH_STALE_AFTER": "inf"}, "environment variable SPECWATCH_STALE_AFTER"),
+        (("--stale-after", "1e308"), {}, "--stale-after"),
+        ((), {"SPECWATCH_MAX_LINE_BYTES": str(1 << 30)}, "SPECWATCH_MAX_LINE_BYTES"),
+    ],
+)
+def test_an_endless_duration_or_line_cap_is_refused_naming_its_source(
+    args: tuple[str, ...], env: dict[str, str], named: str
+) -> None:
+    line = refused("--log-file", "x.log", *args, env=env)
+    assert named in line

@@ -137,7 +137,10 @@ class LineSplitter:
             if self._skipping:
                 self._keep_tail(chunk)
                 return -1
-            self._hold(bytes(self._partial) + chunk, out)
+            if len(self._partial) + len(chunk) <= self._max:
+                self._partial += chunk  # in place: a copy per chunk was quadratic in the line
+            else:
+                self._hold(bytes(self._partial) + chunk, out)
             return -1
         if self._skipping:
             self._keep_tail(memoryview(chunk)[:nl])
