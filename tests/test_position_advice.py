@@ -79,3 +79,27 @@ def test_a_measured_speedup_sets_the_cost_of_a_drafted_token() -> None:
 def test_a_broken_drafter_is_told_no_count_pays() -> None:
     advice = assess_positions((0.01, 0.0, 0.0), speedup=0.5)
     assert advice.suggested == 0
+
+
+ENGINE_START = (
+    f"{TAG}INFO 05-06 05:59:00 [core.py:140] Initializing a V1 LLM engine (v0.33.0) with config: "
+    "model='meta-llama/Llama-3.1-8B-Instruct', speculative_config=SpeculativeConfig("
+    "method='eagle3', model='yuhuili/EAGLE3-LLaMA3.1-Instruct-8B', num_spec_tokens=5), "
+    "tokenizer='meta-llama/Llama-3.1-8B-Instruct', enforce_eager=False"
+)
+
+
+@pytest.mark.e2e
+def test_the_draft_token_note_reads_the_measured_acceptance_as_the_finding_does(
+    tmp_path: Path,
+) -> None:
+    """vLLM logged position 5 at 1%: the note must not say a fitted curve's 9%, nor estimate
+    another speed-up than the finding for the same advice."""
+    log = write_log(tmp_path, [ENGINE_START, *vllm_log((0.80, 0.60, 0.04, 0.02, 0.01))])
+    report = json.loads(doctor("--log-file", log, "--baseline-tok-s", "1100", "--json").stdout)
+    [finding] = [f for f in report["findings"] if f["code"] == "draft_positions_unprofitable"]
+    assert "to 2 " in finding["fix"] and "estimated 1.81x" in finding["fix"]
+    [note] = [n for n in report["notes"] if n.startswith("draft tokens: ")]
+    assert "measured acceptance by position: 0.80, 0.60, 0.04, 0.02, 0.01" in note
+    assert "Fewer draft tokens would help: about 3 (estimated 1.81x)" in note
+    assert "about 9%" not in note

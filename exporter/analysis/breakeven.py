@@ -97,6 +97,44 @@ def advise(
     return assess(accept_length, num_draft_tokens, speedup if speedup and speedup > 0 else None)
 
 
+def advise_measured(rates: tuple[float, ...], speedup: float | None) -> Assessment:
+    """The draft-token advice where the engine logs acceptance by position (vLLM): the same
+    count and estimate as the ``draft_positions_unprofitable`` finding, no fitted curve."""
+    advice = assess_positions(rates, speedup if speedup and speedup > 0 else None)
+    n = len(rates) + 1
+    best = advice.suggested + 1
+    length = 1.0 + sum(rates)
+    verdict: Verdict = "ok" if best == n else "fewer"
+    cost = advice.cost_per_draft_token
+    if best == 1:
+        advice_text = (
+            "No draft-token count is expected to beat the baseline with this drafter: "
+            "the drafter itself needs fixing (or speculation turned off)."
+        )
+    elif verdict == "ok":
+        advice_text = f"{n} draft tokens is about right (estimated {advice.expected_speedup:.2f}x)."
+    else:
+        advice_text = (
+            f"Fewer draft tokens would help: about {best} (estimated "
+            f"{advice.expected_speedup:.2f}x)."
+        )
+    parts = [
+        _yield_and_cost(length, n, speedup if advice.cost_measured else None, cost),
+        f"A draft position pays only if accepted more than {cost:.0%} of the time; measured "
+        f"acceptance by position: {', '.join(f'{rate:.2f}' for rate in rates)}.",
+        advice_text,
+    ]
+    return Assessment(
+        verdict=verdict,
+        explanation=" ".join(parts),
+        per_position_acceptance=per_position_acceptance(length, n),
+        cost_per_draft_token=cost,
+        suggested_num_draft_tokens=best,
+        expected_speedup=advice.expected_speedup,
+        cost_measured=advice.cost_measured,
+    )
+
+
 def per_position_acceptance(accept_length: float, num_draft_tokens: int) -> float:
     """Solve ``1 + a + a**2 + ... + a**(N-1) = AL`` for ``a`` in [0, 1] by bisection."""
     target = accept_length - 1.0
@@ -142,26 +180,31 @@ def _explain(
 ) -> str:
     drafts = n - 1
     parts = [
-        f"Each verify round yields {length:.2f} tokens from {n} draft tokens: "
-        f"{length - 1:.2f} of {drafts} proposed drafts accepted ({(length - 1) / drafts:.0%})."
-    ]
-    if speedup is None:
-        parts.append(
-            "With no speedup measured (no baseline, or one that looks wrong), a drafted token "
-            f"is assumed to cost {cost:.2f} of a decode step."
-        )
-    else:
-        parts.append(
-            f"At {speedup:.2f}x the baseline a round costs {length / speedup:.2f} decode steps, "
-            f"about {cost:.2f} step per drafted token."
-        )
-    parts.append(
+        _yield_and_cost(length, n, speedup, cost),
         f"A draft position pays only if accepted more than {cost:.0%} of the time; position "
         f"{drafts} is accepted about {_percent(alpha**drafts)} of the time "
-        f"(per-position acceptance {alpha:.0%})."
-    )
-    parts.append(_advice(n, alpha, cost, best, verdict))
+        f"(per-position acceptance {alpha:.0%}).",
+        _advice(n, alpha, cost, best, verdict),
+    ]
     return " ".join(parts)
+
+
+def _yield_and_cost(length: float, n: int, speedup: float | None, cost: float) -> str:
+    """What a round yields of its ``n`` draft tokens, and what a drafted token costs."""
+    drafts = n - 1
+    text = (
+        f"Each verify round yields {length:.2f} tokens from {n} draft tokens: "
+        f"{length - 1:.2f} of {drafts} proposed drafts accepted ({(length - 1) / drafts:.0%})."
+    )
+    if speedup is None:
+        return (
+            f"{text} With no speedup measured (no baseline, or one that looks wrong), a drafted "
+            f"token is assumed to cost {cost:.2f} of a decode step."
+        )
+    return (
+        f"{text} At {speedup:.2f}x the baseline a round costs {length / speedup:.2f} decode "
+        f"steps, about {cost:.2f} step per drafted token."
+    )
 
 
 def _advice(n: int, alpha: float, cost: float, best: int, verdict: Verdict) -> str:

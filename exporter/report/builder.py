@@ -20,8 +20,9 @@ from operator import add, attrgetter
 
 from exporter.analysis.algorithms import config_standard
 from exporter.analysis.baseline import Baseline
-from exporter.analysis.breakeven import Assessment, advise
+from exporter.analysis.breakeven import Assessment, advise, advise_measured
 from exporter.analysis.findings import DecodeSample, Observations, evaluate
+from exporter.analysis.findings.draft_tokens import position_profile
 from exporter.analysis.node import Moment, NodeMoments
 from exporter.analysis.schedule import advise_bands, schedule_text
 from exporter.analysis.thresholds import DEFAULT, Thresholds
@@ -290,6 +291,9 @@ class ReportBuilder(RecordSink):
         self._fold_held()
         if config.adaptive:
             return None
+        rates = position_profile(self.observations(config).windows)
+        if rates is not None and config.num_draft_tokens == len(rates) + 1:
+            return advise_measured(rates, self.advice_speedup())
         return advise(self._run.accept_length, config.num_draft_tokens, self.advice_speedup())
 
     def schedule(self, config: ServerConfig) -> str | None:

@@ -36,7 +36,7 @@ def draft_tokens_excessive(obs: Observations) -> Finding | None:
     tree (4-6 draft tokens) keeps most of ``L`` at a fraction of the verify cost.
     """
     tokens = obs.config.num_draft_tokens
-    if tokens is None or tokens < EXCESSIVE_DRAFT_TOKENS or _position_profile(obs.windows):
+    if tokens is None or tokens < EXCESSIVE_DRAFT_TOKENS or position_profile(obs.windows):
         return None  # measured per-position acceptance has its own, sharper finding
     standard = config_standard(obs.config) or algorithms.DEFAULT.for_engine(obs.config.engine)
     if not standard.has_draft_model:
@@ -67,7 +67,7 @@ def draft_tokens_excessive(obs: Observations) -> Finding | None:
     )
 
 
-def _position_profile(windows: Sequence[DecodeSample]) -> tuple[float, ...] | None:
+def position_profile(windows: Sequence[DecodeSample]) -> tuple[float, ...] | None:
     """Mean acceptance by draft position over recent windows of the newest draft length."""
     profiles = [w.accept_rate_by_position for w in windows if w.accept_rate_by_position]
     if len(profiles) < MIN_WINDOWS:
@@ -85,7 +85,7 @@ def draft_positions_unprofitable(obs: Observations) -> Finding | None:
     Where the engine logs acceptance by position (vLLM), the break-even model needs no fitted
     acceptance curve: position ``i`` earns ``rate[i]`` tokens per round for ``cost`` steps.
     """
-    rates = _position_profile(obs.windows)
+    rates = position_profile(obs.windows)
     if rates is None or len(rates) < 2:
         return None
     speedup = obs.speedup if obs.speedup and obs.speedup > 0 else None
