@@ -103,3 +103,5 @@ def test_the_draft_token_note_reads_the_measured_acceptance_as_the_finding_does(
     assert "measured acceptance by position: 0.80, 0.60, 0.04, 0.02, 0.01" in note
     assert "Fewer draft tokens would help: about 3 (estimated 1.81x)" in note
     assert "about 9%" not in note
+    [schedule] = [n for n in report["notes"] if n.startswith("Draft steps by load")]
+    assert "8-31 running: 2 (5 now, est. 1.81x)" in schedule

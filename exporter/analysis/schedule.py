@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from exporter.analysis.algorithms import Standard
-from exporter.analysis.breakeven import assess
+from exporter.analysis.breakeven import assess, assess_positions
 from exporter.analysis.thresholds import MIN_WINDOWS
 from exporter.engines import registry
 
@@ -40,8 +40,16 @@ class BandAdvice:
     expected_speedup: float | None
 
 
-def advise_bands(bands: Sequence[BandDrafting], configured_steps: int | None) -> list[BandAdvice]:
-    """The draft steps that pay in each band the run drafted in or turned drafting off in."""
+def advise_bands(
+    bands: Sequence[BandDrafting],
+    configured_steps: int | None,
+    rates: tuple[float, ...] | None = None,
+) -> list[BandAdvice]:
+    """The draft steps that pay in each band the run drafted in or turned drafting off in.
+
+    ``rates``: the run's acceptance by draft position where the engine logs it (vLLM); a band
+    that ran that many steps is judged on it, scaled to the band's accept length, instead of
+    on a curve fitted to that length alone."""
     advice = []
     for band in bands:
         ran = band.steps if band.steps is not None else configured_steps
@@ -49,9 +57,14 @@ def advise_bands(bands: Sequence[BandDrafting], configured_steps: int | None) ->
             ran = 0 if band.off_windows else None
         suggested = expected = None
         if band.windows >= MIN_WINDOWS and band.accept_length is not None and band.speedup and ran:
-            assessment = assess(band.accept_length, ran + 1, band.speedup)
-            suggested = assessment.suggested_num_draft_tokens - 1
-            expected = assessment.expected_speedup
+            if rates and len(rates) == ran and sum(rates) > 0:
+                scale = (band.accept_length - 1.0) / sum(rates)
+                measured = assess_positions(tuple(min(1.0, r * scale) for r in rates), band.speedup)
+                suggested, expected = measured.suggested, measured.expected_speedup
+            else:
+                assessment = assess(band.accept_length, ran + 1, band.speedup)
+                suggested = assessment.suggested_num_draft_tokens - 1
+                expected = assessment.expected_speedup
             # Below the baseline no count pays, however small plain decoding's gain.
             if expected < 1.0:
                 suggested, expected = 0, 1.0

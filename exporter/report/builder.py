@@ -303,7 +303,9 @@ class ReportBuilder(RecordSink):
         if config.eagle_topk not in (None, 1):
             return None
         bands = zip(BANDS, self._run.bands, strict=True)
-        advice = advise_bands([acc.drafting_figures(band) for band, acc in bands], config.num_steps)
+        rates = position_profile(self.observations(config).windows)
+        drafting = [acc.drafting_figures(band) for band, acc in bands]
+        advice = advise_bands(drafting, config.num_steps, rates)
         engine = self._engine or "sglang"
         standard = config_standard(config)
         adaptive = bool(config.adaptive)
