@@ -4,11 +4,17 @@ SGLang exports gauges for the newest window of each DP rank (accept length, runn
 requests, throughput, token usage) and counters of verify calls, generated tokens and decode
 passes by CUDA-graph mode. Names arrive normalised to ``sglang_`` (SGLang serves the
 ``sglang:`` spelling too).
+
+A scheduler's series are the node's only once per DP rank: under priority scheduling each
+queue's total is under ``priority=""`` with its split by priority beside it, and with
+``--enable-metrics-for-all-schedulers`` every TP rank of a DP rank writes the batch they share
+under its own ``tp_rank``. The tokenizer's counters are split by priority too, but into
+disjoint requests, so they are summed whole.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from statistics import fmean
 
 from exporter.engines.engine import Samples
@@ -39,6 +45,9 @@ BOUNDS = {
 
 # More draft steps than any drafter runs: a hostile or broken exposition.
 MAX_STEPS = 64
+# Labels that tell apart the schedulers of one DP rank, which all run the same batch.
+_SAME_BATCH = ("tp_rank", "moe_ep_rank")
+Series = Sequence[tuple[dict[str, str], float]]
 
 
 class SGLangUpstream:
@@ -57,7 +66,7 @@ class SGLangUpstream:
         return BOUNDS.get(name)
 
     def read(self, samples: Samples, at: float) -> UpstreamValues:
-        """Gauges across all series (summed counts, averaged ratios) and the CUDA-graph share.
+        """Gauges across DP ranks (summed counts, averaged ratios) and the CUDA-graph share.
 
         The accept gauges of a rank with no running request are left out: SGLang refreshes the
         other gauges every 30 s while idle but not those, so they would show an old window as
@@ -67,17 +76,17 @@ class SGLangUpstream:
         over all decode modes since the previous scrape; ``None`` on the first scrape, when
         idle, or after a counter reset.
         """
-        passes = {
-            labels.get("mode", ""): value
-            for labels, value in samples.get("sglang_cuda_graph_passes_total", [])
-        }
+        passes: dict[str, float] = {}
+        for labels, value in _per_rank(samples.get("sglang_cuda_graph_passes_total", [])):
+            mode = labels.get("mode", "")
+            passes[mode] = passes.get(mode, 0.0) + value
         previous, self._passes = self._passes, passes
-        running = samples.get("sglang_num_running_reqs", [])
-        idle = [labels for labels, value in running if value == 0]
+        running = _per_rank(samples.get("sglang_num_running_reqs", []))
+        idle = {_rank(labels) for labels, value in running if value == 0}
         accept = [
             (labels, value)
-            for labels, value in samples.get("sglang_spec_accept_length", [])
-            if labels not in idle
+            for labels, value in _per_rank(samples.get("sglang_spec_accept_length", []))
+            if _rank(labels) not in idle
         ]
         verify_calls = _values(samples.get("sglang_spec_verify_calls_total", []), sum)
         generated = _values(samples.get("sglang_generation_tokens_total", []), sum)
@@ -86,8 +95,8 @@ class SGLangUpstream:
         return UpstreamValues(
             accept_length=_spec_value(accept),
             running_requests=_values(running, sum),
-            queued_requests=_values(samples.get("sglang_num_queue_reqs", []), sum),
-            gen_throughput=_values(samples.get("sglang_gen_throughput", []), sum),
+            queued_requests=_values(_per_rank(samples.get("sglang_num_queue_reqs", [])), sum),
+            gen_throughput=_values(_per_rank(samples.get("sglang_gen_throughput", [])), sum),
             token_usage=_values(samples.get("sglang_token_usage", []), max),
             cuda_graph_share=_graph_share(passes, previous),
             engine="sglang",
@@ -100,6 +109,21 @@ class SGLangUpstream:
                 else max(generated - verify_calls, 0)
             ),
         )
+
+
+def _rank(labels: Mapping[str, str]) -> frozenset[tuple[str, str]]:
+    """The batch a scheduler's series is of: its labels but those of its TP rank."""
+    return frozenset((name, value) for name, value in labels.items() if name not in _SAME_BATCH)
+
+
+def _per_rank(series: Series) -> list[tuple[dict[str, str], float]]:
+    """One series of a scheduler's metric per batch: the first TP rank's, and never a
+    priority's share of a total."""
+    kept: dict[frozenset[tuple[str, str]], tuple[dict[str, str], float]] = {}
+    for labels, value in series:
+        if not labels.get("priority"):
+            kept.setdefault(_rank(labels), (labels, value))
+    return list(kept.values())
 
 
 def _active_setup(samples: Samples) -> ServerConfig | None:
