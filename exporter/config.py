@@ -175,9 +175,10 @@ class Config(Strict):
     """The whole daemon configuration; docs/configuration.md lists every key."""
 
     listen: str = DEFAULT_LISTEN
-    # Bounded, so no setting shows a dead server's window as current or a missing log as
-    # waiting for good, and one line without a newline cannot take more than the cap.
-    stale_after: float = Field(default=STALE_AFTER, gt=0, le=3600)
+    # Finite (see Strict), so only a value given on purpose (a replay of an old log takes
+    # 1e9) keeps a window current for long; a missing log is reported within a day, and one
+    # line without a newline cannot take more than the cap.
+    stale_after: float = Field(default=STALE_AFTER, gt=0)
     log_missing_grace: float = Field(default=60.0, ge=0, le=86400)
     max_line_bytes: int = Field(default=1 << 20, ge=1024, le=MAX_LINE_BYTES)
     # DP ranks with their own per-window series; further ranks count only in the totals.
