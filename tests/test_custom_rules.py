@@ -90,6 +90,19 @@ def test_the_same_metric_name_in_two_rules_is_an_error() -> None:
         rule_set([_rule(), _rule(name="again")])
 
 
+def test_rules_keeping_more_series_together_than_the_budget_are_refused() -> None:
+    """Each rule was capped alone: 300 rules of 1,000 series, 40 KB of config, fed 1,000 lines,
+    made a 16 MB scrape taking 5 s and 464 MB of memory."""
+    many = [
+        _rule(name=f"r{i}", max_series=1000, metrics=[{"name": f"m{i}", "value": "len"}])
+        for i in range(3)
+    ]
+    with pytest.raises(ConfigError, match=r"^custom_rules: .*3000 series.*at most 2000"):
+        rule_set(many)
+    two_metrics = [{"name": "a", "value": "len"}, {"name": "b", "value": "len"}]
+    rule_set([_rule(max_series=1000, metrics=two_metrics)])  # 2,000: inside the budget
+
+
 def test_series_per_rule_are_capped_and_overflow_counted() -> None:
     rules = rule_set([_rule(max_series=3)])
     for i in range(10):

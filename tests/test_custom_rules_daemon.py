@@ -47,6 +47,26 @@ def test_bad_rule_stops_the_start_naming_the_key(tmp_path: Path) -> None:
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+def test_rules_over_the_series_budget_stop_the_start_naming_the_key(tmp_path: Path) -> None:
+    config = tmp_path / "specwatch.yaml"
+    rules = [
+        {
+            "name": f"r{i}",
+            "pattern": r"id=(?P<id>\d+) v=(?P<v>\d+)",
+            "labels": ["id"],
+            "max_series": 1000,
+            "metrics": [{"name": f"m{i}", "value": "v"}],
+        }
+        for i in range(300)
+    ]
+    config.write_text(yaml.safe_dump({"custom_rules": rules}))
+    result = _start(config, tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("specwatch run: error: custom_rules: ")
+    assert "300000 series" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
 EVIL_RULE = {
     "name": "runs",
     "pattern": r"^(?P<run>a+)+$",  # nested quantifiers: exponential for a backtracking matcher

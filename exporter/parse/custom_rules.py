@@ -24,7 +24,8 @@ gives ``specwatch_custom_eagle3_prof_accept_length{target,sync="no sync"} 0.58``
 unknown group or a bad name is an error naming the rule), and each rule keeps at most
 ``max_series`` label combinations of at most ``MAX_LABEL_CHARS`` characters each: label values
 come from log text, so without both caps one rule could create unbounded series or a huge
-scrape. Lines over either cap are counted, not exported.
+scrape. Lines over either cap are counted, not exported. All rules together keep at most
+``MAX_SERIES_TOTAL`` series, checked at start.
 
 Patterns run on RE2 (``google-re2``), whose matching time is linear in the line: Python's
 ``re`` backtracks, so ``^(a+)+$`` against a few dozen ``a``s would spin for hours in the tail
@@ -61,6 +62,10 @@ PREFIX = "specwatch_custom_"
 _NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _RESERVED_LABELS = frozenset({"target", "le", "quantile"})
 MAX_LABEL_CHARS = 128
+# Series all rules may keep per target, counted as max_series x metrics per rule: each rule
+# was capped alone, and 300 rules of 1,000 series (40 KB of config) made a 16 MB scrape that
+# took 5 s and 464 MB. The shipped monitors' sampleLimit is 1,000 per scrape.
+MAX_SERIES_TOTAL = 2000
 # A label combination with no line for this long is forgotten, counters included (they
 # restart from 0 if it comes back, which rate() reads as a reset).
 RETIRE_SECONDS = 3600.0
@@ -199,6 +204,11 @@ class CustomRuleSet:
         cpu_budget: float = RULE_CPU_BUDGET,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if (total := sum(r.max_series * len(r.metrics) for r in rules)) > MAX_SERIES_TOTAL:
+            raise CustomRuleError(
+                f"the rules keep up to {total} series (max_series x metrics, summed), "
+                f"at most {MAX_SERIES_TOTAL}"
+            )
         names = [f"{PREFIX}{metric.name}" for rule in rules for metric in rule.metrics]
         if duplicates := sorted({n for n in names if names.count(n) > 1}):
             raise CustomRuleError(f"metric name used twice: {duplicates}")
