@@ -120,6 +120,16 @@ def test_unnumeric_value_is_counted_not_exported() -> None:
     assert rules.dropped_counts() == {("prof", "bad_value"): 1}
 
 
+def test_a_counter_that_would_sum_to_infinity_keeps_its_value_and_counts_the_line() -> None:
+    """Each increment of 7.7e307 is finite; their sum was +Inf, exported for good."""
+    counter = [{"name": "c", "type": "counter", "value": "len"}]
+    rules = rule_set([_rule(pattern=r"Accept len: (?P<len>\d+) (?P<mode>\w+)", metrics=counter)])
+    big = "7" * 308
+    rules.feed_raw([f"Accept len: {big} fast".encode()] * 3)
+    assert series(rules) == {("specwatch_custom_c", (("mode", "fast"),)): float(big) * 2}
+    assert rules.dropped_counts() == {("prof", "bad_value"): 1}
+
+
 def test_stale_gauges_are_left_out_counters_stay() -> None:
     rule = _rule(metrics=[{"name": "g", "value": "len"}, {"name": "c", "type": "counter"}])
     rules = rule_set([rule])

@@ -292,12 +292,18 @@ class CustomRuleSet:
                 if full:
                     self._count_drop(rule.name, "series_limit")
                     return
+            totals = [
+                value + compiled.series.get((m.name, labels), (0.0, now))[0]
+                if m.type == "counter"
+                else value
+                for m, value in updates
+            ]
+            if not all(map(math.isfinite, totals)):  # finite increments can still sum to inf
+                self._count_drop(rule.name, "bad_value")
+                return
             compiled.label_sets[labels] = now
-            for metric, value in updates:
-                key = (metric.name, labels)
-                if metric.type == "counter":
-                    value += compiled.series.get(key, (0.0, now))[0]
-                compiled.series[key] = (value, now)
+            for (metric, _), total in zip(updates, totals, strict=True):
+                compiled.series[(metric.name, labels)] = (total, now)
 
     def _drop(self, rule: str, reason: str, lines: int = 1) -> None:
         with self._lock:
