@@ -161,18 +161,39 @@ def from_server_args(args: Mapping[str, Any]) -> ServerConfig:
     if isinstance(values["algorithm"], str):
         values["algorithm"] = values["algorithm"].upper()
     values["max_running_requests"] = _per_scheduler(values["max_running_requests"], args)
-    return ServerConfig(**values)
+    return _decode_graphs(ServerConfig(**values), args.get("cuda_graph_config"))
 
 
 def _per_scheduler(cap: int | None, args: Mapping[str, Any]) -> int | None:
     """``--max-running-requests`` as each scheduler applies it. With DP attention the flag is
-    the node's, and each DP rank's scheduler takes ``cap // dp_size``: the share its startup
+    the node's, and each DP rank's scheduler takes ``cap // width``: the share its startup
     line and ``effective_max_running_requests_per_dp`` report, and the running requests its
-    decode lines count against."""
-    dp_size: int | None = _coerce(args.get("dp_size"), int)
-    if cap is None or args.get("enable_dp_attention") is not True or not dp_size or dp_size < 2:
+    decode lines count against. The width is ``attn_dp_size`` from SGLang 0.5.23 (which
+    resolves ``--dp-size N --enable-dp-attention`` to it and ``dp_size=1``), ``dp_size`` with
+    ``enable_dp_attention`` before."""
+    width: int | None = _coerce(args.get("attn_dp_size"), int)
+    if width is None and args.get("enable_dp_attention") is True:
+        width = _coerce(args.get("dp_size"), int)
+    if cap is None or not width or width < 2:
         return cap
-    return cap // dp_size
+    return max(cap // width, 1)
+
+
+def _decode_graphs(config: ServerConfig, graphs: object) -> ServerConfig:
+    """The decode phase of SGLang 0.5.23's resolved ``cuda_graph_config``: its backend is
+    ``disabled`` however graphs were turned off (``--cuda-graph-backend-decode=disabled``,
+    ``--disable-decode-cuda-graph``, the folded ``--disable-cuda-graph``, an attention backend
+    without graphs), and its ``max_bs`` is the largest batch captured."""
+    decode = graphs.get("decode") if isinstance(graphs, Mapping) else None
+    if not isinstance(decode, Mapping):
+        return config
+    backend = _coerce(decode.get("backend"), str)
+    if backend is not None and not config.disable_cuda_graph:
+        config = replace(config, disable_cuda_graph=backend == "disabled")
+    max_bs: int | None = _coerce(decode.get("max_bs"), int)
+    if config.cuda_graph_max_bs is None and max_bs is not None:
+        config = replace(config, cuda_graph_max_bs=max_bs)
+    return config
 
 
 def from_server_info(info: Mapping[str, Any]) -> ServerConfig:

@@ -28,6 +28,7 @@ def server_args(
         "api_key": "sk-live-0123456789",
         "tp_size": 8,
         "dp_size": 1,
+        "attn_dp_size": 1,
         "log_level": "info",
         "decode_log_interval": 40,
         "max_running_requests": 128,
@@ -39,8 +40,12 @@ def server_args(
         "speculative_num_draft_tokens": draft_tokens,
         "speculative_adaptive": adaptive,
         "speculative_adaptive_config": None,
-        "cuda_graph_max_bs": 128,
         "disable_cuda_graph": False,
+        # CudaGraphConfig, expanded: 0.5.23 has no cuda_graph_max_bs field of its own.
+        "cuda_graph_config": {
+            "decode": {"backend": "full", "max_bs": 128, "bs": [1, 2, 4, 8, 16, 32, 64, 128]},
+            "prefill": {"backend": "breakable", "max_bs": 2048, "bs": None},
+        },
         "host": "0.0.0.0",
     }
     return f"{stamp(at)} server_args={fields}"

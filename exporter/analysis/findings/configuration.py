@@ -19,6 +19,8 @@ from exporter.engines.server_config import ServerConfig
 
 NO_GRAPH_SHARE = 0.5  # more than half the decode windows without CUDA graph
 CAPPED_SHARE = 0.5  # at least half the windows at the cap with a queue
+# SGLang's flag for the largest decode batch captured in a CUDA graph, renamed in 0.5.23.
+GRAPH_MAX_BS = "--cuda-graph-max-bs (--cuda-graph-max-bs-decode from SGLang 0.5.23)"
 
 
 _EAGLE3_NAME = re.compile(r"eagle[-_.]?3", re.IGNORECASE)
@@ -73,7 +75,7 @@ def cuda_graph_disabled(obs: Observations) -> Finding | None:
             return None
         seen = f"{share:.0%} of recent decode windows ran without CUDA graph{_batch_note(obs)}."
         fix = (
-            "Raise --cuda-graph-max-bs to at least the usual number of running requests "
+            f"Raise {GRAPH_MAX_BS} to at least the usual number of running requests "
             "(larger batches run eagerly), and check the capture lines at startup succeeded."
         )
     return Finding(
@@ -139,7 +141,7 @@ def running_requests_capped(obs: Observations) -> Finding | None:
             ),
             fix=(
                 "Nothing to fix in speculation; add capacity, or raise --max-running-requests "
-                "(and --cuda-graph-max-bs) if memory allows."
+                f"(and {GRAPH_MAX_BS}) if memory allows."
             ),
         )
     return Finding(
@@ -152,7 +154,7 @@ def running_requests_capped(obs: Observations) -> Finding | None:
             "throughput than speculation gains."
         ),
         fix=(
-            "Set --max-running-requests explicitly (and --cuda-graph-max-bs to match) if memory "
+            f"Set --max-running-requests explicitly (and {GRAPH_MAX_BS} to match) if memory "
             "allows, or compare against a non-speculative server at the same concurrency."
         ),
     )

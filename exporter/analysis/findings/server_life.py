@@ -16,7 +16,8 @@ HIDING_LOG_LEVELS = frozenset({"warning", "error", "critical"})
 _CRASH_FIXES = {
     "CUDA graph capture failed: out of GPU memory at start-up": (
         "Leave the CUDA graphs room: lower SGLang's --mem-fraction-static (0.8, then 0.7) or "
-        "--cuda-graph-max-bs, or vLLM's --gpu-memory-utilization; then restart the server."
+        "--cuda-graph-max-bs (--cuda-graph-max-bs-decode from 0.5.23), or vLLM's "
+        "--gpu-memory-utilization; then restart the server."
     ),
     # In the flags of the run's own engine (its ``gpu_headroom`` fix).
     "CUDA out of memory": "Leave the GPU more headroom: lower {headroom}; then restart the server.",
