@@ -23,11 +23,13 @@ from tests.support.loglines import (
     VLLM_START,
     decode,
     metrics_disabled,
+    stamp,
     startup,
     undertrained_drafter,
     vllm_interval,
     wrong_algorithm_flag,
 )
+from tests.support.speclogs import server_args
 from tests.support.tools import free_port
 from tests.support.upstream_servers import TRTLLM_PATH, TrtllmMetrics
 
@@ -268,3 +270,20 @@ def test_runs_of_two_engines_say_which_engine_each_ran(tmp_path: Path) -> None:
         specwatch_cmd("report", log, "--json"), capture_output=True, text=True, check=True
     )
     assert [run["engine"] for run in json.loads(result.stdout)["runs"]] == ["sglang", "vllm"]
+
+
+def test_an_sglang_server_without_speculation_is_not_judged_and_says_why(tmp_path: Path) -> None:
+    """SGLang without --speculative-algorithm writes decode lines with no accept length: the
+    reason given is its own, not a vLLM release's."""
+    decodes = [
+        f"{stamp(60 + 4 * i, 'TP0')} Decode batch, #running-req: 48, #token: 43200, token "
+        "usage: 0.04, cuda graph: True, gen throughput (token/s): 1500.00, #queue-req: 0"
+        for i in range(8)
+    ]
+    result = doctor("--log-file", write_log(tmp_path, [server_args(None), *decodes]))
+    assert result.returncode == 1, result.stdout
+    assert "8 decode windows in the newest server run and none with an accept length" in (
+        result.stdout
+    )
+    assert "its arguments name no --speculative-algorithm" in result.stdout
+    assert "vLLM" not in result.stdout

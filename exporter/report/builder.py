@@ -245,7 +245,9 @@ class ReportBuilder(RecordSink):
             verdicts = judge(
                 figures, self.expected_accept_length, self.thresholds, standard, config.num_steps
             )
-            self._done.append(run.summary(figures, verdicts, config))
+            # A run whose start line was not read takes its engine from its stats lines.
+            engine = config.engine or self._engine
+            self._done.append(run.summary(figures, verdicts, replace(config, engine=engine)))
 
     # Results --------------------------------------------------------------------------------
     @property

@@ -188,6 +188,21 @@ class RunSummary:
         }
 
 
+# Why a run's windows carry no accept length, in the words of the engine that logged them.
+_NO_ACCEPT_LENGTH = {
+    "sglang": "SGLang logs one only while it speculates, and its arguments name no "
+    "--speculative-algorithm",
+    "vllm": "a vLLM 0.8.3 or 0.8.4 line gives one only with the engine's configuration line, "
+    "which names its speculative tokens",
+}
+
+
+def _no_accept_length(run: RunSummary) -> str:
+    if run.engine == "sglang" and run.algorithm is not None:
+        return "SGLang logs one only while it speculates"
+    return _NO_ACCEPT_LENGTH.get(run.engine or "") or "; ".join(_NO_ACCEPT_LENGTH.values())
+
+
 @dataclass(frozen=True, slots=True)
 class Report:
     """The folded result of one ``specwatch report`` run."""
@@ -290,9 +305,8 @@ class Report:
         windows = f"{run.decode_windows} decode window{'' if run.decode_windows == 1 else 's'}"
         if run.accept_length is None and not run.drafting_off:
             return (
-                f"{windows} in the newest server run and none with an accept length (a vLLM "
-                "0.8.3 or 0.8.4 line gives one only with the engine's configuration line, "
-                "which names its speculative tokens)"
+                f"{windows} in the newest server run and none with an accept length "
+                f"({_no_accept_length(run)})"
             )
         if run.decode_windows >= MIN_WINDOWS:
             return None

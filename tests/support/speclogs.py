@@ -13,7 +13,7 @@ from tests.support.loglines import stamp
 
 
 def server_args(
-    algorithm: str,
+    algorithm: str | None,
     *,
     draft_path: str | None = None,
     steps: int = 3,
