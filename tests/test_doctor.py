@@ -287,3 +287,18 @@ def test_an_sglang_server_without_speculation_is_not_judged_and_says_why(tmp_pat
     )
     assert "its arguments name no --speculative-algorithm" in result.stdout
     assert "vLLM" not in result.stdout
+
+
+def test_a_vllm_server_without_speculation_is_not_judged_and_says_why(tmp_path: Path) -> None:
+    """vLLM started without --speculative-config logs no SpecDecoding line: that is the
+    reason, not an old release's line format."""
+    start = VLLM_START.split("speculative_config=")[0] + "speculative_config=None, "
+    start += "tokenizer='meta-llama/Llama-3.1-8B-Instruct', enforce_eager=False"
+    engine_lines = [line for i in range(6) for line in vllm_interval(10 * i)][::2]
+    result = doctor("--log-file", write_log(tmp_path, [start, *engine_lines]))
+    assert result.returncode == 1, result.stdout
+    assert "6 decode windows in the newest server run and none with an accept length" in (
+        result.stdout
+    )
+    assert "its engine configuration has no speculative_config" in result.stdout
+    assert "0.8.3" not in result.stdout

@@ -200,6 +200,11 @@ _NO_ACCEPT_LENGTH = {
 def _no_accept_length(run: RunSummary) -> str:
     if run.engine == "sglang" and run.algorithm is not None:
         return "SGLang logs one only while it speculates"
+    if run.engine == "vllm" and run.started_at is not None and run.algorithm is None:
+        return (
+            "vLLM logs one only while it speculates, and its engine configuration has no "
+            "speculative_config"
+        )
     return _NO_ACCEPT_LENGTH.get(run.engine or "") or "; ".join(_NO_ACCEPT_LENGTH.values())
 
 
