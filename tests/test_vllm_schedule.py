@@ -9,16 +9,21 @@ draft is made, so the scheduler makes no speculation stats and no spec line foll
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
+from exporter.cli import main
 from exporter.config import TargetConfig
 from exporter.engines.record import scheduled_steps
 from exporter.engines.vllm import speculation_schedule
 from exporter.state.feed import LogFeed
 from exporter.state.target_state import TargetState
 from exporter.target import Target
+from tests.support.files import write_log
 from tests.support.metrics import Clock, render
 
 SCHEDULE = [[1, 8, 3], [9, 63, 1], [64, 1024, 0]]
@@ -115,3 +120,57 @@ def test_positions_past_what_the_schedule_drafts_are_not_judged() -> None:
     scrape = render([target], clock)
     assert scrape.value("specwatch_drafting_off_windows_total", target="node") == 0
     assert scrape.values("specwatch_finding", target="node") == []
+
+
+def collapsed_spec(second: int) -> str:
+    """Three speculative tokens a round, none accepted."""
+    return (
+        f"(APIServer pid=1) INFO 12-01 10:{second // 60:02d}:{second % 60:02d} [metrics.py:101] "
+        "SpecDecoding metrics: Mean acceptance length: 1.00, Accepted throughput: 0.00 "
+        "tokens/s, Drafted throughput: 1800.00 tokens/s, Accepted: 0 tokens, Drafted: 18000 "
+        "tokens, Per-position acceptance rate: 0.000, 0.000, 0.000, Avg Draft acceptance rate: "
+        "0.0%"
+    )
+
+
+def mostly_busy(spec_line: Callable[[int], str]) -> list[str]:
+    """Two quiet windows that draft, then six busy ones the schedule turns drafting off in."""
+    lines = [ARGS, START]
+    second = 60
+    for _ in range(5):
+        for _ in range(2):
+            lines += [engine(second, 4, 160.0), spec_line(second)]
+            second += 10
+        for _ in range(6):
+            lines.append(engine(second, 96, 2950.0))
+            second += 10
+    return lines
+
+
+def test_a_drafter_that_accepts_nothing_where_the_schedule_drafts_is_collapsed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """vLLM's schedule turns drafting off by batch size, not by acceptance: its quiet windows
+    are not probes of a drafter given up on, but every round at that load, slowed for nothing."""
+    log = write_log(tmp_path, mostly_busy(collapsed_spec))
+    assert main(["doctor", "--log-file", log, "--json"]) == 3
+    report = json.loads(capsys.readouterr().out)
+    assert [v["code"] for v in report["verdicts"]] == ["accept_length_collapsed"]
+    assert "adaptive_drafter_given_up" not in {f["code"] for f in report["findings"]}
+    healthy = write_log(tmp_path, mostly_busy(spec))
+    assert main(["doctor", "--log-file", healthy, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["verdicts"] == []
+
+
+def test_the_daemon_exports_the_floor_where_the_schedule_drafts() -> None:
+    """So the collapse and low rules judge those windows; adaptive's probes alone hide it."""
+    target = Target(TargetConfig(name="node"), TargetState("node"), None)
+    LogFeed(target.state, engine="vllm").on_lines(
+        [line.encode() for line in mostly_busy(collapsed_spec)]
+    )
+    clock = Clock()
+    clock.now = time.time()
+    scrape = render([target], clock)
+    assert scrape.value("specwatch_accept_length_floor", target="node") == 1.8
+    assert {s for s in scrape.names() if "finding" in s} <= {"specwatch_finding"}
+    assert scrape.value("specwatch_finding", code="adaptive_drafter_given_up") is None

@@ -60,6 +60,8 @@ class RunFigures:
     # What the accept length was measured over, when not the log's decode windows (doctor
     # --url: the server's counters between two scrapes).
     basis: str | None = None
+    # Whether windows that draft amid drafting-off ones are probes (``ServerConfig.probes``).
+    probes: bool = True
 
     @property
     def measured_over(self) -> str:
@@ -70,7 +72,7 @@ class RunFigures:
         """Drafting was off in nearly every window: the windows with it on are adaptive's
         probes, judged by the finding adaptive_drafter_given_up, not by accept length."""
         total = self.windows + self.drafting_off
-        return total > 0 and self.drafting_off / total >= OFF_SHARE
+        return self.probes and total > 0 and self.drafting_off / total >= OFF_SHARE
 
     @property
     def speedup(self) -> float | None:

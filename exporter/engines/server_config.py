@@ -100,6 +100,14 @@ class ServerConfig:
     schedule: tuple[tuple[int, int, int], ...] | None = None
 
     @property
+    def probes(self) -> bool:
+        """Whether windows that draft amid drafting-off ones are probes: SGLang's adaptive
+        speculation turns drafting off when drafts are rejected and drafts now and then to
+        see if they still are; vLLM's schedule turns it off by batch size and drafts every
+        round at the batch sizes it drafts at, so those windows are the drafter's level."""
+        return bool(self.adaptive) and self.schedule is None
+
+    @property
     def steps_now(self) -> int | None:
         """The draft steps in force: adaptive's newest choice, else the configured count."""
         return self.active_steps if self.active_steps is not None else self.num_steps

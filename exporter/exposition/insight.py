@@ -86,7 +86,7 @@ def inspect(
     )
     off_share = drafting_off_share(observations.windows)
     # Drafting off nearly always: the windows with it on are probes, not the drafter's level.
-    probing = off_share is not None and off_share >= OFF_SHARE
+    probing = observations.config.probes and off_share is not None and off_share >= OFF_SHARE
     return Insight(
         observations.config,
         evaluate(observations),

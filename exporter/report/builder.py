@@ -241,6 +241,7 @@ class ReportBuilder(RecordSink):
         run = self._run
         if run.stats_lines or run.started_at is not None:
             figures = run.figures(self.baseline is not None, self.baseline_option)
+            figures = replace(figures, probes=config.probes)
             standard = config_standard(config)
             verdicts = judge(
                 figures, self.expected_accept_length, self.thresholds, standard, config.num_steps

@@ -100,7 +100,7 @@ def adaptive_drafter_given_up(obs: Observations) -> Finding | None:
     (its memory, its graphs, every probe) and does nothing.
     """
     share = drafting_off_share(obs.windows)
-    if not obs.config.adaptive or share is None or share < OFF_SHARE:
+    if not obs.config.probes or share is None or share < OFF_SHARE:
         return None
     probes = [w.accept_length for w in obs.windows if w.accept_length is not None]
     probe_length = fmean(probes) if probes else None
