@@ -20,6 +20,7 @@ from exporter.cli import main
 from exporter.config import TargetConfig
 from exporter.engines.record import scheduled_steps
 from exporter.engines.vllm import speculation_schedule
+from exporter.exposition.landing import landing_page
 from exporter.state.feed import LogFeed
 from exporter.state.target_state import TargetState
 from exporter.target import Target
@@ -174,3 +175,22 @@ def test_the_daemon_exports_the_floor_where_the_schedule_drafts() -> None:
     assert scrape.value("specwatch_accept_length_floor", target="node") == 1.8
     assert {s for s in scrape.names() if "finding" in s} <= {"specwatch_finding"}
     assert scrape.value("specwatch_finding", code="adaptive_drafter_given_up") is None
+
+
+def test_drafting_off_is_named_by_vllms_schedule_not_adaptive_speculation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """'Adaptive' is SGLang's word for turning drafting off by acceptance; a vLLM node turns it
+    off by its num_speculative_tokens_per_batch_size table."""
+    log = write_log(tmp_path, mostly_busy(spec))
+    assert main(["report", log]) == 0
+    out = capsys.readouterr().out
+    assert "speculation off (per-batch-size schedule) in 30 of 40 decode windows" in out
+    assert "adaptive" not in out.split("\n\n")[0]
+
+
+def test_the_landing_page_names_vllms_schedule_for_drafting_off() -> None:
+    target = Target(TargetConfig(name="node"), TargetState("node"), None)
+    LogFeed(target.state, engine="vllm").on_lines([line.encode() for line in mostly_busy(spec)])
+    page = landing_page([target], stale_after=3600).decode()
+    assert "speculation off (per-batch-size schedule): plain decoding at this load" in page

@@ -35,6 +35,12 @@ def engine_fix(change: str, engine: str | None = None) -> str:
     )
 
 
+def off_cause(engine: str | None) -> str:
+    """What turned drafting off, in the engine's words: SGLang's adaptive speculation (by
+    acceptance), vLLM's per-batch-size schedule (by batch size)."""
+    return "per-batch-size schedule" if engine == "vllm" else "adaptive"
+
+
 # The engine fixes a Standard's texts name as ``{change}``, filled for the run's engine.
 _STANDARD_CHANGES = ("eagle3_algorithm", "speculative_tokens")
 

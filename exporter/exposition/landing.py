@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from exporter import __version__
+from exporter.analysis.algorithms import off_cause
 from exporter.engines.record import drafting_off
 from exporter.engines.server_config import ServerConfig
 from exporter.exposition.insight import inspect
@@ -42,7 +43,7 @@ def _speculation(config: ServerConfig, fresh: Iterable[LatestDecode]) -> str:
     """What the node's speculation is doing now, in words: off under adaptive speculation is
     its own state, not an accept length of 1.00."""
     if any(drafting_off(window.record) for window in fresh):
-        return "; speculation off (adaptive): plain decoding at this load"
+        return f"; speculation off ({off_cause(config.engine)}): plain decoding at this load"
     if config.adaptive and config.steps_now is not None:
         return f"; adaptive speculation drafting {config.steps_now} steps"
     return ""

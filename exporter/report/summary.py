@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from itertools import pairwise
 from typing import Any
 
+from exporter.analysis.algorithms import off_cause
 from exporter.analysis.breakeven import Assessment
 from exporter.analysis.findings import CRITICAL, Finding
 from exporter.analysis.ranks import RankAccept
@@ -152,8 +153,8 @@ class RunSummary:
         if not self.drafting_off:
             return ""
         return (
-            f"speculation off (adaptive) in {self.drafting_off} of {self.decode_windows} "
-            "decode windows"
+            f"speculation off ({off_cause(self.engine)}) in {self.drafting_off} of "
+            f"{self.decode_windows} decode windows"
         )
 
     @property
