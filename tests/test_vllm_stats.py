@@ -297,3 +297,75 @@ def test_a_vllm_request_quoting_sglang_text_does_not_switch_a_vllm_source() -> N
     processor = LineProcessor(sink)
     processor.process([echo.encode(), (TAG + ENGINE).encode()])
     assert processor.engine == "vllm"
+
+
+# vLLM's own format strings (v1/metrics/loggers.py, v1/spec_decode/metrics.py), filled as a
+# data-parallel rank's API server fills them: under --data-parallel-multi-port-external-lb each
+# rank has an API server process of its own, APIServer_DP<rank>, all writing to one output.
+ENGINE_FORMAT = (
+    "Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f tokens/s, "
+    "Running: %d reqs, Waiting: %d reqs, %s KV cache usage: %.1f%%"
+)
+SPEC_FORMAT = (
+    "SpecDecoding metrics: Mean acceptance length: %.2f, Accepted throughput: %.2f tokens/s, "
+    "Drafted throughput: %.2f tokens/s, Accepted: %d tokens, Drafted: %d tokens, "
+    "Per-position acceptance rate: %s, Avg Draft acceptance rate: %.1f%%"
+)
+
+
+def dp_engine(rank: int, running: int, stamp: str = "05-06 06:11:23") -> str:
+    body = ENGINE_FORMAT % (120.0, 900.0 + rank, running, 0, "GPU", 40.0)
+    return f"(APIServer_DP{rank} pid={300 + rank}) INFO {stamp} [loggers.py:336] " + (
+        f"Engine {rank:03d}: {body}"
+    )
+
+
+def dp_spec(rank: int, accepted: int, stamp: str = "05-06 06:11:23") -> str:
+    drafts, draft_tokens = 1000, 3000
+    rate = accepted / draft_tokens
+    body = SPEC_FORMAT % (
+        1 + accepted / drafts,
+        accepted / 10,
+        draft_tokens / 10,
+        accepted,
+        draft_tokens,
+        ", ".join(f"{rate:.3f}" for _ in range(3)),
+        rate * 100,
+    )
+    return f"(APIServer_DP{rank} pid={300 + rank}) INFO {stamp} [metrics.py:120] {body}"
+
+
+def by_rank(
+    records: list[StatsRecord | Unrecognized | LogLine],
+) -> dict[int | None, tuple[int | None, float | None]]:
+    assert all(isinstance(r, StatsRecord) for r in records)
+    return {
+        r.dp_rank: (r.running_requests, r.accept_length)
+        for r in records
+        if isinstance(r, StatsRecord)
+    }
+
+
+def test_two_dp_ranks_interleaved_pair_each_engine_line_with_its_own_spec_line() -> None:
+    """Two API servers write to one log: both engine lines can come before either spec line,
+    and the spec line names no engine, only its process does."""
+    records = feed(dp_engine(0, 20), dp_engine(1, 12), dp_spec(0, 1800), dp_spec(1, 0))
+    assert len(records) == 2
+    assert by_rank(records) == {0: (20, 2.8), 1: (12, 1.0)}
+
+
+def test_a_rank_without_drafts_this_interval_leaves_the_other_ranks_pair_intact() -> None:
+    records = feed(dp_engine(0, 20), dp_engine(1, 12), dp_spec(1, 600))
+    assert len(records) == 2
+    assert by_rank(records) == {0: (20, None), 1: (12, 1.6)}
+
+
+def test_one_process_logging_every_engine_pairs_each_in_turn() -> None:
+    """With --api-server-count 1 one API server logs every engine, each engine's pair in
+    turn, under one process tag."""
+    one = [
+        line.replace(f"APIServer_DP{rank} pid={300 + rank}", "APIServer pid=300")
+        for rank, accepted in ((0, 1800), (1, 0))
+        for line in (dp_engine(rank, 20 - 8 * rank), dp_spec(rank, accepted))
+    ]
+    assert by_rank(feed(*one)) == {0: (20, 2.8), 1: (12, 1.0)}

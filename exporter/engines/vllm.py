@@ -4,7 +4,10 @@ vLLM writes two lines per logging interval from the API-server process: the engi
 (``Engine 000: Avg prompt throughput: ..., Running: N reqs, Waiting: N reqs, ...``) and, right
 after it when drafts were made, the ``SpecDecoding metrics:`` line. One decode window needs
 both, so :class:`VllmParser` holds the engine line until its spec line arrives (or the next
-engine line shows none is coming) and yields one :class:`StatsRecord` per interval.
+engine line shows none is coming) and yields one :class:`StatsRecord` per interval. The spec
+line names no engine: a data-parallel launch with an API server per rank writes each rank's
+pair from its own process into one log, and the pairs interleave, so a spec line completes
+the engine line of its own process (its ``(APIServer_DP1 pid=N)`` tag).
 
 The spec line changed field order between releases and its per-position list uses the same
 ``", "`` separator as the fields, so every field is found by its own name, never by position.
@@ -61,9 +64,12 @@ PAIR_SECONDS = 2.0
 # Optional process tag (ANSI already stripped), level, ``MM-DD HH:MM:SS``, then the file info
 # with (V1) or without (V0) its opening bracket.
 _PREFIX = re.compile(
-    r"(?:\([^()\s]+ pid=\d+\) )?[A-Z]+ (\d\d)-(\d\d) (\d\d:\d\d:\d\d)(?:[.,]\d+)? "
+    r"(\([^()\s]+ pid=\d+\) )?[A-Z]+ (\d\d)-(\d\d) (\d\d:\d\d:\d\d)(?:[.,]\d+)? "
     r"\[?[\w./-]+:\d+\] "
 )
+# Processes with an engine line waiting for its spec line at once: one per API server of a
+# data-parallel launch; more is hostile input, and the oldest is let go as a window alone.
+MAX_PENDING = 64
 _ENGINE_HEAD = re.compile(r"(?:Engine (\d{1,4}): |\d{1,4} Engines Aggregated: )?Avg prompt ")
 _NUMBER = r"(\d+(?:\.\d+)?|nan)"
 _SPEC_FIELDS: dict[str, re.Pattern[str]] = {
@@ -103,7 +109,8 @@ class VllmParser:
     """
 
     def __init__(self, now: datetime | None = None) -> None:
-        self._pending: _EngineLine | None = None
+        # Process tag ("" for none) -> its engine line waiting for a spec line, oldest first.
+        self._pending: dict[str, _EngineLine] = {}
         self._now = now
         self._k: int | None = None  # speculative tokens a round, from the engine's config
         self._totals: _Totals | None = None  # V0's previous lifetime totals
@@ -118,7 +125,8 @@ class VllmParser:
         if match is None:  # a traceback's own lines carry no prefix
             return [LogLine(None, None, None, text, NAME)] if ending.parse(text) else []
         message = text[match.end() :]
-        time = self._iso(*match.groups())
+        tag, *stamp = match.groups()
+        time = self._iso(*stamp)
         if time is None:
             return []
         prefix, self._ending_prefix = self._ending_prefix, None
@@ -128,11 +136,12 @@ class VllmParser:
         if prefix == text[: match.end()]:  # a line of that record's traceback
             self._ending_prefix = prefix
             return [LogLine(time, None, None, message, NAME)] if ending.parse(message) else []
+        process = tag or ""
         if message.startswith(SPEC_HEAD):
             body = message[len(SPEC_HEAD) :]
-            return [*self._spec(time, _spec_values(body, self._k))]
+            return [*self._spec(process, time, _spec_values(body, self._k))]
         if message.startswith(OLD_SPEC_HEAD):
-            return [*self._spec(time, self._old_spec(message[len(OLD_SPEC_HEAD) :]))]
+            return [*self._spec(process, time, self._old_spec(message[len(OLD_SPEC_HEAD) :]))]
         if message.startswith(NON_DEFAULT_ARGS):
             return [LogLine(time, None, None, message, NAME)]
         if message.startswith(ENGINE_CONFIG):
@@ -146,19 +155,21 @@ class VllmParser:
         line = _engine_line(time, head, message[head.end() - len("Avg prompt ") :])
         if isinstance(line, Unrecognized):
             return [line]
-        held = self._take_pending()
-        self._pending = line
+        held = self._take_pending(process)
+        if len(self._pending) >= MAX_PENDING:
+            held.extend(self._take_pending(next(iter(self._pending))))
+        self._pending[process] = line
         return [*held]
 
     def flush(self) -> list[StatsRecord | Unrecognized]:
-        """The held engine line as a window of its own (the source has ended)."""
-        held, self._pending = self._pending, None
-        return [] if held is None else [_record(held)]
+        """The held engine lines as windows of their own (the source has ended)."""
+        held, self._pending = self._pending, {}
+        return [_record(line) for line in held.values()]
 
-    def _take_pending(self) -> list[StatsRecord | Unrecognized]:
-        """The previous engine line, which no spec line followed (no drafts that interval):
-        a window of its own however long ago, as vLLM logged it when it was busy."""
-        held, self._pending = self._pending, None
+    def _take_pending(self, process: str) -> list[StatsRecord | Unrecognized]:
+        """The previous engine line of ``process``, which no spec line followed (no drafts
+        that interval): a window of its own however long ago, as vLLM logged it when busy."""
+        held = self._pending.pop(process, None)
         return [] if held is None else [_record(held)]
 
     def _old_spec(self, body: str) -> _Spec | Unrecognized | None:
@@ -176,20 +187,20 @@ class VllmParser:
         return values.minus(previous).spec(values.k)
 
     def _spec(
-        self, time: str, spec: _Spec | Unrecognized | None
+        self, process: str, time: str, spec: _Spec | Unrecognized | None
     ) -> list[StatsRecord | Unrecognized]:
-        """The spec line completes the engine line logged with it into one window."""
+        """The spec line completes the engine line its process logged with it into one
+        window."""
         if spec is None:
             return []
         if isinstance(spec, Unrecognized):
             return [spec]
-        seconds = _seconds(time)
-        if self._pending is not None and abs(seconds - self._pending.seconds) <= PAIR_SECONDS:
-            record = _record(self._pending)
-            self._pending = None
-            return [_with_spec(record, spec)]
+        pending = self._pending.get(process)
+        if pending is not None and abs(_seconds(time) - pending.seconds) <= PAIR_SECONDS:
+            del self._pending[process]
+            return [_with_spec(_record(pending), spec)]
         alone = _with_spec(StatsRecord("decode", time, NAME), spec)
-        return [*self._take_pending(), alone]
+        return [*self._take_pending(process), alone]
 
     def _iso(self, month: str, day: str, clock: str) -> str | None:
         """ISO time of a stamp without a year: the latest year that puts it in the past (a
