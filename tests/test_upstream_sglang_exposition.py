@@ -104,3 +104,35 @@ def test_daemon_reads_a_priority_dp_node_and_names_its_eager_rank(
             metrics.decode_passes(1, graph=300, eager=0)
             server.routes["/metrics"] = Route(body=metrics.body())
             d.wait_metric("specwatch_finding", lambda v: v == 1, code="cuda_graph_disabled")
+
+
+def test_pipeline_stages_count_each_batch_once(sglang: FakeSGLang) -> None:
+    """--pp-size 2: the TP0 scheduler of each stage writes the batch every stage runs, under
+    its own pp_rank; summed, the node read twice its requests and throughput."""
+    values = scraped(sglang, busy(SGLangMetrics(pp=2)), UpstreamScraper(f"{sglang.url}/metrics"))
+    assert values.running_requests == 61
+    assert values.queued_requests == 4
+    assert values.gen_throughput == 1200
+    assert values.accept_length == pytest.approx(2.6)
+
+
+def test_a_pipeline_stage_out_of_its_cuda_graphs_shows_in_the_share(sglang: FakeSGLang) -> None:
+    """Each stage replays graphs of its own layers: a stage running eagerly is no copy of the
+    first stage's passes, and must not hide behind them."""
+    metrics = busy(SGLangMetrics(dp=1, pp=2))
+    metrics.decode_passes(0, graph=1000, eager=0)
+    scraper = UpstreamScraper(f"{sglang.url}/metrics")
+    scraped(sglang, metrics, scraper)
+    metrics.decode_passes(0, graph=500, eager=0, pp=0)
+    metrics.decode_passes(0, graph=0, eager=500, pp=1)
+    assert scraped(sglang, metrics, scraper).cuda_graph_share == pytest.approx(0.5)
+
+
+def test_the_first_pipeline_stage_speaks_for_the_batch(sglang: FakeSGLang) -> None:
+    """Stages report at their own ticks, so their gauges can differ for a moment: every gauge
+    is read from one stage, the first (the stage on the node serving /metrics)."""
+    metrics = SGLangMetrics(dp=1, pp=3)
+    for stage, running in ((2, 28), (1, 29), (0, 30)):
+        metrics.stats(0, Rank(running=running, throughput=20.0 * running), pp=stage)
+    values = scraped(sglang, metrics, UpstreamScraper(f"{sglang.url}/metrics"))
+    assert (values.running_requests, values.gen_throughput) == (30, 600)

@@ -8,13 +8,19 @@ passes by CUDA-graph mode. Names arrive normalised to ``sglang_`` (SGLang serves
 A scheduler's series are the node's only once per DP rank: under priority scheduling each
 queue's total is under ``priority=""`` with its split by priority beside it, and with
 ``--enable-metrics-for-all-schedulers`` every TP rank of a DP rank writes the batch they share
-under its own ``tp_rank``. The tokenizer's counters are split by priority too, but into
-disjoint requests, so they are summed whole.
+under its own ``tp_rank``. With pipeline parallelism (``--pp-size``) the first TP rank of
+every stage writes its gauges under its own ``pp_rank``, and every stage runs the same
+micro-batches (the last stage's accepted drafts are relayed to the others), so the gauges are
+read from the first stage alone, whose log lines count too. Decode passes are each stage's
+own (a stage replays graphs of its own layers), so they are summed over stages. The
+tokenizer's counters are split by priority too, but into disjoint requests, so they are
+summed whole.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import repeat
 from statistics import fmean
 
 from exporter.engines.engine import Samples
@@ -45,8 +51,10 @@ BOUNDS = {
 
 # More draft steps than any drafter runs: a hostile or broken exposition.
 MAX_STEPS = 64
-# Labels that tell apart the schedulers of one DP rank, which all run the same batch.
-_SAME_BATCH = ("tp_rank", "moe_ep_rank")
+# Labels that tell apart the schedulers of one DP rank that run the same forward passes; and
+# those whose gauges describe the same batch (every pipeline stage's).
+_SAME_PASSES = ("tp_rank", "moe_ep_rank")
+_SAME_BATCH = (*_SAME_PASSES, "pp_rank")
 Series = Sequence[tuple[dict[str, str], float]]
 
 
@@ -77,7 +85,8 @@ class SGLangUpstream:
         idle, or after a counter reset.
         """
         passes: dict[str, float] = {}
-        for labels, value in _per_rank(samples.get("sglang_cuda_graph_passes_total", [])):
+        graph_passes = samples.get("sglang_cuda_graph_passes_total", [])
+        for labels, value in _per_rank(graph_passes, _SAME_PASSES):
             mode = labels.get("mode", "")
             passes[mode] = passes.get(mode, 0.0) + value
         previous, self._passes = self._passes, passes
@@ -111,19 +120,29 @@ class SGLangUpstream:
         )
 
 
-def _rank(labels: Mapping[str, str]) -> frozenset[tuple[str, str]]:
-    """The batch a scheduler's series is of: its labels but those of its TP rank."""
-    return frozenset((name, value) for name, value in labels.items() if name not in _SAME_BATCH)
+def _rank(
+    labels: Mapping[str, str], same: tuple[str, ...] = _SAME_BATCH
+) -> frozenset[tuple[str, str]]:
+    """The batch a scheduler's series is of: its labels but those naming its copy."""
+    return frozenset((name, value) for name, value in labels.items() if name not in same)
 
 
-def _per_rank(series: Series) -> list[tuple[dict[str, str], float]]:
-    """One series of a scheduler's metric per batch: the first TP rank's, and never a
-    priority's share of a total."""
+def _per_rank(
+    series: Series, same: tuple[str, ...] = _SAME_BATCH
+) -> list[tuple[dict[str, str], float]]:
+    """One series of a scheduler's metric per batch: the lowest-numbered copy's (the first
+    pipeline stage's, its first TP rank's), and never a priority's share of a total."""
     kept: dict[frozenset[tuple[str, str]], tuple[dict[str, str], float]] = {}
-    for labels, value in series:
+    for labels, value in sorted(series, key=lambda sample: _copy_order(sample[0], same)):
         if not labels.get("priority"):
-            kept.setdefault(_rank(labels), (labels, value))
+            kept.setdefault(_rank(labels, same), (labels, value))
     return list(kept.values())
+
+
+def _copy_order(labels: Mapping[str, str], same: tuple[str, ...]) -> tuple[tuple[int, str], ...]:
+    """Rank numbers in numeric order without reading them as numbers (``"10"`` after ``"9"``):
+    a label value is the server's text, whatever it holds."""
+    return tuple((len(value), value) for value in map(labels.get, same, repeat("")))
 
 
 def _active_setup(samples: Samples) -> ServerConfig | None:

@@ -11,6 +11,7 @@ server serves them through the multiprocess collector, which writes counters wit
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import product
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
@@ -45,11 +46,14 @@ class Rank:
 
 class SGLangMetrics:
     """One SGLang server's registry: ``dp`` DP ranks of ``tp_per_dp`` scheduler ranks each
-    writing metrics (one unless ``--enable-metrics-for-all-schedulers``)."""
+    writing metrics (one unless ``--enable-metrics-for-all-schedulers``), in each of ``pp``
+    pipeline stages (``--pp-size``): the TP0 scheduler of every stage writes its metrics."""
 
-    def __init__(self, dp: int = 2, tp_per_dp: int = 1, priority: bool = False) -> None:
+    def __init__(
+        self, dp: int = 2, tp_per_dp: int = 1, priority: bool = False, pp: int = 1
+    ) -> None:
         self.registry = CollectorRegistry()
-        self.dp, self.tp_per_dp, self.priority = dp, tp_per_dp, priority
+        self.dp, self.tp_per_dp, self.priority, self.pp = dp, tp_per_dp, priority, pp
         labels = [*_SCHEDULER, *(["priority"] if priority else []), "dp_rank"]
         self.gauges = {
             name: Gauge(
@@ -81,20 +85,23 @@ class SGLangMetrics:
             registry=self.registry,
         )
 
-    def _labels(self, dp_rank: int, tp: int) -> dict[str, str]:
+    def _labels(self, dp_rank: int, tp: int, pp: int = 0) -> dict[str, str]:
         labels = {
             "model_name": MODEL,
             "engine_type": "unified",
             "tp_rank": str(dp_rank * self.tp_per_dp + tp),
-            "pp_rank": "0",
+            "pp_rank": str(pp),
             "moe_ep_rank": "0",
             "dp_rank": str(dp_rank),
         }
         return {**labels, "priority": ""} if self.priority else labels
 
-    def stats(self, dp_rank: int, rank: Rank) -> None:
+    def stats(self, dp_rank: int, rank: Rank, pp: int | None = None) -> None:
         """Every scheduler of ``dp_rank`` logs the same batch; under priority scheduling each
-        queue's total goes under ``priority=""`` and its breakdown under the priority."""
+        queue's total goes under ``priority=""`` and its breakdown under the priority. Every
+        pipeline stage processes the same micro-batches, the last stage's accepted drafts
+        relayed to the others (``scheduler_pp_mixin.py``), so each stage writes the same
+        figures; ``pp`` writes one stage's alone (each reports at its own tick)."""
         values = {
             "num_running_reqs": rank.running,
             "num_queue_reqs": rank.queued,
@@ -104,8 +111,9 @@ class SGLangMetrics:
             "spec_num_steps": rank.steps,
             "spec_num_draft_tokens": rank.draft_tokens,
         }
-        for tp in range(self.tp_per_dp):
-            labels = self._labels(dp_rank, tp)
+        stages = range(self.pp) if pp is None else (pp,)
+        for stage, tp in product(stages, range(self.tp_per_dp)):
+            labels = self._labels(dp_rank, tp, stage)
             for name, value in values.items():
                 self.gauges[name].labels(**labels).set(value)
             for priority, running, queued in rank.by_priority:
@@ -113,10 +121,12 @@ class SGLangMetrics:
                 self.gauges["num_running_reqs"].labels(**split).set(running)
                 self.gauges["num_queue_reqs"].labels(**split).set(queued)
 
-    def decode_passes(self, dp_rank: int, graph: int, eager: int) -> None:
-        """Decode forward passes of ``dp_rank``'s schedulers, with and without a CUDA graph."""
-        for tp in range(self.tp_per_dp):
-            labels = self._labels(dp_rank, tp)
+    def decode_passes(self, dp_rank: int, graph: int, eager: int, pp: int | None = None) -> None:
+        """Decode forward passes of ``dp_rank``'s schedulers, with and without a CUDA graph;
+        of one pipeline stage's (each runs its own layers' graphs), or of every stage's."""
+        stages = range(self.pp) if pp is None else (pp,)
+        for stage, tp in product(stages, range(self.tp_per_dp)):
+            labels = self._labels(dp_rank, tp, stage)
             self.passes.labels(**labels, mode="decode_cuda_graph").inc(graph)
             self.passes.labels(**labels, mode="decode_none").inc(eager)
             self.passes.labels(**labels, mode="prefill_none").inc(5)
