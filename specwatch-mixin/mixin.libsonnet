@@ -1,16 +1,46 @@
 // specwatch's alerts, recording rules and Grafana dashboards as a monitoring mixin.
 //
 // The rules and dashboards are rendered by specwatch's Python (`make mixin` writes
-// rendered.json); this file only puts your _config into them, so `specwatch mixin` with the
-// same settings gives the same rules. Thresholds are part of the rendered expressions: to
-// change them, render a YAML config with `specwatch mixin --config FILE --out DIR` instead.
+// rendered.json); this file only puts your _config into them, thresholds included, so
+// `specwatch mixin` with the same settings (its YAML `thresholds:` in snake_case) gives the
+// same rules, descriptions and dashboard threshold lines. The speed budget (`speed_slo`) is
+// rendered only by `specwatch mixin --config FILE --out DIR`.
 //
 //   local specwatch = (import 'specwatch-mixin/mixin.libsonnet') + {
-//     _config+:: { selector: 'job="specwatch", namespace="llm"', alertLabels: { team: 'ml' } },
+//     _config+:: {
+//       selector: 'job="specwatch", namespace="llm"',
+//       alertLabels: { team: 'ml' },
+//       thresholds+: { slowerThanBaselineSpeedup: 0.95, slowerFor: '30m' },
+//     },
 //   };
 //   specwatch.prometheusAlerts, specwatch.prometheusRules, specwatch.grafanaDashboards
+local pyformat = import 'pyformat.libsonnet';
 local rendered = import 'rendered.json';
 local placeholder = rendered.placeholders;
+local thresholds = rendered.thresholds;
+
+// A Prometheus duration: 10m, 1h30m, 500ms.
+local digitsEnd(s, i) =
+  if i < std.length(s) && s[i] >= '0' && s[i] <= '9' then digitsEnd(s, i + 1) else i;
+local durationFrom(s, i) =
+  local j = digitsEnd(s, i);
+  local rest(k) = k == std.length(s) || durationFrom(s, k);
+  j > i && (
+    std.substr(s, j, 2) == 'ms' && rest(j + 2)
+    || j < std.length(s) && std.findSubstr(s[j], 'smhdwy') != [] && rest(j + 1)
+  );
+local isDuration(value) = std.isString(value) && value != '' && durationFrom(value, 0);
+
+// How the rendering writes a threshold, by the form its token names (exporter/mixin/jsonnet.py).
+local written = {
+  text(value): value,
+  int(value): std.toString(value),
+  str(value): pyformat.str(value),
+  g(value): pyformat.g(value),
+  percent(value): pyformat.g(value * 100),
+  number(value): value,
+  tenthAbove(value): pyformat.round(value * 1.1, 3),
+};
 
 {
   _config+:: {
@@ -25,10 +55,54 @@ local placeholder = rendered.placeholders;
     clusterLabel: 'cluster',
     dashboardUidPrefix: 'specwatch',
     dashboardTags: ['specwatch'],
+    // When an alert fires, as `specwatch mixin` takes them under `thresholds:`; set the ones
+    // you change with `thresholds+: {...}`. collapsedAcceptLength (accept length at or below
+    // it: collapsed), lowAcceptFraction (below this share of the expected accept length:
+    // low), slowerThanBaselineSpeedup, noBenefitShare and noBenefitMinRequests (requests
+    // without benefit), and how long each must hold: collapsedFor, lowAcceptFor, slowerFor,
+    // noBenefitFor. noBenefitWindow is the exporter's and fixed.
+    thresholds: thresholds.defaults,
   },
 
   local config = self._config,
   local shape = if config.multiCluster then rendered.multi_cluster else rendered.single,
+  local t = thresholds.defaults + config.thresholds,
+  // What is wrong with config.thresholds, each naming its key, as `specwatch mixin` checks.
+  local problem(key, ok, message) = if ok then [] else ['thresholds.%s: %s' % [key, message]],
+  local number(key, ok, message) = problem(key, std.isNumber(t[key]) && ok(t[key]), message),
+  local fixed = thresholds.defaults.noBenefitWindow,
+  local known = std.objectFields(thresholds.defaults),
+  local problems = std.flattenArrays(
+    [
+      problem(key, false, 'not a threshold; they are %s' % std.join(', ', known))
+      for key in std.objectFields(config.thresholds)
+      if !std.objectHas(thresholds.defaults, key)
+    ] + [
+      number(
+        'collapsedAcceptLength',
+        function(v) 1 <= v && v < thresholds.lowestFloor,
+        "must be at least 1 and below every algorithm's accept-length floor (%s)"
+        % pyformat.g(thresholds.lowestFloor)
+      ),
+      number('lowAcceptFraction', function(v) 0 < v && v <= 1, 'must be above 0 and at most 1'),
+      number('slowerThanBaselineSpeedup', function(v) v > 0, 'must be above 0'),
+      number('noBenefitShare', function(v) 0 < v && v < 1, 'must be above 0 and below 1'),
+      number(
+        'noBenefitMinRequests',
+        function(v) v >= 1 && v == std.floor(v),
+        'must be a whole number, at least 1'
+      ),
+      problem('noBenefitWindow', t.noBenefitWindow == fixed, "is %s, as the exporter's" % fixed),
+    ] + [
+      problem(key, isDuration(t[key]), 'must be a Prometheus duration, e.g. 10m')
+      for key in ['collapsedFor', 'lowAcceptFor', 'slowerFor', 'noBenefitFor']
+    ]
+  ),
+  // Each token of a threshold in text, with the user's value written as Python writes it.
+  local thresholdTexts = [
+    [token, written[thresholds.texts[token][1]](t[thresholds.texts[token][0]])]
+    for token in std.objectFields(thresholds.texts)
+  ],
 
   local runbookUrl(name) = std.strReplace(
     std.strReplace(config.runbookUrlTemplate, '{alertname_lower}', std.asciiLower(name)),
@@ -45,7 +119,7 @@ local placeholder = rendered.placeholders;
     else
       std.foldl(
         function(acc, pair) std.strReplace(acc, pair[0], pair[1]),
-        [
+        thresholdTexts + [
           [placeholder.selector, config.selector],
           [placeholder.cluster, config.clusterLabel],
           [placeholder.uid + '-', config.dashboardUidPrefix + '-'],
@@ -54,7 +128,10 @@ local placeholder = rendered.placeholders;
       ),
 
   local fill(value) =
-    if std.isString(value) then fillString(value)
+    if std.isString(value) && std.objectHas(thresholds.numbers, value) then
+      local number = thresholds.numbers[value];
+      written[number[1]](t[number[0]])
+    else if std.isString(value) then fillString(value)
     else if std.isArray(value) then
       if value == [placeholder.tag] then config.dashboardTags else std.map(fill, value)
     else if std.isObject(value) then std.mapWithKey(function(_, v) fill(v), value)
@@ -62,6 +139,7 @@ local placeholder = rendered.placeholders;
 
   assert !std.objectHas(self._config.alertLabels, 'severity') :
          'alertLabels: severity is set by each alert, routing depends on it',
+  assert problems == [] : problems[0],
 
   prometheusRules+:: { groups+: fill(shape.rules) },
 

@@ -124,10 +124,15 @@ def accept_length_steps() -> Steps:
     return ((None, "red"), (t.collapsed_accept_length, "orange"), (floor, "green"))
 
 
+def speedup_green(slower: float) -> float:
+    """Where a speedup turns green: a tenth above the slower-than-baseline line."""
+    return round(slower * 1.1, 3)
+
+
 def speedup_steps() -> Steps:
     """Red below the slower-than-baseline line, green from a tenth above it."""
     slower = mixin().thresholds.slower_than_baseline_speedup
-    return ((None, "red"), (slower, "orange"), (round(slower * 1.1, 3), "green"))
+    return ((None, "red"), (slower, "orange"), (speedup_green(slower), "green"))
 
 
 def value_text(mapping: dict[str, tuple[str, str]]) -> list[dm.ValueMap]:
