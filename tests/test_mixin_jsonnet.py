@@ -242,3 +242,11 @@ def test_a_threshold_form_the_tokens_miss_stops_make_mixin(monkeypatch: pytest.M
     monkeypatch.setitem(jsonnet.TEXT_FORMS, float, forms)
     with pytest.raises(ValueError, match="a threshold reaches the rendering in a form"):
         jsonnet.library()
+
+
+def test_a_threshold_without_odd_values_stops_make_mixin(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its default would be rendered in both renderings alike: a value jsonnet could not set.
+    odd = {k: v for k, v in jsonnet._ODD.items() if k != "slower_for"}
+    monkeypatch.setattr(jsonnet, "_ODD", odd)
+    with pytest.raises(ValueError, match="slower_for: no odd values"):
+        jsonnet.library()

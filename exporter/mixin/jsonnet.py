@@ -156,6 +156,10 @@ def _thresholds(shapes: dict[str, Any]) -> dict[str, Any]:
 
 def library() -> str:
     """The text of ``rendered.json``: placeholders, thresholds' tokens, then both shapes."""
+    # A threshold without odd values would render its default twice, alike, unseen.
+    unset = {f.name for f in fields(Thresholds)} - FIXED - set(_ODD)
+    if unset:
+        raise ValueError(f"{', '.join(sorted(unset))}: no odd values in _ODD")
     first, second = (_shapes(sentinel) for sentinel in SENTINELS)
     if first != second:
         raise ValueError(
