@@ -91,3 +91,21 @@ def test_windows_are_counted_against_the_baseline_at_their_load(tmp_path: Path) 
     scrape = read(tmp_path, lines, "--baseline-curve", CURVE)
     assert scrape.value("specwatch_windows_vs_baseline_total", speed="at_or_below") == 4
     assert scrape.value("specwatch_windows_vs_baseline_total", speed="above") == 2
+
+
+def test_pipeline_stages_repeating_a_batch_count_once(tmp_path: Path) -> None:
+    """--pp-size 2: each stage's TP0 prints the same micro-batches' line, the first stage's
+    counts (a DP rank of a stage 1 line first would have made a moment of half the node)."""
+    lines = startup()
+    for second in (60, 62, 64):
+        lines += [
+            decode_line(
+                3.0, rate=0.67, running=24, tput=300, stamp=stamp(second, f"DP{r} PP{p} TP0")
+            )
+            for r in (0, 1)
+            for p in (1, 0)
+        ]
+    scrape = read(tmp_path, lines, "--baseline-curve", CURVE)
+    assert scrape.value("specwatch_generated_tokens_total") == 2 * 300 * 4
+    assert scrape.values("specwatch_running_requests") == [24, 24]  # a series per DP rank
+    assert scrape.value("specwatch_windows_vs_baseline_total", speed="at_or_below") == 2

@@ -95,18 +95,24 @@ def speaks_for_node(record: StatsRecord) -> bool:
     """Whether a rank's line describes the node (or its DP rank's share of it).
 
     With every scheduler printing (``--enable-metrics-for-all-schedulers``) TP ranks other
-    than 0 repeat their group's figures; only TP0 counts, as in the daemon.
+    than 0 repeat their group's figures; only TP0 counts, as in the daemon. With pipeline
+    parallelism every stage prints the micro-batches all stages run, the last stage's accepted
+    drafts relayed to the others: only the first stage counts, the one on the node that
+    serves the API and ``/metrics``.
     """
-    return record.dp_rank is not None or record.tp_rank in (None, 0)
+    return (record.pp_rank or 0) == 0 and (
+        record.dp_rank is not None or record.tp_rank in (None, 0)
+    )
 
 
 class NodeMoments:
     """Folds one log's decode lines into node moments, as the daemon sees them.
 
+    Lines that repeat another scheduler's figures are left out first (:func:`speaks_for_node`).
     A moment of DP ranks closes when a rank logs again: by then every rank has had its turn.
     It sums each rank's newest line, leaving out ranks silent for more than ``stale_after``
     seconds, as the daemon's fresh windows do. A line without a DP rank is a moment of its
-    own, if it speaks for the node.
+    own.
     """
 
     def __init__(self, stale_after: float = STALE_AFTER) -> None:
@@ -121,12 +127,14 @@ class NodeMoments:
         moments: list[Moment] = []
         round_ = self._round
         for record, at in zip(records, times, strict=False):  # ``times`` may be ``repeat``
+            if not speaks_for_node(record):
+                continue
             rank = record.dp_rank
             if rank is not None:
                 if rank in round_:
                     moments.append(self._moment())
                 round_[rank] = (at, record)
-            elif speaks_for_node(record):
+            else:
                 moments.append(_own_moment(at, record))
         return moments
 

@@ -45,6 +45,7 @@ class StatsRecord(NamedTuple):
     engine: str = "sglang"
     dp_rank: int | None = None
     tp_rank: int | None = None
+    pp_rank: int | None = None  # the pipeline stage (SGLang's --pp-size), where it names one
     running_requests: int | None = None
     queued_requests: int | None = None
     token_usage: float | None = None
@@ -222,6 +223,7 @@ class LogLine:
     tp_rank: int | None
     message: str
     engine: str
+    pp_rank: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,11 +53,13 @@ _RAY_REPEAT = re.compile(r" \[repeated \d+x across cluster\]$")
 _HEADER = re.compile(r"(Decode|Prefill) batch(?:\.|,| ?\[(\d{1,18})\],?) ")
 
 
-_Head = tuple[str, "int | None", "int | None"]
+_Head = tuple[str, "int | None", "int | None", "int | None"]
+_Ranks = tuple["int | None", "int | None", "int | None"]
 
 
 def _parse_head(head: str) -> _Head | tuple[()]:
-    """(ISO time, DP rank, TP rank) of a prefix text, or ``()`` when it is not SGLang's."""
+    """(ISO time, DP rank, TP rank, PP rank) of a prefix text, or ``()`` when it is not
+    SGLang's."""
     match = _PREFIX.fullmatch(head)
     if match is None:
         return ()
@@ -67,10 +69,11 @@ def _parse_head(head: str) -> _Head | tuple[()]:
 
 
 @functools.lru_cache(maxsize=256)
-def rank_numbers(ranks: str) -> tuple[int | None, int | None]:
-    """(DP, TP) of a rank list such as `` DP3 TP3 EP3``: a process logs the same one always."""
+def rank_numbers(ranks: str) -> _Ranks:
+    """(DP, TP, PP) of a rank list such as `` DP3 PP1 TP3 EP3``: a process logs the same one
+    always."""
     named = {name: int(number) for name, number in _RANK.findall(ranks)}
-    return named.get("DP"), named.get("TP")
+    return named.get("DP"), named.get("TP"), named.get("PP")
 
 
 def _record(
@@ -84,14 +87,15 @@ def _record(
     if values.count(None) == len(values):
         return Unrecognized("no_fields")
     values.append(extra)  # the last field: one starred list is what a type checker can follow
-    return StatsRecord(kind, head[0], "sglang", head[1], head[2], *values)
+    return StatsRecord(kind, head[0], "sglang", head[1], head[2], head[3], *values)
 
 
 # StatsRecord's value fields, in the order its constructor takes them between
-# (kind, time, engine, dp_rank, tp_rank) and extra. Readers fill a list in this order and the
-# record is built from positional arguments, which costs about half of keyword arguments (the
-# hot path, see bench/). A field a line does not carry stays None, the record's default.
-_LEADING_FIELDS = ("kind", "time", "engine", "dp_rank", "tp_rank")
+# (kind, time, engine, dp_rank, tp_rank, pp_rank) and extra. Readers fill a list in this order
+# and the record is built from positional arguments, which costs about half of keyword
+# arguments (the hot path, see bench/). A field a line does not carry stays None, the record's
+# default.
+_LEADING_FIELDS = ("kind", "time", "engine", "dp_rank", "tp_rank", "pp_rank")
 _RECORD_FIELDS = StatsRecord._fields
 if _RECORD_FIELDS[: len(_LEADING_FIELDS)] != _LEADING_FIELDS or _RECORD_FIELDS[-1] != "extra":
     # Fail at import, not by filling the wrong attributes of every record.
@@ -413,7 +417,7 @@ class SGLangLines:
         self._layouts: dict[str, _Layout | None] = {}
         self._heads: dict[str, _Head | tuple[()]] = {}
         self._raw_stamps: dict[bytes, str] = {}
-        self._raw_ranks: dict[bytes, tuple[int | None, int | None] | tuple[()]] = {}
+        self._raw_ranks: dict[bytes, _Ranks | tuple[()]] = {}
 
     def classify(self, text: str) -> StatsRecord | Unrecognized | LogLine | None:
         """Everything the pipeline needs from one cleaned line, splitting its prefix once.
@@ -430,7 +434,7 @@ class SGLangLines:
             return self._stats("decode", len("Decode batch"), head, message)
         if message.startswith("Prefill batch"):
             return self._stats("prefill", len("Prefill batch"), head, message)
-        return LogLine(time=head[0], dp_rank=head[1], tp_rank=head[2], message=message, engine=NAME)
+        return LogLine(head[0], head[1], head[2], message, NAME, head[3])
 
     def learnt_columns(self, kind: str) -> LayoutColumns | None:
         """The layout the next line of ``kind`` is expected in, for reading many lines at
@@ -465,7 +469,8 @@ class SGLangLines:
         return None if read is None else _record(kind, head, *read)
 
     def _split(self, text: str) -> tuple[_Head, str] | None:
-        """((ISO time, DP rank, TP rank), message) of an SGLang-formatted line, else None."""
+        """((ISO time, DP rank, TP rank, PP rank), message) of an SGLang-formatted line, else
+        None."""
         if not text.startswith(("[", "(")):
             return None
         end = text.find("] ") + 2

@@ -77,7 +77,7 @@ class ChunkReader:
         self._key: tuple[LayoutColumns | None, LayoutColumns | None] | None = None
         self._pattern: re.Pattern[bytes] | None = None
         self._times: dict[bytes, str] = {}
-        self._ranks: dict[bytes, tuple[int | None, int | None]] = {}
+        self._ranks: dict[bytes, tuple[int | None, int | None, int | None]] = {}
 
     def read(self, blob: bytes, lines: int) -> tuple[list[StatsRecord], bytes | None] | str:
         """The records of ``blob`` (``lines`` tidy lines, each between two ``\n``) in line
@@ -150,6 +150,7 @@ class ChunkReader:
             repeat("sglang"),
             map(itemgetter(0), ranks),
             map(itemgetter(1), ranks),
+            map(itemgetter(2), ranks),
             *values,
             _extra_dicts(extras, len(rows)),
         )
@@ -174,7 +175,7 @@ def _looked_up(
     return list(map(cache.__getitem__, keys))
 
 
-def _rank_numbers(ranks: bytes) -> tuple[int | None, int | None]:
+def _rank_numbers(ranks: bytes) -> tuple[int | None, int | None, int | None]:
     return rank_numbers(ranks.decode("ascii"))
 
 
@@ -218,5 +219,5 @@ def _convert(converter: str, column: Sequence[bytes]) -> list[Any] | None:
     return flag_column(column)
 
 
-if len(StatsRecord._fields) != 5 + VALUE_FIELD_COUNT + 1:
+if len(StatsRecord._fields) != 6 + VALUE_FIELD_COUNT + 1:
     raise TypeError("StatsRecord's fields changed: update the chunk reader's rows")

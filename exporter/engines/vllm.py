@@ -362,6 +362,7 @@ def _record(line: _EngineLine) -> StatsRecord:
         NAME,
         line.dp_rank,
         None,
+        None,
         line.running,
         line.waiting,
         line.kv_usage,

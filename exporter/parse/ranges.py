@@ -316,7 +316,12 @@ class SpoolSink(RecordSink):
         self._add((_FALLBACK, reason))
 
     def on_event(self, line: LogLine) -> None:
-        self._add((_EVENT, (line.time, line.dp_rank, line.tp_rank, line.message, line.engine)))
+        self._add(
+            (
+                _EVENT,
+                (line.time, line.dp_rank, line.tp_rank, line.message, line.engine, line.pp_rank),
+            )
+        )
 
     def on_request(self, record: RequestRecord) -> None:
         self._add((_REQUEST, tuple(record)))

@@ -44,7 +44,7 @@ class RunTracker:
         if event is None:
             return False
         before = self._config.config.active_steps
-        self._config.observe(event, (line.dp_rank, line.tp_rank))
+        self._config.observe(event, (line.dp_rank, line.pp_rank, line.tp_rank))
         if isinstance(event, AdaptiveSteps) and before is not None and event.steps != before:
             self.step_changes += 1
         if isinstance(event, ServerArgsEvent):

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from exporter.analysis.baseline import Baseline
+from exporter.analysis.node import speaks_for_node
 from exporter.engines.record import StatsRecord, logged_seconds
 
 # Longest logged gap between two decode lines of a rank still counted as generating (SGLang
@@ -50,8 +51,8 @@ class SpeedCounters:
             if record.time != text:
                 text, at = record.time, logged_seconds(record.time)
             tput, rank = record.gen_throughput, record.dp_rank
-            # TP ranks other than 0 repeat their group's figures (as speaks_for_node says).
-            if at is None or tput is None or (rank is None and record.tp_rank not in (None, 0)):
+            # Other TP ranks and pipeline stages repeat their group's figures.
+            if at is None or tput is None or not speaks_for_node(record):
                 continue
             before = previous.get(rank)
             previous[rank] = at

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from exporter.analysis.baseline import Baseline
+from exporter.analysis.node import speaks_for_node
 from exporter.engines import ending
 from exporter.engines.record import LogLine, StatsRecord, drafting_off, drafting_off_count
 from exporter.state.evidence import Evidence
@@ -189,8 +190,9 @@ class TargetState:
         All share ``observed_at``, so only each rank's last decode can become its window; ranks
         are taken in the order they first appear, which decides who gets the last free slots.
         """
-        # Every rank printing (all-schedulers mode): TP0 speaks for the group, others are left.
-        newest = {r.dp_rank: r for r in decodes if r.dp_rank is not None or r.tp_rank in (None, 0)}
+        # Lines repeating another scheduler's figures (TP ranks but 0, later pipeline stages)
+        # are left out.
+        newest = {r.dp_rank: r for r in decodes if speaks_for_node(r)}
         if newest and self._windows_of_old_run:
             self._windows.clear()
             self._windows_of_old_run = False
