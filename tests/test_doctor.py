@@ -302,3 +302,22 @@ def test_a_vllm_server_without_speculation_is_not_judged_and_says_why(tmp_path: 
     )
     assert "its engine configuration has no speculative_config" in result.stdout
     assert "0.8.3" not in result.stdout
+
+
+def test_a_pd_prefill_server_decodes_nothing_and_misses_no_stats(tmp_path: Path) -> None:
+    """With PD disaggregation the prefill server logs prefill batches only (SGLang 0.5.23's
+    line with its bootstrap and in-flight queues): no decode line is due, so it is neither
+    'decode stats missing' nor an idle server."""
+    prefills = [
+        f"{stamp(60 + 2 * i, 'TP0')} Prefill batch, #new-seq: 3, #new-token: 6144, "
+        "#cached-token: 1024, token usage: 0.12, #running-req: 0, #queue-req: 2, "
+        "#pending-token: 0, #bootstrap-req: 1, #inflight-req: 4, #optimistic-req: 0, "
+        "cuda graph: False, input throughput (token/s): 41200.55"
+        for i in range(90)
+    ]
+    lines = [server_args("EAGLE", draft_path=None, disaggregation="prefill"), *prefills]
+    result = doctor("--log-file", write_log(tmp_path, lines))
+    assert result.returncode == 0, result.stdout
+    assert "decode_stats_not_logged" not in result.stdout
+    assert "prefill server of PD disaggregation" in result.stdout
+    assert "idle" not in result.stdout

@@ -85,6 +85,8 @@ class ServerConfig:
     # (SGLang lowers it to 48 for EAGLE when unset): only a chosen cap is worth questioning.
     max_running_requests_set: bool | None = None
     enable_metrics: bool | None = None
+    # SGLang's PD disaggregation: "prefill" servers decode nothing, "decode" servers do.
+    disaggregation_mode: str | None = None
     target_architecture: str | None = None
     draft_architecture: str | None = None
     draft_has_eagle_config: bool | None = None
@@ -98,6 +100,12 @@ class ServerConfig:
     off_ema_accept: float | None = None
     # vLLM's dynamic speculation: (first, last batch size, speculative tokens) ranges.
     schedule: tuple[tuple[int, int, int], ...] | None = None
+
+    @property
+    def prefill_only(self) -> bool:
+        """A prefill server of PD disaggregation: it hands every request to a decode server,
+        so it writes no decode stats line and nothing of speculation is judged here."""
+        return self.disaggregation_mode == "prefill"
 
     @property
     def probes(self) -> bool:
@@ -144,6 +152,7 @@ _ARG_FIELDS: dict[str, tuple[str, type]] = {
     "enable_metrics": ("enable_metrics", bool),
     "speculative_adaptive": ("adaptive", bool),
     "served_model_name": ("served_model", str),
+    "disaggregation_mode": ("disaggregation_mode", str),
 }
 
 

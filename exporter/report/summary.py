@@ -335,6 +335,11 @@ class Report:
         if run is None or run.throughput is None or run.running is None:
             if self.stats_lines == 0:
                 return "No stats lines in the log: nothing could be judged."
+            if self.config.prefill_only:
+                return (
+                    "A prefill server of PD disaggregation: it decodes nothing, so speculation "
+                    "is judged from the logs of its decode servers."
+                )
             return (
                 "No decode windows with running requests in the log (an idle server): accept "
                 "length and speed were not judged."

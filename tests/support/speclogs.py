@@ -21,6 +21,7 @@ def server_args(
     draft_tokens: int = 4,
     adaptive: bool = False,
     at: float = 0,
+    disaggregation: str = "null",
 ) -> str:
     fields = {
         "model_path": "deepseek-ai/DeepSeek-V3.2",
@@ -40,6 +41,7 @@ def server_args(
         "speculative_num_draft_tokens": draft_tokens,
         "speculative_adaptive": adaptive,
         "speculative_adaptive_config": None,
+        "disaggregation_mode": disaggregation,
         "disable_cuda_graph": False,
         # CudaGraphConfig, expanded: 0.5.23 has no cuda_graph_max_bs field of its own.
         "cuda_graph_config": {

@@ -117,6 +117,8 @@ def _requests_without_decode(obs: Observations) -> bool:
     A decode line is due every ``decode_log_interval`` (40) decode rounds, a second or two
     under load, so minutes of traffic without one means they are filtered or disabled.
     """
+    if obs.config.prefill_only:
+        return False  # its decode servers decode (and log) what it prefills
     busy = obs.prefills_without_decode >= SILENT_PREFILLS or obs.upstream_busy
     return obs.log_watched and busy and obs.seconds_without_decode >= SILENT_SECONDS
 
