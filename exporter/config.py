@@ -21,7 +21,8 @@ from exporter.engines import registry
 from exporter.engines.server_config import from_draft_config
 from exporter.engines.vllm_upstream import PREFIX_RE
 from exporter.parse.custom_rules import CustomRule, CustomRuleSet
-from exporter.settings import ConfigError, Strict, load_yaml
+from exporter.settings import ConfigError, Strict, load_yaml, read_small_file
+from exporter.sources.upstream import MAX_TOKEN_BYTES
 
 DEFAULT_LISTEN = "0.0.0.0:9477"
 DEFAULT_TARGET = "default"
@@ -143,7 +144,7 @@ class TargetConfig(Strict):
         # Read at start: a wrong path would otherwise show only as 401s from the server.
         if value is not None:
             try:
-                value.read_bytes()
+                read_small_file(value, MAX_TOKEN_BYTES)
             except OSError as exc:
                 raise ValueError(f"cannot read {value}: {exc.strerror or exc}") from None
         return value

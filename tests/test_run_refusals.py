@@ -179,3 +179,39 @@ def test_an_endless_duration_or_line_cap_is_refused_naming_its_source(
 ) -> None:
     line = refused("--log-file", "x.log", *args, env=env)
     assert named in line
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
+@pytest.mark.parametrize(
+    ("option", "named"),
+    [
+        ("--config", "config file"),
+        ("--web-config", "web config"),
+        ("cert_file", "tls_server_config.cert_file"),
+        ("--bearer-token-file", "--bearer-token-file"),
+        ("--baseline-bench", "--baseline-bench"),
+    ],
+)
+def test_a_fifo_or_endless_device_given_as_a_file_is_refused_unread(
+    tmp_path: Path, special: str, option: str, named: str
+) -> None:
+    """A FIFO hung the start for good, without a word; /dev/zero as the token took 3 GB in
+    3 s. Anything but a regular file is refused before it is opened for reading."""
+    path = tmp_path / "fifo"
+    if special == "fifo":
+        os.mkfifo(path)
+    else:
+        path = Path(special)
+    args = ["--log-file", "x.log"]
+    if option == "cert_file":
+        web = tmp_path / "web.yml"
+        web.write_text(f"tls_server_config:\n  cert_file: {path}\n  key_file: {path}\n")
+        args += ["--web-config", str(web)]
+    else:
+        args += [option, str(path)]
+    cmd = specwatch_cmd("run", "--listen", "127.0.0.1:0", *args)
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+    assert result.returncode == 2, result.stderr
+    assert named in result.stderr
+    assert "not a regular file" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from exporter.sources.scrape_pool import ScrapePool
-from exporter.sources.upstream import MAX_BODY_BYTES, UpstreamScraper
+from exporter.sources.upstream import MAX_BODY_BYTES, UpstreamScraper, UpstreamSnapshot
 from tests.support.fake_sglang import (
     API_KEY,
     FakeSGLang,
@@ -120,6 +122,26 @@ def test_a_server_info_of_countless_values_is_too_large_not_walked(sglang: FakeS
     assert not snap.endpoints["server_info"].up
     assert snap.errors == {("server_info", "too_large"): 1}
     assert snap.config is None
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
+def test_a_token_file_turned_into_a_fifo_or_device_costs_one_scrape_not_the_scraper(
+    sglang: FakeSGLang, tmp_path: Path, special: str
+) -> None:
+    """The token is read again on every scrape; a FIFO there blocked the scraper for good."""
+    sglang.routes["/metrics"] = Route(body=exposition().encode())
+    token_file = special
+    if special == "fifo":
+        token_file = str(tmp_path / "token")
+        os.mkfifo(token_file)
+    results: list[UpstreamSnapshot] = []
+    reading = scraper(sglang, token_file=token_file)
+    reader = threading.Thread(target=lambda: results.append(reading.scrape_once()), daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    assert results, f"the scrape is still reading {token_file}"
+    assert results[0].errors[("metrics", "other")] == 1
+    assert "not a regular file" in (results[0].endpoints["metrics"].error or "")
 
 
 def test_old_server_falls_back_to_get_server_info(sglang: FakeSGLang) -> None:

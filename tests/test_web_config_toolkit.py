@@ -26,7 +26,7 @@ from exporter.exposition.server import WebServer, make_app
 from exporter.exposition.webreload import LiveWebConfig
 from exporter.settings import ConfigError
 from tests.support.certs import Pair, self_signed, signed_by
-from tests.support.daemon import run_daemon
+from tests.support.daemon import RunningDaemon, run_daemon
 
 pytestmark = pytest.mark.e2e
 
@@ -87,6 +87,20 @@ def tls_yaml(server: Pair, extra: str = "") -> str:
     return f"tls_server_config:\n  cert_file: {server[0]}\n  key_file: {server[1]}\n{extra}"
 
 
+@contextmanager
+def tls_daemon(tmp_path: Path, web: Path, port: int) -> Iterator[RunningDaemon]:
+    """The real daemon serving TLS with ``web``, once its /healthz answers over TLS."""
+    log = tmp_path / "server.log"
+    log.touch()
+
+    def ready(p: int) -> bool:
+        answer = fetch(p, "/healthz")
+        return answer is not None and answer[0] == 200
+
+    with run_daemon(["--log-file", str(log), "--web-config", str(web)], port, ready=ready) as d:
+        yield d
+
+
 def replace(path: Path, text: str) -> None:
     """Write ``text`` as tools rotating files do: a new file renamed over the old one."""
     fresh = path.with_suffix(".new")
@@ -123,15 +137,7 @@ def test_a_bad_new_file_keeps_the_one_before_and_a_good_one_applies(
     server = self_signed(tmp_path, "server")
     web = tmp_path / "web.yml"
     web.write_text(tls_yaml(server, f"basic_auth_users:\n  alice: '{hashed('a-pass')}'\n"))
-    log = tmp_path / "server.log"
-    log.touch()
-
-    def ready(p: int) -> bool:
-        answer = fetch(p, "/healthz")
-        return answer is not None and answer[0] == 200
-
-    args = ["--log-file", str(log), "--web-config", str(web)]
-    with run_daemon(args, port, ready=ready) as daemon:
+    with tls_daemon(tmp_path, web, port) as daemon:
         assert (fetch(port, auth=("alice", "a-pass")) or [0])[0] == 200
         replace(web, tls_yaml(server, "basic_auth_users:\n  bob: plain-text\n"))
         assert (fetch(port, auth=("alice", "a-pass")) or [0])[0] == 200
@@ -143,6 +149,28 @@ def test_a_bad_new_file_keeps_the_one_before_and_a_good_one_applies(
     assert f"web config {web}: basic_auth_users.bob: not a bcrypt hash" in errors
     assert "keeping the web config read before" in errors
     assert "plain-text" not in errors
+
+
+def test_a_certificate_replaced_by_a_fifo_keeps_the_one_before_and_answers(
+    tmp_path: Path, port: int
+) -> None:
+    """Each connection reads a changed certificate again: a FIFO there blocked that read, and
+    with it the accept loop, /metrics and /healthz, for good."""
+    server = self_signed(tmp_path, "server")
+    web = tmp_path / "web.yml"
+    web.write_text(tls_yaml(server))
+    with tls_daemon(tmp_path, web, port) as daemon:
+        der_before = der(server[0])
+        fifo = tmp_path / "cert.fifo"
+        os.mkfifo(fifo)
+        os.replace(fifo, server[0])
+        for path in ("/healthz", "/metrics"):
+            answer = fetch(port, path)
+            assert answer is not None and answer[0] == 200
+            assert answer[1] == der_before
+    errors = daemon.proc.stderr.read() if daemon.proc.stderr else ""
+    assert f"cert_file: cannot read {server[0]}: not a regular file" in errors
+    assert "keeping the web config read before" in errors
 
 
 def test_a_node_exporter_web_config_starts_and_names_what_is_not_enforced(

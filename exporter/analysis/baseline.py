@@ -18,6 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from exporter.settings import read_small_file
+
+# bench_serving writes a line per run, with every request's timings: some MB for long runs.
+MAX_BENCH_BYTES = 64 << 20
+
 
 class BaselineError(ValueError):
     """A baseline that cannot be used; the caller names the flag or key that gave it."""
@@ -94,7 +99,7 @@ class Baseline:
         """
         path = Path(path)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_small_file(path, MAX_BENCH_BYTES).decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise BaselineError(f"cannot read bench file {path}: {exc}") from exc
         samples: dict[float, list[float]] = defaultdict(list)

@@ -13,8 +13,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
-import os
-import stat
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Hashable, Mapping
@@ -32,6 +30,7 @@ from exporter.engines.events import (
     WeightsLoaded,
 )
 from exporter.redact import drop_secrets
+from exporter.settings import FileRefused, read_small_file
 
 
 class DraftConfigError(ValueError):
@@ -240,7 +239,9 @@ def from_draft_config(path: str | Path) -> ServerConfig:
     try:
         if file.is_dir():
             file = file / "config.json"
-        data = json.loads(_read_small_file(file))
+        data = json.loads(read_small_file(file, MAX_DRAFT_CONFIG_BYTES))
+    except FileRefused as exc:  # a FIFO or device, or a file of more than a config
+        raise DraftConfigError(f"{_shown(file)} is {exc}", exc.reason) from exc
     except OSError as exc:
         reason = _ERRNO_REASONS.get(exc.errno or 0, "io")
         raise DraftConfigError(f"cannot read {_shown(file)}: {exc.strerror}", reason) from exc
@@ -267,26 +268,6 @@ def _shown(file: Path) -> str:
 
 # A draft's config.json is a few kB.
 MAX_DRAFT_CONFIG_BYTES = 1 << 20
-
-
-def _read_small_file(file: Path) -> bytes:
-    """The bytes of a regular file of at most MAX_DRAFT_CONFIG_BYTES.
-
-    The path may come from the watched server (its log or ``/server_info``): a FIFO would
-    block the reader forever and ``/dev/zero`` never ends, so anything but a small regular
-    file is refused without reading it.
-    """
-    fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise DraftConfigError(f"{_shown(file)} is not a regular file", "not_regular")
-        if info.st_size > MAX_DRAFT_CONFIG_BYTES:
-            message = f"{_shown(file)} is larger than {MAX_DRAFT_CONFIG_BYTES} bytes"
-            raise DraftConfigError(message, "too_large")
-        return os.read(fd, MAX_DRAFT_CONFIG_BYTES + 1)
-    finally:
-        os.close(fd)
 
 
 # Class-name fragments of draft models (SGLang's EntryClass names for EAGLE/MTP drafts).

@@ -25,7 +25,7 @@ from pydantic import Field, ValidationError, field_validator
 
 from exporter.exposition.server import StartResponse, WSGIApp
 from exporter.exposition.tlsconfig import TLSConfig, build_context, check, san_refusal
-from exporter.settings import ConfigError, Strict, load_yaml
+from exporter.settings import MAX_SETTINGS_BYTES, ConfigError, Strict, load_yaml, read_small_file
 
 # A Go duration as exporter-toolkit writes one: 500ms, 1s, 1m30s.
 _GO_DURATION = re.compile(r"^(?:\d+(?:\.\d+)?(?:ns|us|µs|ms|s|m|h))+$|^0$")
@@ -254,7 +254,7 @@ def _tls_context(path: Path, tls: TLSConfig) -> ssl.SSLContext:
         if file is None:
             continue
         try:
-            file.read_bytes()
+            read_small_file(file, MAX_SETTINGS_BYTES)  # OpenSSL would block on a FIFO for good
         except OSError as exc:
             raise ConfigError(f"{where}.{key}: cannot read {file}: {exc.strerror or exc}") from None
     if tls.cert_file is not None:

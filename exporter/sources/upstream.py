@@ -38,12 +38,14 @@ from exporter.engines import registry
 from exporter.engines.record import UpstreamValues
 from exporter.engines.server_config import ServerConfig, from_server_info, with_local_draft
 from exporter.redact import drop_secrets
+from exporter.settings import read_small_file
 from exporter.sources import resolve, upstream_checks
 from exporter.sources.deadlines import DEADLINES
 
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 10 * 1024 * 1024
+MAX_TOKEN_BYTES = 64 << 10  # an API key is some dozen bytes; a JWT a few kB
 MAX_SAMPLES = 20_000  # a server with 64 DP ranks exports a few thousand
 MAX_LINES = 3 * MAX_SAMPLES  # each sample's line, and a HELP and a TYPE line at most
 # prometheus-client parses labels at about 3 us each, and a line's labels in time quadratic in
@@ -91,9 +93,12 @@ def bearer_token(token_file: str | None = None, token_env: str | None = None) ->
     """The bearer token, read fresh on each call so a rotated secret file is picked up."""
     if token_file:
         try:
-            return Path(token_file).read_text(encoding="utf-8").strip() or None
+            raw = read_small_file(Path(token_file), MAX_TOKEN_BYTES)
+            return raw.decode("utf-8", errors="replace").strip() or None
         except OSError as exc:
-            raise ScrapeError("other", f"bearer token file unreadable: {exc.strerror}") from exc
+            raise ScrapeError(
+                "other", f"bearer token file unreadable: {exc.strerror or exc}"
+            ) from exc
     if token_env:
         return os.environ.get(token_env) or None
     return None
