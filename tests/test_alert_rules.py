@@ -18,6 +18,7 @@ import yaml
 
 from exporter.analysis.findings import SEVERITIES
 from exporter.exposition.families import FAMILIES, P
+from tests.support.docs import runbook_queries
 from tests.support.tools import (
     REPO,
     RULE_FILES,
@@ -196,13 +197,6 @@ def test_unit_scenarios_feed_series_the_exporter_exports() -> None:
         if name == P + "finding":
             labels = dict(re.findall(r'(\w+)="([^"]*)"', series))
             assert SEVERITIES[labels["code"]] == labels["severity"], series
-
-
-def runbook_queries() -> list[str]:
-    """The PromQL quoted in the runbook: code spans naming a specwatch series or ``up``."""
-    prose = re.sub(r"^```.*?^```", "", RUNBOOK.read_text(), flags=re.MULTILINE | re.DOTALL)
-    spans = re.findall(r"`([^`]+)`", prose)
-    return [" ".join(s.split()) for s in spans if re.search(r"specwatch_|^up\{", s)]
 
 
 @pytest.mark.e2e

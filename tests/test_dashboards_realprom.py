@@ -1,4 +1,5 @@
-"""Every dashboard query returns data from a real Prometheus that scraped the real exporter.
+"""Every dashboard query returns data from a real Prometheus that scraped the real exporter,
+and so does every runbook query whose series are there.
 
 A renamed metric or label leaves a panel blank without any error in Grafana; here it fails a
 test. Two ``specwatch run`` processes tail logs that ``specwatch simulate`` writes live:
@@ -20,12 +21,14 @@ test. Two ``specwatch run`` processes tail logs that ``specwatch simulate`` writ
 One Prometheus scrapes them all every second as job ``specwatch`` and evaluates the project's alert
 rules with every ``for:`` cut to zero, so firing alerts exist for the annotation query. Each
 query is then run with Grafana's variables on "All" and must return at least one series.
-No query is exempt.
+No query is exempt. The runbook's queries are run with its ``T`` (the alert's target) on every
+target: one whose every series selector finds data must find data too.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
@@ -37,6 +40,7 @@ import yaml
 from exporter.mixin.dashboards.queries import Query, dashboard_queries, expand
 from exporter.simulate.scenarios import SCENARIOS
 from tests.support.daemon import RunningDaemon, live_simulation, run_daemon
+from tests.support.docs import runbook_queries
 from tests.support.fake_sglang import fake_sglang, sglang_http_api
 from tests.support.realprom import RunningPrometheus, running_prometheus
 from tests.support.tools import REPO, free_port, require_tool, shipped_rules
@@ -52,6 +56,14 @@ pytestmark = pytest.mark.e2e
 
 # Grafana sets $__rate_interval to at least four scrape intervals; Prometheus scrapes every 1 s.
 RATE_INTERVAL = "10s"
+# A series selector of a query: a specwatch series, a recording rule or ``up``, with its
+# matchers and offset; its range (``[10m]``) is left out, so the selector is an instant query.
+SELECTOR = re.compile(
+    r"(?<![\w:])((?:target|job):specwatch_\w+:\w+|specwatch_\w+|up)(\{[^}]*\})?(?:\[\w+\])?"
+    r"( offset \w+)?"
+)
+# A comparison filters series on purpose (``up == 0`` is empty while specwatch is up).
+COMPARISON = re.compile(r"\s(?:==|!=|>=?|<=?)\s")
 QUERIES: list[Query] = [
     query
     for name in ("specwatch-node.json", "specwatch-fleet.json")
@@ -176,3 +188,28 @@ def test_scraped_only_engines_show_in_the_fleet_panels(prometheus: RunningPromet
     assert {"llama", "trtllm"} <= {series["metric"]["target"] for series in per_target}
     (watched,) = prometheus.query(expand(fleet["Targets watched"], RATE_INTERVAL))
     assert watched["value"][1] == "6"  # sick, ok, vllm, adaptive, llama, trtllm
+
+
+def on_every_target(query: str) -> str:
+    """A runbook query with its placeholders (the alert's target, instance) matching any."""
+    return query.replace('target="T"', 'target=~".+"').replace(
+        'instance="<instance>"', 'instance=~".+"'
+    )
+
+
+def test_runbook_queries_find_data_where_their_series_have_it(
+    prometheus: RunningPrometheus,
+) -> None:
+    """A query whose sides never match (a histogram bucket's ``le`` against its ``_count``)
+    answers nothing, and an on-call reads that as nothing wrong."""
+    checked, empty = 0, []
+    for query in map(on_every_target, runbook_queries()):
+        selectors = ["".join(parts) for parts in SELECTOR.findall(query)]
+        assert selectors, f"no series selector found in {query}"
+        if COMPARISON.search(query) or not all(prometheus.query(s) for s in selectors):
+            continue
+        checked += 1
+        if not prometheus.query(query):
+            empty.append(query)
+    assert checked > 20, "the runbook's queries are no longer found or no longer have data"
+    assert not empty

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tests.support.tools import REPO
 
 README = REPO / "README.md"
 DOC_PAGES = (README, *sorted((REPO / "docs").glob("*.md")))
+RUNBOOK = REPO / "alerts" / "runbook.md"
 
 
 def doc(name: str) -> str:
@@ -27,3 +29,10 @@ def section(text: str, heading: str) -> str:
         i for i in (text.find(f"\n{'#' * n} ", start) for n in range(1, len(level) + 1)) if i != -1
     ]
     return text[start : min(ends)] if ends else text[start:]
+
+
+def runbook_queries() -> list[str]:
+    """The PromQL quoted in the runbook: code spans naming a specwatch series or ``up``."""
+    prose = re.sub(r"^```.*?^```", "", RUNBOOK.read_text(), flags=re.MULTILINE | re.DOTALL)
+    spans = re.findall(r"`([^`]+)`", prose)
+    return [" ".join(s.split()) for s in spans if re.search(r"specwatch_|^up\{", s)]
