@@ -166,6 +166,26 @@ def test_the_reference_config_file_is_valid() -> None:
     assert [t.name for t in config.targets] == ["sglang-0"]
 
 
+def test_every_yaml_example_on_the_configuration_page_is_a_valid_config() -> None:
+    """Each block is what a user pastes into the file ``--config`` reads."""
+    blocks = re.findall(r"```yaml\n(.*?)```", doc("configuration.md"), re.DOTALL)
+    assert len(blocks) >= 3, "the pattern no longer finds the examples"
+    for block in blocks:
+        build_config(yaml.safe_load(block))  # raises ConfigError naming the key
+
+
+def test_the_command_table_lists_exactly_the_commands_of_the_help(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    listed = set(re.findall(r"^ {4}([a-z]+) ", capsys.readouterr().out, re.MULTILINE))
+    table = section(doc("configuration.md"), "## Running it on a real server")
+    documented = set(re.findall(r"^\| `specwatch ([a-z]+)", table, re.MULTILINE))
+    assert len(listed) >= 6, "the help no longer lists the commands"
+    assert documented == listed
+
+
 def anchors(text: str) -> set[str]:
     """GitHub's anchors for a page's headings."""
     headings = re.findall(r"^#+ (.+)$", re.sub(r"```.*?```", "", text, flags=re.S), re.M)
