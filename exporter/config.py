@@ -407,5 +407,7 @@ def load_config(
     file_origin = f"config file {path}" if path else "defaults"
     config = build_config(file_data, {**env, **given}, origins, file_origin)
     if not config.targets:
-        raise ConfigError("targets: nothing to watch: give --log-file, --metrics-url or a config")
+        raise ConfigError(
+            "targets: nothing to watch: give --log-file or --metrics-url, or targets in the config"
+        )
     return config

@@ -138,9 +138,12 @@ def test_invalid_yaml_and_missing_file_are_errors(tmp_path: Path) -> None:
         load_config(tmp_path / "missing.yaml", None, environ={})
 
 
-def test_nothing_to_watch_is_an_error() -> None:
+def test_nothing_to_watch_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="targets"):
         load_config(None, None, environ={})
+    # A file of custom rules alone (a fragment pasted on its own) names what it lacks.
+    with pytest.raises(ConfigError, match="targets in the config"):
+        load_config(write(tmp_path, "custom_rules: []\n"), None, environ={})
 
 
 @pytest.mark.parametrize("var", ["SPECWATCH_NAME", "SPECWATCH_LOG_FILES"])
