@@ -19,6 +19,7 @@ import yaml
 from exporter.analysis.findings import SEVERITIES
 from exporter.exposition.families import FAMILIES, P
 from tests.support.docs import runbook_queries
+from tests.support.loglines import decode, prefill, startup
 from tests.support.tools import (
     REPO,
     RULE_FILES,
@@ -153,6 +154,27 @@ def test_runbook_section_covers_meaning_to_escalation(name: str) -> None:
     text = runbook_sections()[name]
     missing = [s for s in RUNBOOK_SECTIONS if not re.search(rf"^\*\*{s}", text, re.MULTILINE)]
     assert not missing, f"runbook section {name} lacks {missing}"
+
+
+def graph_count(lines: list[str], folder: Path) -> str:
+    """What the runbook's count of decode windows without CUDA graphs prints for this log."""
+    section = runbook_sections()["SpecDecodeCudaGraphDisabled"]
+    spans = [" ".join(s.split()) for s in re.findall(r"`([^`]+)`", section)]
+    (command,) = [s for s in spans if s.startswith("grep") and "cuda graph: False" in s]
+    (folder / "server.log").write_text("\n".join(lines) + "\n")
+    result = run_tool("bash", "-c", command, cwd=folder)
+    return result.stdout.strip()
+
+
+@pytest.mark.e2e
+def test_runbook_counts_decode_windows_without_graphs_not_prefill_lines(tmp_path: Path) -> None:
+    """SGLang's prefill lines print ``cuda graph: False`` whatever decode runs: a count over
+    every line tells an on-call that a node decoding in graphs has them off."""
+    prefills = [prefill(60 + 4 * i) for i in range(6)]
+    in_graphs = startup() + prefills + [decode(62 + 4 * i, 3.2, 0.73) for i in range(4)]
+    without = startup() + prefills + [decode(62 + 4 * i, 3.2, 0.73, graph=False) for i in range(4)]
+    assert graph_count(in_graphs, tmp_path) == "0"
+    assert graph_count(without, tmp_path) == "4"
 
 
 def test_alerts_on_window_gauges_require_traffic() -> None:
