@@ -18,8 +18,9 @@ import yaml
 
 from exporter.analysis.findings import SEVERITIES
 from exporter.exposition.families import FAMILIES, P
-from tests.support.docs import runbook_queries
+from tests.support.docs import runbook_queries, runbook_spans
 from tests.support.loglines import decode, prefill, startup
+from tests.support.speclogs import server_args
 from tests.support.tools import (
     REPO,
     RULE_FILES,
@@ -156,14 +157,21 @@ def test_runbook_section_covers_meaning_to_escalation(name: str) -> None:
     assert not missing, f"runbook section {name} lacks {missing}"
 
 
+def runbook_greps() -> list[str]:
+    """The ``grep`` command lines quoted in the runbook's prose."""
+    return [s for s in runbook_spans() if s.startswith("grep ")]
+
+
+def run_on_log(command: str, lines: list[str], folder: Path) -> str:
+    """What ``command`` prints in a folder whose ``server.log`` holds ``lines``."""
+    (folder / "server.log").write_text("\n".join(lines) + "\n")
+    return run_tool("bash", "-c", command, cwd=folder).stdout.strip()
+
+
 def graph_count(lines: list[str], folder: Path) -> str:
     """What the runbook's count of decode windows without CUDA graphs prints for this log."""
-    section = runbook_sections()["SpecDecodeCudaGraphDisabled"]
-    spans = [" ".join(s.split()) for s in re.findall(r"`([^`]+)`", section)]
-    (command,) = [s for s in spans if s.startswith("grep") and "cuda graph: False" in s]
-    (folder / "server.log").write_text("\n".join(lines) + "\n")
-    result = run_tool("bash", "-c", command, cwd=folder)
-    return result.stdout.strip()
+    (command,) = [s for s in runbook_greps() if "cuda graph: False" in s]
+    return run_on_log(command, lines, folder)
 
 
 @pytest.mark.e2e
@@ -175,6 +183,27 @@ def test_runbook_counts_decode_windows_without_graphs_not_prefill_lines(tmp_path
     without = startup() + prefills + [decode(62 + 4 * i, 3.2, 0.73, graph=False) for i in range(4)]
     assert graph_count(in_graphs, tmp_path) == "0"
     assert graph_count(without, tmp_path) == "4"
+
+
+# Server arguments the runbook reads from the log, which SGLang writes as ServerArgs(key=value)
+# and, from 0.5.23, as a dict ({'key': value}).
+SERVER_ARGS_READ = (
+    "speculative_algorithm",
+    "disable_cuda_graph",
+    "log_level",
+    "decode_log_interval",
+)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("key", SERVER_ARGS_READ)
+def test_runbook_reads_server_arguments_from_either_form_sglang_logs(
+    key: str, tmp_path: Path
+) -> None:
+    (command,) = [s for s in runbook_greps() if s.startswith("grep -o") and key in s]
+    older = run_on_log(command, startup(algorithm="EAGLE"), tmp_path)
+    dict_form = run_on_log(command, [server_args("EAGLE", draft_path="/models/d")], tmp_path)
+    assert older.startswith(f"{key}=") and dict_form.startswith(f"{key}': "), (older, dict_form)
 
 
 def test_alerts_on_window_gauges_require_traffic() -> None:

@@ -31,8 +31,12 @@ def section(text: str, heading: str) -> str:
     return text[start : min(ends)] if ends else text[start:]
 
 
+def runbook_spans() -> list[str]:
+    """The code spans of the runbook's prose, each on one line as a reader would type it."""
+    prose = re.sub(r"^```.*?^```", "", RUNBOOK.read_text(), flags=re.MULTILINE | re.DOTALL)
+    return [" ".join(s.split()) for s in re.findall(r"`([^`]+)`", prose)]
+
+
 def runbook_queries() -> list[str]:
     """The PromQL quoted in the runbook: code spans naming a specwatch series or ``up``."""
-    prose = re.sub(r"^```.*?^```", "", RUNBOOK.read_text(), flags=re.MULTILINE | re.DOTALL)
-    spans = re.findall(r"`([^`]+)`", prose)
-    return [" ".join(s.split()) for s in spans if re.search(r"specwatch_|^up\{", s)]
+    return [s for s in runbook_spans() if re.search(r"specwatch_|^up\{", s)]
