@@ -228,6 +228,8 @@ def test_two_windows_an_hour_old_are_not_judged(
     out = capsys.readouterr().out
     assert "nothing wrong" not in out and "faster than the baseline" not in out
     assert "not judged: 2 decode windows, the newest 60 min ago; at least 3 are needed" in out
+    # Nor is the draft-token count sized from them.
+    assert "draft tokens:" not in out and "would help" not in out
 
 
 def test_vllm_without_cuda_graphs_is_told_in_vllms_own_flag(

@@ -25,7 +25,7 @@ from exporter.analysis.findings import DecodeSample, Observations, evaluate
 from exporter.analysis.findings.draft_tokens import position_profile
 from exporter.analysis.node import Moment, NodeMoments
 from exporter.analysis.schedule import advise_bands, schedule_text
-from exporter.analysis.thresholds import DEFAULT, Thresholds
+from exporter.analysis.thresholds import DEFAULT, MIN_WINDOWS, Thresholds
 from exporter.analysis.verdicts import implausible, judge
 from exporter.engines import ending
 from exporter.engines.record import (
@@ -290,9 +290,9 @@ class ReportBuilder(RecordSink):
 
     def breakeven(self, config: ServerConfig) -> Assessment | None:
         """One draft-token count for the run; none under adaptive speculation, which runs no
-        one count (its steps follow the batch size)."""
+        one count (its steps follow the batch size), nor from too few windows to judge."""
         self._fold_held()
-        if config.adaptive:
+        if config.adaptive or self._run.accept_count < MIN_WINDOWS:
             return None
         rates = position_profile(self.observations(config).windows)
         if rates is not None and config.num_draft_tokens == len(rates) + 1:
