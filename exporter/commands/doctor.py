@@ -341,8 +341,11 @@ def _judge_windows(report: Report, diagnosis: Diagnosis) -> None:
     """The newest run's verdicts, and what could not be judged, in plain words."""
     if report.stats_lines == 0 and not report.critical:
         diagnosis.problems.append(
-            "log: no stats lines at all, so nothing could be judged (is the server logging at "
-            "--log-level info, and is this its log?)"
+            "log: no stats lines, as the server said it would not log them this run: judge "
+            "it from its /metrics (doctor --url http://HOST:PORT)"
+            if report.config.stats_not_logged is not None
+            else "log: no stats lines at all, so nothing could be judged (is the server "
+            "logging at --log-level info, and is this its log?)"
         )
         return
     run = report.newest

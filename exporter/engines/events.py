@@ -73,6 +73,15 @@ class SpeculationSchedule:
     ranges: tuple[tuple[int, int, int], ...]
 
 
+@dataclass(frozen=True, slots=True)
+class StatsLoggingOff:
+    """The engine said it writes no stats lines this run, in its own words: vLLM with more
+    than one API server (``AsyncLLM created with api_server_count more than 1; disabling
+    stats logging ...``, each server's warning at start)."""
+
+    reason: str
+
+
 Event = (
     ServerArgsEvent
     | WeightsLoaded
@@ -81,4 +90,5 @@ Event = (
     | ServerReady
     | AdaptiveSteps
     | SpeculationSchedule
+    | StatsLoggingOff
 )

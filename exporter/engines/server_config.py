@@ -27,6 +27,7 @@ from exporter.engines.events import (
     MemoryPlan,
     ServerArgsEvent,
     SpeculationSchedule,
+    StatsLoggingOff,
     WeightsLoaded,
 )
 from exporter.redact import drop_secrets
@@ -99,6 +100,8 @@ class ServerConfig:
     off_ema_accept: float | None = None
     # vLLM's dynamic speculation: (first, last batch size, speculative tokens) ranges.
     schedule: tuple[tuple[int, int, int], ...] | None = None
+    # Why the engine writes no stats lines this run, in its words (vLLM's API servers).
+    stats_not_logged: str | None = None
 
     @property
     def prefill_only(self) -> bool:
@@ -325,6 +328,8 @@ class ConfigTracker:
                 )
             elif isinstance(event, AdaptiveSteps):
                 self._config = _with_steps(self._config, event)
+            elif isinstance(event, StatsLoggingOff):
+                self._config = replace(self._config, stats_not_logged=event.reason)
             elif isinstance(event, SpeculationSchedule):
                 # Logged before the engine's own start line, which would forget it: kept for it.
                 self._schedule = event.ranges

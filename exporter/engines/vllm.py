@@ -43,6 +43,11 @@ STATS_MARKERS: tuple[bytes, ...] = (
 # with config: ...", 0.8's V0 "Initializing a V0 LLM engine", older V0 "Initializing an LLM
 # engine".
 EVENT_MARKERS: tuple[bytes, ...] = (b"speculative_config=", b"non-default args: ")
+# Each API server's warning, at start, that it logs no stats: more than one API server
+# (``--api-server-count``, or its default of one per DP rank) hand an engine's stats to one
+# server a step, so none of them has the whole (``v1/metrics/loggers.py``).
+STATS_OFF = "AsyncLLM created with api_server_count more than 1; disabling stats logging"
+NOTICE_MARKERS: tuple[bytes, ...] = (STATS_OFF.encode(),)
 # The API server's arguments, logged before the engine starts (dynamic speculation's schedule).
 NON_DEFAULT_ARGS = "non-default args: "
 _SCHEDULE = re.compile(r"'num_speculative_tokens_per_batch_size': (\[[\d\[\], ()]{0,2000}\])")
@@ -142,7 +147,7 @@ class VllmParser:
             return [*self._spec(process, time, _spec_values(body, self._k))]
         if message.startswith(OLD_SPEC_HEAD):
             return [*self._spec(process, time, self._old_spec(message[len(OLD_SPEC_HEAD) :]))]
-        if message.startswith(NON_DEFAULT_ARGS):
+        if message.startswith((NON_DEFAULT_ARGS, STATS_OFF)):
             return [LogLine(time, None, None, message, NAME)]
         if message.startswith(ENGINE_CONFIG):
             spec = _SPEC_CONFIG.search(message)

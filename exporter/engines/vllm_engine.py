@@ -7,13 +7,18 @@ from collections.abc import Callable, Mapping, Sequence
 
 from exporter.engines import ending, vllm
 from exporter.engines.engine import BandSteps, Deliveries, UpstreamReader
-from exporter.engines.events import Event, ServerArgsEvent, SpeculationSchedule
+from exporter.engines.events import (
+    Event,
+    ServerArgsEvent,
+    SpeculationSchedule,
+    StatsLoggingOff,
+)
 from exporter.engines.record import LogLine, StatsRecord, Unrecognized
 from exporter.engines.vllm_upstream import VllmUpstream
 
 _OWN_MARKERS = vllm.STATS_MARKERS + vllm.EVENT_MARKERS
 # What a reader looks for: its own lines and the lines of a server's end.
-_MARKERS = _OWN_MARKERS + ending.MARKERS
+_MARKERS = _OWN_MARKERS + vllm.NOTICE_MARKERS + ending.MARKERS
 
 
 class VllmReader:
@@ -76,6 +81,10 @@ class Vllm:
         "eagle3_algorithm": '"method": "eagle3" in --speculative-config',
         "speculative_tokens": "num_speculative_tokens in --speculative-config",
         "log_stats": "without --disable-log-stats, at the default log level",
+        "api_servers": (
+            "logs no stats with more than one API server: scrape its /metrics (--metrics-url; "
+            "doctor --url), which every API server serves whole, or run --api-server-count 1"
+        ),
         "cuda_graphs_off": "enforce_eager=True in vLLM's engine configuration",
         "cuda_graphs_on": "vLLM without --enforce-eager",
         "gpu_headroom": "--gpu-memory-utilization or --max-num-seqs",
@@ -95,7 +104,9 @@ class Vllm:
 
     def parse_event(self, message: str) -> Event | None:
         """The engine configuration line: vLLM's start, the same restart as SGLang's
-        ``server_args`` in other names."""
+        ``server_args`` in other names; the API servers' word that no stats are logged."""
+        if message.startswith(vllm.STATS_OFF):
+            return StatsLoggingOff(message[:200])
         schedule = vllm.speculation_schedule(message)
         if schedule is not None:
             return SpeculationSchedule(schedule)

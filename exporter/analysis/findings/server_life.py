@@ -82,6 +82,8 @@ def server_ended(obs: Observations) -> Finding | None:
 
 
 def decode_stats_not_logged(obs: Observations) -> Finding | None:
+    if obs.config.stats_not_logged is not None:
+        return _stats_off_by_engine(obs)
     level = (obs.config.log_level or "").lower()
     if level in HIDING_LOG_LEVELS:
         seen = f"log_level='{level}': SGLang logs decode stats at INFO, so none are written."
@@ -108,6 +110,24 @@ def decode_stats_not_logged(obs: Observations) -> Finding | None:
             "stats lines; without them specwatch cannot tell whether speculation helps."
         ),
         fix=f"Have the server log its stats: {engine_fix('log_stats', obs.config.engine)}.",
+    )
+
+
+def _stats_off_by_engine(obs: Observations) -> Finding | None:
+    """The engine said in its log that it logs no stats this run (vLLM's API servers): a
+    problem only while its ``/metrics``, which still counts everything, is not read."""
+    if obs.metrics_endpoint == "ok":
+        return None
+    return Finding(
+        code="decode_stats_not_logged",
+        summary="Decode stats are not in the log",
+        seen=f"The server said at start: '{obs.config.stats_not_logged}'.",
+        why=(
+            "Accept length, CUDA-graph use and throughput per window come from the stats "
+            "lines; without them, and without the server's /metrics, specwatch cannot tell "
+            "whether speculation helps."
+        ),
+        fix=f"{engine_fix('api_servers', obs.config.engine)}.",
     )
 
 
