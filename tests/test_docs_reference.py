@@ -10,6 +10,8 @@ lists, the collector's families and the rendered alert and recording rules.
 from __future__ import annotations
 
 import re
+import shlex
+from pathlib import Path
 
 import pytest
 import yaml
@@ -212,3 +214,37 @@ def test_the_readme_links_every_docs_page() -> None:
     for page in DOC_PAGES[1:]:
         assert f"(docs/{page.name})" in readme, page.name
     assert len(readme.splitlines()) < 150, "the README is for what a user needs first"
+
+
+def console_examples() -> list[str]:
+    """The ``console`` blocks of the docs: ``$``-commands followed by what they print."""
+    return [b for t in DOCS.values() for b in re.findall(r"```console\n(.*?)```", t, re.DOTALL)]
+
+
+def printed_in_order(shown: list[str], printed: list[str]) -> list[str]:
+    """The shown lines the output lacks, in order; ``...`` cuts a line, or stands for lines."""
+    lines = iter(printed)
+    missing = []
+    for line in (s for s in shown if s.strip() and s.strip() != "..."):
+        head = line.removesuffix(" ...")
+        matches = (p.startswith(head) if head != line else p == line for p in lines)
+        if not any(matches):
+            missing.append(line)
+    return missing
+
+
+@pytest.mark.parametrize("example", console_examples(), ids=lambda e: e.split("\n")[1][:40])
+def test_a_console_example_prints_what_the_docs_show(
+    example: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    steps = [part.splitlines() for part in re.split(r"^\$ ", example, flags=re.MULTILINE)[1:]]
+    *setup, (command, *shown) = steps
+    for step in setup:
+        assert main(shlex.split(step[0])[1:]) == 0, step[0]
+    capsys.readouterr()
+    main(shlex.split(command)[1:])
+    assert not printed_in_order(shown, capsys.readouterr().out.splitlines())
