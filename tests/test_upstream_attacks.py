@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import socket
 import subprocess
@@ -22,7 +23,7 @@ import pytest
 
 from exporter.exposition.families import LABEL_VALUE_MAX
 from tests.support.daemon import RunningDaemon, config_file, run_daemon
-from tests.support.fake_sglang import Route, exposition, fake_sglang, server_info
+from tests.support.fake_sglang import FakeSGLang, Route, exposition, fake_sglang, server_info
 from tests.support.metrics import Scrape
 from tests.support.proc import MEMORY_LIMIT_MIB, SCRAPE_BUDGET, rss_mib
 from tests.support.realprom import running_prometheus
@@ -54,6 +55,23 @@ def assert_metrics_down(daemon: RunningDaemon, reason: str) -> None:
     scrape = timed_scrape(daemon)
     assert up(scrape, "metrics") == 0
     assert scrape.value("specwatch_running_requests", **TARGET) is None
+
+
+@contextmanager
+def scraping(
+    tmp_path: Path, port: int, body: str
+) -> Iterator[tuple[FakeSGLang, RunningDaemon, Scrape]]:
+    """A daemon scraping a server that answers ``body``, and its first scrape with it up."""
+    with fake_sglang() as server:
+        server.routes["/metrics"] = Route(body=body.encode())
+        config = config_file(tmp_path, server.url, server_info=False)
+        with run_daemon(["--config", str(config)], port) as daemon:
+            up = {**TARGET, "endpoint": "metrics"}
+            yield (
+                server,
+                daemon,
+                daemon.wait_metric("specwatch_upstream_up", lambda v: v == 1, **up),
+            )
 
 
 @contextmanager
@@ -334,35 +352,47 @@ def test_impossible_upstream_values_are_dropped_and_counted(tmp_path: Path, port
     )
     body = body.replace(" 0.35\n", " 332667\n")  # rank 1's token usage
     body += f"sglang:num_queue_reqs{{{rank0}}} 7\n"  # rank 0's queue, a second time
-    with fake_sglang() as server:
-        server.routes["/metrics"] = Route(body=body.encode())
-        config = config_file(tmp_path, server.url, server_info=False)
-        with run_daemon(["--config", str(config)], port) as daemon:
-            scrape = daemon.wait_metric(
-                "specwatch_upstream_up", lambda v: v == 1, **TARGET, endpoint="metrics"
+    with scraping(tmp_path, port, body) as (server, daemon, scrape):
+        assert scrape.value("specwatch_accept_length", **TARGET) == 2.47  # rank 1 alone
+        assert scrape.value("specwatch_token_usage_ratio", **TARGET) == 0.21
+        assert scrape.value("specwatch_queued_requests", **TARGET) == 2  # rank 1's alone
+        assert scrape.value("specwatch_running_requests", **TARGET) == 61
+        dropped = {
+            reason: scrape.value(
+                "specwatch_upstream_dropped_samples_total", **TARGET, reason=reason
             )
-            assert scrape.value("specwatch_accept_length", **TARGET) == 2.47  # rank 1 alone
-            assert scrape.value("specwatch_token_usage_ratio", **TARGET) == 0.21
-            assert scrape.value("specwatch_queued_requests", **TARGET) == 2  # rank 1's alone
-            assert scrape.value("specwatch_running_requests", **TARGET) == 61
-            dropped = {
-                reason: scrape.value(
-                    "specwatch_upstream_dropped_samples_total", **TARGET, reason=reason
-                )
-                for reason in ("non_finite", "negative", "out_of_range", "duplicate")
-            }
-            assert dropped == {"non_finite": 1, "negative": 0, "out_of_range": 1, "duplicate": 2}
-            server.routes["/metrics"] = Route(
-                body=exposition().replace(" 2.47\n", " NaN\n").replace(" 2.41\n", " NaN\n").encode()
+            for reason in ("non_finite", "negative", "out_of_range", "duplicate")
+        }
+        assert dropped == {"non_finite": 1, "negative": 0, "out_of_range": 1, "duplicate": 2}
+        server.routes["/metrics"] = Route(
+            body=exposition().replace(" 2.47\n", " NaN\n").replace(" 2.41\n", " NaN\n").encode()
+        )
+        scrape = daemon.wait_metric(
+            "specwatch_upstream_dropped_samples_total",
+            lambda v: v == 3,
+            **TARGET,
+            reason="non_finite",
+        )
+        assert scrape.value("specwatch_accept_length", **TARGET) is None
+        assert "specwatch_accept_ratio" not in scrape.names()
+
+
+def test_finite_upstream_counts_too_large_to_sum_are_dropped_not_exported_as_inf(
+    tmp_path: Path, port: int
+) -> None:
+    """A rank running 1.7e308 requests, two at 1.7e308 tok/s: every sample finite, the one
+    exported as current, the throughput's sum as +Inf."""
+    body = exposition().replace('"} 31\n', '"} 1.7e308\n').replace(" 600.5", " 1.7e308")
+    with scraping(tmp_path, port, body) as (_, _, scrape):
+        assert scrape.value("specwatch_running_requests", **TARGET) == 30  # rank 1 alone
+        assert scrape.value("specwatch_gen_throughput_tokens_per_second", **TARGET) is None
+        assert (
+            scrape.value(
+                "specwatch_upstream_dropped_samples_total", **TARGET, reason="out_of_range"
             )
-            scrape = daemon.wait_metric(
-                "specwatch_upstream_dropped_samples_total",
-                lambda v: v == 3,
-                **TARGET,
-                reason="non_finite",
-            )
-            assert scrape.value("specwatch_accept_length", **TARGET) is None
-            assert "specwatch_accept_ratio" not in scrape.names()
+            == 3
+        )
+        assert all(math.isfinite(sample.value) for sample in scrape.samples)
 
 
 @contextmanager

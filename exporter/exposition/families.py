@@ -166,7 +166,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
         "counter",
         "Samples of the server's /metrics that specwatch reads but cannot be true, dropped: "
         "non_finite, negative, out_of_range (a 0-1 share above 1, an impossible accept "
-        "length) or duplicate (every copy of a series given twice).",
+        "length, a count above 1e18) or duplicate (every copy of a series given twice).",
     ),
     "custom_rule_dropped_lines": (
         "counter",

@@ -19,13 +19,16 @@ DROP_REASONS = ("non_finite", "negative", "out_of_range", "duplicate")
 # Accepted tokens per verify round: 0 without speculation, else at least 1 (the target's own
 # token) and at most one more than the longest draft a real drafter makes.
 MAX_ACCEPT_LENGTH = 64.0
+# A count no server reaches (a billion tokens a second for 30 years is 1e18) and that 20,000
+# of stay finite when summed: two finite 1.7e308 ranks summed to +Inf.
+MAX_COUNT = 1e18
 
 
 def checked(samples: Samples, bounds: Callable[[str], str | None]) -> tuple[Samples, Counter[str]]:
     """``samples`` without what cannot be true, and how many were dropped by reason.
 
     ``bounds`` tells how a name is bounded, as the engine that reads it says (the readers'
-    ``bounds``): ``count`` (at least 0), ``ratio`` (a 0-1 share) or ``accept_length`` (0, or
+    ``bounds``): ``count`` (0 to ``MAX_COUNT``), ``ratio`` (a 0-1 share) or ``accept_length`` (0, or
     1 to ``MAX_ACCEPT_LENGTH``); None for a name no engine reads, which is left alone.
     """
     dropped: Counter[str] = Counter()
@@ -53,6 +56,8 @@ def _problem(kind: str, value: float) -> str | None:
         return "non_finite"
     if value < 0:
         return "negative"
+    if kind == "count" and value > MAX_COUNT:
+        return "out_of_range"
     if kind == "ratio" and value > 1:
         return "out_of_range"
     if kind == "accept_length" and (0 < value < 1 or value > MAX_ACCEPT_LENGTH):
