@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 # Name parts that mark a credential. Matching whole ``_``-separated parts (not substrings)
 # keeps ``speculative_num_draft_tokens`` while dropping ``api_key`` or ``hf_token``.
@@ -46,3 +47,10 @@ def drop_secrets(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [drop_secrets(item) for item in value]
     return value
+
+
+def url_without_secrets(url: str) -> str:
+    """``url`` for a log line: without user, password or query, any of which may carry a key."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))[:200]

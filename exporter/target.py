@@ -72,4 +72,5 @@ def _scraper(config: TargetConfig) -> UpstreamScraper | None:
         token_file=str(config.bearer_token_file) if config.bearer_token_file else None,
         token_env=config.bearer_token_env,
         metrics_prefix=config.metrics_prefix,
+        target=config.name,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -333,3 +334,32 @@ def test_the_steps_in_force_come_from_sglangs_setup_gauges(
     snap = scraper(sglang).scrape_once()
     got = None if snap.config is None else snap.config.active_steps
     assert got == active
+
+
+def test_an_endpoint_that_stops_answering_is_logged_once_and_so_is_its_return(
+    sglang: FakeSGLang, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = "/metrics?key=s3cret"
+    url = sglang.url.replace("http://", "http://user:pa55@") + path
+    scrape = UpstreamScraper(url, timeout=2, target="sglang-0")
+    caplog.set_level(logging.INFO, logger="exporter.sources.upstream")
+    sglang.routes[path] = Route(body=exposition().encode())
+    scrape.scrape_once()
+    sglang.routes[path] = Route(status=503)
+    scrape.scrape_once()
+    scrape.scrape_once()
+    sglang.routes[path] = Route(body=exposition().encode())
+    scrape.scrape_once()
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if "sglang-0" in r.getMessage()]
+    assert [level for level, _ in said] == ["WARNING", "INFO"]
+    assert "metrics" in said[0][1] and "HTTP 503" in said[0][1]
+    assert f"{sglang.url}/metrics " in said[0][1]
+    assert not any(secret in caplog.text for secret in ("s3cret", "pa55", "user"))
+
+
+def test_a_scraper_without_a_target_name_leaves_the_telling_to_its_caller(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """doctor prints its own ``problem:`` line; a log line on top would say it twice."""
+    UpstreamScraper(f"http://127.0.0.1:{free_port()}/metrics", timeout=1).scrape_once()
+    assert not caplog.records

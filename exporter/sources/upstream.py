@@ -37,7 +37,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter.engines import registry
 from exporter.engines.record import UpstreamValues
 from exporter.engines.server_config import ServerConfig, from_server_info, with_local_draft
-from exporter.redact import drop_secrets
+from exporter.redact import drop_secrets, url_without_secrets
 from exporter.settings import read_small_file
 from exporter.sources import resolve, upstream_checks
 from exporter.sources.deadlines import DEADLINES
@@ -301,10 +301,12 @@ class UpstreamScraper:
         token_file: str | None = None,
         token_env: str | None = None,
         metrics_prefix: str | None = None,
+        target: str | None = None,
     ) -> None:
         """``metrics_prefix``: the start of the server's metric names when they are not its
         engine's own (the config's ``metrics_prefix``); only engines that can read names
-        under it get a reader."""
+        under it get a reader. ``target``: the daemon's name for the server, given so that an
+        endpoint that stops answering is logged (``doctor`` prints its own problems)."""
         self.metrics_url = metrics_url
         self.server_info_url = server_info_url
         self.interval = interval
@@ -320,6 +322,8 @@ class UpstreamScraper:
         ]
         self._snapshot = UpstreamSnapshot()
         self._bugs_logged: set[tuple[str, str]] = set()  # tracebacks once per endpoint
+        self._target = target
+        self._failing: dict[str, str] = {}  # endpoint -> why its newest scrape failed
         self._dropped: Counter[str] = Counter()
 
     def snapshot(self) -> UpstreamSnapshot:
@@ -355,6 +359,7 @@ class UpstreamScraper:
         try:
             snapshot = scrape(snapshot)
         except ScrapeError as exc:
+            self._tell(endpoint, exc.reason if exc.status is None else f"HTTP {exc.status}")
             key = (endpoint, exc.reason)
             self._errors[key] = self._errors.get(key, 0) + 1
             if endpoint == "metrics":
@@ -364,6 +369,7 @@ class UpstreamScraper:
                     reader.reset()
             return EndpointStatus(False, time.monotonic() - started, str(exc)), snapshot
         except Exception as exc:  # a bug on hostile content: this endpoint down, not the scraper
+            self._tell(endpoint, "other")
             key = (endpoint, "other")
             self._errors[key] = self._errors.get(key, 0) + 1
             first = key not in self._bugs_logged
@@ -376,7 +382,35 @@ class UpstreamScraper:
             )
             error = f"internal error: {type(exc).__name__}"
             return EndpointStatus(False, time.monotonic() - started, error), snapshot
+        self._tell(endpoint, None)
         return EndpointStatus(True, time.monotonic() - started), snapshot
+
+    def _tell(self, endpoint: str, cause: str | None) -> None:
+        """Log an endpoint that stops answering, and when it answers again, once per change:
+        without it a mistyped URL or a dead server shows only in the exported series. The
+        cause is the counted reason or HTTP status, never the server's own words."""
+        if cause == self._failing.get(endpoint):
+            return
+        if cause is None:
+            del self._failing[endpoint]
+        else:
+            self._failing[endpoint] = cause
+        if self._target is None:
+            return
+        url = url_without_secrets(
+            (self.metrics_url if endpoint == "metrics" else self.server_info_url) or ""
+        )
+        if cause is None:
+            log.info("target %s: %s %s answers again", self._target, endpoint, url)
+        else:
+            log.warning(
+                "target %s: scraping %s %s failed (%s); what it gives is not exported until it "
+                "answers",
+                self._target,
+                endpoint,
+                url,
+                cause,
+            )
 
     def _token(self) -> str | None:
         return bearer_token(self._token_file, self._token_env)
