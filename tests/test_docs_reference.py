@@ -90,6 +90,17 @@ def test_the_run_flags_in_the_configuration_reference_are_exactly_the_programs(
     assert set(FLAG.findall(table)) == flags
 
 
+def test_the_demo_page_names_every_flag_of_the_simulator(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    # The options themselves, not the engine flags their descriptions mention.
+    flags = set(re.findall(r"^ {2}(--[a-z-]+)", capsys.readouterr().out, re.MULTILINE)) - {"--help"}
+    assert "--scenario" in flags, "the help no longer lists the flags"
+    assert flags <= set(FLAG.findall(doc("demo.md")))
+
+
 def test_every_flag_given_to_a_specwatch_command_in_the_docs_exists(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
