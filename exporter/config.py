@@ -7,8 +7,10 @@ from) because a sidecar that silently ignores a typo is worse than one that refu
 
 from __future__ import annotations
 
+import glob
 import os
 import re
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -230,8 +232,11 @@ class Config(Strict):
 
 
 def _unique_paths(targets: list[TargetConfig]) -> None:
-    """A log path given twice, in one target or two, would have every line counted twice."""
+    """A log path given twice, in one target or two, would have every line counted twice; so
+    would one file reached by two paths (a symlink, a hard link, a glob's match), as far as
+    the files there now tell."""
     seen: dict[str, str] = {}
+    files: dict[tuple[int, int], tuple[str, str]] = {}  # -> (the entry, the file's name)
     for target in targets:
         for path in target.log_files:
             key = path if path == "-" else os.path.normpath(os.path.abspath(path))
@@ -241,6 +246,28 @@ def _unique_paths(targets: list[TargetConfig]) -> None:
                     "each line would be counted twice"
                 )
             seen[key] = target.name
+            for identity, name in _files_named(path):
+                entry, first = files.setdefault(identity, (key, name))
+                if entry != key:
+                    raise ValueError(
+                        f"log file {path} names the file {first} does too "
+                        f"(target {target.name}): each line would be counted twice"
+                    )
+
+
+def _files_named(path: str) -> list[tuple[tuple[int, int], str]]:
+    """(device, inode) and the path it was reached by, of each file ``path`` names now."""
+    if path == "-":
+        return []
+    found = []
+    for name in sorted(glob.glob(path)) if glob.has_magic(path) else [path]:
+        try:
+            st = os.stat(name)
+        except (OSError, ValueError):  # not there (yet), or a name the system refuses
+            continue
+        if stat.S_ISREG(st.st_mode):
+            found.append(((st.st_dev, st.st_ino), name))
+    return found
 
 
 def check_http_url(value: str) -> None:

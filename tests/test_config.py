@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -115,6 +116,28 @@ def test_more_targets_or_log_paths_than_one_process_can_hold_are_refused() -> No
     paths = [f"{i}.log" for i in range(257)]
     with pytest.raises(ConfigError, match=r"^targets: at most 256 log paths per process"):
         build_config({"targets": [{"log_files": paths}]})
+
+
+@pytest.mark.parametrize("other", ["link", "glob", "hardlink"])
+def test_one_file_named_twice_through_a_link_or_glob_is_refused(tmp_path: Path, other: str) -> None:
+    """The same file as a path and as a symlink or glob match had every line counted twice
+    (100 lines appended read as 200); only the same spelling was refused."""
+    log = tmp_path / "logs" / "server.log"
+    log.parent.mkdir()
+    log.touch()
+    second = tmp_path / "server-link.log"
+    if other == "link":
+        second.symlink_to(log)
+    elif other == "hardlink":
+        second.hardlink_to(log)
+    else:
+        second = tmp_path / "logs" / "*.log"
+    targets = [{"name": "a", "log_files": [str(log)]}, {"name": "b", "log_files": [str(second)]}]
+    with pytest.raises(ConfigError, match=re.escape(f"{second} names the file {log} does too")):
+        build_config({"targets": targets})
+    (tmp_path / "logs" / "other.txt").touch()
+    other_file = str(tmp_path / "logs" / "*.txt")
+    build_config({"targets": [targets[0], {"name": "b", "log_files": [other_file]}]})
 
 
 def test_unknown_environment_variable_is_named() -> None:
