@@ -7,6 +7,7 @@ must be exactly the rendering with the defaults.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -323,6 +324,7 @@ def documented_mixin_examples() -> list[dict[str, Any]]:
 def test_the_docs_list_the_defaults_and_valid_examples() -> None:
     reference, *examples = documented_mixin_examples()
     assert MixinConfig.model_validate(reference) == MixinConfig()
+    assert set(reference["thresholds"]) == {f.name for f in dataclasses.fields(Thresholds)}
     assert len(examples) == 3
     for example in examples:
         MixinConfig.model_validate(example)
