@@ -10,12 +10,18 @@ draft only on the last one), so a stage's loads are its own.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from exporter.analysis.node import NodeMoments
 from exporter.engines.record import LogLine, StatsRecord
 from exporter.engines.sglang import classify
 from exporter.state.runs import RunTracker
-from tests.support.loglines import decode_line, stamp
+from tests.support.daemon import doctor
+from tests.support.loglines import decode_line, stamp, startup
 
+CURVE = "1:82,48:1500,128:2370"
 SERVER_ARGS = (
     "server_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', tp_size=2, "
     "pp_size=2, speculative_algorithm='EAGLE', "
@@ -93,3 +99,34 @@ def test_the_last_stage_loading_its_draft_is_not_confused_with_the_first_stage()
         tracker.observe(logged)
     assert tracker.config.target_architecture == "LlamaForCausalLM"
     assert tracker.config.draft_architecture == "LlamaForCausalLMEagle"
+
+
+def pipelined_log(tmp_path: Path, accept_len: float) -> Path:
+    """A --pp-size 2 node at 48 running requests, 24 in each micro-batch, decoding 900 tok/s:
+    slower than the 1,500 tok/s of the baseline at 48, faster than its 776 at 24."""
+    lines = [line.replace("ServerArgs(", "ServerArgs(pp_size=2, ") for line in startup()]
+    for second in range(60, 200, 4):
+        lines += [
+            decode_line(accept_len, running=24, tput=900.0, stamp=stamp(second, f"PP{p} TP0"))
+            for p in (0, 1)
+        ]
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(lines) + "\n")
+    return log
+
+
+@pytest.mark.e2e
+def test_doctor_holds_no_pipelined_node_to_the_baseline_at_a_micro_batch_load(
+    tmp_path: Path,
+) -> None:
+    run = doctor("--log-file", str(pipelined_log(tmp_path, 3.1)), "--baseline-curve", CURVE)
+    assert "speed is not compared with a baseline" in run.stdout
+    assert "faster than the baseline" not in run.stdout
+    assert run.returncode == 0
+
+
+@pytest.mark.e2e
+def test_a_pipelined_node_whose_drafter_collapsed_is_still_critical(tmp_path: Path) -> None:
+    run = doctor("--log-file", str(pipelined_log(tmp_path, 1.0)), "--baseline-curve", CURVE)
+    assert "collapsed" in run.stdout
+    assert run.returncode == 3

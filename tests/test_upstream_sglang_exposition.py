@@ -10,7 +10,7 @@ import pytest
 
 from exporter.engines.record import UpstreamValues
 from exporter.sources.upstream import UpstreamScraper
-from tests.support.daemon import config_file, run_daemon
+from tests.support.daemon import config_file, doctor, run_daemon
 from tests.support.fake_sglang import FakeSGLang, Route, fake_sglang, server_info
 from tests.support.sglang_metrics import Rank, SGLangMetrics
 
@@ -136,3 +136,54 @@ def test_the_first_pipeline_stage_speaks_for_the_batch(sglang: FakeSGLang) -> No
         metrics.stats(0, Rank(running=running, throughput=20.0 * running), pp=stage)
     values = scraped(sglang, metrics, UpstreamScraper(f"{sglang.url}/metrics"))
     assert (values.running_requests, values.gen_throughput) == (30, 600)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(("stages", "speedup"), [(1, 900 / 776), (2, None)])
+def test_a_pipelined_server_is_not_held_to_the_baseline_at_a_micro_batch_load(
+    tmp_path: Path, port: int, stages: int, speedup: float | None
+) -> None:
+    """--pp-size 2 (its /server_info says so): the running gauge is one micro-batch's, 24 of
+    48, and the throughput the pipeline's; 900 tok/s is above the baseline at 24 (776) and
+    below the one at 48 (1,500), so no speedup can be told. Without pipeline stages it can."""
+    metrics = SGLangMetrics(dp=1, pp=stages)
+    metrics.stats(0, Rank(running=24, throughput=900.0, accept_length=3.1))
+    config = tmp_path / "specwatch.yaml"
+    with fake_sglang() as server:
+        server.routes["/server_info"] = Route(
+            body=server_info(
+                pp_size=stages,
+                speculative_draft_model_path="lmsys/sglang-EAGLE-LLaMA3-Instruct-8B",
+            ),
+            content_type="application/json",
+        )
+        server.routes["/metrics"] = Route(body=metrics.body())
+        config.write_text(
+            f"targets:\n  - name: sglang-0\n    metrics_url: {server.url}/metrics\n"
+            f"    server_info_url: {server.url}/server_info\n    scrape_interval: 1\n"
+            '    baseline: {curve: "1:82,48:1500,128:2370"}\n'
+        )
+        with run_daemon(["--config", str(config)], port) as d:
+            d.wait_metric("specwatch_running_requests", lambda v: v == 24, target="sglang-0")
+            d.wait_metric(
+                "specwatch_upstream_up", lambda v: v == 1, target="sglang-0", endpoint="server_info"
+            )
+            found = d.scrape().value("specwatch_speedup_ratio", target="sglang-0")
+    assert found == (None if speedup is None else pytest.approx(speedup, rel=1e-3))
+
+
+@pytest.mark.e2e
+def test_doctor_says_why_a_pipelined_server_is_not_held_to_the_baseline() -> None:
+    metrics = SGLangMetrics(dp=1, pp=2)
+    metrics.stats(0, Rank(running=24, throughput=900.0, accept_length=3.1))
+    with fake_sglang() as server:
+        server.routes["/server_info"] = Route(
+            body=server_info(
+                pp_size=2, speculative_draft_model_path="lmsys/sglang-EAGLE-LLaMA3-Instruct-8B"
+            ),
+            content_type="application/json",
+        )
+        server.routes["/metrics"] = Route(body=metrics.body())
+        run = doctor("--url", server.url, "--baseline-curve", "1:82,48:1500,128:2370")
+    assert "speed not compared with the baseline: with 2 pipeline stages" in run.stdout
+    assert run.returncode == 0

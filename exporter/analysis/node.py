@@ -28,6 +28,11 @@ class Moment(NamedTuple):
     # Draft steps adaptive speculation had in force (a line of its own: adaptive runs no DP
     # attention); None where not stamped.
     steps: int | None = None
+    # Logged by a pipeline stage (SGLang's --pp-size): its ``#running-req`` is one
+    # micro-batch's (the running batch is split into one per stage, more with
+    # --pp-async-batch-depth) while its throughput is the whole pipeline's, so no baseline at
+    # that load says how fast the node is.
+    pipelined: bool = False
 
 
 def node_totals(records: Iterable[StatsRecord]) -> tuple[float | None, int | None]:
@@ -50,10 +55,12 @@ def _summed(
     queued: int | None = 0
     lengths: list[float] = []
     count = 0
+    pipelined = False
     for at, record in ranks:
         if now is not None and at is not None and now - at > stale_after:
             continue
         count += 1
+        pipelined = pipelined or record.pp_rank is not None
         value = record.gen_throughput
         tput = None if tput is None or value is None else tput + value
         requests = record.running_requests
@@ -66,7 +73,7 @@ def _summed(
     if not count:
         return Moment(now, None, None, None, None)
     accept = sum(lengths) / len(lengths) if lengths else None
-    return Moment(now, accept, running, tput, queued)
+    return Moment(now, accept, running, tput, queued, pipelined=pipelined)
 
 
 def _latest(ranks: Iterable[tuple[float | None, StatsRecord]]) -> float | None:
@@ -88,6 +95,7 @@ def _own_moment(at: float | None, record: StatsRecord) -> Moment:
         record.gen_throughput,
         record.queued_requests,
         steps,
+        record.pp_rank is not None,
     )
 
 

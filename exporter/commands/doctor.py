@@ -299,7 +299,9 @@ def _judge_scrape(
         )
         return
     running = None if values.running_requests is None else int(values.running_requests)
-    baseline = judging.baseline.at(running) if judging.baseline and running else None
+    # Under pipeline parallelism the gauge's running requests are one micro-batch's.
+    curve = None if config.pipelined else judging.baseline
+    baseline = curve.at(running) if curve and running else None
     # Adaptive speculation has drafting off (0 steps in force): one token a round by design.
     off = config.active_steps == 0
     basis = (
@@ -328,6 +330,12 @@ def _judge_scrape(
         )
     else:
         diagnosis.notes.append(f"accept length {values.accept_length:.2f} from {basis}")
+    if judging.baseline and config.pipelined:
+        diagnosis.notes.append(
+            f"speed not compared with the baseline: with {config.pipeline_stages} pipeline "
+            "stages the running-requests gauge counts one micro-batch, the throughput the "
+            "whole pipeline"
+        )
 
 
 def _judge_log(report: Report, diagnosis: Diagnosis) -> None:

@@ -87,6 +87,9 @@ class ServerConfig:
     enable_metrics: bool | None = None
     # SGLang's PD disaggregation: "prefill" servers decode nothing, "decode" servers do.
     disaggregation_mode: str | None = None
+    # SGLang's pipeline stages (--pp-size): above 1 a stats line's running requests are one
+    # micro-batch's, and its throughput the whole pipeline's.
+    pipeline_stages: int | None = None
     target_architecture: str | None = None
     draft_architecture: str | None = None
     draft_has_eagle_config: bool | None = None
@@ -108,6 +111,12 @@ class ServerConfig:
         """A prefill server of PD disaggregation: it hands every request to a decode server,
         so it writes no decode stats line and nothing of speculation is judged here."""
         return self.disaggregation_mode == "prefill"
+
+    @property
+    def pipelined(self) -> bool:
+        """Pipeline parallelism: no baseline at a line's load (one micro-batch's requests)
+        says how fast the node is, so speed is not judged against one."""
+        return (self.pipeline_stages or 1) > 1
 
     @property
     def probes(self) -> bool:
@@ -155,6 +164,7 @@ _ARG_FIELDS: dict[str, tuple[str, type]] = {
     "speculative_adaptive": ("adaptive", bool),
     "served_model_name": ("served_model", str),
     "disaggregation_mode": ("disaggregation_mode", str),
+    "pp_size": ("pipeline_stages", int),
 }
 
 

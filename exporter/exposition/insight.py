@@ -73,6 +73,8 @@ def inspect(
         if not fresh and now - upstream.scraped_at < max_age:
             fallback = _plain_decoding(upstream.values, config)
     baseline_tok_s, speedup = _speed(target, *_load(snap, fresh, fallback))
+    if config.pipelined or any(w.record.pp_rank is not None for w in fresh.values()):
+        speedup = None  # one micro-batch's requests: no baseline at that load fits the node
     evidence = target.state.evidence
     # Findings judge the recent windows, throughput included; the current speedup (perhaps
     # from the upstream gauges) stands in only when the log has none.

@@ -223,8 +223,11 @@ class ReportBuilder(RecordSink):
 
     def _add_moment(self, moment: Moment) -> None:
         """One node-wide window: into the bands, the run's load and the chart series."""
-        at, accept_length, running, tput, queued, _ = moment
-        base = self.baseline.at(running) if self.baseline and running else None
+        at, accept_length, running, tput, queued, *_ = moment
+        # A pipeline stage's running requests are one micro-batch's: no baseline fits them.
+        self._run.pipelined = self._run.pipelined or moment.pipelined
+        curve = None if moment.pipelined else self.baseline
+        base = curve.at(running) if curve and running else None
         if running and tput is not None:
             index = band_index(running)
             self._overall.add(running, tput, base)

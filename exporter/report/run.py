@@ -38,6 +38,8 @@ class Run:
         self.drafting_off = 0  # decode windows adaptive speculation ran with drafting off
         # Its engine logged a form older than any per-batch-size schedule (OLD_SPEC_FORM).
         self.old_spec_form = False
+        # Logged by pipeline stages: no baseline fits a micro-batch's running requests.
+        self.pipelined = False
         self.bands = [BandAccumulator() for _ in BANDS]
         self.ranks = RankAccepts()  # the whole run's, by DP rank
         # Records not yet handed to the evidence: see ``evidence``.
@@ -146,6 +148,7 @@ class Run:
             drafting_off=self.drafting_off,
             ranks=self.ranks.figures(),
             ended=None if ending is None else ending_summary(ending, bool(self.windows)),
+            pipelined=self.pipelined,
         )
 
 

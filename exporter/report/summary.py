@@ -134,6 +134,8 @@ class RunSummary:
     engine: str | None = None  # the engine whose start line told the setup
     # How it ended (a crash, a traceback), as the crash finding says it; None: it did not.
     ended: str | None = None
+    # Logged by pipeline stages (--pp-size): its speed is not compared with a baseline.
+    pipelined: bool = False
 
     def setup(self, with_engine: bool = False) -> str:
         """``EAGLE3, 4 draft tokens, draft /models/x``: what this run speculated with; with
@@ -345,6 +347,12 @@ class Report:
                 "length and speed were not judged."
             )
         load = f"{_tok_s(run.throughput)} tok/s at {run.running} running"
+        if run.pipelined or self.config.pipelined:
+            return (
+                f"Speculation does {load}: a pipeline stage's line counts the running "
+                "requests of one micro-batch and the whole pipeline's throughput, so speed is "
+                "not compared with a baseline."
+            )
         if run.speedup is None or run.baseline is None:
             return (
                 f"Speculation does {load}; no baseline was given to compare with "

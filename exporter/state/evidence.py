@@ -113,7 +113,7 @@ class Evidence:
         closed = []
         for moment in self._node.add(decodes, repeat(at)):
             running, tput = moment.running, moment.throughput
-            if running and tput is not None:
+            if running and tput is not None and not moment.pipelined:
                 closed.append((running, tput))
         self._loads.extend(closed)
         return closed
