@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from exporter.config import build_config
-from exporter.parse.custom_rules import RETIRE_SECONDS, CustomRuleSet
+from exporter.exposition.families import FAMILIES
+from exporter.parse.custom_rules import OWN_METRICS, RETIRE_SECONDS, CustomRuleSet
 from exporter.settings import ConfigError
 from tests.support.custom_rules import documented_rules, rule_set
 from tests.support.docs import doc
@@ -71,6 +72,8 @@ def _rule(**changes: object) -> dict[str, object]:
         ({"pattern": r"(?P<len>\d)(?=(?P<mode>\w))"}, "RE2 syntax"),
         ({"metrics": [{"name": "bad-name", "value": "len"}]}, "must match"),
         ({"metrics": [{"name": "x_total", "type": "counter"}]}, "not end in _total"),
+        # Its second HELP block made Prometheus refuse the whole scrape.
+        ({"metrics": [{"name": "rule_dropped_lines", "type": "counter"}]}, "specwatch's own"),
         ({"metrics": [{"name": "g", "type": "gauge"}]}, "needs a value group"),
         ({"metrics": []}, "at least 1"),
         ({"colour": "red"}, "colour: unknown key"),
@@ -83,6 +86,12 @@ def test_bad_rules_are_config_errors_naming_the_rule_entry(
     with pytest.raises(ConfigError, match=r"^custom_rules\.1\b") as info:
         rule_set(rules)
     assert message in str(info.value)
+
+
+def test_every_family_of_specwatch_under_the_custom_prefix_is_refused_as_a_rule_metric() -> None:
+    own = {name.removeprefix("custom_") for name in FAMILIES if name.startswith("custom_")}
+    assert own
+    assert own <= OWN_METRICS
 
 
 def test_the_same_metric_name_in_two_rules_is_an_error() -> None:

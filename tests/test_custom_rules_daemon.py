@@ -102,6 +102,10 @@ def test_a_catastrophic_pattern_neither_stalls_scrapes_nor_signals(
     [
         ({"pattern": r"^(?P<run>a+)\1$"}, "custom_rules.0.pattern"),  # a backreference
         ({"labels": ["__name__"], "pattern": r"(?P<__name__>\w+)"}, "custom_rules.0.labels"),
+        (
+            {"metrics": [{"name": "rule_dropped_lines", "type": "counter"}]},
+            "custom_rules.0.metrics.0.name",
+        ),
     ],
 )
 def test_a_rule_re2_cannot_run_or_a_reserved_label_stops_the_start(

@@ -62,6 +62,9 @@ PREFIX = "specwatch_custom_"
 _NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _RESERVED_LABELS = frozenset({"target", "le", "quantile"})
 MAX_LABEL_CHARS = 128
+# specwatch's own families under PREFIX: a rule metric of the same name wrote a second HELP
+# block, and Prometheus refused the whole scrape.
+OWN_METRICS = frozenset({"rule_dropped_lines"})
 # Series all rules may keep per target, counted as max_series x metrics per rule: each rule
 # was capped alone, and 300 rules of 1,000 series (40 KB of config) made a 16 MB scrape that
 # took 5 s and 464 MB. The shipped monitors' sampleLimit is 1,000 per scrape.
@@ -101,6 +104,8 @@ class CustomMetric(BaseModel):
             raise ValueError(
                 f"metric name {name!r} must match [a-zA-Z_][a-zA-Z0-9_]* and not end in _total"
             )
+        if name in OWN_METRICS:
+            raise ValueError(f"metric name {name!r} is specwatch's own {PREFIX}{name}_total")
         return name
 
     @model_validator(mode="after")
