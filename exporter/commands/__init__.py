@@ -85,7 +85,7 @@ def add_baseline_flags(parser: argparse.ArgumentParser) -> None:
         bench,
         type=path_arg,
         metavar="FILE",
-        help="sglang.bench_serving JSONL output of a run without speculation",
+        help="the JSONL sglang.benchmark.serving wrote for a run without speculation",
     )
     parser.add_argument(
         "--expected-accept-length",
