@@ -409,6 +409,8 @@ def _describe_one(err: Any, origins: Mapping[str, str], file_origin: str) -> str
     leaf = "_".join(loc[-2:]) if loc[-2:-1] == ["baseline"] else (loc[-1] if loc else "")
     if leaf not in origins and loc[-1:] == ["baseline"]:
         leaf = next((k for k in _BASELINE_KEYS if k in origins), leaf)
+    # A check across a target's keys names the key it refuses first ("log_files: ...").
+    leaf = leaf if leaf in origins else msg.partition(":")[0]
     return f"{key}: {msg} ({origins.get(leaf, file_origin)})"
 
 

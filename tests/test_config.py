@@ -194,3 +194,11 @@ def test_a_settings_file_over_a_mebibyte_is_refused_unread(tmp_path: Path) -> No
     big.write_text("targets: [{log_files: [a]}]\n" + "# padding\n" * 200_000)
     with pytest.raises(ConfigError, match=r"big\.yaml: larger than 1048576 bytes"):
         load_config(big, None, environ={})
+
+
+def test_a_check_across_a_targets_keys_names_where_the_refused_key_came_from() -> None:
+    """Not "(defaults)": the user gave --log-file, and that is what to change."""
+    with pytest.raises(ConfigError, match=r"log_files: .* \(--log-file\)$"):
+        load_config(None, {"engine": "trtllm", "log_files": ["server.log"]}, environ={})
+    with pytest.raises(ConfigError, match=r"log_files: .* \(environment variable SPECWATCH_LOG_"):
+        load_config(None, {"engine": "trtllm"}, environ={"SPECWATCH_LOG_FILE": "server.log"})
