@@ -10,6 +10,7 @@ import functools
 import logging
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from typing import Protocol
 
@@ -154,6 +155,7 @@ class Daemon:
 _SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 # How soon the main thread notices that another thread asked to stop (standard input ended).
 _STOP_CHECK_SECONDS = 0.25
+_HANGUP_NOTE_SECONDS = 60.0
 
 
 def serve(daemon: Daemon) -> int:
@@ -163,18 +165,20 @@ def serve(daemon: Daemon) -> int:
     The signals are blocked before any thread starts (threads inherit the mask) and taken by
     the main thread with ``sigtimedwait``. With a Python handler instead, the kernel may hand
     the signal to a busy worker thread, and the handler then waits until the main thread
-    next wakes up. SIGHUP is logged and ignored: the configuration is read once, at start.
+    next wakes up. SIGHUP is ignored (said at most once a minute): the configuration is read
+    once, at start.
     They stay blocked after the stop: the process is ending, and a supervisor's second
     SIGTERM (or a SIGHUP) taken with the default action would kill it with status 143 or 129.
     """
     signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    hangups = _Hangups()
     try:
         daemon.start()
         while not daemon.stopping.is_set():
             received = signal.sigtimedwait(_SIGNALS, _STOP_CHECK_SECONDS)
             if received is None or received.si_signo not in _SIGNALS:
                 continue  # timed out, or woken with no signal (a profiler attaching by ptrace)
-            if not _hangup(received):
+            if not hangups.take(received):
                 log.info("%s received, stopping", signal.Signals(received.si_signo).name)
                 break
     finally:
@@ -182,8 +186,26 @@ def serve(daemon: Daemon) -> int:
     return daemon.exit_status
 
 
-def _hangup(received: signal.struct_siginfo) -> bool:
-    if received.si_signo != signal.SIGHUP:
-        return False
-    log.warning("SIGHUP ignored: specwatch reads its configuration at start; restart it to apply")
-    return True
+class _Hangups:
+    """Says that SIGHUP is ignored at most once a minute, with how many came since: a loop of
+    ``kill -HUP`` wrote a line per signal."""
+
+    def __init__(self) -> None:
+        self._quiet_until = 0.0
+        self._unsaid = 0
+
+    def take(self, received: signal.struct_siginfo) -> bool:
+        """Whether ``received`` was a SIGHUP (and so taken here)."""
+        if received.si_signo != signal.SIGHUP:
+            return False
+        self._unsaid += 1
+        now = time.monotonic()
+        if now >= self._quiet_until:
+            since = f" ({self._unsaid} since the last such line)" if self._unsaid > 1 else ""
+            log.warning(
+                "SIGHUP ignored%s: specwatch reads its configuration at start; restart it to apply",
+                since,
+            )
+            self._unsaid = 0
+            self._quiet_until = now + _HANGUP_NOTE_SECONDS
+        return True

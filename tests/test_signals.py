@@ -138,3 +138,22 @@ def test_signals_arriving_while_it_stops_still_end_it_with_status_zero(
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=5)
+
+
+def test_a_sighup_storm_is_logged_once_a_minute_not_once_a_signal(
+    tmp_path: Path, port: int
+) -> None:
+    """300 SIGHUPs wrote 94 WARNING lines: a loop sending them could fill the journal."""
+    log = tmp_path / "server.log"
+    log.touch()
+    with run_daemon(["--log-file", str(log)], port) as daemon:
+        for _ in range(300):
+            daemon.proc.send_signal(signal.SIGHUP)
+            time.sleep(0.005)  # apart, as a loop of `kill -HUP` sends them: not merged
+        time.sleep(4 * _STOP_CHECK_SECONDS)  # every signal taken by now
+        assert daemon.proc.poll() is None
+        assert healthy(port)
+        daemon.proc.send_signal(signal.SIGTERM)
+        assert daemon.proc.wait(timeout=10) == 0
+        stderr = daemon.proc.stderr.read() if daemon.proc.stderr else ""
+    assert stderr.count("SIGHUP ignored") == 1
