@@ -12,7 +12,7 @@ from exporter.engines import registry, sglang_startup
 from exporter.engines.events import ServerArgsEvent
 from exporter.engines.record import LogLine, StatsRecord, Unrecognized
 from exporter.engines.server_config import from_server_args
-from exporter.engines.vllm import VllmParser
+from exporter.engines.vllm import MAX_PENDING, VllmParser
 from exporter.parse.pipeline import LineProcessor
 from tests.support.sinks import ListSink
 
@@ -369,3 +369,12 @@ def test_one_process_logging_every_engine_pairs_each_in_turn() -> None:
         for line in (dp_engine(rank, 20 - 8 * rank), dp_spec(rank, accepted))
     ]
     assert by_rank(feed(*one)) == {0: (20, 2.8), 1: (12, 1.0)}
+
+
+def test_engine_lines_held_for_spec_lines_are_bounded_by_process() -> None:
+    """Every process tag holds its engine line until its spec line: a log naming more
+    processes than any launch runs lets the oldest go as windows of their own."""
+    parser = VllmParser(now=NOW)
+    released = [r for rank in range(MAX_PENDING + 3) for r in parser.feed(dp_engine(rank, 5))]
+    assert [r.dp_rank for r in released if isinstance(r, StatsRecord)] == [0, 1, 2]
+    assert len(parser.flush()) == MAX_PENDING
