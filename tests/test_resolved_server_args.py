@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from exporter.analysis.findings.configuration import graphs_off_by_configuration
 from exporter.engines.record import LogLine
 from exporter.engines.server_config import ConfigTracker, ServerConfig
 from exporter.engines.sglang import classify
@@ -111,6 +112,15 @@ def test_decode_graphs_are_off_when_the_resolved_decode_backend_is_disabled(
     read: Any, flags: dict[str, Any], off: bool
 ) -> None:
     assert read(resolved(**flags)).disable_cuda_graph is off
+
+
+@pytest.mark.parametrize("read", [scraped_config, logged_config], ids=["server_info", "log"])
+def test_graphs_off_by_the_decode_backend_are_said_so_not_as_disable_cuda_graph(read: Any) -> None:
+    """The server's disable_cuda_graph reads False there: quoting it as True misleads."""
+    fields = resolved(cuda_graph_config=cuda_graph_config("disabled", None))
+    seen, fix = graphs_off_by_configuration(read(fields))
+    assert "'disabled'" in seen and "disable_cuda_graph" not in seen
+    assert "--cuda-graph-backend-decode" in fix
 
 
 @pytest.mark.parametrize("read", [scraped_config, logged_config], ids=["server_info", "log"])

@@ -112,8 +112,9 @@ class Engine(Protocol):
 
     # Fix texts by the change they name, in this engine's own flags; findings join every
     # engine's phrase: ``eagle3_algorithm``, ``speculative_tokens``, ``log_stats``. An engine
-    # whose configuration can turn CUDA graphs off says how it reads (``cuda_graphs_off``)
-    # and how to restart with them on (``cuda_graphs_on``), for the node it runs on alone.
+    # whose configuration can turn CUDA graphs off says how it reads (``cuda_graphs_off``;
+    # ``cuda_graphs_off_backend`` where a resolved decode backend says it) and how to restart
+    # with them on (``cuda_graphs_on``), for the node it runs on alone.
     fixes: Mapping[str, str]
 
     def owns(self, text: str) -> bool:

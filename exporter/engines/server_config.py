@@ -77,6 +77,9 @@ class ServerConfig:
     eagle_topk: int | None = None
     num_draft_tokens: int | None = None
     disable_cuda_graph: bool | None = None
+    # SGLang 0.5.23's resolved decode backend (cuda_graph_config), which says graphs are off
+    # where its disable_cuda_graph does not: what a finding quotes as seen.
+    decode_graph_backend: str | None = None
     cuda_graph_max_bs: int | None = None
     log_level: str | None = None
     decode_log_interval: int | None = None
@@ -218,7 +221,9 @@ def _decode_graphs(config: ServerConfig, graphs: object) -> ServerConfig:
         return config
     backend = _coerce(decode.get("backend"), str)
     if backend is not None and not config.disable_cuda_graph:
-        config = replace(config, disable_cuda_graph=backend == "disabled")
+        config = replace(
+            config, disable_cuda_graph=backend == "disabled", decode_graph_backend=backend
+        )
     max_bs: int | None = _coerce(decode.get("max_bs"), int)
     if config.cuda_graph_max_bs is None and max_bs is not None:
         config = replace(config, cuda_graph_max_bs=max_bs)

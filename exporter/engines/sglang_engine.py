@@ -219,9 +219,10 @@ class SGLang:
         "eagle3_algorithm": "--speculative-algorithm EAGLE3",
         "speculative_tokens": "--speculative-num-steps",
         "log_stats": "--log-level info and the default --decode-log-interval 40",
-        "cuda_graphs_off": (
-            "disable_cuda_graph=True in the server arguments, or (SGLang 0.5.23) their "
-            "cuda_graph_config's decode backend 'disabled'"
+        "cuda_graphs_off": "disable_cuda_graph=True in the server arguments",
+        "cuda_graphs_off_backend": (
+            "the decode backend of cuda_graph_config is 'disabled' in the server arguments "
+            "(SGLang 0.5.23)"
         ),
         "cuda_graphs_on": (
             "the server without --disable-cuda-graph, and from SGLang 0.5.23 without "

@@ -93,7 +93,12 @@ def cuda_graph_disabled(obs: Observations) -> Finding | None:
 def graphs_off_by_configuration(config: ServerConfig) -> tuple[str, str]:
     """What the configuration says and the restart that turns graphs on, in the flags of the
     engine that logged it (``cuda_graphs_off`` and ``cuda_graphs_on`` among its fixes)."""
-    return f"{own_fix(config, 'cuda_graphs_off')}.", f"Restart {own_fix(config, 'cuda_graphs_on')}."
+    said = (
+        "cuda_graphs_off_backend"
+        if config.decode_graph_backend == "disabled"
+        else "cuda_graphs_off"
+    )
+    return f"{own_fix(config, said)}.", f"Restart {own_fix(config, 'cuda_graphs_on')}."
 
 
 def _no_graph_share(obs: Observations) -> float | None:
