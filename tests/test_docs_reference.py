@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from exporter.cli import main
+from exporter.cli import build_parser, main
+from exporter.commands.run import effective_config
 from exporter.config import build_config, env_overrides
 from exporter.exposition.families import FAMILIES
 from exporter.mixin.render import render
 from exporter.mixin_config import MixinConfig
 from exporter.settings import ConfigError
-from tests.support.docs import DOC_PAGES, README, all_docs, doc, section
+from tests.support.docs import DOC_PAGES, README, RUNBOOK, all_docs, doc, section
 from tests.support.tools import shipped_rules
 
 ENV_NAME = re.compile(r"\bSPECWATCH_[A-Z_]*[A-Z]\b")
@@ -259,3 +260,36 @@ def test_a_console_example_prints_what_the_docs_show(
     capsys.readouterr()
     main(shlex.split(command)[1:])
     assert not printed_in_order(shown, capsys.readouterr().out.splitlines())
+
+
+SHELL_BLOCK = re.compile(r"```(?:sh|console)\n(.*?)```", re.DOTALL)
+SPECWATCH_LINE = re.compile(r"(?:\S*/)?specwatch ")
+
+
+def shell_specwatch_lines() -> list[list[str]]:
+    """Each ``specwatch`` command line of the shell blocks of the docs and the runbook, as the
+    shell splits it (continuations joined, comments and what it pipes into dropped)."""
+    found = []
+    for text in [*DOCS.values(), RUNBOOK.read_text(encoding="utf-8")]:
+        for block in SHELL_BLOCK.findall(text):
+            for line in block.replace("\\\n", " ").splitlines():
+                command = line.removeprefix("$ ")
+                if not SPECWATCH_LINE.match(command):
+                    continue  # another program, or what a command printed
+                argv = shlex.split(command, comments=True)
+                found.append(argv[1 : argv.index("|")] if "|" in argv else argv[1:])
+    return found
+
+
+def test_every_specwatch_command_line_in_a_shell_example_is_accepted() -> None:
+    """Names alone are not enough: a value out of its choices, a flag without its value or
+    a run whose flags make no valid configuration stops a user who pastes the line."""
+    lines = shell_specwatch_lines()
+    assert len(lines) >= 10, "the pattern no longer finds the examples"
+    for argv in lines:
+        try:
+            args = build_parser(argv).parse_args(argv)
+        except SystemExit:
+            pytest.fail(f"specwatch {shlex.join(argv)} is refused")
+        if args.command == "run":
+            effective_config(args)  # raises ConfigError naming the key
