@@ -23,7 +23,8 @@ from exporter.engines import registry
 from exporter.engines.server_config import from_draft_config
 from exporter.engines.vllm_upstream import PREFIX_RE
 from exporter.parse.custom_rules import CustomRule, CustomRuleSet
-from exporter.settings import ConfigError, Strict, load_yaml, read_small_file
+from exporter.settings import ConfigError, Strict, load_yaml
+from exporter.smallfile import read_small_file
 from exporter.sources.upstream import MAX_TOKEN_BYTES
 
 DEFAULT_LISTEN = "0.0.0.0:9477"

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from exporter.settings import read_small_file
+from exporter.smallfile import read_small_file
 
 # bench_serving writes a line per run, with every request's timings: some MB for long runs.
 MAX_BENCH_BYTES = 64 << 20

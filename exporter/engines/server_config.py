@@ -31,7 +31,7 @@ from exporter.engines.events import (
     WeightsLoaded,
 )
 from exporter.redact import drop_secrets
-from exporter.settings import FileRefused, read_small_file
+from exporter.smallfile import FileRefused, read_small_file
 
 
 class DraftConfigError(ValueError):

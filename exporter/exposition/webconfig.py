@@ -25,7 +25,8 @@ from pydantic import Field, ValidationError, field_validator
 
 from exporter.exposition.server import StartResponse, WSGIApp
 from exporter.exposition.tlsconfig import TLSConfig, build_context, check, san_refusal
-from exporter.settings import MAX_SETTINGS_BYTES, ConfigError, Strict, load_yaml, read_small_file
+from exporter.settings import MAX_SETTINGS_BYTES, ConfigError, Strict, load_yaml
+from exporter.smallfile import read_small_file
 
 # A Go duration as exporter-toolkit writes one: 500ms, 1s, 1m30s.
 _GO_DURATION = re.compile(r"^(?:\d+(?:\.\d+)?(?:ns|us|µs|ms|s|m|h))+$|^0$")

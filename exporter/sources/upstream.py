@@ -38,7 +38,7 @@ from exporter.engines import registry
 from exporter.engines.record import UpstreamValues
 from exporter.engines.server_config import ServerConfig, from_server_info, with_local_draft
 from exporter.redact import drop_secrets, url_without_secrets
-from exporter.settings import read_small_file
+from exporter.smallfile import read_small_file
 from exporter.sources import resolve, upstream_checks
 from exporter.sources.deadlines import DEADLINES
 
