@@ -110,6 +110,10 @@ class MixinConfig(BaseModel):
             raise ValueError("low_accept_fraction: must be above 0 and at most 1")
         if value.slower_than_baseline_speedup <= 0:
             raise ValueError("slower_than_baseline_speedup: must be above 0")
+        if not 0 < value.drafting_off_speedup <= value.slower_than_baseline_speedup:
+            raise ValueError(
+                "drafting_off_speedup: must be above 0 and at most slower_than_baseline_speedup"
+            )
         if not 0 < value.no_benefit_share < 1:
             raise ValueError("no_benefit_share: must be above 0 and below 1")
         if value.no_benefit_min_requests < 1:

@@ -58,9 +58,11 @@ local written = {
     // When an alert fires, as `specwatch mixin` takes them under `thresholds:`; set the ones
     // you change with `thresholds+: {...}`. collapsedAcceptLength (accept length at or below
     // it: collapsed), lowAcceptFraction (below this share of the expected accept length:
-    // low), slowerThanBaselineSpeedup, noBenefitShare and noBenefitMinRequests (requests
-    // without benefit), and how long each must hold: collapsedFor, lowAcceptFor, slowerFor,
-    // noBenefitFor. noBenefitWindow is the exporter's and fixed.
+    // low), slowerThanBaselineSpeedup, draftingOffSpeedup (the same while drafting is off:
+    // the cost of keeping speculation ready tolerated), noBenefitShare and
+    // noBenefitMinRequests (requests without benefit), and how long each must hold:
+    // collapsedFor, lowAcceptFor, slowerFor (both speedups), noBenefitFor. noBenefitWindow is
+    // the exporter's and fixed.
     thresholds: thresholds.defaults,
   },
 
@@ -86,6 +88,11 @@ local written = {
       ),
       number('lowAcceptFraction', function(v) 0 < v && v <= 1, 'must be above 0 and at most 1'),
       number('slowerThanBaselineSpeedup', function(v) v > 0, 'must be above 0'),
+      number(
+        'draftingOffSpeedup',
+        function(v) 0 < v && v <= t.slowerThanBaselineSpeedup,
+        'must be above 0 and at most slowerThanBaselineSpeedup'
+      ),
       number('noBenefitShare', function(v) 0 < v && v < 1, 'must be above 0 and below 1'),
       number(
         'noBenefitMinRequests',

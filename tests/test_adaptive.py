@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from exporter.config import TargetConfig
+from exporter.cli import main
+from exporter.config import BaselineConfig, TargetConfig
 from exporter.engines.events import AdaptiveSteps
 from exporter.engines.record import LogLine
 from exporter.engines.server_config import ServerConfig
@@ -273,3 +274,37 @@ def test_metrics_only_adaptive_with_drafting_off_exports_no_accept_length() -> N
     assert scrape.value("specwatch_accept_length", target="a") is None
     assert scrape.value("specwatch_accept_ratio", target="a") is None
     assert scrape.value("specwatch_gen_throughput_tokens_per_second", target="a") == 2000
+
+
+def test_metrics_only_with_drafting_off_far_below_the_baseline_is_told_as_drafting_off(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """No log, so no share of windows: the gauges' 0 steps in force say drafting is off. At
+    2,000 tok/s against 3,400 (0.59x) doctor --url gives the verdict and the daemon the
+    finding, both with SGLang's remedy; neither calls speculation slower."""
+    with fake_sglang() as server:
+        server.routes["/metrics"] = Route(body=_sglang_metrics_drafting_off())
+        server.routes["/server_info"] = Route(
+            body=server_info(speculative_algorithm="EAGLE3", speculative_adaptive=True)
+        )
+        code = main(["doctor", "--url", server.url, "--baseline-curve", "1:82,96:3400", "--json"])
+        config = TargetConfig(
+            name="a",
+            metrics_url=f"{server.url}/metrics",
+            server_info_url=f"{server.url}/server_info",
+            baseline=BaselineConfig(curve="1:82,96:3400"),
+        )
+        target = Target.from_config(config)
+        assert target.upstream is not None
+        target.upstream.scrape_once()
+    assert code == 1
+    [verdict] = json.loads(capsys.readouterr().out)["verdicts"]
+    assert verdict["code"] == "drafting_off_below_baseline"
+    assert "(0.59x), with 0 draft steps in force (adaptive)" in verdict["seen"]
+    assert "SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1" in verdict["fix"]
+    clock = Clock()
+    clock.now = time.time()
+    scrape = render([target], clock)
+    finding = {"code": "drafting_off_below_baseline", "severity": "warning"}
+    assert scrape.value("specwatch_finding", target="a", **finding) == 1
+    assert scrape.value("specwatch_speedup_ratio", target="a") == pytest.approx(2000 / 3400)

@@ -39,8 +39,14 @@ def test_every_engine_names_each_fix_in_its_own_flags(engine: Engine) -> None:
 
 
 # What only an engine whose log specwatch reads says: its graphs switch, its DP ranks' lines,
-# the GPU memory its crash needs.
-LOG_CHANGES = ("cuda_graphs_off", "cuda_graphs_on", "rank_lines", "gpu_headroom")
+# the GPU memory its crash needs, what stays running while its drafting is off.
+LOG_CHANGES = (
+    "cuda_graphs_off",
+    "cuda_graphs_on",
+    "rank_lines",
+    "gpu_headroom",
+    "drafting_off_cost",
+)
 # What one engine alone says: vLLM's API servers, which log no stats when there are several;
 # SGLang 0.5.23's resolved decode backend, which turns graphs off where its flag does not.
 OWN_CHANGES = {"vllm": {"api_servers"}, "sglang": {"cuda_graphs_off_backend"}}

@@ -216,6 +216,11 @@ BAD = [
     ("collapsedAcceptLength", 1.3, "thresholds.collapsedAcceptLength: must be at least 1"),
     ("lowAcceptFraction", 70, "thresholds.lowAcceptFraction: must be above 0 and at most 1"),
     ("slowerThanBaselineSpeedup", 0, "thresholds.slowerThanBaselineSpeedup: must be above 0"),
+    (
+        "draftingOffSpeedup",
+        1.1,
+        "thresholds.draftingOffSpeedup: must be above 0 and at most slowerThanBaselineSpeedup",
+    ),
     ("noBenefitShare", 1, "thresholds.noBenefitShare: must be above 0 and below 1"),
     ("noBenefitMinRequests", 2.5, "thresholds.noBenefitMinRequests: must be a whole number"),
     ("slowerFor", "10 minutes", "thresholds.slowerFor: must be a Prometheus duration"),

@@ -359,11 +359,18 @@ def test_report_on_each_simulated_incident(
     )
     assert data["overall"]["speedup"] == pytest.approx(expected, rel=0.05)
     word = "faster" if expected > 1 else "slower"
+    said = f"Speculation is {word} than the baseline"
+    # A run that mostly did not draft (adaptive at high load) is not speculation being faster
+    # or slower, only the node with speculation kept ready.
+    run = data["runs"][-1]
+    if run["drafting_off_windows"] >= 0.5 * run["decode_windows"]:
+        said = "With drafting off the node runs "
+        assert f"% {'above' if expected > 1 else 'below'} the baseline (" in data["headline"]
     # A critical state is said first: the collapse, before how slow it made the node.
     judged = data["verdicts"] + data["findings"]
     critical = "; ".join(v["summary"] for v in judged if v["severity"] == "critical")
     head = f"{critical}. " if critical else ""
-    assert data["headline"].startswith(f"{head}Speculation is {word} than the baseline")
+    assert data["headline"].startswith(f"{head}{said}")
 
 
 def test_after_a_restart_findings_and_advice_judge_the_last_run(

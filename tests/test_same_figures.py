@@ -18,10 +18,11 @@ from typing import Any
 
 import pytest
 
+from exporter.analysis.findings import SEVERITIES
 from tests.support.daemon import RunningDaemon, run_daemon, specwatch_cmd
 from tests.support.loglines import VLLM_START, crashed, decode_line, stamp, startup, vllm_interval
 from tests.support.metrics import Scrape
-from tests.support.speclogs import decode, given_up_adaptive, server_args
+from tests.support.speclogs import decode, given_up_adaptive, healthy_adaptive, server_args
 from tests.support.tools import free_port
 from tests.support.waiting import wait_for
 
@@ -61,15 +62,26 @@ def vllm_collapsed() -> list[str]:
     return [VLLM_START] + [line for s in range(0, 60, 10) for line in vllm_interval(s)]
 
 
+# Adaptive with drafting off at 96 running, where the curve gives 1,860 tok/s: 0.95x of it is
+# what keeping speculation ready costs (nothing said), 0.60x far more (drafting_off_below_baseline).
 LOGS = {
     "crashed": crashed(),
     "one-rank-collapsed": one_rank_collapsed(),
     "adaptive-off": given_up_adaptive(),
+    "adaptive-off-tolerated": healthy_adaptive(tput_off=0.95 * 1860),
+    "adaptive-off-far-below": healthy_adaptive(tput_off=0.6 * 1860),
     "ngram": ngram(),
     "vllm-collapsed": vllm_collapsed(),
 }
 # Logs whose draft-token note (with the accept ratio) doctor and report leave out.
-NO_RATIO_PRINTED = {"adaptive-off"}
+NO_RATIO_PRINTED = {"adaptive-off", "adaptive-off-tolerated", "adaptive-off-far-below"}
+# What each log is judged to be, by code: findings, and the verdicts the daemon gives as a
+# finding of its recent windows (speed while drafting is off).
+JUDGED = {
+    "adaptive-off": {("adaptive_drafter_given_up", "warning")},
+    "adaptive-off-tolerated": set(),
+    "adaptive-off-far-below": {("drafting_off_below_baseline", "warning")},
+}
 # Speedups of a log whose throughput varies: the run's mean and its newest window's. The
 # adaptive log runs 32 windows at 545 tok/s and 8 at 520 (the last) against 500 at 16 running.
 UNSTEADY = {"adaptive-off": (round((32 * 545 + 8 * 520) / 40 / 500, 1), round(520 / 500, 1))}
@@ -96,7 +108,9 @@ def daemon_scrape(daemon: RunningDaemon, lines: int) -> Scrape:
 
 
 def findings(data: dict[str, Any]) -> set[tuple[str, str]]:
-    return {(f["code"], f["severity"]) for f in data["findings"]}
+    """The findings, and the verdicts whose code the daemon has as a finding."""
+    judged = [*data["findings"], *(v for v in data["verdicts"] if v["code"] in SEVERITIES)]
+    return {(f["code"], f["severity"]) for f in judged}
 
 
 def daemon_findings(s: Scrape) -> set[tuple[str, str]]:
@@ -151,6 +165,8 @@ def test_doctor_report_and_daemon_give_the_same_figures(tmp_path: Path, name: st
         assert ranks(d_run) == daemon_ranks(metrics)
     # Findings, by code and severity.
     assert findings(doctor) == findings(report) == daemon_findings(metrics)
+    if name in JUDGED:
+        assert findings(doctor) == JUDGED[name]
     # Algorithm and draft-token count as started, then the draft steps in force (adaptive's
     # newest choice, which the daemon's gauges follow).
     info = [x.labels for x in metrics.samples if x.name == "specwatch_speculative_info"]

@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from exporter.analysis.findings import OFF_SHARE
 from exporter.analysis.thresholds import DEFAULT
 
 RULES = Path(__file__).resolve().parent.parent / "alerts" / "prometheus_alerts.yaml"
@@ -44,6 +45,17 @@ def test_slower_alert_uses_the_speedup_threshold() -> None:
     rule = _alert("SpecDecodeSlowerThanBaseline")
     assert _numbers(rule["expr"].split("and")[0]) == [DEFAULT.slower_than_baseline_speedup]
     assert rule["for"] == DEFAULT.slower_for
+
+
+def test_drafting_off_alert_uses_its_own_speedup_threshold_and_the_off_share() -> None:
+    """The finding's and the verdict's numbers: the tolerance, OFF_SHARE, and for: as slower."""
+    rule = _alert("SpecDecodeDraftingOffBelowBaseline")
+    assert _numbers(rule["expr"].split("and")[0]) == [DEFAULT.drafting_off_speedup]
+    assert f'specwatch_drafting_off_ratio{{job="specwatch"}} >= {OFF_SHARE:g}' in rule["expr"]
+    assert rule["for"] == DEFAULT.slower_for
+    # While drafting is off the general speed alert stands aside, on the same condition.
+    slower = _alert("SpecDecodeSlowerThanBaseline")["expr"]
+    assert slower.split("unless", 1)[1].strip() == rule["expr"].split("and")[1].strip()
 
 
 def test_accept_length_alerts_judge_only_drafters_with_a_floor() -> None:

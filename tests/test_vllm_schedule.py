@@ -194,3 +194,21 @@ def test_the_landing_page_names_vllms_schedule_for_drafting_off() -> None:
     LogFeed(target.state, engine="vllm").on_lines([line.encode() for line in mostly_busy(spec)])
     page = landing_page([target], stale_after=3600).decode()
     assert "speculation off (per-batch-size schedule): plain decoding at this load" in page
+
+
+def test_far_below_the_baseline_with_k_0_names_vllms_cuda_graph_mode(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """vLLM's dynamic speculation serves PIECEWISE CUDA graphs at every batch size, k = 0 too:
+    a busy node far below the baseline is told vLLM's remedy, not SGLang's; a little below,
+    nothing."""
+    log = write_log(tmp_path, mostly_busy(spec))
+    assert main(["doctor", "--log-file", log, "--json", "--baseline-curve", "1:82,96:4900"]) == 1
+    [verdict] = json.loads(capsys.readouterr().out)["verdicts"]
+    assert verdict["code"] == "drafting_off_below_baseline"
+    assert "(0.60x), with drafting off (per-batch-size schedule) in 30 of 40" in verdict["seen"]
+    assert "VLLM_USE_V2_MODEL_RUNNER=1" in verdict["fix"]
+    assert "num_speculative_tokens_per_batch_size" in verdict["fix"]
+    assert "SGLANG" not in verdict["fix"]
+    assert main(["doctor", "--log-file", log, "--json", "--baseline-curve", "1:82,96:3100"]) == 0
+    assert json.loads(capsys.readouterr().out)["verdicts"] == []

@@ -21,6 +21,12 @@ class Thresholds:
     low_accept_fraction: float = 0.7
     # Below this speedup over the non-speculative baseline, speculation costs more than it saves.
     slower_than_baseline_speedup: float = 1.0
+    # ... and below this one while drafting is off (adaptive speculation, a per-batch-size
+    # schedule at k = 0): the server is not speculating, but still keeps speculation ready
+    # (SGLang runs the draft model's extend every round to keep its cache warm; vLLM serves
+    # piecewise instead of full CUDA graphs), which costs a few percent of a decode step, and
+    # window-to-window noise as much again. Above it a node with drafting off is healthy.
+    drafting_off_speedup: float = 0.9
     collapsed_for: str = "5m"
     low_accept_for: str = "10m"
     slower_for: str = "10m"

@@ -12,13 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from exporter.analysis import algorithms
-from exporter.analysis.algorithms import Standard, floor_for
+from exporter.analysis.algorithms import Standard, floor_for, off_cause
 from exporter.analysis.findings import (
     CRITICAL,
     OFF_SHARE,
     SEVERITY_ORDER,
     WARNING,
+    Finding,
     judgement_json,
+    slow_with_drafting_off,
 )
 from exporter.analysis.thresholds import DEFAULT, MIN_WINDOWS, Thresholds
 
@@ -68,11 +70,17 @@ class RunFigures:
         return self.basis or f"{self.windows} decode windows"
 
     @property
+    def mostly_off(self) -> bool:
+        """Drafting was off (adaptive, or a schedule at k = 0) in at least ``OFF_SHARE`` of
+        the decode windows: the run's speed is that of a server not speculating."""
+        total = self.windows + self.drafting_off
+        return total > 0 and self.drafting_off / total >= OFF_SHARE
+
+    @property
     def probing_only(self) -> bool:
         """Drafting was off in nearly every window: the windows with it on are adaptive's
         probes, judged by the finding adaptive_drafter_given_up, not by accept length."""
-        total = self.windows + self.drafting_off
-        return self.probes and total > 0 and self.drafting_off / total >= OFF_SHARE
+        return self.probes and self.mostly_off
 
     @property
     def speedup(self) -> float | None:
@@ -87,11 +95,13 @@ def judge(
     thresholds: Thresholds = DEFAULT,
     standard: Standard | None = algorithms.DEFAULT,
     steps: int | None = None,
+    engine: str | None = None,
 ) -> list[Verdict]:
     """The verdicts that hold for ``run``, most severe first.
 
     ``standard`` is the run's algorithm's (``None``: an algorithm specwatch does not know,
-    judged on speed only) and ``steps`` its draft steps, which cap the floor.
+    judged on speed only), ``steps`` its draft steps, which cap the floor, and ``engine`` the
+    engine that logged it (the fix of a slow run with drafting off is in its terms).
     """
     if run.windows + run.drafting_off < MIN_WINDOWS:
         return []
@@ -99,7 +109,12 @@ def judge(
     judged = run.windows >= MIN_WINDOWS and not run.probing_only
     if standard is not None and judged and run.accept_length is not None:
         accept = _accept_length(run, expected_accept_length, thresholds, standard, steps)
-    found = [accept, _baseline_implausible(run) or _slower_than_baseline(run, thresholds)]
+    speed = _baseline_implausible(run) or (
+        _slow_with_drafting_off(run, thresholds, engine)
+        if run.mostly_off
+        else _slower_than_baseline(run, thresholds)
+    )
+    found = [accept, speed]
     verdicts = [v for v in found if v is not None]
     return sorted(verdicts, key=lambda v: SEVERITY_ORDER[v.severity])
 
@@ -181,6 +196,38 @@ def _slower_than_baseline(run: RunFigures, thresholds: Thresholds) -> Verdict | 
             "draft-token count); if nothing is named, try fewer draft tokens, or serve this "
             "load without speculation."
         ),
+    )
+
+
+def _slow_with_drafting_off(
+    run: RunFigures, thresholds: Thresholds, engine: str | None
+) -> Verdict | None:
+    """A run that mostly did not draft is judged against the baseline with the tolerance for
+    keeping speculation ready, in the words of the daemon's finding (``findings.speed``)."""
+    speedup = run.speedup
+    if speedup is None:
+        return None
+    assert run.throughput is not None and run.baseline is not None
+    total = run.windows + run.drafting_off
+    seen_off = (
+        f"0 draft steps in force ({off_cause(engine)}), read from {run.basis}"
+        if run.basis
+        else f"drafting off ({off_cause(engine)}) in {run.drafting_off} of {total} decode windows"
+    )
+    found = slow_with_drafting_off(
+        speedup,
+        f"{run.throughput:,.0f} tok/s at {_requests(run.running)} against a baseline of "
+        f"{run.baseline:,.0f} tok/s there",
+        seen_off,
+        thresholds,
+        engine,
+    )
+    return None if found is None else _as_verdict(found)
+
+
+def _as_verdict(finding: Finding) -> Verdict:
+    return Verdict(
+        finding.code, finding.severity, finding.summary, finding.seen, finding.why, finding.fix
     )
 
 

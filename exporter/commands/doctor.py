@@ -321,7 +321,12 @@ def _judge_scrape(
     )
     standard = config_standard(config)
     diagnosis.verdicts = judge(
-        figures, judging.expected_accept_length, thresholds, standard, config.num_steps
+        figures,
+        judging.expected_accept_length,
+        thresholds,
+        standard,
+        config.num_steps,
+        config.engine or found.engine,
     )
     if off:
         diagnosis.notes.append(

@@ -231,6 +231,14 @@ class SGLang:
         ),
         "rank_lines": "its [DP{rank} ...] prefix",
         "gpu_headroom": "--mem-fraction-static or --max-running-requests",
+        "drafting_off_cost": (
+            "runs the draft model's extend every round at 0 steps, to keep its cache warm: "
+            "start it with SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1 to skip that (the "
+            "draft's cache is then cold when the load drops and drafting resumes, and accepts "
+            "less until it warms), or turn drafting off at a higher load (the batch-size tier "
+            "of candidate_steps [0] in --speculative-adaptive-config), or serve this load "
+            "without speculation"
+        ),
     }
 
     def owns(self, text: str) -> bool:

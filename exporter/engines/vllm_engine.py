@@ -91,6 +91,13 @@ class Vllm:
         "rank_lines": (
             "its 'Engine {rank:03d}:' stats lines and its (EngineCore_DP{rank} pid=...) lines"
         ),
+        "drafting_off_cost": (
+            "with num_speculative_tokens_per_batch_size runs PIECEWISE CUDA graphs instead of "
+            "full ones on its V1 model runner, at every batch size, k = 0 too (its start-up "
+            "warning 'Overriding cudagraph_mode from ... to PIECEWISE'): run it with "
+            "VLLM_USE_V2_MODEL_RUNNER=1 to keep full graphs, or give this batch size a k above "
+            "0 in the schedule, or serve this load without speculation"
+        ),
     }
 
     def owns(self, text: str) -> bool:

@@ -12,7 +12,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from exporter.analysis.algorithms import config_floor
-from exporter.analysis.findings import OFF_SHARE, Finding, drafting_off_share, evaluate
+from exporter.analysis.findings import (
+    OFF_SHARE,
+    SEVERITY_ORDER,
+    Finding,
+    Observations,
+    drafting_off_below_baseline,
+    drafting_off_share,
+    evaluate,
+)
 from exporter.analysis.node import node_totals
 from exporter.engines.record import UpstreamValues
 from exporter.engines.server_config import ServerConfig
@@ -91,7 +99,7 @@ def inspect(
     probing = observations.config.probes and off_share is not None and off_share >= OFF_SHARE
     return Insight(
         observations.config,
-        evaluate(observations),
+        _findings(observations),
         upstream,
         fallback,
         baseline_tok_s,
@@ -99,6 +107,16 @@ def inspect(
         None if probing else config_floor(observations.config),
         off_share if observations.config.adaptive else None,
     )
+
+
+def _findings(observations: Observations) -> list[Finding]:
+    """The findings, and the speed of a node with drafting off: ``doctor`` and ``report``
+    judge that of a run as a verdict, the daemon of its recent windows as this finding."""
+    found = evaluate(observations)
+    slow = drafting_off_below_baseline(observations)
+    if slow is not None:
+        found = sorted([*found, slow], key=lambda f: SEVERITY_ORDER[f.severity])
+    return found
 
 
 def _plain_decoding(values: UpstreamValues | None, config: ServerConfig) -> UpstreamValues | None:

@@ -62,6 +62,7 @@ _ODD: dict[str, tuple[Any, Any]] = {
     "collapsed_accept_length": (1.0123456789, 1.0987654321),
     "low_accept_fraction": (0.4567891234, 0.8765432198),
     "slower_than_baseline_speedup": (1.23456789, 2.87654321),
+    "drafting_off_speedup": (0.8123456789, 0.6543219876),
     "collapsed_for": ("1h2m3s", "3h2m1s"),
     "low_accept_for": ("4h5m6s", "6h5m4s"),
     "slower_for": ("7h8m9s", "9h8m7s"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from exporter.analysis.findings import OFF_SHARE
 from exporter.analysis.request_share import NO_BENEFIT_ACCEPT_LENGTH
 from exporter.mixin_config import MixinConfig
 
@@ -164,6 +165,15 @@ def _finding(config: MixinConfig, code: str, keep: str = "code, severity") -> st
     return f"max without ({keep}) ({series})"
 
 
+def _drafting_off(config: MixinConfig) -> str:
+    """Present while drafting is off (adaptive, a schedule at k = 0): in at least OFF_SHARE of
+    the recent windows, or, with too few windows for that share, 0 draft steps in force now
+    (the daemon's finding drafting_off_below_baseline decides alike)."""
+    share = sel(config, "specwatch_drafting_off_ratio")
+    steps = sel(config, "specwatch_speculative_steps")
+    return f"(\n  {share} >= {OFF_SHARE:g}\n  or\n  {steps} == 0 unless {share}\n)"
+
+
 def speculation_alerts(config: MixinConfig) -> list[Rule]:
     t = config.thresholds
     traffic = f"{sel(config, TRAFFIC)} > 0"
@@ -175,6 +185,8 @@ def speculation_alerts(config: MixinConfig) -> list[Rule]:
     floor = sel(config, "specwatch_accept_length_floor")
     node = where(config)
     wasted = sel(config, "specwatch_finding", 'code="draft_tokens_excessive"')
+    speedup = sel(config, "target:specwatch_speedup_ratio:avg5m")
+    off = _drafting_off(config)
     return [
         _alert(
             config,
@@ -206,16 +218,31 @@ def speculation_alerts(config: MixinConfig) -> list[Rule]:
             "(or below the floor of its algorithm when none is configured).",
             for_=t.low_accept_for,
         ),
+        # While drafting is off the node is not speculating: DraftingOffBelowBaseline judges it.
         _alert(
             config,
             "SpecDecodeSlowerThanBaseline",
-            f"{sel(config, 'target:specwatch_speedup_ratio:avg5m')} "
-            f"< {t.slower_than_baseline_speedup:g}\nand\n{traffic}\n",
+            f"{speedup} < {t.slower_than_baseline_speedup:g}\nand\n{traffic}\nunless\n{off}\n",
             "warning",
             "Speculative decoding is slower than serving without it.",
             f"{{{{ $labels.target }}}} ({node}) generates "
             '{{ $value | printf "%.2f" }}x the non-speculative baseline throughput at its '
             "running requests (5-minute average): speculation costs more than it saves.",
+            for_=t.slower_for,
+        ),
+        # A few percent below the baseline is what keeping speculation ready costs.
+        _alert(
+            config,
+            "SpecDecodeDraftingOffBelowBaseline",
+            f"{speedup} < {t.drafting_off_speedup:g}\nand\n{off}\nand\n{traffic}\n",
+            "warning",
+            "Drafting is off at this load, and the node runs well below serving without it.",
+            f"{{{{ $labels.target }}}} ({node}) drafts nothing at this load (adaptive "
+            "speculation or a per-batch-size schedule turned drafting off, by design), yet "
+            'generates {{ $value | printf "%.2f" }}x the non-speculative baseline throughput '
+            "(5-minute average), below the "
+            f"{t.drafting_off_speedup:g}x that keeping speculation ready may cost: what "
+            "stays running for it costs too much.",
             for_=t.slower_for,
         ),
         _alert(
@@ -426,6 +453,7 @@ def header(config: MixinConfig) -> str:
     t = config.thresholds
     collapsed, fraction = t.collapsed_accept_length, t.low_accept_fraction
     slower = f"{t.slower_than_baseline_speedup:g}"
+    off_slower = f"{t.drafting_off_speedup:g}"
     share, window = f"{t.no_benefit_share:g}", t.no_benefit_window
     least = t.no_benefit_min_requests
     return f"""\
@@ -445,18 +473,23 @@ def header(config: MixinConfig) -> str:
 #                                        is not judged (an unknown algorithm): then neither
 #                                        accept-length alert fires
 #     specwatch_speedup_ratio            throughput / baseline at the current running requests;
-#                                        SlowerThanBaseline fires below {slower}
+#                                        SlowerThanBaseline fires below {slower};
+#                                        with drafting off DraftingOffBelowBaseline fires
+#                                        below {off_slower} instead
 #
 #   From the mixin config's thresholds (doctor and report judge by the same numbers):
 #     accept length collapsed            <= {collapsed} (1.00: no draft accepted), 5m mean
 #     accept length low with expected    < {fraction} x specwatch_expected_accept_length
 #     speedup ratio                      < {slower}, 5m mean
-#     for: collapsed {t.collapsed_for}; low {t.low_accept_for}; slower {t.slower_for}
+#     speedup ratio with drafting off    < {off_slower}, 5m mean (keeping speculation ready costs)
+#     for: collapsed {t.collapsed_for}; low {t.low_accept_for}; slower (both) {t.slower_for}
 #     requests without benefit           > {share} of the requests of the last {window} at
 #                                        accept length <= {NO_BENEFIT_BUCKET}, at least {least},
 #                                        windows not below the floor; for {t.no_benefit_for}
 #
 #   Fixed:
+#     drafting off                       specwatch_drafting_off_ratio >= {OFF_SHARE:g}, or
+#                                        specwatch_speculative_steps == 0 without that ratio
 #     decode windows without CUDA graph  > 0.5 (50 %) of the windows over 10m
 #     unrecognised stats lines           > 5 in 10m
 #     decode line missing                the finding decode_stats_not_logged: 3 user prefills

@@ -246,11 +246,16 @@ class ReportBuilder(RecordSink):
             figures = run.figures(self.baseline is not None, self.baseline_option)
             figures = replace(figures, probes=config.probes)
             standard = config_standard(config)
-            verdicts = judge(
-                figures, self.expected_accept_length, self.thresholds, standard, config.num_steps
-            )
             # A run whose start line was not read takes its engine from its stats lines.
             engine = config.engine or self._engine
+            verdicts = judge(
+                figures,
+                self.expected_accept_length,
+                self.thresholds,
+                standard,
+                config.num_steps,
+                engine,
+            )
             self._done.append(run.summary(figures, verdicts, replace(config, engine=engine)))
 
     # Results --------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 
 from exporter.analysis.algorithms import off_cause
 from exporter.analysis.breakeven import Assessment
-from exporter.analysis.findings import CRITICAL, Finding
+from exporter.analysis.findings import CRITICAL, DRAFTING_OFF_SLOW, OFF_SHARE, Finding
 from exporter.analysis.ranks import RankAccept
 from exporter.analysis.request_share import NO_BENEFIT_ACCEPT_LENGTH, RecentShare, logged_time
 from exporter.analysis.thresholds import MIN_WINDOWS
@@ -158,6 +158,17 @@ class RunSummary:
             f"speculation off ({off_cause(self.engine)}) in {self.drafting_off} of "
             f"{self.decode_windows} decode windows"
         )
+
+    @property
+    def mostly_off(self) -> bool:
+        """Drafting was off in at least ``OFF_SHARE`` of the decode windows: the run's speed
+        is that of a server not speculating (``RunFigures.mostly_off``)."""
+        return bool(self.decode_windows) and self.drafting_off / self.decode_windows >= OFF_SHARE
+
+    @property
+    def costly_off(self) -> bool:
+        """Judged too slow even for a server with drafting off."""
+        return DRAFTING_OFF_SLOW in self.codes
 
     @property
     def codes(self) -> frozenset[str]:
@@ -367,6 +378,8 @@ class Report:
                 else f"The baseline looks wrong, so speed is not judged: {versus} would be "
                 f"{ratio(run.speedup)}, slower than any speculation"
             )
+        if run.mostly_off:
+            return f"{_compared_off(run.speedup, run.costly_off)}, {versus}"
         return f"{_compared(run.speedup)}, {versus}"
 
     def conclusions(self) -> list[str]:
@@ -422,6 +435,21 @@ def _compared(speedup: float) -> str:
     return (
         f"Speculation is {word} than the baseline: {change}% {amount} throughput ({ratio(speedup)})"
     )
+
+
+def _compared_off(speedup: float, costly: bool) -> str:
+    """``speedup`` of a run that mostly did not draft: no speculation to be slower or faster,
+    only the cost of keeping it ready, tolerated unless ``costly`` (the verdict says so)."""
+    change = round((1 - speedup) * 100)
+    head = f"With drafting off the node runs {abs(change)}% {'below' if change > 0 else 'above'}"
+    if change == 0:
+        head = "With drafting off the node runs at"
+    text = f"{head} the baseline ({ratio(speedup)})"
+    if change <= 0:
+        return text
+    if costly:
+        return f"{text}, far more than keeping speculation ready should cost"
+    return f"{text}, within what keeping speculation ready costs"
 
 
 def _duration(seconds: float) -> str:

@@ -107,14 +107,14 @@ def adaptive_start(at: float = 0) -> list[str]:
     ]
 
 
-def healthy_adaptive(windows_off: int = 20) -> list[str]:
+def healthy_adaptive(windows_off: int = 20, tput_off: float = 2040.0) -> list[str]:
     """Adaptive doing its job: 3 steps at 4 running (accept len 3.1, 320 tok/s), then the
     load rises to 96 running, the 64+ tier turns drafting off and each round yields one
-    token (``accept len: 1.00``) at the baseline's 2,040 tok/s."""
+    token (``accept len: 1.00``), by default at the baseline's 2,040 tok/s."""
     lines = adaptive_start()
     lines += [decode(100 + 5 * i, 3.1, running=4, tput=320.0) for i in range(6)]
     lines.append(runtime_switched(3, 0, 140))
-    lines += [decode(150 + 5 * i, 1.0, running=96, tput=2040.0) for i in range(windows_off)]
+    lines += [decode(150 + 5 * i, 1.0, running=96, tput=tput_off) for i in range(windows_off)]
     return lines
 
 

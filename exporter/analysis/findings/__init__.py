@@ -52,9 +52,15 @@ from exporter.analysis.findings.shapes import (
     judgement_json,
     window_accept_rate,
 )
+from exporter.analysis.findings.speed import (
+    DRAFTING_OFF_SLOW,
+    drafting_off_below_baseline,
+    slow_with_drafting_off,
+)
 
 __all__ = [
     "CRITICAL",
+    "DRAFTING_OFF_SLOW",
     "EXPLANATIONS",
     "INFO",
     "OFF_SHARE",
@@ -64,11 +70,13 @@ __all__ = [
     "DecodeSample",
     "Finding",
     "Observations",
+    "drafting_off_below_baseline",
     "drafting_off_share",
     "drafts_only_accept_rate",
     "ending_summary",
     "evaluate",
     "judgement_json",
+    "slow_with_drafting_off",
     "window_accept_rate",
 ]
 

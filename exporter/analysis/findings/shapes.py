@@ -36,6 +36,7 @@ SEVERITIES: dict[str, str] = {
     "algorithm_unknown": INFO,
     "adaptive_drafter_given_up": WARNING,
     "requests_without_benefit": WARNING,
+    "drafting_off_below_baseline": WARNING,
 }
 # What each finding means and what to do, in a line: the dashboards show it beside the code
 # (they are rendered from this table) and docs/metrics.md's Findings table says it at length.
@@ -101,6 +102,10 @@ EXPLANATIONS: dict[str, str] = {
     "requests_without_benefit": (
         "A share of requests finish at accept length 1 while the windows' average hides it: "
         "find the traffic class they share and serve it without speculation."
+    ),
+    "drafting_off_below_baseline": (
+        "Drafting is off at this load (by design) and the node runs well below the baseline: "
+        "keeping speculation ready costs too much. Apply the engine's remedy it names."
     ),
 }
 
