@@ -14,6 +14,7 @@ import pytest
 from tests.support.daemon import run_daemon
 from tests.support.loglines import decode, decode_line, stamp, startup
 from tests.support.metrics import Scrape
+from tests.support.speclogs import healthy_adaptive
 from tests.support.tools import free_port
 from tests.support.waiting import wait_for
 
@@ -91,6 +92,18 @@ def test_windows_are_counted_against_the_baseline_at_their_load(tmp_path: Path) 
     scrape = read(tmp_path, lines, "--baseline-curve", CURVE)
     assert scrape.value("specwatch_windows_vs_baseline_total", speed="at_or_below") == 4
     assert scrape.value("specwatch_windows_vs_baseline_total", speed="above") == 2
+    # Not adaptive: no drafting-off series.
+    assert scrape.value("specwatch_windows_vs_baseline_total", speed="drafting_off") is None
+
+
+def test_windows_adaptive_ran_with_drafting_off_are_counted_apart(tmp_path: Path) -> None:
+    """SGLang 0.5.23 --speculative-adaptive: 6 windows drafting at 4 running (320 tok/s, above
+    the baseline there), then 20 at 96 running with drafting off at 1,900 tok/s, below the
+    2,000 of the baseline: plain decoding by design, not a window in which speculation lost."""
+    scrape = read(tmp_path, healthy_adaptive(tput_off=1900.0), "--baseline-curve", "1:82,96:2000")
+    assert scrape.value("specwatch_windows_vs_baseline_total", speed="above") == 6
+    assert scrape.value("specwatch_windows_vs_baseline_total", speed="at_or_below") == 0
+    assert scrape.value("specwatch_windows_vs_baseline_total", speed="drafting_off") == 20
 
 
 def test_pipeline_stages_repeating_a_batch_count_once_and_are_not_held_to_the_baseline(

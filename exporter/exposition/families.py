@@ -92,7 +92,8 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "windows_vs_baseline": (
         "counter",
         "Node decode moments by speed against the baseline at their running requests: "
-        "at_or_below or above; only with a baseline.",
+        "at_or_below or above, or drafting_off (adaptive speculation decoding plainly, not "
+        "judged); only with a baseline.",
     ),
     "accept_length_windows": ("histogram", "Per-window accept length."),
     "request_accept_length": (

@@ -31,7 +31,8 @@ def budget_rules(config: MixinConfig) -> list[Group]:
     """The recording rules of the share of windows at or below the baseline, or none."""
     if config.speed_slo is None:
         return []
-    windows = sel(config, "specwatch_windows_vs_baseline_total")
+    # Windows with drafting off (adaptive speculation) are plain decoding: outside the SLI.
+    windows = sel(config, "specwatch_windows_vs_baseline_total", 'speed=~"at_or_below|above"')
     slow = sel(config, "specwatch_windows_vs_baseline_total", 'speed="at_or_below"')
     rules: list[Rule] = [
         {

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
 from itertools import repeat
-from typing import Any
+from typing import Any, NamedTuple
 
 from exporter.analysis.baseline import Baseline
 from exporter.analysis.findings import DecodeSample, Observations
@@ -29,6 +29,15 @@ RECENT_WINDOWS = 20
 # Recent decode windows judged per DP rank: a rank logs one every few seconds under load, so
 # this is its last minute or so, as the node's own recent windows are.
 RANK_WINDOWS = 10
+
+
+class NodeLoad(NamedTuple):
+    """A node moment the evidence closed: its running requests and throughput, and whether
+    adaptive speculation had drafting off (plain decoding, no speculation to credit or blame)."""
+
+    running: int
+    throughput: float
+    drafting_off: bool
 
 
 class Evidence:
@@ -55,7 +64,7 @@ class Evidence:
         # observed (per-record cost matters when a long log is caught up, see bench/).
         self._windows: deque[StatsRecord] = deque(maxlen=max_windows)
         # Node-wide (running, tok/s) of the same recent windows: DP ranks of a moment summed.
-        self._loads: deque[tuple[int, float]] = deque(maxlen=max_windows)
+        self._loads: deque[NodeLoad] = deque(maxlen=max_windows)
         self._node = NodeMoments()
         self._outcomes: deque[bool] = deque(maxlen=10 * max_windows)
         self._started_at = started_at
@@ -80,10 +89,10 @@ class Evidence:
         records: Sequence[StatsRecord],
         at: float,
         decodes: Sequence[StatsRecord] | None = None,
-    ) -> list[tuple[int, float]]:
+    ) -> list[NodeLoad]:
         """Count recognised stats records seen together at ``at``, as ``add_record`` each;
         ``decodes``, the decode records among them, when the caller has picked them out. The
-        node loads (running, tok/s) the records closed, when node loads are kept.
+        node loads the records closed, when node loads are kept.
 
         One lock and C-speed passes per batch: the daemon hands over each read of its log.
         """
@@ -99,7 +108,7 @@ class Evidence:
             self._silent_prefills += _user_prefills_after_decodes(records)
         return closed
 
-    def _add_decodes(self, decodes: Sequence[StatsRecord], at: float) -> list[tuple[int, float]]:
+    def _add_decodes(self, decodes: Sequence[StatsRecord], at: float) -> list[NodeLoad]:
         """Remember decode windows and the node loads they close, in order (returned too);
         windows after a traceback show it ended nothing."""
         self._windows.extend(decodes)
@@ -114,7 +123,7 @@ class Evidence:
         for moment in self._node.add(decodes, repeat(at)):
             running, tput = moment.running, moment.throughput
             if running and tput is not None and not moment.pipelined:
-                closed.append((running, tput))
+                closed.append(NodeLoad(running, tput, moment.steps == 0))
         self._loads.extend(closed)
         return closed
 
@@ -129,8 +138,8 @@ class Evidence:
             return None
         with self._lock:
             loads = tuple(self._loads)
-        base = sum(baseline.at(running) for running, _ in loads)
-        return sum(tput for _, tput in loads) / base if loads and base > 0 else None
+        base = sum(baseline.at(load.running) for load in loads)
+        return sum(load.throughput for load in loads) / base if loads and base > 0 else None
 
     def add_unrecognized(self) -> None:
         with self._lock:

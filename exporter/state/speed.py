@@ -10,7 +10,9 @@ Gauges of the newest window cannot be summed over a fleet or a day; counters can
   summed, as the baseline describes the whole node) adds one to ``at_or_below`` or ``above``, by
   its throughput against the baseline at its running requests, when one is configured.
   ``above / (above + at_or_below)`` is the share of windows in which speculation paid: an SLI,
-  with a budget an alert can burn.
+  with a budget an alert can burn. A moment adaptive speculation ran with drafting off is
+  plain decoding by design: it counts as ``drafting_off``, outside the SLI, as its own alert
+  judges its speed.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from exporter.analysis.baseline import Baseline
 from exporter.analysis.node import speaks_for_node
 from exporter.engines.record import StatsRecord, logged_seconds
+from exporter.state.evidence import NodeLoad
 
 # Longest logged gap between two decode lines of a rank still counted as generating (SGLang
 # and vLLM log every few seconds while busy; stale_after's default).
@@ -35,6 +38,7 @@ class SpeedCounters:
         self.generated_tokens = 0.0
         self.at_or_below = 0
         self.above = 0
+        self.drafting_off = 0
 
     @property
     def judged(self) -> bool:
@@ -60,12 +64,14 @@ class SpeedCounters:
                 total += tput * (at - before)
         self.generated_tokens = total
 
-    def judge(self, loads: Iterable[tuple[int, float]]) -> None:
-        """Count node loads (running, tok/s) against the baseline at their load."""
+    def judge(self, loads: Iterable[NodeLoad]) -> None:
+        """Count node loads against the baseline at their load."""
         if self._baseline is None:
             return
-        for running, tput in loads:
-            if tput <= self._baseline.at(running):
+        for running, tput, off in loads:
+            if off:
+                self.drafting_off += 1
+            elif tput <= self._baseline.at(running):
                 self.at_or_below += 1
             else:
                 self.above += 1

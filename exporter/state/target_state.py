@@ -309,6 +309,17 @@ class TargetState:
         with self._lock:
             return dict(self._log_sources)
 
+    def _windows_vs_baseline(self) -> dict[str, int] | None:
+        """The speed counters by label, under the lock; ``drafting_off`` for a server that
+        can turn drafting off (from 0, so its first increase is seen) or did."""
+        speed = self._speed
+        if not speed.judged:
+            return None
+        counts = {"at_or_below": speed.at_or_below, "above": speed.above}
+        if self.tracker.config.adaptive or speed.drafting_off:
+            counts["drafting_off"] = speed.drafting_off
+        return counts
+
     def snapshot(self) -> TargetSnapshot:
         with self._lock:
             cumulative, running = [], 0
@@ -338,10 +349,6 @@ class TargetState:
                 log_sources=dict(self._log_sources),
                 folded_dp_ranks=len(self._folded),
                 generated_tokens=self._speed.generated_tokens,
-                windows_vs_baseline=(
-                    {"at_or_below": self._speed.at_or_below, "above": self._speed.above}
-                    if self._speed.judged
-                    else None
-                ),
+                windows_vs_baseline=self._windows_vs_baseline(),
                 chunk_fallbacks=dict(self._fallbacks),
             )
