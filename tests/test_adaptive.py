@@ -177,6 +177,7 @@ def test_landing_page_says_speculation_is_off_not_collapsed() -> None:
     _, target = _scrape(healthy_adaptive())
     page = landing_page([target], 60.0, time.time).decode()
     assert "speculation off (adaptive): plain decoding at this load" in page
+    assert "accept length 1.00" not in page  # plain decoding's 1.00 is no accept length
     _, target = _scrape([*adaptive_start(), decode(100, 3.1, running=4, tput=320.0)])
     assert "adaptive speculation drafting 3 steps" in landing_page([target], 60.0).decode()
 

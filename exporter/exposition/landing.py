@@ -50,8 +50,13 @@ def _speculation(config: ServerConfig, fresh: Iterable[LatestDecode]) -> str:
 
 
 def _accept_now(fresh: Iterable[LatestDecode]) -> str:
-    """The fresh windows' accept length: one rank's, or the mean and lowest of several."""
-    lengths = [w.record.accept_length for w in fresh if w.record.accept_length is not None]
+    """The fresh windows' accept length: one rank's, or the mean and lowest of several; a
+    window with drafting off has none, as on /metrics."""
+    lengths = [
+        length
+        for w in fresh
+        if (length := w.record.accept_length) is not None and not drafting_off(w.record)
+    ]
     if not lengths:
         return ""
     if len(lengths) == 1:
