@@ -6,8 +6,10 @@ calls in order; a helper that fails or hangs has its range read in-process inste
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -186,6 +188,25 @@ def test_the_daemon_catching_up_by_ranges_ends_in_the_state_of_one_reader(
     assert {rank: w.record for rank, w in by_ranges.windows.items()} == {
         rank: w.record for rank, w in alone.windows.items()
     }
+
+
+def test_a_log_caught_up_by_ranges_is_as_old_as_its_last_write(
+    big_log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The helpers' windows too: a log last written two hours ago shows nothing current."""
+    monkeypatch.setattr(ranges, "helpers_available", lambda: 1)
+    monkeypatch.setattr(ranges, "SPLIT_ABOVE_BYTES", 0)
+    monkeypatch.setattr(tail_file, "PASS_BUDGET_BYTES", CHUNK_BYTES)
+    outcomes = spy_on_replays(monkeypatch)
+    written = time.time() - 7200
+    os.utime(big_log, (written, written))
+    snapshot, _ = caught_up(big_log, with_helpers=True)
+    assert outcomes == [True]
+    assert snapshot.windows
+    for window in snapshot.windows.values():
+        assert window.observed_at == pytest.approx(written, abs=0.01)
+    assert snapshot.last_decode_at == pytest.approx(written, abs=0.01)
+    assert snapshot.fresh_windows(time.time(), stale_after=60) == {}
 
 
 def test_a_helpers_spool_replays_every_call_in_order(tmp_path: Path) -> None:

@@ -31,6 +31,8 @@ class Printer:
         def record(*args):
             if name == "on_framed":  # lines as read, each between two newlines
                 return self.on_lines(args[0].split(b"\\n")[1:-1])
+            if name == "on_written_by":  # when the lines were written: not errors
+                return None
             payload = [a if isinstance(a, str) else None for a in args]
             lines = [b.decode() for a in args if isinstance(a, list) for b in a]
             print(json.dumps({"event": name, "args": payload, "lines": lines}), flush=True)

@@ -77,11 +77,16 @@ FAMILIES: dict[str, tuple[str, str]] = {
         "gauge",
         "Generation throughput divided by the baseline at the current running requests.",
     ),
-    "last_decode_timestamp_seconds": ("gauge", "When specwatch last saw a decode stats line."),
+    "last_decode_timestamp_seconds": (
+        "gauge",
+        "When specwatch last saw a decode stats line, or when its log file was last written "
+        "if earlier.",
+    ),
     "server_ended_timestamp_seconds": (
         "gauge",
         "When specwatch read in the log that the server died (finding server_crashed or "
-        "server_failing); absent while the run serves.",
+        "server_failing), or when that log file was last written if earlier; absent while the "
+        "run serves.",
     ),
     "decode_windows": ("counter", "Decode stats windows seen, by CUDA-graph state."),
     "generated_tokens": (

@@ -34,6 +34,9 @@ class StateSink:
         self.state = state
         self._pending: list[StatsRecord] = []
         self._requests: list[RequestRecord] = []
+        # When the lines being read were written at the latest (see ``TailEvents
+        # .on_written_by``); None for a source that cannot tell: they are as old as now.
+        self.written_by: float | None = None
 
     def on_lines(self, count: int) -> None:
         self.flush()
@@ -56,7 +59,7 @@ class StateSink:
     def on_event(self, line: LogLine) -> None:
         """Startup and configuration lines; the findings engine consumes them."""
         self.flush()
-        self.state.add_event(line)
+        self.state.add_event(line, self.written_by)
 
     def on_fallback(self, reason: str) -> None:
         self.state.add_fallback(reason)
@@ -65,13 +68,15 @@ class StateSink:
         self._requests.append(record)
 
     def flush(self) -> None:
-        """Apply the records held so far, as seen now; the source calls it after each read."""
+        """Apply the records held so far, as seen when they were written at the latest (now,
+        for a live log); the source calls it after each read."""
         if self._pending:
             pending, self._pending = self._pending, []
-            self.state.add_records(pending)
+            self.state.add_records(pending, self.written_by)
         if self._requests:
             requests, self._requests = self._requests, []
-            self.state.requests.add(requests, time.time())
+            written = self.written_by
+            self.state.requests.add(requests, time.time() if written is None else written)
 
 
 class BootstrapSink(StateSink):
@@ -83,6 +88,7 @@ class BootstrapSink(StateSink):
     def __init__(self, state: TargetState, mtime: float) -> None:
         super().__init__(state)
         self._mtime = mtime
+        self.written_by = mtime  # a server's end in the tail is as old as the file
 
     def on_lines(self, count: int) -> None:
         pass
@@ -171,6 +177,10 @@ class LogFeed(TailEvents):
         bootstrap = LineProcessor(BootstrapSink(self._state, mtime), self._engine)
         bootstrap.process(lines)
         bootstrap.finish()
+
+    def on_written_by(self, at: float) -> None:
+        self._sink.flush()  # what was read before belongs to the time given before
+        self._sink.written_by = at
 
     def on_new_file(self) -> None:
         self._processor.reset()

@@ -38,7 +38,8 @@ SPECULATION_COUNTS = ("drafts", "draft_tokens", "accepted_tokens")
 
 @dataclass(frozen=True, slots=True)
 class LatestDecode:
-    """The newest decode stats of one DP rank and when specwatch saw them (wall clock)."""
+    """The newest decode stats of one DP rank and when specwatch saw them (wall clock): when
+    it read them, or when their file was last written if that is earlier."""
 
     record: StatsRecord
     observed_at: float
@@ -54,7 +55,8 @@ class TargetSnapshot:
     name: str
     windows: dict[int | None, LatestDecode]
     last_decode_at: float | None
-    # When specwatch read the server's end (a crash) in its log; None while the run serves.
+    # When specwatch read the server's end (a crash) in its log, or when that file was last
+    # written if earlier; None while the run serves.
     ended_at: float | None
     decode_windows: dict[bool, int]
     accept_length_buckets: tuple[int, ...]
@@ -146,6 +148,8 @@ class TargetState:
 
         One clock read, one lock and a few C-speed passes per batch instead of a dozen calls
         per line: a daemon catching up on a long log takes half a million records.
+        ``observed_at``: when they were written at the latest (a log file's mtime after the
+        read); now by default. Freshness is measured from it.
         """
         if not records:
             return
@@ -256,9 +260,10 @@ class TargetState:
         with self._lock:
             self._unrecognized += 1
 
-    def add_event(self, line: LogLine) -> None:
+    def add_event(self, line: LogLine, observed_at: float | None = None) -> None:
         """A startup/config line: update the server configuration the findings rest on; a
-        line of the server's end: remember it for the findings.
+        line of the server's end: remember it for the findings, and when it was written
+        (``observed_at``, as for ``add_records``; now by default).
 
         A new ``server_args`` line is a restart; windows of the old run no longer describe the
         server, so the findings evidence starts afresh.
@@ -272,7 +277,7 @@ class TargetState:
         if end is not None:
             if self.evidence.ending is None:
                 with self._lock:
-                    self._ended_at = time.time()
+                    self._ended_at = time.time() if observed_at is None else observed_at
             self.evidence.add_ending(end)
 
     def _new_evidence(self) -> Evidence:

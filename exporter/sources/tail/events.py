@@ -31,8 +31,18 @@ class TailEvents(Protocol):
         ``on_lines``."""
         self.on_lines(framed.split(b"\n")[1:-1])
 
+    def on_written_by(self, at: float) -> None:
+        """The lines delivered from now on were all written by ``at`` (wall clock, never
+        later than now): a file's last modification, taken after they were read. A log moved
+        into place, or read from its beginning, keeps the time it was last written, so its
+        lines are not taken for the server's present. Sources without such a time (a pipe)
+        never call it: their lines are as old as their arrival. A receiver that subclasses
+        this protocol ignores it."""
+        return None
+
     def on_bootstrap(self, lines: list[bytes], mtime: float) -> None:
-        """Head and tail lines of a file present at start, before any ``on_lines``."""
+        """Head and tail lines of a file present at start, before any ``on_lines``; ``mtime``
+        is when the file was last written, never later than now."""
 
     def on_new_file(self) -> None:
         """A different file (rotated, recreated, newer glob match, truncated) starts."""

@@ -17,6 +17,9 @@ Design (after mtail, Fluent Bit and Vector; see the module docs of ``exporter.so
 - A file present at start is followed from its end; its head and tail lines go to
   ``on_bootstrap`` so the consumer can learn the server's arguments and latest state. Files
   that appear later are read from their first byte.
+- Each chunk's lines go with the time they were written by at the latest (``on_written_by``):
+  the file's mtime from an ``fstat`` after the read, never later than now. A log moved into
+  the path keeps the mtime of its last write, so months-old lines are not taken as current.
 - Filesystem errors are counted through ``on_read_error`` and retried on the next pass; the
   thread survives anything, including a consumer that raises.
 - Each pass ends with a verdict on the path (``SourceHealth``): followed, not there yet, or
@@ -92,6 +95,15 @@ def _identity(st: os.stat_result) -> Identity:
 
 def _not_a_file(st: os.stat_result) -> SourceReason:
     return "directory" if stat.S_ISDIR(st.st_mode) else "not_regular"
+
+
+def _written_by(st: os.stat_result, read_to: int) -> float:
+    """The latest time the bytes before ``read_to`` can have been written, by a stat taken
+    after they were read: its mtime (a log moved into place keeps its old one), never later
+    than now. A stat that shows less than was read is older than the read (attributes cached
+    by a network filesystem): those bytes are then as old as their arrival."""
+    now = time.time()
+    return now if st.st_size < read_to else min(now, st.st_mtime)
 
 
 class FileTailer:
@@ -386,7 +398,7 @@ class FileTailer:
             stream.head = stream.tail = b""
             self._events.on_truncation()
             self._events.on_new_file()
-        read = self._read_backlog(stream, st.st_size)
+        read = self._read_backlog(stream, st)
         if read is None:
             read = self._read(stream, PASS_BUDGET_BYTES)
         if len(stream.head) < FINGERPRINT_BYTES and stream.offset > len(stream.head):
@@ -410,10 +422,15 @@ class FileTailer:
         tail, end = stream.tail, stream.offset
         return bool(tail) and os.pread(stream.fd, len(tail), end - len(tail)) != tail
 
-    def _read_backlog(self, stream: _Stream, size: int) -> int | None:
-        """Bytes read of a long unread stretch the consumer took on, or None: read as usual."""
+    def _read_backlog(self, stream: _Stream, st: os.stat_result) -> int | None:
+        """Bytes read of a long unread stretch the consumer took on, or None: read as usual.
+
+        The stretch ends at the size ``st`` saw, so every byte of it was written by the time
+        ``st`` gives: what the helpers' lines are stamped with."""
         if self._backlog is None:
             return None
+        size = st.st_size
+        self._events.on_written_by(_written_by(st, size))
         start = stream.offset
         read_here = functools.partial(self._read_between, stream)
         end = self._backlog(
@@ -447,8 +464,18 @@ class FileTailer:
                 break
             stream.offset += len(chunk)
             total += len(chunk)
+            self._stamp(stream)
             stream.splitter.feed(chunk).deliver(self._events)
         return total
+
+    def _stamp(self, stream: _Stream) -> None:
+        """Tell the consumer when the bytes just read were written at the latest: one
+        ``fstat`` per chunk read, after the read, so no byte read can be newer than it."""
+        try:
+            written = _written_by(os.fstat(stream.fd), stream.offset)
+        except OSError:
+            written = time.time()  # no better bound: as old as its arrival
+        self._events.on_written_by(written)
 
     def _bootstrap(self, stream: _Stream) -> None:
         """Hand the head and tail lines of a file present at start to ``on_bootstrap``.
@@ -467,12 +494,12 @@ class FileTailer:
             if first_nl < 0:  # the last line started before the tail window: skip it whole
                 stream.offset = st.st_size
                 stream.splitter.skip_line()
-                self._give_bootstrap(head[:head_end], st.st_mtime)
+                self._give_bootstrap(head[:head_end], _written_by(st, st.st_size))
                 return
             tail, tail_from = tail[first_nl + 1 :], tail_from + first_nl + 1
         tail_end = tail.rfind(b"\n") + 1
         stream.offset = tail_from + tail_end
-        self._give_bootstrap(head[:head_end] + tail[:tail_end], st.st_mtime)
+        self._give_bootstrap(head[:head_end] + tail[:tail_end], _written_by(st, st.st_size))
 
     def _give_bootstrap(self, complete: bytes, mtime: float) -> None:
         split = LineSplitter(self._max_line_bytes).feed(complete)
