@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import yaml
 
@@ -148,6 +150,21 @@ def test_stale_gauges_are_left_out_counters_stay() -> None:
         "specwatch_custom_c",
     }
     assert {s.name for s in rules.samples(stale_after=1e-9)} == {"specwatch_custom_c"}
+
+
+def test_gauges_of_lines_written_long_ago_are_left_out_counters_stay() -> None:
+    """Lines of a file last written 2 hours ago (an old log moved into place)."""
+    rule = _rule(metrics=[{"name": "g", "value": "len"}, {"name": "c", "type": "counter"}])
+    rules = rule_set([rule])
+    rules.feed_raw([b"Accept len: 1.5 fast"], written_by=time.time() - 7200)
+    assert {(s.name, s.value) for s in rules.samples(stale_after=60)} == {
+        ("specwatch_custom_c", 1.0)
+    }
+    rules.feed_raw([b"Accept len: 2.5 fast"], written_by=time.time())
+    assert {(s.name, s.value) for s in rules.samples(stale_after=60)} == {
+        ("specwatch_custom_g", 2.5),
+        ("specwatch_custom_c", 2.0),
+    }
 
 
 def test_empty_rule_set_is_falsy() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -28,6 +29,26 @@ def test_profiler_lines_become_custom_metrics(tmp_path: Path, port: int) -> None
         name = "specwatch_custom_eagle3_prof_reports_total"
         s = d.wait_metric(name, lambda v: v == 2, target="default", sync="no sync")
         assert s.value("specwatch_custom_eagle3_prof_accept_length", sync="no sync") == 0.58
+
+
+def test_an_old_log_moved_into_place_leaves_no_custom_gauge_current(
+    tmp_path: Path, port: int
+) -> None:
+    """Its lines count, but a gauge read from a file last written 2 hours ago is history."""
+    log, archived = tmp_path / "server.log", tmp_path / "archive.log"
+    archived.write_text(PROF_LINE + "\n" + PROF_LINE + "\n")
+    written = time.time() - 7200
+    os.utime(archived, (written, written))
+    config = tmp_path / "specwatch.yaml"
+    config.write_text(yaml.safe_dump({"custom_rules": documented_rules()}))
+    with run_daemon(["--config", str(config), "--log-file", str(log)], port) as d:
+        os.rename(archived, log)
+        name = "specwatch_custom_eagle3_prof_reports_total"
+        s = d.wait_metric(name, lambda v: v == 2, target="default", sync="no sync")
+        assert s.values("specwatch_custom_eagle3_prof_accept_length") == []
+        append(log, PROF_LINE)  # the server writes again: current
+        s = d.wait_metric("specwatch_custom_eagle3_prof_accept_length", lambda v: v == 0.58)
+        assert s.value(name, target="default", sync="no sync") == 3
 
 
 def _start(config: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:

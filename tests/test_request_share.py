@@ -50,6 +50,17 @@ def test_the_recent_share_forgets_what_is_older_than_its_window() -> None:
     assert later.classes[None].count == 10  # the histogram is a counter: it keeps them all
 
 
+def test_requests_of_an_old_log_read_after_live_ones_are_not_recent() -> None:
+    """A log last written 2 hours ago moved in beside a live one: its requests count in the
+    histogram, never in the recent share."""
+    stats = RequestStats()
+    stats.add([request(2.5, time="2026-02-23T02:10:00")] * 5, observed_at=10_000.0)
+    stats.add([request(1.0, time="2026-02-23T00:10:00")] * 5, observed_at=10_000.0 - 7200)
+    snapshot = stats.snapshot(10_001.0)
+    assert snapshot.recent == RecentShare(5, 0, "2026-02-23T02:10:00", "2026-02-23T02:10:00")
+    assert snapshot.classes[None].count == 10
+
+
 def test_requests_without_figures_are_finished_but_not_speculative() -> None:
     stats = RequestStats()
     stats.add([RequestRecord("2026-02-23T00:14:33", None, None, None, 12)], observed_at=1.0)

@@ -226,12 +226,15 @@ class CustomRuleSet:
     def __bool__(self) -> bool:
         return bool(self._rules)
 
-    def feed_raw(self, lines: list[bytes]) -> None:
-        """Apply the rules to a batch of raw lines from the tailer.
+    def feed_raw(self, lines: list[bytes], written_by: float | None = None) -> None:
+        """Apply the rules to a batch of raw lines from the tailer; ``written_by``, when their
+        file was last written (wall clock) if the source can tell: their gauges are as old.
 
         The ``contains`` literal is tested on the whole batch's bytes first, so a busy log
         costs one substring search per rule and batch, not a decode and regex per line.
         """
+        age = 0.0 if written_by is None else max(0.0, time.time() - written_by)
+        at = self._clock() - age
         blob = b"\n".join(lines)
         for compiled in self._rules:
             contains = compiled.rule.contains
@@ -242,16 +245,16 @@ class CustomRuleSet:
             if compiled.disabled:
                 self._drop(compiled.rule.name, "over_budget", len(wanted))
             else:
-                self._match(compiled, wanted)
+                self._match(compiled, wanted, at)
 
-    def _match(self, compiled: _CompiledRule, lines: list[bytes]) -> None:
+    def _match(self, compiled: _CompiledRule, lines: list[bytes], at: float) -> None:
         """Match and apply, on the CPU time of this thread alone: time spent waiting for the
         interpreter lock while a scrape renders is not the rule's."""
         before = time.thread_time()
         for done, raw in enumerate(lines, 1):
             text = raw.decode("utf-8", errors="replace").rstrip("\r")
             if match := compiled.regex.search(text):
-                self._apply(compiled, match)
+                self._apply(compiled, match, at)
             after = time.thread_time()
             if after - before > self._cpu_budget:
                 self._disable(compiled, after - before, len(lines) - done)
@@ -270,7 +273,9 @@ class CustomRuleSet:
             self._cpu_budget,
         )
 
-    def _apply(self, compiled: _CompiledRule, match: re2._Match[str]) -> None:
+    def _apply(self, compiled: _CompiledRule, match: re2._Match[str], at: float) -> None:
+        """Update the rule's series from ``match``, a line written at ``at`` (this set's
+        clock) at the latest."""
         rule = compiled.rule
         labels = tuple(match.group(name) or "" for name in rule.labels)
         if any(len(value) > MAX_LABEL_CHARS for value in labels):
@@ -306,9 +311,9 @@ class CustomRuleSet:
             if not all(map(math.isfinite, totals)):  # finite increments can still sum to inf
                 self._count_drop(rule.name, "bad_value")
                 return
-            compiled.label_sets[labels] = now
+            compiled.label_sets[labels] = at
             for (metric, _), total in zip(updates, totals, strict=True):
-                compiled.series[(metric.name, labels)] = (total, now)
+                compiled.series[(metric.name, labels)] = (total, at)
 
     def _drop(self, rule: str, reason: str, lines: int = 1) -> None:
         with self._lock:

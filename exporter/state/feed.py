@@ -134,7 +134,7 @@ class LogFeed(TailEvents):
         finally:
             self._sink.flush()  # whatever was read becomes current, even if a line raised
         if self._custom_rules:
-            self._custom_rules.feed_raw(lines)
+            self._custom_rules.feed_raw(lines, self._sink.written_by)
 
     def on_framed(self, framed: bytes) -> None:
         if self._custom_rules:  # they see every raw line

@@ -163,6 +163,13 @@ class RequestStats:
 
     def _remember(self, second: int, time: str | None, no_benefit: bool) -> None:
         recent = self._recent
+        if recent and second < recent[-1].second:
+            # Read after newer ones (an old log moved in beside a live one): older than the
+            # share's span it is not recent; within it, it joins the newest second, so the
+            # seconds stay in order for ``_forget``.
+            if second < recent[-1].second - RECENT_SECONDS:
+                return
+            second = recent[-1].second
         if not recent or recent[-1].second != second:
             recent.append(_Second(second))
         recent[-1].add(time, no_benefit)
