@@ -30,15 +30,34 @@ def _strings(node: ast.AST) -> set[str]:
     }
 
 
+def _constants(trees: list[ast.Module]) -> dict[str, str]:
+    """The package's module-level string constants (``NAME = "text"``), by name."""
+    return {
+        target.id: node.value.value
+        for tree in trees
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+
+
 def _finding_codes() -> set[str]:
     """Every code the findings package builds a Finding with: given as ``code=`` (both branches
-    of a conditional too), or assigned to a variable named ``code`` first."""
+    of a conditional too, or a module constant), or assigned to a variable named ``code``
+    first."""
     package = Path(findings.__file__).parent
     trees = [ast.parse(path.read_text(encoding="utf-8")) for path in package.glob("*.py")]
+    constants = _constants(trees)
     codes: set[str] = set()
     for node in (node for tree in trees for node in ast.walk(tree)):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Finding":
-            codes.update(*(_strings(k.value) for k in node.keywords if k.arg == "code"))
+            for value in (k.value for k in node.keywords if k.arg == "code"):
+                codes.update(_strings(value))
+                if isinstance(value, ast.Name) and value.id in constants:
+                    codes.add(constants[value.id])
         elif isinstance(node, ast.Assign):
             for target in node.targets:
                 pairs = [(target, node.value)]
