@@ -9,6 +9,7 @@ tables link to the node dashboard with that target selected.
 from __future__ import annotations
 
 from grafana_foundation_sdk.builders import dashboard as db
+from grafana_foundation_sdk.builders import heatmap
 from grafana_foundation_sdk.models import dashboard as dm
 from grafana_foundation_sdk.models import prometheus as pm
 
@@ -230,24 +231,34 @@ def worst_row() -> list[Item]:
     ]
 
 
+def per_cluster_heatmap(title: str, description: str, buckets: str) -> heatmap.Panel:
+    """A fleet heatmap of pre-bucketed rates; with several clusters, one per cluster side by
+    side, as a heatmap adds up its series."""
+    config = mixin()
+    panel = heat(
+        title + (f" (${config.cluster_label})" if config.multi_cluster else ""),
+        description,
+        query(buckets, "{{le}}").format(pm.PromQueryFormat.HEATMAP),
+        width=12,
+    )
+    if config.multi_cluster:
+        panel = panel.repeat(config.cluster_label).repeat_direction("h")
+    return panel
+
+
 def distribution_row() -> list[Item]:
     """How accept length is distributed over time, fleet-wide, and per target."""
     buckets = (
         f"sum by (le) (rate({sel('specwatch_accept_length_windows_bucket', FLEET_SCOPE)}[{RATE}]))"
     )
-    config = mixin()
-    distribution = heat(
-        "Per-window accept length distribution"
-        + (f" (${config.cluster_label})" if config.multi_cluster else ""),
+    distribution = per_cluster_heatmap(
+        "Per-window accept length distribution",
         "Decode windows per second in each accept-length bucket (1.0 to 8), over all "
         "selected targets"
-        + (", one heatmap per cluster" if config.multi_cluster else "")
+        + (", one heatmap per cluster" if mixin().multi_cluster else "")
         + ". A band at the 1.0 bucket is a fleet of dead drafters.",
-        query(buckets, "{{le}}").format(pm.PromQueryFormat.HEATMAP),
-        width=12,
+        buckets,
     )
-    if config.multi_cluster:  # a heatmap adds up its series: one per cluster, side by side
-        distribution = distribution.repeat(config.cluster_label).repeat_direction("h")
     return [
         db.Row("Accept length over time"),
         distribution,
@@ -317,17 +328,13 @@ def requests_row() -> list[Item]:
     """Each finished request's own accept length across the fleet (SGLang --log-requests)."""
     buckets = across("sum", rate("specwatch_request_accept_length_bucket", FLEET_SCOPE), "le")
     config = mixin()
-    distribution = heat(
-        "Accept length per finished request"
-        + (f" (${config.cluster_label})" if config.multi_cluster else ""),
+    distribution = per_cluster_heatmap(
+        "Accept length per finished request",
         "Finished requests per second in each accept-length bucket over all selected targets "
         "that log their requests (SGLang --log-requests). A band at the bottom under healthy "
         "window averages is traffic the drafters do not fit.",
-        query(buckets, "{{le}}").format(pm.PromQueryFormat.HEATMAP),
-        width=12,
+        buckets,
     )
-    if config.multi_cluster:  # a heatmap adds up its series: one per cluster, side by side
-        distribution = distribution.repeat(config.cluster_label).repeat_direction("h")
     share = sel(NO_BENEFIT_SHARE, FLEET_SCOPE)
     return [
         db.Row("Per-request acceptance"),
