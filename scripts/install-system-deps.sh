@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Install the Debian tools the tests run for real (promtool, prometheus, alertmanager, amtool,
-# chromium, jsonnet), or with `bench` the one `make bench` times specwatch beside (mtail).
+# chromium, jsonnet), or with `bench` the ones `make bench` times specwatch beside (mtail, and
+# prometheus-node-exporter as the cost of the most common exporter on a node).
 # Does nothing when they are present; needs root (or sudo) when they are not.
 set -euo pipefail
 
 missing=()
 if [ "${1:-}" = "bench" ]; then
   command -v mtail >/dev/null 2>&1 || missing+=(mtail)
+  command -v prometheus-node-exporter >/dev/null 2>&1 || missing+=(prometheus-node-exporter)
 else
   for tool in prometheus promtool; do
     command -v "$tool" >/dev/null 2>&1 || missing+=(prometheus)

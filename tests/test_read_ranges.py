@@ -321,3 +321,36 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
+
+
+def test_a_stretch_too_short_to_cut_is_left_to_the_tailer_without_reading_the_cgroup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every live pass asks; reading the CPU quota's files first was a quarter of a live
+    daemon's CPU. Only a stretch worth cutting asks how many helpers the cgroup allows."""
+    asked: list[int] = []
+
+    def counted() -> int:
+        asked.append(1)
+        return 2
+
+    monkeypatch.setattr(ranges, "usable_cpus", counted)
+    log = tmp_path / "server.log"
+    log.write_text(decode_line(2.5) * 100)
+    with log.open("rb") as file:
+        size = log.stat().st_size
+        kept = ranges.read_by_ranges(
+            file.fileno(), 0, size, RecordingSink(), MAX_LINE, lambda start, end: None
+        )
+        assert kept is None
+        assert asked == []
+        ranges.read_by_ranges(
+            file.fileno(),
+            0,
+            size,
+            RecordingSink(),
+            MAX_LINE,
+            lambda start, end: None,
+            split_above=0,
+        )
+    assert asked == [1]

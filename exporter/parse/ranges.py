@@ -160,12 +160,13 @@ def read_by_ranges(
     With ``max_stretch``, at most that many bytes are taken on at once, which bounds the
     spool files (at most the helpers' share of it, about 0.4 of that for stats lines).
     """
-    count = helpers_available()
     above = SPLIT_ABOVE_BYTES if split_above is None else split_above
     if max_stretch is not None:
         size = min(size, position + max_stretch)
-    worth_it = count and size - position > above
-    cut = plan(fd, position, size, count, reader_share) if worth_it else []
+    if size - position <= above:
+        return None  # the common case, every live pass: decided before the cgroup is read
+    count = helpers_available()
+    cut = plan(fd, position, size, count, reader_share) if count else []
     spools = _open_spools(len(cut)) if cut else None
     if spools is None:
         return None
