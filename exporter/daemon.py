@@ -9,8 +9,10 @@ from __future__ import annotations
 import functools
 import logging
 import signal
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Iterator
 from typing import Protocol
 
@@ -47,6 +49,7 @@ class Daemon:
         self.config = config
         self.stopping = threading.Event()
         self.exit_status = 0
+        self.fault: str | None = None  # a thread that died: the process must not go on
         self.targets = [
             Target.from_config(
                 t, config.custom_rules, config.max_dp_ranks, config.max_traffic_classes
@@ -105,14 +108,37 @@ class Daemon:
         self.exit_status = 1
         self.stopping.set()
 
+    def thread_died(self, args: threading.ExceptHookArgs) -> None:
+        """A thread ended by an exception: specwatch stops with status 70 (EX_SOFTWARE).
+
+        A dead accept loop, tailer or scraper leaves a process that looks alive and says
+        nothing (before, a dead accept loop answered nothing again, and SIGTERM still exited
+        0, so no supervisor restarted it). Until the stop, /healthz names the thread.
+        """
+        if args.exc_type is SystemExit:
+            return
+        name = args.thread.name if args.thread is not None else "?"
+        log.critical(
+            "thread %s died; stopping with status %d so a supervisor restarts specwatch",
+            name,
+            THREAD_DIED_STATUS,
+            exc_info=(args.exc_type, args.exc_value, args.exc_traceback),  # type: ignore[arg-type]
+        )
+        self.fault = f"thread {name} died: {args.exc_type.__name__}"
+        self.exit_status = THREAD_DIED_STATUS
+        self.stopping.set()
+
     def not_ready(self) -> str | None:
         """Why /healthz must not answer 200, or None once every log source follows.
 
         Until a tailer's first pass, a line appended now could be taken for old history (read
         into the start-up bootstrap instead of counted); ready means nothing is lost from here.
-        A reader that keeps failing on a file that is there is broken in this process, and a
-        restart is the cure; a path that is missing or unreadable is not, so it stays 200.
+        A reader that keeps failing on a file that is there, or a thread that died, is broken in
+        this process, and a restart is the cure; a path that is missing or unreadable is not, so
+        it stays 200.
         """
+        if self.fault is not None:
+            return f"broken: {self.fault}"
         waiting = sum(1 for source in self._sources if not source.ready.is_set())
         if waiting:
             return f"starting: {waiting} of {len(self._sources)} log sources not followed yet"
@@ -151,61 +177,101 @@ class Daemon:
         log.info("stopped")
 
 
-# Taken by the main thread alone; see serve().
-_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+THREAD_DIED_STATUS = 70  # EX_SOFTWARE: an internal error, not the operator's
+# Taken by the main thread alone; see serve(). Each stopping signal with its exit status:
+# SIGXCPU is the CPU-time limit's first warning (SIGKILL follows), a restart clears it.
+_STOPPING = {
+    signal.SIGTERM: 0,
+    signal.SIGINT: 0,
+    signal.SIGQUIT: 0,
+    signal.SIGXCPU: 1,
+}
+# Signals whose default action would kill the process without a word: said and ignored.
+_IGNORED = {
+    signal.SIGHUP: "specwatch reads its configuration at start; restart it to apply",
+    signal.SIGUSR1: "specwatch has no use for it",
+    signal.SIGUSR2: "specwatch has no use for it",
+    signal.SIGALRM: "specwatch sets no alarm",
+}
+_SIGNALS = {*_STOPPING, *_IGNORED}
 # How soon the main thread notices that another thread asked to stop (standard input ended).
 _STOP_CHECK_SECONDS = 0.25
-_HANGUP_NOTE_SECONDS = 60.0
+_IGNORED_NOTE_SECONDS = 60.0
 
 
 def serve(daemon: Daemon) -> int:
-    """Run until SIGTERM or SIGINT (status 0) or the end of standard input (status 1), then
-    stop every thread cleanly.
+    """Run until a stopping signal (status 0; 1 for SIGXCPU), the end of standard input
+    (status 1) or a thread's death (status 70), then stop every thread cleanly.
 
     The signals are blocked before any thread starts (threads inherit the mask) and taken by
     the main thread with ``sigtimedwait``. With a Python handler instead, the kernel may hand
     the signal to a busy worker thread, and the handler then waits until the main thread
-    next wakes up. SIGHUP is ignored (said at most once a minute): the configuration is read
-    once, at start.
+    next wakes up. SIGHUP, SIGUSR1, SIGUSR2 and SIGALRM are ignored (each said at most once a
+    minute; before, all but SIGHUP killed the daemon without a log line): the configuration
+    is read once, at start. SIGQUIT logs every thread's stack, then stops.
     They stay blocked after the stop: the process is ending, and a supervisor's second
     SIGTERM (or a SIGHUP) taken with the default action would kill it with status 143 or 129.
     """
     signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
-    hangups = _Hangups()
+    threading.excepthook = daemon.thread_died
+    ignored = _IgnoredSignals()
     try:
         daemon.start()
         while not daemon.stopping.is_set():
             received = signal.sigtimedwait(_SIGNALS, _STOP_CHECK_SECONDS)
             if received is None or received.si_signo not in _SIGNALS:
                 continue  # timed out, or woken with no signal (a profiler attaching by ptrace)
-            if not hangups.take(received):
-                log.info("%s received, stopping", signal.Signals(received.si_signo).name)
+            if not ignored.take(received):
+                _stopping_signal(daemon, signal.Signals(received.si_signo))
                 break
     finally:
         daemon.stop()
+        threading.excepthook = threading.__excepthook__
     return daemon.exit_status
 
 
-class _Hangups:
-    """Says that SIGHUP is ignored at most once a minute, with how many came since: a loop of
-    ``kill -HUP`` wrote a line per signal."""
+def _stopping_signal(daemon: Daemon, signum: signal.Signals) -> None:
+    if signum == signal.SIGQUIT:
+        log.warning("SIGQUIT received; the stack of each thread:\n%s", _thread_stacks())
+    status = _STOPPING[signum]
+    if status:
+        log.error(
+            "%s received (CPU time limit reached), stopping with status %d", signum.name, status
+        )
+        daemon.exit_status = status
+    else:
+        log.info("%s received, stopping", signum.name)
+
+
+def _thread_stacks() -> str:
+    """Where every thread is: what an operator sending SIGQUIT to a stuck process asks for."""
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    return "\n".join(
+        f"thread {names.get(ident, ident)}:\n{''.join(traceback.format_stack(frame))}"
+        for ident, frame in sys._current_frames().items()
+    )
+
+
+class _IgnoredSignals:
+    """Says that a signal is ignored at most once a minute per signal, with how many came
+    since: a loop of ``kill -HUP`` wrote a line per signal."""
 
     def __init__(self) -> None:
-        self._quiet_until = 0.0
-        self._unsaid = 0
+        self._quiet_until: dict[int, float] = {}
+        self._unsaid: dict[int, int] = {}
 
     def take(self, received: signal.struct_siginfo) -> bool:
-        """Whether ``received`` was a SIGHUP (and so taken here)."""
-        if received.si_signo != signal.SIGHUP:
+        """Whether ``received`` is one of the ignored signals (and so taken here)."""
+        signum = received.si_signo
+        if signum not in _IGNORED:
             return False
-        self._unsaid += 1
+        self._unsaid[signum] = self._unsaid.get(signum, 0) + 1
         now = time.monotonic()
-        if now >= self._quiet_until:
-            since = f" ({self._unsaid} since the last such line)" if self._unsaid > 1 else ""
-            log.warning(
-                "SIGHUP ignored%s: specwatch reads its configuration at start; restart it to apply",
-                since,
-            )
-            self._unsaid = 0
-            self._quiet_until = now + _HANGUP_NOTE_SECONDS
+        if now >= self._quiet_until.get(signum, 0.0):
+            count = self._unsaid[signum]
+            since = f" ({count} since the last such line)" if count > 1 else ""
+            name = signal.Signals(signum).name
+            log.warning("%s ignored%s: %s", name, since, _IGNORED[signal.Signals(signum)])
+            self._unsaid[signum] = 0
+            self._quiet_until[signum] = now + _IGNORED_NOTE_SECONDS
         return True

@@ -8,12 +8,13 @@ part of its history (bootstrap) and never counted. Probes, ``run_daemon`` and us
 from __future__ import annotations
 
 import functools
+import threading
 from pathlib import Path
 
 import pytest
 
 from exporter.config import Config, TargetConfig
-from exporter.daemon import Daemon
+from exporter.daemon import THREAD_DIED_STATUS, Daemon
 from exporter.sources.tail.file import STUCK_AFTER
 from tests.support.daemon import healthz, run_daemon
 from tests.support.files import append
@@ -73,3 +74,28 @@ def test_a_stuck_log_reader_turns_healthz_503_naming_the_path(tmp_path: Path) ->
             tailer.poll()
     assert state.log_sources() == {str(log): "stuck"}
     assert daemon.not_ready() == f"stuck: reading {log} keeps failing"
+
+
+def test_a_thread_that_died_turns_healthz_503_naming_it_and_asks_to_stop(tmp_path: Path) -> None:
+    """The process must not look alive with a part of it dead: /healthz names the thread
+    until the stop, which exits with status 70."""
+    log = tmp_path / "server.log"
+    log.touch()
+    daemon = Daemon(Config(listen="127.0.0.1:0", targets=[TargetConfig(log_files=[str(log)])]))
+    daemon.start()
+    hook = threading.excepthook
+    threading.excepthook = daemon.thread_died
+    try:
+        wait_for(lambda: daemon.not_ready() is None, what="every source following")
+
+        def fails() -> None:
+            raise KeyError("a bug")
+
+        dying = threading.Thread(target=fails, name="tail-x")
+        dying.start()
+        dying.join()
+        assert daemon.stopping.is_set() and daemon.exit_status == THREAD_DIED_STATUS
+        assert healthz(daemon.web.port) == (503, "broken: thread tail-x died: KeyError\n")
+    finally:
+        threading.excepthook = hook
+        daemon.stop()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.daemon import _STOP_CHECK_SECONDS
+from exporter.daemon import _STOP_CHECK_SECONDS, THREAD_DIED_STATUS
 from tests.support.daemon import healthy, run_daemon, specwatch_cmd
 from tests.support.files import append
 from tests.support.loglines import decode_line
@@ -157,3 +157,84 @@ def test_a_sighup_storm_is_logged_once_a_minute_not_once_a_signal(
         assert daemon.proc.wait(timeout=10) == 0
         stderr = daemon.proc.stderr.read() if daemon.proc.stderr else ""
     assert stderr.count("SIGHUP ignored") == 1
+
+
+@pytest.mark.parametrize("signum", [signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM])
+def test_signals_with_no_use_are_logged_and_ignored(
+    tmp_path: Path, port: int, signum: signal.Signals
+) -> None:
+    """Each killed the daemon by its default action, with no log line."""
+    log = tmp_path / "server.log"
+    log.touch()
+    with run_daemon(["--log-file", str(log)], port) as daemon:
+        daemon.proc.send_signal(signum)
+        assert daemon.proc.stderr is not None
+        line = wait_for(daemon.proc.stderr.readline, timeout=10)
+        while signum.name not in line:
+            line = wait_for(daemon.proc.stderr.readline, timeout=10)
+        assert "ignored" in line
+        assert daemon.proc.poll() is None
+        assert healthy(port)
+
+
+@pytest.mark.parametrize(
+    ("signum", "status", "said"),
+    [(signal.SIGQUIT, 0, "thread http-accept"), (signal.SIGXCPU, 1, "CPU time limit")],
+)
+def test_sigquit_and_sigxcpu_stop_it_with_a_log_line(
+    tmp_path: Path, port: int, signum: signal.Signals, status: int, said: str
+) -> None:
+    """SIGQUIT logs where each thread is, then stops; SIGXCPU (the CPU-time limit, SIGKILL
+    next) stops with status 1 so a supervisor restarts it. Both dumped core, unsaid."""
+    log = tmp_path / "server.log"
+    log.touch()
+    cmd = specwatch_cmd("run", "--listen", f"127.0.0.1:{port}", "--log-file", str(log))
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: healthy(port) or proc.poll() is not None, timeout=15)
+        proc.send_signal(signum)
+        assert proc.wait(timeout=10) == status
+        stderr = proc.stderr.read() if proc.stderr else ""
+        assert signum.name in stderr and said in stderr
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+def test_a_thread_that_dies_stops_the_daemon_with_a_failing_status(
+    tmp_path: Path, port: int
+) -> None:
+    """The accept thread died (a KeyError) and the process lived on answering nothing, then
+    exited 0 on SIGTERM: no supervisor restarted it. The fault is injected into the real
+    daemon's accept loop, a few passes after it answered its first probe."""
+    log = tmp_path / "server.log"
+    log.touch()
+    code = (
+        "import sys\n"
+        "from exporter.cli import main\n"
+        "from exporter.exposition.connections import Lobby\n"
+        "real, passes = Lobby._dispatch, []\n"
+        "def dispatch(self):\n"
+        "    passes.append(1)\n"
+        "    if len(passes) == 20:\n"
+        "        raise RuntimeError('injected')\n"
+        "    real(self)\n"
+        "Lobby._dispatch = dispatch\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    args = ["run", "--listen", f"127.0.0.1:{port}", "--log-file", str(log)]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        wait_for(lambda: healthy(port) or proc.poll() is not None, timeout=15)
+        while proc.poll() is None and healthy(port):
+            time.sleep(0.05)
+        assert proc.wait(timeout=10) == THREAD_DIED_STATUS
+        stderr = proc.stderr.read().decode() if proc.stderr else ""
+        assert "thread http-accept died" in stderr and "RuntimeError: injected" in stderr
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=5)

@@ -210,6 +210,33 @@ def test_the_oldest_idle_connection_makes_room_when_too_many_wait() -> None:
         server.stop()
 
 
+def test_a_connection_closed_to_make_room_in_the_same_wake_up_does_not_kill_the_accept_loop() -> (
+    None
+):
+    """530 clients trickling heads a byte every 0.5 s killed the accept thread within 0.5 s
+    (KeyError: the oldest, closed to make room for a newer one, was then read in the same
+    select batch): /metrics and /healthz never answered again. Here with room for 8."""
+    server = serve_plain(Limits(max_waiting=8))
+    clients: list[socket.socket] = []
+    try:
+        until = time.monotonic() + 2
+        while time.monotonic() < until:
+            with contextlib.suppress(OSError):
+                clients.append(socket.create_connection(("127.0.0.1", server.port), timeout=1))
+            for sock in clients[-20:]:
+                with contextlib.suppress(OSError):
+                    sock.send(b"G")
+            for sock in clients[:-40]:
+                sock.close()
+            clients = clients[-40:]
+            time.sleep(0.005)
+        assert get(f"http://127.0.0.1:{server.port}/healthz", timeout=2) == 200
+    finally:
+        for sock in clients:
+            sock.close()
+        server.stop()
+
+
 def basic(user: str, password: str) -> dict[str, str]:
     return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
 

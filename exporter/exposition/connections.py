@@ -155,7 +155,7 @@ class Lobby:
                     elif key.fileobj is self._wake_r:
                         self._wake_r.recv(4096)
                     else:
-                        self._readable(key.data)
+                        self._step(key.data)
                 self._expire()
                 self._dispatch()
         finally:
@@ -221,9 +221,21 @@ class Lobby:
         self._drop(oldest)
         return True
 
+    def _step(self, conn: socket.socket) -> None:
+        """:meth:`_readable`, where a fault ends that connection alone, never the loop: a
+        dead accept loop left /metrics and /healthz unanswered while the process lived on."""
+        try:
+            self._readable(conn)
+        except Exception:
+            log.exception("unexpected error reading a connection's request; closed it")
+            with contextlib.suppress(Exception):
+                self._drop(conn)
+
     def _readable(self, conn: socket.socket) -> None:
         """One step of a connection's start, without blocking: its TLS handshake, then as
         much of its request head as has arrived."""
+        if conn not in self._waiting and conn not in self._heads:
+            return  # closed earlier in the same select batch (to make room for a newer one)
         if conn in self._waiting:
             begun = self._begin(conn)
             if begun is None:
@@ -305,10 +317,12 @@ class Lobby:
         return True
 
     def _drop(self, conn: socket.socket) -> None:
+        """Close a connection not yet served, in whatever state it is, registered or not."""
         self._waiting.pop(conn, None)
         self._heads.pop(conn, None)
         self._secured.discard(conn)
-        self._selector.unregister(conn)
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(conn)
         conn.close()
 
     def _expire(self) -> None:
@@ -352,6 +366,8 @@ class Lobby:
             self._serve(_Prefixed(conn, head), address)  # type: ignore[arg-type]
         except (OSError, ValueError) as exc:  # timeouts, resets
             log.debug("connection from %s ended: %s", address, exc)
+        except Exception:  # a fault in answering one request ends that connection only
+            log.exception("unexpected error answering %s; closed the connection", address)
         finally:
             _shut(conn)
             conn.close()
