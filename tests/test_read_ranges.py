@@ -110,7 +110,7 @@ def test_a_log_read_by_ranges_gives_every_call_of_one_reader_in_order(
 # Commands standing in for the helper's Python: the same arguments, other endings.
 FAILING_HELPERS = {
     "cannot_run": "exec false\n",
-    # -m exporter.parse.ranges FD START END MAX PARENT, with END moved to the middle
+    # -m exporter.parse.range_helper FD START END MAX PARENT, with END moved to the middle
     "stops_halfway": f'exec {sys.executable} "$1" "$2" "$3" "$4" $(( ($4 + $5) / 2 )) "$6" "$7"\n',
     "hangs": "exec sleep 60\n",
 }
@@ -313,7 +313,7 @@ def children(pid: int) -> list[int]:
     found = []
     for task in Path(f"/proc/{pid}/task").iterdir():
         found += [int(c) for c in (task / "children").read_text().split()]
-    return [c for c in found if "exporter.parse.ranges" in _cmdline(c)]
+    return [c for c in found if ranges.HELPER_MODULE in _cmdline(c)]
 
 
 def _cmdline(pid: int) -> str:

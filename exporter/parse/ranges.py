@@ -2,7 +2,7 @@
 
 Reading a busy node's log is bound by one core: Python parses one line at a time. So when a
 log is big, the reader cuts it at line boundaries, reads the first part itself, and starts one
-helper process per other core (``python -m exporter.parse.ranges``) for the rest. Each helper
+helper process per other core (``python -m exporter.parse.range_helper``) for the rest. Each helper
 spools the sink calls it makes, a frame per chunk read; the reader replays them in order as
 they come. The sink gets the records, events and drift in the same order one reader would
 deliver them, and the same line counts and skips (in other batches, with the same sums), so
@@ -22,11 +22,9 @@ nowhere to spool: then every stretch is read in-process, as on a machine with on
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import marshal
 import os
-import signal
 import struct
 import subprocess
 import sys
@@ -40,7 +38,6 @@ from typing import IO, Any
 from exporter.cpus import usable_cpus
 from exporter.engines.record import LogLine, RequestRecord, StatsRecord, record_from_row
 from exporter.parse.pipeline import RecordSink
-from exporter.runtime import tune_gc
 
 SPLIT_ABOVE_BYTES = 32 << 20  # smaller logs take about a second: not worth a process
 # The reader's share of the bytes still to read. It also replays the helpers' calls (about a
@@ -55,6 +52,8 @@ HELPER_MIN_SECONDS = 30.0
 KILL_WAIT = 5.0  # seconds to reap a killed helper
 SPOOL_POLL = 0.005  # seconds between looks for a helper's next frame
 _BOUNDARY_SEARCH = 1 << 20
+# What a helper process runs: it reads its range with the reader, which imports this module.
+HELPER_MODULE = "exporter.parse.range_helper"
 _LENGTH = struct.Struct("<Q")  # before each spooled frame
 
 # Spooled sink calls: (kind, value); a run of records is one call with a list of them.
@@ -202,7 +201,7 @@ class Helper:
         """Start reading the file open as ``fd`` (the same file, whatever happens to its name
         meanwhile) into ``spool``, which ``close()`` closes; a helper that cannot even start
         has its range read in-process later."""
-        argv = [sys.executable, "-m", "exporter.parse.ranges", str(fd), str(start), str(end)]
+        argv = [sys.executable, "-m", HELPER_MODULE, str(fd), str(start), str(end)]
         argv += [str(max_line_bytes), str(os.getpid())]
         try:
             process = subprocess.Popen(
@@ -351,32 +350,3 @@ def _with_plain_extras(call: tuple[int, Any]) -> tuple[int, Any]:
     if kind != _RECORDS:
         return call
     return kind, [(*row[:_EXTRA], dict(row[_EXTRA]), *row[_EXTRA + 1 :]) for row in value]
-
-
-def main(argv: list[str]) -> int:
-    """The helper: read descriptor ``FD`` from ``START`` to ``END``, spool the calls to stdout."""
-    from exporter.parse.reader import read_range  # the reader imports this module
-
-    tune_gc()
-    fd, start, end, max_line_bytes, parent = (int(arg) for arg in argv)
-    _die_with(parent)
-    sink = SpoolSink(sys.stdout.buffer)
-    read_range(fd, start, end, sink, max_line_bytes, on_line_start=sink.flush)
-    return 0
-
-
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
-def _die_with(parent: int) -> None:
-    """Be killed when the reader goes, however it goes (SIGKILL, the OOM killer): a helper
-    left behind would read on for minutes, holding a core and its spool. Linux only; the
-    ``getppid`` check covers a parent gone before the request took effect."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:
-        os._exit(1)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
