@@ -29,12 +29,17 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+# Both run on every usable CPU (pytest-xdist), a test file to a worker, so a module's shared
+# fixture (a demo run, a built overlay) is made once. CI=true picks the thorough hypothesis
+# profile (tests/conftest.py).
+PYTEST := $(BIN)/python -m pytest -q -n auto --dist loadfile
+
 test: system-deps $(STAMP) lint
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
 
 # The fast loop: tests that start no process (no daemon, Prometheus, promtool or docker).
 unit: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not e2e"
+	$(PYTEST) -m "not e2e"
 
 demo: $(STAMP)
 	$(BIN)/python -m exporter.demo

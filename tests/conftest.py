@@ -2,14 +2,35 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
+from exporter.cpus import usable_cpus
 from tests.support.tools import free_port
+
+# Property tests' effort, set here and nowhere else (a test's own ``@settings`` names no
+# ``max_examples``). ``dev`` keeps ``make unit`` quick; ``ci`` (chosen by ``CI=true``, as
+# ``.ci/run`` sets it) tries ten times as many cases. Neither has a wall-clock deadline nor a
+# too-slow check: on a loaded machine those fail for the machine, not for the code.
+# ``HYPOTHESIS_PROFILE=ci`` chooses the thorough one by hand.
+_UNTIMED = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", _UNTIMED, max_examples=30)
+settings.register_profile("ci", _UNTIMED, max_examples=300, print_blob=True)
+settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") == "true" else "dev")
+)
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto`` (``make test``, ``make unit``): a worker per CPU this process may use, as
+    the daemon counts them (affinity, then the cgroup's quota), not the host's cores."""
+    return usable_cpus()
 
 
 @pytest.fixture

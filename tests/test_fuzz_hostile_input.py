@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from exporter.engines.server_config import from_server_info
@@ -80,7 +80,6 @@ def feed_state(lines: list[bytes]) -> TargetState:
     return state
 
 
-@settings(max_examples=300, deadline=None)
 @given(st.lists(HOSTILE_LINE, min_size=1, max_size=6))
 def test_hostile_plain_lines_cost_only_themselves(hostile: list[bytes]) -> None:
     state = feed_state([GOOD.encode(), *hostile, GOOD.encode()])
@@ -94,7 +93,6 @@ def docker(text: str) -> bytes:
     return json.dumps({"log": text + "\n", "stream": "stderr"}).encode()
 
 
-@settings(max_examples=300, deadline=None)
 @given(
     st.lists(
         st.one_of(
@@ -143,7 +141,6 @@ SERVER_INFO_BODIES = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
 @given(SERVER_INFO_BODIES)
 def test_server_info_bodies_parse_or_are_garbage(body: bytes) -> None:
     try:
@@ -176,7 +173,6 @@ def test_secret_keys_finds_a_key_planted_deep_but_not_a_value() -> None:
     assert not secret_keys(info)
 
 
-@settings(max_examples=300, deadline=None)
 @given(st.lists(HOSTILE_TEXT, max_size=6), st.sampled_from(["", "application/openmetrics-text"]))
 def test_metrics_bodies_parse_or_are_refused(lines: list[str], content_type: str) -> None:
     body = "\n".join(["sglang:num_running_reqs 3", *lines]).encode("utf-8", "surrogatepass")
@@ -200,7 +196,6 @@ RULES = [
 ]
 
 
-@settings(max_examples=300, deadline=None)
 @given(st.lists(HOSTILE_LINE | HOSTILE_NUMBER.map("PROF v={}".format).map(str.encode), max_size=6))
 def test_custom_rules_keep_valid_lines_and_export_only_finite_values(hostile: list[bytes]) -> None:
     rules = rule_set(RULES)

@@ -125,7 +125,10 @@ def layout_lines(draw: st.DrawFn) -> list[bytes]:
 
 
 @settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    suppress_health_check=[
+        *settings().suppress_health_check,
+        HealthCheck.function_scoped_fixture,
+    ]
 )
 @given(st.lists(layout_lines(), min_size=1, max_size=4), st.integers(1, 7))
 def test_every_line_reads_as_the_plain_field_by_field_reader_reads_it(
@@ -263,7 +266,10 @@ def busy_batch(draw: st.DrawFn, plain: bool = False) -> list[bytes]:
 
 
 @settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    suppress_health_check=[
+        *settings().suppress_health_check,
+        HealthCheck.function_scoped_fixture,
+    ]
 )
 @given(st.lists(st.booleans().flatmap(busy_batch), min_size=1, max_size=6), st.booleans())
 def test_whole_batches_read_in_one_pass_equal_the_plain_reader(

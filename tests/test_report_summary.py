@@ -9,7 +9,7 @@ from typing import Any
 from unittest.mock import patch
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from exporter.analysis.baseline import Baseline
@@ -197,7 +197,6 @@ def reads(records: list[StatsRecord], sizes: list[int]) -> list[list[StatsRecord
     return [read for read in [*cut, records[start:]] if read]
 
 
-@settings(max_examples=400)
 @given(_RECORDS, st.sampled_from([1, 5, 24, 32, 48]), st.lists(st.integers(1, 60), max_size=4))
 def test_report_evidence_is_what_a_record_by_record_feed_gives(
     records: list[StatsRecord], batch: int, sizes: list[int]
@@ -282,7 +281,6 @@ def _one_by_one(builder: ReportBuilder, records: list[StatsRecord]) -> None:
         builder.on_record(record)
 
 
-@settings(max_examples=300, deadline=None)
 @given(
     calls=_CALLS,
     sizes=st.lists(st.integers(1, 30), max_size=3),

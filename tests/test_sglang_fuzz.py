@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from exporter.engines.record import LogLine, StatsRecord, Unrecognized
@@ -91,7 +91,6 @@ raw_lines = st.lists(
 )
 
 
-@settings(max_examples=400, deadline=None)
 @given(st.lists(raw_lines, max_size=4))
 def test_arbitrary_bytes_never_crash_and_every_payload_line_is_counted(
     batches: list[list[bytes]],
@@ -199,7 +198,6 @@ def _check(record: StatsRecord, expected: dict[str, Any]) -> None:
         assert getattr(record, attr) == value, (attr, record)
 
 
-@settings(max_examples=300, deadline=None)
 @given(stats_lines())
 def test_generated_valid_lines_round_trip_to_the_intended_values(
     case: tuple[str, dict[str, Any]],
@@ -210,7 +208,6 @@ def test_generated_valid_lines_round_trip_to_the_intended_values(
     _check(result, expected)
 
 
-@settings(max_examples=100, deadline=None)
 @given(stats_lines(), st.sampled_from(["plain", "crlf", "cri", "ansi"]))
 def test_generated_lines_round_trip_through_the_pipeline_in_any_envelope(
     case: tuple[str, dict[str, Any]], wrapping: str
@@ -253,7 +250,6 @@ def _read_outcome(read: Any, body: str) -> Any:
     return None if values is None else (values, list(extra.items()))
 
 
-@settings(max_examples=400, deadline=None)
 @given(
     st.lists(st.sampled_from(_LAYOUT_NAMES), min_size=1, max_size=8),
     st.data(),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from exporter.engines.record import RequestRecord
@@ -126,7 +126,6 @@ def test_a_garbage_figure_is_no_figure() -> None:
     assert record is not None and record.accept_length is None
 
 
-@settings(max_examples=300, deadline=None)
 @given(
     prompt=st.text(max_size=300),
     output=st.text(max_size=300),
@@ -150,7 +149,6 @@ def test_whatever_the_user_wrote_the_figures_are_the_engines(
     assert record.accept_length == expected
 
 
-@settings(max_examples=300, deadline=None)
 @given(garbage=st.binary(max_size=400), json_format=st.booleans())
 def test_a_record_head_followed_by_garbage_never_raises(garbage: bytes, json_format: bool) -> None:
     head = finish_line(2.0, 10, json_format=json_format).encode()[:60]

@@ -13,7 +13,7 @@ import math
 from typing import Any
 from unittest import mock
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from exporter.analysis.baseline import Baseline
@@ -70,7 +70,6 @@ def evidence_seen(evidence: Evidence) -> str:
     return repr((observations, evidence.recent_speedup(BASELINE)))
 
 
-@settings(max_examples=200, deadline=None)
 @given(
     batches=BATCHES,
     max_dp_ranks=st.integers(1, 4),
@@ -94,7 +93,6 @@ def test_a_batch_leaves_the_state_as_its_records_added_one_by_one(
         assert seen(batched) == seen(single)
 
 
-@settings(max_examples=200, deadline=None)
 @given(
     batches=st.lists(st.tuples(BATCH, st.booleans()), max_size=8),
     max_windows=st.integers(1, 3),
@@ -143,7 +141,6 @@ def apply(state: TargetState, call: str, value: Any) -> None:
         state.add_event(value)
 
 
-@settings(max_examples=200, deadline=None)
 @given(calls=CALLS)
 def test_the_sink_applies_held_records_before_anything_else_reaches_the_state(
     calls: list[tuple[str, Any]],
@@ -178,7 +175,6 @@ SINK_CALLS = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
 @given(calls=SINK_CALLS, bootstrap=st.booleans())
 def test_a_sink_given_a_read_s_records_in_one_call_ends_as_given_them_one_by_one(
     calls: list[tuple[str, Any]], bootstrap: bool
@@ -219,7 +215,6 @@ def test_a_decode_of_a_tp_rank_past_0_neither_shows_nor_refreshes_the_last_decod
     assert snapshot.stats_lines["decode"] == 2
 
 
-@settings(max_examples=100, deadline=None)
 @given(batches=BATCHES)
 def test_without_a_baseline_node_loads_are_skipped_and_nothing_observable_changes(
     batches: list[tuple[list[StatsRecord], float]],

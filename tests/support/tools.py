@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -73,11 +74,35 @@ def require_tool(name: str) -> str:
     pytest.skip(message)
 
 
+# Ports tests hand out, beneath Linux's ephemeral range (32768 and up by default): a port the
+# kernel picked for ``bind(0)`` could meanwhile be given to some client's connection before
+# the daemon meant to listen on it binds it. Each pytest-xdist worker has a slice of its own,
+# so two workers never hand out the same port.
+_FIRST_PORT = 20_000
+_PORTS_PER_WORKER = 500
+_WORKER_SLICES = 25
+_handed_out = itertools.count()
+
+
+def _worker_slice() -> int:
+    """This process's slice: ``gw3`` is pytest-xdist's fourth worker; a plain run is 0."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    return int(worker) % _WORKER_SLICES if worker.isdigit() else 0
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A loopback port nothing listens on, that no other test (in this or another worker) is
+    handed while this run lasts, unless it hands out more than its slice holds."""
+    first = _FIRST_PORT + _worker_slice() * _PORTS_PER_WORKER
+    for _ in range(_PORTS_PER_WORKER):
+        port = first + next(_handed_out) % _PORTS_PER_WORKER
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:  # in use, or lingering after an earlier test: take the next
+                continue
+            return port
+    raise RuntimeError(f"no free port in {first}..{first + _PORTS_PER_WORKER - 1}")
 
 
 def unprivileged() -> list[str]:
