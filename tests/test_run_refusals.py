@@ -13,6 +13,7 @@ from pathlib import Path
 import bcrypt
 import pytest
 
+from tests.support.certs import encrypted
 from tests.support.daemon import specwatch_cmd
 from tests.support.tools import require_tool
 
@@ -164,6 +165,30 @@ def test_a_certificate_that_is_not_pem_names_the_file(tmp_path: Path) -> None:
     line = refused("--log-file", "x.log", "--web-config", str(web))
     assert f"tls_server_config.cert_file: {key}: not a PEM certificate" in line
     assert "PEM lib" not in line
+
+
+def test_a_key_protected_by_a_passphrase_is_refused_without_a_prompt(tmp_path: Path) -> None:
+    """With standard input an open pipe (``docker run -i``, ``stdin: true``) OpenSSL printed
+    ``Enter PEM pass phrase:`` and the start hung for good."""
+    cert, key = encrypted(tls_pair(tmp_path, "one"))
+    web = tls_config(tmp_path, cert, key)
+    cmd = specwatch_cmd(
+        "run", "--listen", "127.0.0.1:0", "--log-file", "x.log", "--web-config", str(web)
+    )
+    proc = subprocess.Popen(
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.wait(timeout=30) == 2
+        stderr = proc.stderr.read() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=5)
+        assert proc.stdin is not None
+        proc.stdin.close()
+    assert f"tls_server_config.key_file: {key}: protected by a passphrase" in stderr
+    assert "pass phrase" not in stderr
 
 
 @pytest.mark.parametrize(

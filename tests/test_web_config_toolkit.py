@@ -10,10 +10,16 @@ accepted but not enforced is named in a WARNING.
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
+import itertools
 import logging
 import os
+import signal
 import ssl
+import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,8 +31,9 @@ from prometheus_client import CollectorRegistry
 from exporter.exposition.server import WebServer, make_app
 from exporter.exposition.webreload import LiveWebConfig
 from exporter.settings import ConfigError
-from tests.support.certs import Pair, self_signed, signed_by
-from tests.support.daemon import RunningDaemon, run_daemon
+from tests.support.certs import Pair, encrypted, self_signed, signed_by
+from tests.support.daemon import RunningDaemon, run_daemon, specwatch_cmd
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -353,3 +360,96 @@ def test_tls_is_not_switched_off_under_a_running_server(
         answer = fetch(port)  # still TLS, and still without a password
         assert answer is not None and answer[0] == 200
     assert "TLS cannot be switched off while running" in caplog.text
+
+
+def test_a_key_protected_by_a_passphrase_swapped_in_keeps_the_pair_before_without_a_prompt(
+    tmp_path: Path, port: int
+) -> None:
+    """With standard input an open pipe, the reload waited on OpenSSL's passphrase prompt:
+    /healthz timed out until a newline came on standard input (with ``--log-file -``, the
+    server's first log line was taken as the passphrase)."""
+    server = self_signed(tmp_path, "server")
+    _, protected = encrypted(self_signed(tmp_path, "next"))
+    web = tmp_path / "web.yml"
+    web.write_text(tls_yaml(server))
+    log = tmp_path / "server.log"
+    log.touch()
+    cmd = specwatch_cmd(
+        "run", "--listen", f"127.0.0.1:{port}", "--log-file", str(log), "--web-config", str(web)
+    )
+    proc = subprocess.Popen(
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        wait_for(lambda: fetch(port, "/healthz") is not None or proc.poll() is not None, 15)
+        replace(server[1], protected.read_text())
+        for path in ("/healthz", "/metrics"):
+            answer = fetch(port, path)
+            assert answer is not None and answer[0] == 200
+            assert answer[1] == der(server[0])
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+        errors = proc.stderr.read() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=5)
+        if proc.stdin is not None:
+            proc.stdin.close()
+    assert f"key_file: {server[1]}: protected by a passphrase" in errors
+    assert "keeping the web config read before" in errors
+
+
+def test_a_certificate_swapped_with_a_fifo_again_and_again_never_blocks_the_accept_loop(
+    tmp_path: Path,
+) -> None:
+    """The certificate was checked, then OpenSSL opened the same path again on the accept
+    thread: a FIFO swapped in between blocked it for good (4 of 4 runs). It is read once now,
+    and loaded from those bytes."""
+    server = self_signed(tmp_path, "server")
+    web = tmp_path / "web.yml"
+    web.write_text(tls_yaml(server))
+    pem = server[0].read_bytes()
+    stop = threading.Event()
+
+    def swap() -> None:
+        for turn in itertools.count():
+            if stop.is_set():
+                return
+            fresh = tmp_path / f"swap-{turn % 2}"
+            with contextlib.suppress(FileNotFoundError):
+                fresh.unlink()
+            if turn % 2:
+                os.mkfifo(fresh)
+            else:
+                fresh.write_bytes(pem)
+            os.replace(fresh, server[0])
+
+    with serving(web) as port:
+        swapper = threading.Thread(target=swap)
+        swapper.start()
+        try:
+            until = time.monotonic() + 3
+            while time.monotonic() < until:
+                fetch(port, "/healthz")
+        finally:
+            stop.set()
+            swapper.join()
+        replace(server[0], pem.decode())
+        answer = fetch(port, "/healthz")
+        assert answer is not None and answer[0] == 200
+
+
+def test_a_costly_bcrypt_hash_read_again_does_not_stall_the_accept_loop(tmp_path: Path) -> None:
+    """A new file with a cost-16 hash blocked the TLS accept loop for 13.6 s while its
+    stand-in hash was made; it is read on a thread of its own now, waited for 1 s at most."""
+    server = self_signed(tmp_path, "server")
+    web = tmp_path / "web.yml"
+    web.write_text(tls_yaml(server))
+    costly = "$2b$14$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy"
+    with serving(web) as port:
+        replace(web, tls_yaml(server, f"basic_auth_users:\n  alice: '{costly}'\n"))
+        started = time.monotonic()
+        answer = fetch(port, "/healthz")
+        assert answer is not None and answer[0] == 200
+        assert time.monotonic() - started < 2

@@ -13,7 +13,7 @@ import ctypes
 import ipaddress
 import os
 import ssl
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -128,24 +128,39 @@ def check(tls: TLSConfig) -> None:
         raise ConfigError("tls_server_config.min_version: above max_version")
 
 
-def build_context(tls: TLSConfig) -> ssl.SSLContext:
-    """A server context for ``tls``; files and inline PEM are read now (raises OSError or
-    ssl.SSLError for the caller to name)."""
+class EncryptedKey(ValueError):
+    """The private key is protected by a passphrase, which specwatch never asks for."""
+
+
+def _no_passphrase() -> bytes:
+    """OpenSSL's own prompt would read a passphrase from the terminal or standard input: it
+    hung the start (``Enter PEM pass phrase:``) and took a log line read from ``--log-file -``
+    as one."""
+    raise EncryptedKey("protected by a passphrase (specwatch never asks for one)")
+
+
+def build_context(tls: TLSConfig, files: Mapping[str, bytes]) -> ssl.SSLContext:
+    """A server context for ``tls``; raises ssl.SSLError, ValueError or EncryptedKey for the
+    caller to name.
+
+    ``files`` holds the bytes of each file ``tls`` names (by key: ``cert_file``...), read once
+    by the caller: no path is opened here, so a file swapped for a FIFO after it was checked
+    cannot block the loading for good.
+    """
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = _VERSIONS[tls.min_version]
     context.maximum_version = _VERSIONS[tls.max_version]
-    with (
-        _pem_path(tls.cert_file, tls.cert) as cert,
-        _pem_path(tls.key_file, _secret(tls.key)) as key,
-    ):
-        context.load_cert_chain(cert, key)
+    cert = files["cert_file"] if tls.cert_file is not None else (tls.cert or "").encode()
+    key = files["key_file"] if tls.key_file is not None else (_secret(tls.key) or "").encode()
+    with _in_memory(cert) as cert_path, _in_memory(key) as key_path:
+        context.load_cert_chain(cert_path, key_path, password=_no_passphrase)
     suites = [GO_CIPHERS[name] for name in tls.cipher_suites]
     if any(suites):
         context.set_ciphers(":".join(s for s in suites if s))
     if tls.prefer_server_cipher_suites:
         context.options |= ssl.OP_CIPHER_SERVER_PREFERENCE
     if tls.client_ca_file is not None:
-        context.load_verify_locations(cafile=tls.client_ca_file)
+        context.load_verify_locations(cadata=files["client_ca_file"].decode(errors="replace"))
     elif tls.client_ca is not None:
         context.load_verify_locations(cadata=tls.client_ca)
     elif tls.client_auth_type != "NoClientCert":
@@ -186,16 +201,13 @@ def _secret(value: SecretStr | None) -> str | None:
 
 
 @contextlib.contextmanager
-def _pem_path(path: Path | None, inline: str | None) -> Iterator[Path]:
-    """A path OpenSSL can load: the file, or inline PEM in an anonymous memory file, so a
-    private key given inline never touches a disk (the root filesystem may be read-only)."""
-    if path is not None:
-        yield path
-        return
+def _in_memory(pem: bytes) -> Iterator[str]:
+    """A path OpenSSL can load ``pem`` from: an anonymous memory file, so a private key never
+    touches a disk (the root filesystem may be read-only) and no operator's path is opened."""
     fd = os.memfd_create("specwatch-tls", os.MFD_CLOEXEC)
     try:
-        os.write(fd, (inline or "").encode())
-        yield Path(f"/proc/self/fd/{fd}")
+        os.write(fd, pem)
+        yield f"/proc/self/fd/{fd}"
     finally:
         os.close(fd)
 

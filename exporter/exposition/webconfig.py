@@ -24,7 +24,13 @@ import bcrypt
 from pydantic import Field, ValidationError, field_validator
 
 from exporter.exposition.server import StartResponse, WSGIApp
-from exporter.exposition.tlsconfig import TLSConfig, build_context, check, san_refusal
+from exporter.exposition.tlsconfig import (
+    EncryptedKey,
+    TLSConfig,
+    build_context,
+    check,
+    san_refusal,
+)
 from exporter.settings import MAX_SETTINGS_BYTES, ConfigError, Strict, load_yaml
 from exporter.smallfile import read_small_file
 
@@ -244,39 +250,48 @@ def _is_bcrypt(hashed: str) -> bool:
 
 def _tls_context(path: Path, tls: TLSConfig) -> ssl.SSLContext:
     """The context, or a ConfigError naming the file and problem (OpenSSL's own message names
-    neither the file nor the problem in words)."""
+    neither the file nor the problem in words).
+
+    Each file is read once, without blocking and only as a regular file, and loaded from
+    those bytes: OpenSSL opening the path again would block for good on a FIFO swapped in
+    after the check.
+    """
     where = f"web config {path}: tls_server_config"
     try:
         check(tls)
     except ConfigError as exc:
         raise ConfigError(f"web config {path}: {exc}") from None
+    files: dict[str, bytes] = {}
     for key in ("cert_file", "key_file", "client_ca_file"):
         file = getattr(tls, key)
         if file is None:
             continue
         try:
-            read_small_file(file, MAX_SETTINGS_BYTES)  # OpenSSL would block on a FIFO for good
+            files[key] = read_small_file(file, MAX_SETTINGS_BYTES)
         except OSError as exc:
             raise ConfigError(f"{where}.{key}: cannot read {file}: {exc.strerror or exc}") from None
-    if tls.cert_file is not None:
-        _load_certs(f"{where}.cert_file", tls.cert_file)
-    if tls.client_ca_file is not None:
-        _load_certs(f"{where}.client_ca_file", tls.client_ca_file)
+    for key in ("cert_file", "client_ca_file"):
+        if key in files:
+            _load_certs(f"{where}.{key}: {getattr(tls, key)}", files[key])
+    key = f"key_file: {tls.key_file}" if tls.key_file else "key"
     try:
-        return build_context(tls)
+        return build_context(tls, files)
+    except EncryptedKey as exc:
+        raise ConfigError(f"{where}.{key}: {exc}; give it an unencrypted key") from None
     except ssl.SSLError as exc:
         if exc.reason == "KEY_VALUES_MISMATCH":
             problem = f"does not belong to the certificate in {tls.cert_file or 'cert'}"
         elif exc.reason == "NO_CIPHER_MATCH":
             raise ConfigError(f"{where}.cipher_suites: none usable with this OpenSSL") from None
         else:
-            problem = "not a PEM private key (or one protected by a passphrase)"
-        key = f"key_file: {tls.key_file}" if tls.key_file else "key"
+            problem = "not a PEM private key"
         raise ConfigError(f"{where}.{key}: {problem}") from None
 
 
-def _load_certs(where: str, file: Path) -> None:
+def _load_certs(where: str, pem: bytes) -> None:
     try:
-        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_verify_locations(file)
-    except ssl.SSLError:
-        raise ConfigError(f"{where}: {file}: not a PEM certificate") from None
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_verify_locations(
+            cadata=pem.decode(errors="replace")
+        )
+    except (ssl.SSLError, ValueError):
+        raise ConfigError(f"{where}: not a PEM certificate") from None

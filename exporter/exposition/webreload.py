@@ -4,7 +4,8 @@ A rotated certificate, a new password or a new header takes effect on the next c
 request without a restart. Each check is a few ``stat`` calls (the file and the certificate
 files it names); only a changed signature reads and validates again. A file that is now bad
 keeps the previous one in force and says why, once per change: scrapes never stop because of
-a half-written file.
+a half-written file. The read runs on a thread of its own, waited for a second at most, so a
+slow one never stalls the accept loop.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from exporter.settings import ConfigError
 log = logging.getLogger(__name__)
 
 Signature = tuple[tuple[int, int, int] | None, ...]
+# How long a connection or request waits for a changed web config to be read before it is
+# served with the one in force; the read goes on and applies when done.
+RELOAD_WAIT_SECONDS = 1.0
 
 
 def signature(paths: Iterable[Path]) -> Signature:
@@ -45,6 +49,7 @@ class LiveWebConfig:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
+        self._reloading: threading.Thread | None = None
         self._active = load_web_config(path)
         self._seen = self._signature()
         self._warn_unenforced()
@@ -54,13 +59,22 @@ class LiveWebConfig:
         return self._active.tls is not None
 
     def current(self) -> ActiveWebConfig:
+        """The config in force; a change seen is read on a thread of its own, waited for at
+        most RELOAD_WAIT_SECONDS: the accept loop asks for every TLS connection, and a slow
+        read (a cost-16 bcrypt stand-in hash took 13.6 s) must not stall it."""
         if self._signature() == self._seen:
             return self._active
         with self._lock:
             seen = self._signature()
-            if seen != self._seen:
+            if seen != self._seen and self._reloading is None:
                 self._seen = seen
-                self._reload()
+                self._reloading = threading.Thread(
+                    target=self._reload, name="web-config-reload", daemon=True
+                )
+                self._reloading.start()
+            reloading = self._reloading
+        if reloading is not None:
+            reloading.join(RELOAD_WAIT_SECONDS)
         return self._active
 
     def _signature(self) -> Signature:
@@ -68,10 +82,14 @@ class LiveWebConfig:
 
     def _reload(self) -> None:
         try:
-            fresh = load_web_config(self.path)
+            self._take(load_web_config(self.path))
         except ConfigError as exc:
             log.warning("%s; keeping the web config read before", exc)
-            return
+        finally:
+            with self._lock:
+                self._reloading = None
+
+    def _take(self, fresh: ActiveWebConfig) -> None:
         if (fresh.tls is None) != (self._active.tls is None):
             log.warning(
                 "web config %s: TLS cannot be switched %s while running; keeping the web "
@@ -80,8 +98,9 @@ class LiveWebConfig:
                 "on" if fresh.tls is not None else "off",
             )
             return
-        self._active = fresh
-        self._seen = self._signature()
+        with self._lock:
+            self._active = fresh
+            self._seen = self._signature()
         log.info("web config %s read again", self.path)
         self._warn_unenforced()
 

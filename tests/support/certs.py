@@ -43,3 +43,14 @@ def signed_by(ca: Pair, folder: Path, name: str, sans: Sequence[str] = ()) -> Pa
         "-CAcreateserial", "-days", "1", "-copy_extensions", "copyall", "-out", str(cert),
     )  # fmt: skip
     return cert, key
+
+
+def encrypted(pair: Pair, passphrase: str = "secret") -> Pair:
+    """``pair`` with its key protected by ``passphrase``, as ``openssl req`` without ``-nodes``
+    writes it; the key is a new file beside the old."""
+    cert, key = pair
+    protected = key.with_suffix(".encrypted.key")
+    _openssl(
+        "pkey", "-in", str(key), "-aes256", "-passout", f"pass:{passphrase}", "-out", str(protected)
+    )
+    return cert, protected
