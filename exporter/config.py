@@ -40,19 +40,21 @@ _MODEL_RE = re.compile(r"^[!-~][ -~]{0,127}$")
 
 
 class BaselineConfig(Strict):
-    """Throughput of the same server without speculation: one of three forms."""
+    """Throughput of the same server without speculation: one of four forms."""
 
     tok_s: float | None = Field(default=None, gt=0)
     curve: str | None = None
     bench_file: Path | None = None
+    log: Path | None = None
 
     @model_validator(mode="after")
     def _one_form(self) -> BaselineConfig:
-        given = [k for k in ("tok_s", "curve", "bench_file") if getattr(self, k) is not None]
+        forms = ("tok_s", "curve", "bench_file", "log")
+        given = [k for k in forms if getattr(self, k) is not None]
         if len(given) > 1:
-            raise ValueError(f"give only one of tok_s, curve, bench_file (got {', '.join(given)})")
+            raise ValueError(f"give only one of {', '.join(forms)} (got {', '.join(given)})")
         if not given:
-            raise ValueError("give one of tok_s, curve, bench_file")
+            raise ValueError(f"give one of {', '.join(forms)}")
         return self
 
 
@@ -323,6 +325,7 @@ _BASELINE_KEYS = {
     "baseline_tok_s": "tok_s",
     "baseline_curve": "curve",
     "baseline_bench": "bench_file",
+    "baseline_log": "log",
 }
 # Environment names that differ from the key they set.
 _ENV_ALIASES = {"TARGET": "name", "LOG_FILE": "log_files"}

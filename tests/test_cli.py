@@ -24,7 +24,9 @@ def test_help_lists_every_command() -> None:
     result = run("--help")
     assert result.returncode == 0, result.stderr
     listed = set(re.findall(r"^    (\w+)\s", result.stdout, re.MULTILINE))
-    assert listed == {"run", "parse", "report", "doctor", "simulate", "mixin"}, result.stdout
+    assert listed == {"run", "parse", "report", "baseline", "doctor", "simulate", "mixin"}, (
+        result.stdout
+    )
 
 
 def test_version_names_the_package_version() -> None:

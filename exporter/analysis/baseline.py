@@ -18,7 +18,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from exporter.analysis.load_bands import band_of
 from exporter.smallfile import read_small_file
+
+# Where a baseline came from, in precedence order: the values of the ``source`` label of
+# ``specwatch_baseline_*`` and the words doctor and report name it by. A fleet's plain peers
+# are compared in Prometheus (the mixin's rules), an estimate only in doctor and report.
+CONFIGURED = "configured"
+OWN_LOG = "own_log"
+FLEET = "fleet"
+DRAFTING_OFF = "drafting_off"
+ESTIMATE = "estimate"
+SOURCES = (CONFIGURED, OWN_LOG, FLEET, DRAFTING_OFF, ESTIMATE)
+SOURCE_WORDS = {
+    CONFIGURED: "configured",
+    OWN_LOG: "learned from a log of this model served without speculation",
+    FLEET: "the fleet's peers without speculation",
+    DRAFTING_OFF: "learned from this node's windows with drafting off",
+    ESTIMATE: "estimated from the accept length, not measured",
+}
 
 # bench_serving writes a line per run, with every request's timings: some MB for long runs.
 MAX_BENCH_BYTES = 64 << 20
@@ -35,10 +53,15 @@ class Baseline:
     ``points`` are ``(running_requests, tok_s)`` pairs, strictly increasing in running
     requests. Between points the curve is linear; outside them it is clamped to the nearest
     end, because extrapolating a throughput curve beyond what was measured invents numbers.
+    ``source`` describes the figures for humans; ``kind`` is where they came from (one of
+    :data:`SOURCES`). A learned baseline speaks only for the load ``bands`` it saw enough of
+    (``None``: every load, as a configured one does).
     """
 
     points: tuple[tuple[float, float], ...]
     source: str
+    kind: str = CONFIGURED
+    bands: frozenset[int] | None = None
     _xs: tuple[float, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -58,12 +81,24 @@ class Baseline:
         (x0, y0), (x1, y1) = self.points[right - 1], self.points[right]
         return y0 + (y1 - y0) * (running_requests - x0) / (x1 - x0)
 
+    def covers(self, running_requests: float) -> bool:
+        """Whether the baseline speaks for this load (a learned one: only its bands)."""
+        return self.bands is None or band_of(running_requests) in self.bands
+
     def describe(self) -> str:
         """One line for humans: where the numbers came from and what they are."""
         if len(self.points) == 1:
             return f"{_fmt_tok_s(self.points[0][1])} tok/s ({self.source})"
         curve = ", ".join(f"{_fmt_num(x)}:{_fmt_tok_s(y)}" for x, y in self.points)
         return f"curve {curve} ({self.source})"
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The figures and where they came from, for JSON readers."""
+        return {
+            "source": self.kind,
+            "description": self.describe(),
+            "points": [{"running": x, "tok_s": y} for x, y in self.points],
+        }
 
     @classmethod
     def from_tok_s(cls, tok_s: float) -> Baseline:

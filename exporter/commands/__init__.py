@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from exporter.analysis.baseline import Baseline, BaselineError
 from exporter.analysis.thresholds import DEFAULT, Thresholds
 from exporter.commands.usage import OneLineParser, UsageError
+from exporter.report.learn import baseline_from_options
 
 if TYPE_CHECKING:
     from exporter.config import TargetConfig
@@ -27,11 +28,12 @@ COMMANDS: dict[str, str] = {
     "doctor": "judge a server, log or draft config and suggest fixes",
     "simulate": "write a realistic SGLang (or vLLM) log for an incident scenario",
     "report": "summarise a log: accept length, throughput vs baseline, findings",
+    "baseline": "learn a non-speculative baseline curve from a log served without speculation",
     "mixin": "render the alert rules, recording rules and dashboards for your labels",
 }
-BASELINE_FLAGS = ("--baseline-tok-s", "--baseline-curve", "--baseline-bench")
+BASELINE_FLAGS = ("--baseline-tok-s", "--baseline-curve", "--baseline-bench", "--baseline-log")
 # The config's ``baseline:`` keys, in the order of their flags.
-BASELINE_KEYS = ("tok_s", "curve", "bench_file")
+BASELINE_KEYS = ("tok_s", "curve", "bench_file", "log")
 
 
 def register_all(
@@ -72,7 +74,7 @@ def add_baseline_flags(parser: argparse.ArgumentParser) -> None:
     keeps their flags, exclusivity and help identical.
     """
     group = parser.add_mutually_exclusive_group()
-    tok_s, curve, bench = BASELINE_FLAGS
+    tok_s, curve, bench, log = BASELINE_FLAGS
     group.add_argument(
         tok_s, type=float, metavar="N", help="tok/s of the server without speculation"
     )
@@ -86,6 +88,13 @@ def add_baseline_flags(parser: argparse.ArgumentParser) -> None:
         type=path_arg,
         metavar="FILE",
         help="the JSONL sglang.benchmark.serving wrote for a run without speculation",
+    )
+    group.add_argument(
+        log,
+        type=path_arg,
+        metavar="FILE",
+        help="a log of this model served without speculation (`specwatch baseline` shows "
+        "what it learns)",
     )
     parser.add_argument(
         "--expected-accept-length",
@@ -142,8 +151,11 @@ def judging_options(args: argparse.Namespace) -> Judging:
     if expected is not None and expected < 1:
         raise UsageError("--expected-accept-length: must be at least 1 (the bonus token)")
     try:
-        baseline = Baseline.from_options(
-            tok_s=given.get("tok_s"), curve=given.get("curve"), bench_file=given.get("bench_file")
+        baseline = baseline_from_options(
+            tok_s=given.get("tok_s"),
+            curve=given.get("curve"),
+            bench_file=given.get("bench_file"),
+            log=given.get("log"),
         )
     except BaselineError as exc:  # one baseline at most, so the one given is at fault
         raise UsageError(f"{where}: {exc}") from None

@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from exporter.analysis.algorithms import config_standard
+from exporter.analysis.baseline import Baseline
 from exporter.analysis.findings import (
     CRITICAL,
     SEVERITY_ORDER,
@@ -117,6 +118,7 @@ class Diagnosis:
     verdicts: list[Verdict] = field(default_factory=list)
     run: RunSummary | None = None  # the newest server run of the log, when one was read
     notes: list[str] = field(default_factory=list)  # what was judged, in plain words
+    baseline: Baseline | None = None  # what speed is judged against, and where it came from
 
     def exit_status(self) -> int:
         severities = {f.severity for f in self.findings} | {v.severity for v in self.verdicts}
@@ -134,6 +136,7 @@ class Diagnosis:
             "sources": self.sources,
             "problems": self.problems,
             "notes": self.notes,
+            "baseline": None if self.baseline is None else self.baseline.to_json_dict(),
         }
 
 
@@ -217,7 +220,7 @@ def diagnose(args: argparse.Namespace) -> Diagnosis:
     judging = judging_options(args)
     thresholds = mixin_thresholds(args)
     config = ServerConfig()
-    diagnosis = Diagnosis([], config)
+    diagnosis = Diagnosis([], config, baseline=judging.baseline)
     upstream: dict[str, Any] = {}
     upstream_window: DecodeSample | None = None
     found = None
@@ -301,7 +304,7 @@ def _judge_scrape(
     running = None if values.running_requests is None else int(values.running_requests)
     # Under pipeline parallelism the gauge's running requests are one micro-batch's.
     curve = None if config.pipelined else judging.baseline
-    baseline = curve.at(running) if curve and running else None
+    baseline = curve.at(running) if curve and running and curve.covers(running) else None
     # Adaptive speculation has drafting off (0 steps in force): one token a round by design.
     off = config.active_steps == 0
     basis = (
@@ -400,6 +403,8 @@ def render_text(diagnosis: Diagnosis) -> str:
     if diagnosis.sources:
         checked = ", ".join(f"{k}: {v}" for k, v in diagnosis.sources.items())
         lines.append(f"checked: {checked}")
+    if diagnosis.baseline is not None:
+        lines.append(f"baseline: {diagnosis.baseline.describe()}")
     lines.extend(f"problem: {p}" for p in diagnosis.problems)
     lines.extend(f"judged: {note}" for note in diagnosis.notes)
     if not (diagnosis.findings or diagnosis.verdicts or diagnosis.problems):

@@ -112,6 +112,7 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "baseline_tok_s",
         "baseline_curve",
         "baseline_bench",
+        "baseline_log",
         "expected_accept_length",
         "request_label_header",
         "stale_after",

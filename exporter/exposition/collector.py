@@ -208,10 +208,12 @@ def _render_speed(out: Families, target: Watched, base: dict[str, str], insight:
         (
             ("expected_accept_length", target.config.expected_accept_length),
             ("accept_length_floor", insight.accept_floor),
-            ("baseline_gen_throughput_tokens_per_second", insight.baseline_tok_s),
             ("speedup_ratio", insight.speedup),
         ),
     )
+    if target.baseline is not None and insight.baseline_tok_s is not None:
+        source = {**base, "source": target.baseline.kind}
+        out.add("baseline_gen_throughput_tokens_per_second", source, insight.baseline_tok_s)
 
 
 def _render_setup(

@@ -125,7 +125,9 @@ FAMILIES: dict[str, tuple[str, str]] = {
     ),
     "baseline_gen_throughput_tokens_per_second": (
         "gauge",
-        "Throughput without speculation at the current running requests (configured).",
+        "Throughput without speculation at the current running requests; source: configured, "
+        "own_log (learned from a log served without speculation) or drafting_off (learned "
+        "from this node's windows with drafting off).",
     ),
     "expected_accept_length": ("gauge", "Accept length this drafter should reach (configured)."),
     "speculative_steps": (

@@ -155,9 +155,10 @@ def _speed(
     No speedup with nothing running: an idle server's 0 tok/s (SGLang's idle refresh of its
     gauges) says nothing about how fast speculation decodes.
     """
-    if target.baseline is None:
-        return None, None
-    baseline = target.baseline.at(running if running is not None else 1)
+    load = running if running is not None else 1
+    if target.baseline is None or not target.baseline.covers(load):
+        return None, None  # a learned baseline says nothing of a load it has not seen
+    baseline = target.baseline.at(load)
     if tput is None or running == 0 or baseline <= 0:
         return baseline, None
     return baseline, tput / baseline

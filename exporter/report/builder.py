@@ -227,7 +227,7 @@ class ReportBuilder(RecordSink):
         # A pipeline stage's running requests are one micro-batch's: no baseline fits them.
         self._run.pipelined = self._run.pipelined or moment.pipelined
         curve = None if moment.pipelined else self.baseline
-        base = curve.at(running) if curve and running else None
+        base = curve.at(running) if curve and running and curve.covers(running) else None
         if running and tput is not None:
             index = band_index(running)
             self._overall.add(running, tput, base)

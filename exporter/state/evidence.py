@@ -137,7 +137,7 @@ class Evidence:
         if baseline is None:
             return None
         with self._lock:
-            loads = tuple(self._loads)
+            loads = tuple(load for load in self._loads if baseline.covers(load.running))
         base = sum(baseline.at(load.running) for load in loads)
         return sum(load.throughput for load in loads) / base if loads and base > 0 else None
 

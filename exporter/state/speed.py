@@ -69,6 +69,8 @@ class SpeedCounters:
         if self._baseline is None:
             return
         for running, tput, off in loads:
+            if not self._baseline.covers(running):
+                continue  # a learned baseline judges only the loads it saw
             if off:
                 self.drafting_off += 1
             elif tput <= self._baseline.at(running):

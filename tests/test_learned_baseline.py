@@ -1,0 +1,123 @@
+"""A baseline learned from a log served without speculation: ``specwatch baseline`` and
+``--baseline-log``, on logs written as SGLang 0.5.23 and vLLM 0.33 write them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from exporter.analysis.baseline import OWN_LOG, BaselineError
+from exporter.analysis.load_bands import BAND_LABELS, PLAIN_BANDS, band_of
+from exporter.analysis.plain_speed import MIN_BAND_WINDOWS, PlainSpeed
+from exporter.cli import main
+from exporter.report.learn import baseline_from_log, learn_log
+from exporter.simulate import generate
+from tests.support.plainlogs import sglang_plain, vllm_plain
+
+CURVE = ((1, 82.0), (48, 1500.0), (128, 2370.0))
+LOADS = ((1, 20), (48, 30), (128, 25))
+# The learned throughput is the mean of windows that wobble up to 3% around the curve.
+TOLERANCE = 0.01
+
+
+def test_every_load_falls_in_one_band_and_the_bands_are_contiguous() -> None:
+    for index, (label, low, high) in enumerate(PLAIN_BANDS):
+        assert band_of(low) == index, label
+        if high is not None:
+            assert band_of(high) == index, label
+            assert band_of(high + 1) == index + 1, label
+    assert band_of(10_000) == len(PLAIN_BANDS) - 1
+    assert BAND_LABELS[band_of(48)] == "33-64"
+
+
+def test_a_band_with_too_few_windows_gives_no_point() -> None:
+    speed = PlainSpeed()
+    for _ in range(MIN_BAND_WINDOWS - 1):
+        speed.add(3, 240.0)
+    for _ in range(MIN_BAND_WINDOWS):
+        speed.add(48, 1500.0)
+    speed.add(0, 10.0)  # an idle moment says nothing of speed
+    assert [(p.band, p.windows) for p in speed.points()] == [("33-64", MIN_BAND_WINDOWS)]
+
+
+@pytest.mark.parametrize("write", [sglang_plain, vllm_plain], ids=["sglang-0.5.23", "vllm-0.33"])
+def test_the_curve_that_went_in_comes_back(tmp_path: Path, write: object) -> None:
+    log = tmp_path / "plain.log"
+    log.write_text(write(LOADS, CURVE))  # type: ignore[operator]
+    learned = learn_log([str(log)])
+    assert [(p.band, p.running, p.windows) for p in learned.points] == [
+        ("1", 1.0, 20),
+        ("33-64", 48.0, 30),
+        ("65-128", 128.0, 25),
+    ]
+    for point, (_, tok_s) in zip(learned.points, CURVE, strict=True):
+        assert point.tok_s == pytest.approx(tok_s, rel=TOLERANCE)
+
+
+def test_a_learned_baseline_speaks_only_for_the_bands_it_saw(tmp_path: Path) -> None:
+    log = tmp_path / "plain.log"
+    log.write_text(sglang_plain(LOADS, CURVE))
+    baseline = baseline_from_log(log)
+    assert baseline.kind == OWN_LOG
+    assert baseline.covers(1) and baseline.covers(40) and baseline.covers(100)
+    assert not baseline.covers(8)  # 5-8: no window there
+    assert not baseline.covers(300)
+    assert baseline.at(48) == pytest.approx(1500, rel=TOLERANCE)
+
+
+def test_a_speculative_log_is_refused_with_the_reason(tmp_path: Path) -> None:
+    log = tmp_path / "spec.log"
+    log.write_text("\n".join(generate("healthy", duration=120)) + "\n")
+    with pytest.raises(BaselineError, match=r"speculative decoding \(its server arguments name "):
+        learn_log([str(log)])
+
+
+def test_a_log_without_start_lines_is_refused_by_its_accept_lengths(tmp_path: Path) -> None:
+    lines = list(generate("healthy", duration=120))
+    decodes = [line for line in lines if "Decode batch" in line]
+    log = tmp_path / "tail.log"
+    log.write_text("\n".join(decodes) + "\n")
+    with pytest.raises(BaselineError, match="carries speculation figures"):
+        learn_log([str(log)])
+
+
+def test_command_prints_the_curve_the_flag_and_the_config_block(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "before-speculation.log"
+    log.write_text(sglang_plain(((1, 12), (3, 4), (48, 12)), CURVE))
+    assert main(["baseline", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "28 decode windows without speculation" in out
+    curve = out.split('--baseline-curve "')[1].split('"')[0]
+    assert [point.split(":")[0] for point in curve.split(",")] == ["1", "48"]
+    assert f'    curve: "{curve}"' in out
+    assert "Left out, under 10 windows each: 3-4 (4)." in out
+    assert f"--baseline-log {log}" in out
+
+
+def test_command_json_and_its_curve_is_accepted_by_the_curve_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "plain.log"
+    log.write_text(vllm_plain(LOADS, CURVE))
+    assert main(["baseline", "--json", str(log)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [p["windows"] for p in data["points"]] == [20, 30, 25]
+    spec = tmp_path / "spec.log"
+    spec.write_text("\n".join(generate("healthy", duration=60)) + "\n")
+    assert main(["report", "--baseline-curve", data["curve"], str(spec)]) == 0
+
+
+def test_command_refuses_a_speculative_log_with_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "spec.log"
+    log.write_text("\n".join(generate("collapsed", duration=60)) + "\n")
+    assert main(["baseline", str(log)]) == 2
+    err = capsys.readouterr().err
+    assert "specwatch baseline: error:" in err
+    assert "name a speculative algorithm (EAGLE3)" in err
+    assert "served without it" in err
