@@ -20,6 +20,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from exporter.analysis.thresholds import STALE_AFTER
 from exporter.engines import registry
+from exporter.engines.counters import MAX_ACCEPT_LENGTH
 from exporter.engines.server_config import from_draft_config
 from exporter.engines.vllm_upstream import PREFIX_RE
 from exporter.parse.custom_rules import CustomRule, CustomRuleSet
@@ -34,7 +35,6 @@ MAX_LINE_BYTES = 16 << 20
 # 3,005 threads, 140 MB and a 4 s scrape. A node serves a handful of servers.
 MAX_TARGETS = 256
 MAX_LOG_PATHS = 256
-MAX_ACCEPT_LENGTH = 64.0
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 _MODEL_RE = re.compile(r"^[!-~][ -~]{0,127}$")
 

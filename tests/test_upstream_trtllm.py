@@ -164,3 +164,28 @@ def test_a_hostile_position_label_makes_no_series(server: FakeSGLang) -> None:
         metrics.accepted_at.labels(**labels).inc(5)
     publish(server, metrics)
     assert scrape(watch(server))["accepted_at"] == {"0": 8, "1": 6, "2": 4}
+
+
+def test_counters_that_disagree_derive_nothing_and_are_counted(
+    server: FakeSGLang, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each counter in range, but 1,000 tokens accepted in one round of 3 drafts: exported as
+    an accept length of 1,001 and an accept ratio of 333, with nothing dropped."""
+    metrics, target = started(server, requests=10, accepted=20, rounds=40, accepted_at=(30, 20, 10))
+    metrics.iteration(requests=1, accepted=1000)
+    metrics.finished(rounds=1, accepted_at=(1000, 0, 0), generated=4)
+    publish(server, metrics)
+    seen = scrape(target)
+    assert seen["accept_length"] is None and seen["accept_rate"] is None
+    assert seen["dropped"]["inconsistent"] == 1
+    (warning,) = [r.getMessage() for r in caplog.records if "disagree" in r.getMessage()]
+    assert "trtllm_spec_decode_accepted_tokens_total rose by 1000 in 1" in warning
+    assert 'trtllm_spec_decode_drafted_tokens_total{token_position="0"}' in warning
+    assert "more than trtllm_spec_decode_num_draft_tokens_total's 3" in warning
+    # The next window that can be true is exported again.
+    metrics.iteration(requests=10, accepted=10)
+    metrics.finished(rounds=10, accepted_at=(8, 6, 2), generated=40)
+    publish(server, metrics)
+    seen = scrape(target)
+    assert seen["accept_length"] == pytest.approx(1 + 16 / 10)
+    assert seen["accept_rate"] == pytest.approx(10 / 30)

@@ -63,6 +63,27 @@ def test_an_idle_window_gives_no_value_rather_than_the_last_one(server: FakeSGLa
     assert idle["drafts"] == 1100  # the counters themselves are still exported
 
 
+def test_counters_that_disagree_derive_nothing_and_are_counted(
+    server: FakeSGLang, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each counter in range, but 1,000 tokens accepted in one draft of 3 tokens: exported as
+    an accept length of 1,001 and an accept ratio of 333 (1e15 with larger steps), with
+    nothing counted as dropped and nothing said."""
+    target = vllm_target(server)
+    serve(server, drafts=1000, accepted=1500, per_position=(700, 500, 300))
+    scrape(target)
+    serve(server, drafts=1001, accepted=2500, per_position=(701, 501, 301))
+    seen = scrape(target)
+    assert seen["accept_length"] is None and seen["accept_rate"] is None
+    assert seen["dropped"]["inconsistent"] == 1
+    (warning,) = [r.getMessage() for r in caplog.records if "disagree" in r.getMessage()]
+    assert "vllm:spec_decode_num_accepted_tokens_total rose by 1000 in 1" in warning
+    assert "vllm:spec_decode_num_drafts_total" in warning
+    assert "more than vllm:spec_decode_num_draft_tokens_total's 3" in warning
+    serve(server, drafts=1101, accepted=2700, per_position=(781, 561, 361))
+    assert scrape(target)["accept_length"] == pytest.approx(3.0)
+
+
 def test_a_restart_resets_the_counters_and_starts_a_new_window(server: FakeSGLang) -> None:
     target = vllm_target(server)
     serve(server, drafts=5000, accepted=9000, per_position=(4000, 3000, 2000))

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 
 from exporter.engines.engine import Samples
 
+# Accepted tokens per verify round: 0 without speculation, else at least 1 (the target's own
+# token) and at most one more than the longest draft a real drafter makes.
+MAX_ACCEPT_LENGTH = 64.0
 # Positions beyond this are not a real drafter (k is single-digit in practice); each position
 # is a series of specwatch's own, so the label's values stay bounded whatever the server says.
 MAX_POSITIONS = 32
@@ -85,3 +88,41 @@ class Rates:
     accept_rate: float | None = None
     accept_rate_by_position: tuple[float, ...] | None = None
     gen_throughput: float | None = None
+    # Which counters disagreed, when the window's accept length or ratio could not be true
+    # (and so is None).
+    disagreement: str | None = None
+
+
+def accept_length(
+    accepted: tuple[str, float], rounds: tuple[str, float]
+) -> tuple[float | None, str | None]:
+    """``1 + accepted / rounds`` over a window, or None and which counters disagreed.
+
+    Each counter can be in range while the two together cannot be true: 1,000 tokens accepted
+    in one round exported an accept length of 1,001 (1e15 with larger steps).
+    """
+    (accepted_name, tokens), (rounds_name, count) = accepted, rounds
+    length = 1.0 + tokens / count
+    if length <= MAX_ACCEPT_LENGTH:
+        return length, None
+    return None, (
+        f"{accepted_name} rose by {tokens:g} in {count:g} {rounds_name} (an accept length of "
+        f"{length:.4g}, above {MAX_ACCEPT_LENGTH:g})"
+    )
+
+
+def accept_ratio(
+    accepted: tuple[str, float], drafted: tuple[str, float]
+) -> tuple[float | None, str | None]:
+    """``accepted / drafted`` tokens over a window, or None and which counters disagreed:
+    more tokens accepted than drafted exported an accept ratio of 333."""
+    (accepted_name, tokens), (drafted_name, count) = accepted, drafted
+    if tokens <= count:
+        return tokens / count, None
+    return None, f"{accepted_name} rose by {tokens:g}, more than {drafted_name}'s {count:g}"
+
+
+def disagreements(*problems: str | None) -> str | None:
+    """The problems of one window, in one line; None when there is none."""
+    said = [problem for problem in problems if problem]
+    return "; ".join(said) or None

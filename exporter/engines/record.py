@@ -241,6 +241,9 @@ class UpstreamValues:
     # From counters over the scrape window, where the engine has them (vLLM).
     accept_rate: float | None = None
     accept_rate_by_position: tuple[float, ...] | None = None
+    # Which of the engine's counters disagreed over the window (each in range, together
+    # impossible): its accept length or ratio is then None.
+    disagreement: str | None = None
     # The engine's own speculation counters, summed over its ranks, exported as they are.
     drafts_total: float | None = None
     draft_tokens_total: float | None = None

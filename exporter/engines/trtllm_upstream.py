@@ -26,7 +26,10 @@ from dataclasses import dataclass
 
 from exporter.engines.counters import (
     Rates,
+    accept_length,
+    accept_ratio,
     by_position,
+    disagreements,
     increase,
     model_name,
     position_increases,
@@ -92,6 +95,7 @@ class TrtllmUpstream:
             ),
             accept_rate=window.accept_rate,
             accept_rate_by_position=window.accept_rate_by_position,
+            disagreement=window.disagreement,
             draft_tokens_total=now.draft_tokens,
             accepted_tokens_total=now.accepted,
             accepted_by_position=now.accepted_at or None,
@@ -130,12 +134,15 @@ def rates(before: Counters | None, now: Counters) -> Rates:
     generation = increase(before.generation, now.generation)
     draft_tokens = increase(before.draft_tokens, now.draft_tokens)
     accepted = increase(before.accepted, now.accepted)
-    rate = accepted / draft_tokens if draft_tokens and accepted is not None else None
+    rate = wrong_rate = None
+    if draft_tokens and accepted is not None:
+        rate, wrong_rate = accept_ratio((ACCEPTED, accepted), (DRAFT_TOKENS, draft_tokens))
     rounds = increase(_first(before.drafted_at), _first(now.drafted_at))
     kept = increase(sum(before.accepted_at), sum(now.accepted_at))
-    length = by_round = None
+    length = by_round = wrong_length = None
     if rounds and kept is not None:
-        length = 1.0 + kept / rounds
+        rounds_counter = f'{DRAFTED_AT}{{{POSITION}="0"}}'
+        length, wrong_length = accept_length((ACCEPTED_AT, kept), (rounds_counter, rounds))
         per_position = position_increases(before.accepted_at, now.accepted_at)
         if per_position is not None:
             by_round = tuple(min(delta / rounds, 1.0) for delta in per_position)
@@ -144,6 +151,7 @@ def rates(before: Counters | None, now: Counters) -> Rates:
         accept_rate=rate,
         accept_rate_by_position=by_round,
         gen_throughput=None if generation is None else generation / (now.at - before.at),
+        disagreement=disagreements(wrong_length, wrong_rate),
     )
 
 

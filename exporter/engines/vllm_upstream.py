@@ -28,7 +28,10 @@ from dataclasses import dataclass
 
 from exporter.engines.counters import (
     Rates,
+    accept_length,
+    accept_ratio,
     by_position,
+    disagreements,
     increase,
     model_name,
     position_increases,
@@ -123,6 +126,7 @@ class VllmUpstream:
             served_model=model_name(samples, names.model_series(samples)),
             accept_rate=window.accept_rate,
             accept_rate_by_position=window.accept_rate_by_position,
+            disagreement=window.disagreement,
             drafts_total=now.drafts,
             draft_tokens_total=now.draft_tokens,
             accepted_tokens_total=now.accepted,
@@ -207,13 +211,22 @@ def rates(before: Counters | None, now: Counters) -> Rates:
         return Rates(gen_throughput=throughput)  # idle (or no speculation): no accept value
     draft_tokens = increase(before.draft_tokens, now.draft_tokens)
     per_position = position_increases(before.per_position, now.per_position)
+    names = Names(now.prefix)
+    accepted_counter = (names.counter(ACCEPTED)[0], accepted)
+    length, wrong_length = accept_length(accepted_counter, (names.counter(DRAFTS)[0], drafts))
+    ratio, wrong_ratio = (
+        accept_ratio(accepted_counter, (names.counter(DRAFT_TOKENS)[0], draft_tokens))
+        if draft_tokens
+        else (None, None)
+    )
     return Rates(
-        accept_length=1.0 + accepted / drafts,
-        accept_rate=accepted / draft_tokens if draft_tokens else None,
+        accept_length=length,
+        accept_rate=ratio,
         accept_rate_by_position=(
             None if per_position is None else tuple(min(d / drafts, 1.0) for d in per_position)
         ),
         gen_throughput=throughput,
+        disagreement=disagreements(wrong_length, wrong_ratio),
     )
 
 

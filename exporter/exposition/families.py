@@ -174,7 +174,8 @@ FAMILIES: dict[str, tuple[str, str]] = {
         "counter",
         "Samples of the server's /metrics that specwatch reads but cannot be true, dropped: "
         "non_finite, negative, out_of_range (a 0-1 share above 1, an impossible accept "
-        "length, a count above 1e18) or duplicate (every copy of a series given twice).",
+        "length, a count above 1e18), duplicate (every copy of a series given twice) or "
+        "inconsistent (a window whose counters disagree: more tokens accepted than drafted).",
     ),
     "custom_rule_dropped_lines": (
         "counter",

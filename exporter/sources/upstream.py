@@ -54,6 +54,7 @@ MAX_LINES = 3 * MAX_SAMPLES  # each sample's line, and a HELP and a TYPE line at
 MAX_LINE_BYTES = 64 << 10
 MAX_LABELS = 10 * MAX_SAMPLES
 REASONS = ("timeout", "refused", "http", "garbage", "too_large", "other")
+DISAGREEMENT_NOTE_SECONDS = 600.0
 ENDPOINTS = ("metrics", "server_info")
 _CHUNK = 64 * 1024
 
@@ -325,6 +326,7 @@ class UpstreamScraper:
         self._target = target
         self._failing: dict[str, str] = {}  # endpoint -> why its newest scrape failed
         self._dropped: Counter[str] = Counter()
+        self._disagreement_said_at: float | None = None  # monotonic
 
     def snapshot(self) -> UpstreamSnapshot:
         """The newest published snapshot; never blocks."""
@@ -424,10 +426,29 @@ class UpstreamScraper:
         if reader is None:  # up, but no engine's metric names: nothing to read
             return replace(snapshot, values=UpstreamValues(), metrics_endpoint="empty")
         values = reader.read(samples, time.monotonic())
+        if values.disagreement is not None:
+            self._dropped["inconsistent"] += 1
+            self._say_disagreement(values.disagreement)
         # The exposition's word on the server's setup (TensorRT-LLM's config info), which
         # /server_info, scraped next, refines.
         config = None if values.config is None else with_local_draft(values.config)
         return replace(snapshot, values=values, metrics_endpoint="ok", config=config)
+
+    def _say_disagreement(self, disagreement: str) -> None:
+        """Which counters disagreed, at most every DISAGREEMENT_NOTE_SECONDS: a server
+        counting wrong does so on every scrape."""
+        now = time.monotonic()
+        said = self._disagreement_said_at
+        if self._target is None or (said is not None and now - said < DISAGREEMENT_NOTE_SECONDS):
+            return
+        self._disagreement_said_at = now
+        log.warning(
+            "target %s: the server's counters disagree (%s); that window's accept length and "
+            "ratio are dropped, counted in specwatch_upstream_dropped_samples_total"
+            '{reason="inconsistent"}',
+            self._target,
+            disagreement,  # counter names the engine checked, and numbers
+        )
 
     def _bounds(self, name: str) -> str | None:
         """The bounds of a name as the first reader that reads it says."""

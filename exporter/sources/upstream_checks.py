@@ -13,12 +13,13 @@ import math
 from collections import Counter
 from collections.abc import Callable
 
+from exporter.engines.counters import MAX_ACCEPT_LENGTH
+
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
-DROP_REASONS = ("non_finite", "negative", "out_of_range", "duplicate")
-# Accepted tokens per verify round: 0 without speculation, else at least 1 (the target's own
-# token) and at most one more than the longest draft a real drafter makes.
-MAX_ACCEPT_LENGTH = 64.0
+# ``inconsistent``: a window whose counters, each in range, cannot be true together (more
+# tokens accepted than drafted); its accept length and ratio are not derived.
+DROP_REASONS = ("non_finite", "negative", "out_of_range", "duplicate", "inconsistent")
 # A count no server reaches (a billion tokens a second for 30 years is 1e18) and that 20,000
 # of stay finite when summed: two finite 1.7e308 ranks summed to +Inf.
 MAX_COUNT = 1e18
