@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import itertools
 import os
+import random
 import re
 import shutil
 import socket
@@ -74,35 +74,29 @@ def require_tool(name: str) -> str:
     pytest.skip(message)
 
 
-# Ports tests hand out, beneath Linux's ephemeral range (32768 and up by default): a port the
-# kernel picked for ``bind(0)`` could meanwhile be given to some client's connection before
-# the daemon meant to listen on it binds it. Each pytest-xdist worker has a slice of its own,
-# so two workers never hand out the same port.
-_FIRST_PORT = 20_000
-_PORTS_PER_WORKER = 500
-_WORKER_SLICES = 25
-_handed_out = itertools.count()
-
-
-def _worker_slice() -> int:
-    """This process's slice: ``gw3`` is pytest-xdist's fourth worker; a plain run is 0."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
-    return int(worker) % _WORKER_SLICES if worker.isdigit() else 0
+# Ports tests hand out lie beneath Linux's ephemeral range (32768 and up by default): a port
+# the kernel picked for ``bind(0)`` could meanwhile be given to some client connection before
+# the daemon meant to listen on it binds it. Picked at random, as bind(0) picks, so that
+# pytest-xdist workers and other test runs on the machine rarely try the same one; one that
+# is taken is passed over, and none is handed out twice in a process.
+_PORTS = range(20_000, 32_768)
+_handed_out: set[int] = set()
 
 
 def free_port() -> int:
-    """A loopback port nothing listens on, that no other test (in this or another worker) is
-    handed while this run lasts, unless it hands out more than its slice holds."""
-    first = _FIRST_PORT + _worker_slice() * _PORTS_PER_WORKER
-    for _ in range(_PORTS_PER_WORKER):
-        port = first + next(_handed_out) % _PORTS_PER_WORKER
+    """A loopback port nothing listens on, not handed out before by this process."""
+    for _ in range(1000):
+        port = random.choice(_PORTS)
+        if port in _handed_out:
+            continue
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
-            except OSError:  # in use, or lingering after an earlier test: take the next
+            except OSError:  # in use, or lingering after an earlier test: try another
                 continue
-            return port
-    raise RuntimeError(f"no free port in {first}..{first + _PORTS_PER_WORKER - 1}")
+        _handed_out.add(port)
+        return port
+    raise RuntimeError(f"no free port in {_PORTS}")
 
 
 def unprivileged() -> list[str]:
