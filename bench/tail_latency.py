@@ -1,11 +1,11 @@
 """Latency of the file tailer: a line written to the log -> that line handed to the consumer.
 
 Writes ``--lines`` log lines at ``--rate`` lines/s (with jitter, one write per line, as a
-logging process does) into a temporary log file that a running ``FileTailer`` follows with the
-daemon's defaults (0.25 s poll, shared directory-notification observer). The consumer stamps
-each line when it arrives; the report gives p50/p99/max of the delay. ``--no-notify`` measures
-pure polling (notifications unavailable). Afterwards the tailer idles for ``--idle-seconds``
-and the CPU time it used meanwhile is reported as a share of one core.
+logging process does) into a temporary log file that a running ``FileTailer`` follows with
+the daemon's defaults (0.25 s poll, a tail loop with directory notifications). The consumer
+stamps each line when it arrives; the report gives p50/p99/max of the delay.
+``--no-notify`` measures pure polling (notifications unavailable). Afterwards the tailer
+idles for ``--idle-seconds`` and the CPU time it used meanwhile is reported as a share of one core.
 
     .venv/bin/python bench/tail_latency.py [--lines 600] [--rate 40] [--no-notify]
 """
@@ -26,7 +26,7 @@ from exporter.sources.tail import (
     ReadErrorReason,
     SkipReason,
     TailEvents,
-    WakeupObserver,
+    TailLoop,
 )
 
 
@@ -66,14 +66,13 @@ def write_lines(path: Path, count: int, rate: float, rng: random.Random) -> dict
 
 def measure(args: argparse.Namespace) -> None:
     rng = random.Random(7)
-    observer = WakeupObserver()
-    if not args.no_notify:
-        observer.start()
+    loop = TailLoop(notify=not args.no_notify)
+    loop.start()
     sink = StampingSink()
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "server.log"
         path.touch()
-        tailer = FileTailer(str(path), sink, observer=observer)
+        tailer = FileTailer(str(path), sink, loop=loop)
         tailer.start()
         sink.bootstrapped.wait(5.0)
         written = write_lines(path, args.lines, args.rate, rng)
@@ -85,7 +84,7 @@ def measure(args: argparse.Namespace) -> None:
         time.sleep(args.idle_seconds)
         idle_cpu = (time.process_time() - cpu_before) / (time.perf_counter() - wall_before)
         tailer.stop()
-    observer.stop()
+    loop.stop()
     delays_ms = [(sink.arrived[s] - written[s]) * 1000 for s in written if s in sink.arrived]
     mode = "polling only" if args.no_notify else "polling + directory notifications"
     print(f"mode: {mode}; lines: {args.lines} at {args.rate}/s; delivered: {len(delays_ms)}")

@@ -27,7 +27,7 @@ from exporter.exposition.landing import landing_page
 from exporter.exposition.server import WebServer, make_app
 from exporter.exposition.webreload import LiveWebConfig
 from exporter.parse import ranges
-from exporter.sources import FileTailer, StdinSource, WakeupObserver
+from exporter.sources import FileTailer, StdinSource, TailLoop
 from exporter.sources.scrape_pool import ScrapePool
 from exporter.state.feed import LogFeed
 from exporter.target import Target
@@ -65,7 +65,7 @@ class Daemon:
             extra(registry=self.registry)
         collector = SpecwatchCollector(self.targets, config.stale_after)
         self.registry.register(collector)
-        self._observer = WakeupObserver()
+        self._tail_loop = TailLoop()  # one thread follows every log file
         self._scrapes = ScrapePool([t.upstream for t in self.targets if t.upstream is not None])
         self._sources: list[Source] = list(self._build_sources())
         host, port = parse_listen(config.listen)
@@ -95,7 +95,7 @@ class Daemon:
                     feed,
                     from_beginning=self.config.from_beginning,
                     max_line_bytes=self.config.max_line_bytes,
-                    observer=self._observer,
+                    loop=self._tail_loop,
                     on_status=status,
                     missing_grace=self.config.log_missing_grace,
                     backlog=feed.read_backlog,
@@ -160,7 +160,7 @@ class Daemon:
                 "process; give specwatch a writable TMPDIR or /tmp to use the other cores",
                 problem,
             )
-        self._observer.start()
+        self._tail_loop.start()
         for source in self._sources:
             source.start()
         self._scrapes.start()
@@ -173,7 +173,7 @@ class Daemon:
         self._scrapes.stop(timeout=1.0)  # a scrape in flight ends by its own timeout
         for source in self._sources:
             source.stop()
-        self._observer.stop()
+        self._tail_loop.stop()
         log.info("stopped")
 
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from exporter.sources.tail import FileTailer, WakeupObserver
+from exporter.sources.tail import FileTailer, TailLoop
 from tests.support.files import append
 from tests.support.loglines import joined, numbered
 from tests.support.tailing import Recorder, following, stepped
@@ -202,30 +203,32 @@ def test_garbage_bytes_are_passed_through_untouched(tmp_path: Path) -> None:
 def test_directory_notification_wakes_a_slow_poller(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.touch()
-    observer = WakeupObserver()
-    observer.start()
+    loop = TailLoop()
+    loop.start()
     rec = Recorder()
-    tailer = FileTailer(str(log), rec, poll_interval=30.0, observer=observer)
+    tailer = FileTailer(str(log), rec, poll_interval=30.0, loop=loop)
     try:
         tailer.start()
         wait_for(lambda: rec.bootstraps, what="bootstrap")
-        assert observer.active
+        assert loop.active
         append(log, raw=b"wake up\n")
         wait_for(lambda: rec.lines == [b"wake up"], what="a woken pass", timeout=1.5)
     finally:
         tailer.stop()
-        observer.stop()
+        loop.stop()
 
 
 def test_polling_alone_follows_when_notifications_are_unavailable(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.touch()
-    never_started = WakeupObserver()
-    with following(log, observer=never_started) as (_, rec):
+    polling = TailLoop(notify=False)
+    polling.start()
+    with following(log, loop=polling) as (_, rec):
         wait_for(lambda: rec.bootstraps, what="bootstrap")
         append(log, raw=b"polled\n")
         wait_for(lambda: rec.lines == [b"polled"], what="a polled line")
-    assert not never_started.active
+    assert not polling.active
+    polling.stop()
 
 
 def test_stop_is_idempotent_and_releases_files_and_threads(tmp_path: Path) -> None:
@@ -240,3 +243,58 @@ def test_stop_is_idempotent_and_releases_files_and_threads(tmp_path: Path) -> No
     wait_for(lambda: threading.active_count() <= threads_before, 2.0, what="threads ended")
     assert threading.active_count() == threads_before
     assert set(os.listdir("/proc/self/fd")) <= fds_before
+
+
+def test_a_log_written_a_line_at_a_time_is_read_a_batch_at_a_time(tmp_path: Path) -> None:
+    """Each write woke a pass of its own: a live server's lines cost a pass each (1.3 ms of
+    CPU per line, against 9 µs read in bulk). A woken pass now comes at most every 100 ms,
+    and no line waits much longer than that for it."""
+    log = tmp_path / "server.log"
+    log.touch()
+    loop = TailLoop()
+    loop.start()
+    rec = Recorder()
+    tailer = FileTailer(str(log), rec, poll_interval=30.0, loop=loop)
+    written = [f"line {n}".encode() for n in range(40)]
+    try:
+        tailer.start()
+        wait_for(lambda: rec.bootstraps, what="bootstrap")
+        assert loop.active
+        start = time.monotonic()
+        for line in written:
+            append(log, raw=line + b"\n")
+            time.sleep(0.01)
+        wait_for(lambda: rec.lines == written, what="every line", timeout=1.5)
+        spent = time.monotonic() - start
+    finally:
+        tailer.stop()
+        loop.stop()
+    batches = rec.count("lines")
+    assert batches <= spent / 0.1 + 2, (batches, spent)  # one pass per 100 ms at most
+
+
+def test_every_tailer_of_a_loop_is_followed_by_its_one_thread(tmp_path: Path) -> None:
+    """A thread per log made 100 logs 105 threads, taking turns at the interpreter lock."""
+    logs = [tmp_path / f"server-{n}.log" for n in range(20)]
+    for log in logs:
+        log.touch()
+    threads_before = threading.active_count()
+    loop = TailLoop()
+    loop.start()
+    recorders = [Recorder() for _ in logs]
+    tailers = [
+        FileTailer(str(log), rec, loop=loop) for log, rec in zip(logs, recorders, strict=True)
+    ]
+    try:
+        for tailer in tailers:
+            tailer.start()
+        wait_for(lambda: all(r.bootstraps for r in recorders), what="every bootstrap")
+        for log in logs:
+            append(log, raw=log.name.encode() + b"\n")
+        expected = [[log.name.encode()] for log in logs]
+        wait_for(lambda: [r.lines for r in recorders] == expected, what="each log's line")
+        assert threading.active_count() == threads_before + 1
+    finally:
+        for tailer in tailers:
+            tailer.stop()
+        loop.stop()

@@ -2,6 +2,6 @@
 of the server's own HTTP endpoints. Nothing here knows a log format."""
 
 from exporter.sources.stdin import StdinSource
-from exporter.sources.tail import FileTailer, WakeupObserver
+from exporter.sources.tail import FileTailer, TailLoop
 
-__all__ = ["FileTailer", "StdinSource", "WakeupObserver"]
+__all__ = ["FileTailer", "StdinSource", "TailLoop"]

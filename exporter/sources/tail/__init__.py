@@ -7,12 +7,12 @@ parsing happen downstream.
 
 from exporter.sources.tail.events import ReadErrorReason, SkipReason, TailEvents
 from exporter.sources.tail.file import FileTailer
-from exporter.sources.tail.wakeup import WakeupObserver
+from exporter.sources.tail.loop import TailLoop
 
 __all__ = [
     "FileTailer",
     "ReadErrorReason",
     "SkipReason",
     "TailEvents",
-    "WakeupObserver",
+    "TailLoop",
 ]

@@ -2,7 +2,9 @@
 
 Design (after mtail, Fluent Bit and Vector; see the module docs of ``exporter.sources.tail``):
 
-- Polling is the source of truth; a ``WakeupObserver`` only ends a sleep early.
+- Polling is the source of truth; directory notifications only end a sleep early. Every
+  tailer of a process is stepped by one ``TailLoop`` thread (``loop.py``), which also holds
+  woken passes back to one per ``COALESCE`` seconds per file.
 - A file is known by ``(st_dev, st_ino)``, never by its path. When the path (or the glob's
   newest new match) names another file, the old descriptor is read to its end, the new file is
   read from byte 0, and the old descriptor stays open for ``rotate_wait`` seconds so writers
@@ -32,6 +34,7 @@ import errno
 import functools
 import glob
 import logging
+import math
 import os
 import stat
 import threading
@@ -41,9 +44,9 @@ from dataclasses import dataclass
 from exporter.sources.tail.events import BacklogReader, ReadErrorReason, TailEvents
 from exporter.sources.tail.health import SourceHealth, SourceReason, StatusCallback
 from exporter.sources.tail.lines import CHUNK_BYTES, LineSplitter, Split
-from exporter.sources.tail.wakeup import WakeupObserver
+from exporter.sources.tail.loop import TailLoop
 
-__all__ = ["FileTailer", "WakeupObserver"]
+__all__ = ["FileTailer", "TailLoop"]
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +123,7 @@ class FileTailer:
         rotate_wait: float = 5.0,
         bootstrap_head_bytes: int = 256 << 10,
         bootstrap_tail_bytes: int = 1 << 20,
-        observer: WakeupObserver | None = None,
+        loop: TailLoop | None = None,
         on_status: StatusCallback | None = None,
         missing_grace: float = 60.0,
         backlog: BacklogReader | None = None,
@@ -139,19 +142,19 @@ class FileTailer:
         self._head_bytes = bootstrap_head_bytes
         self._tail_bytes = bootstrap_tail_bytes
         self._backlog = backlog
-        self._own_observer = observer is None
-        self._observer = observer if observer is not None else WakeupObserver()
+        self._own_loop = loop is None
+        self._loop = loop if loop is not None else TailLoop()
+        self._notified = False  # a directory notification will end the sleep
         self._current: _Stream | None = None
         self._draining: _Stream | None = None
         self._drain_until = 0.0
         self._known: set[Identity] = set()
         self._first_discovery = True
         self._start_ident: Identity | None = None
-        self._watched_dir: str | None = None
         self._lock = threading.Lock()
-        self._wake = threading.Event()
         self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._started = False
+        self._interval = poll_interval
         self.ready = threading.Event()
         """Set after the first pass: the file is open (at its end, or at byte 0 with
         ``from_beginning``) or known missing, so every byte written from now on is read as new."""
@@ -159,51 +162,53 @@ class FileTailer:
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Follow in a background daemon thread; a second call does nothing."""
-        if self._thread is not None:
+        """Follow in the loop's thread (a loop of its own unless one was given); a second
+        call does nothing."""
+        if self._started:
             return
-        if self._own_observer:
-            self._observer.start()
-        self._thread = threading.Thread(target=self._run, name="specwatch-tail", daemon=True)
-        self._thread.start()
+        self._started = True
+        if self._own_loop:
+            self._loop.start()
+        self._loop.add(self)
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop following and close the files; idempotent."""
+        """Stop following and close the files; idempotent. Waits at most ``timeout`` seconds
+        for a pass in progress (one stuck on a hung mount keeps its files)."""
         self._stopping.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-        else:
-            self._close_all()
-        if self._watched_dir is not None:
-            self._observer.unwatch(self._watched_dir, self._wake)
-            self._watched_dir = None
-        if self._own_observer:
-            self._observer.stop()
+        self._loop.remove(self)
+        if self._own_loop:
+            self._loop.stop(timeout)
+        if self._lock.acquire(timeout=timeout):
+            try:
+                self._close_all()
+            finally:
+                self._lock.release()
 
     def poll(self) -> None:
         """One synchronous pass: drain retired files, look for a new file, read new bytes."""
         self._safe_pass()
 
-    def _run(self) -> None:
-        interval = self._poll_interval
-        while not self._stopping.is_set():
-            self._wake.clear()
-            read = self._safe_pass()
-            if read >= PASS_BUDGET_BYTES:
-                continue
-            interval = self._next_interval(interval, read > 0)
-            self._wake.wait(interval)
-        self._close_all()
+    def step(self) -> float:
+        """One pass for the loop; the seconds until the next (0: the budget ran out, more is
+        waiting)."""
+        read = self._safe_pass()
+        if self._stopping.is_set():
+            return math.inf
+        if read >= PASS_BUDGET_BYTES:
+            return 0.0
+        self._interval = self._next_interval(self._interval, read > 0)
+        return self._interval
 
     def _next_interval(self, interval: float, busy: bool) -> float:
         """Back off while idle, but only when a directory watch will cut the sleep short."""
-        if busy or self._watched_dir is None:
+        if busy or not self._notified:
             return self._poll_interval
         return min(interval * 2, max(IDLE_INTERVAL, self._poll_interval))
 
     def _safe_pass(self) -> int:
         with self._lock:
+            if self._stopping.is_set():
+                return 0  # stop() closes the files; a pass now would open them again
             try:
                 read = self._pass()
             except Exception:
@@ -248,11 +253,10 @@ class FileTailer:
         return None
 
     def _close_all(self) -> None:
-        with self._lock:
-            for stream in (self._current, self._draining):
-                if stream is not None:
-                    os.close(stream.fd)
-            self._current = self._draining = None
+        for stream in (self._current, self._draining):
+            if stream is not None:
+                os.close(stream.fd)
+        self._current = self._draining = None
 
     # -- discovery and rotation ------------------------------------------------------------
 
@@ -509,15 +513,8 @@ class FileTailer:
     # -- support ---------------------------------------------------------------------------
 
     def _ensure_watch(self) -> None:
-        """Watch the directory of the followed file (or of a plain pattern) for wake-ups."""
-        wanted = self._watch_dir()
-        if wanted == self._watched_dir:
-            return
-        if self._watched_dir is not None:
-            self._observer.unwatch(self._watched_dir, self._wake)
-            self._watched_dir = None
-        if wanted is not None and self._observer.watch(wanted, self._wake):
-            self._watched_dir = wanted
+        """Have the directory of the followed file (or of a plain pattern) wake this tailer."""
+        self._notified = self._loop.watch(self, self._watch_dir())
 
     def _watch_dir(self) -> str | None:
         if self._current is not None:
