@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit lint format system-deps clean mixin bench
+.PHONY: demo test unit lint format system-deps tools clean mixin bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,9 +15,14 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e '.[dev,report]'
 	touch $(STAMP)
 
-# Real Prometheus, promtool, Alertmanager and amtool for the rule and end-to-end tests.
+# The Debian tools the end-to-end tests run, Prometheus 2 (the floor) among them.
 system-deps:
 	@bash scripts/install-system-deps.sh
+
+# Prometheus 3.5 LTS, promtool, Alertmanager and amtool, pinned, into .tools/ (no root): the
+# versions the rule and end-to-end tests run.
+tools:
+	@bash scripts/install-prometheus.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -34,7 +39,7 @@ format: $(STAMP)
 # profile (tests/conftest.py).
 PYTEST := $(BIN)/python -m pytest -q -n auto --dist loadfile
 
-test: system-deps $(STAMP) lint
+test: system-deps tools $(STAMP) lint
 	$(PYTEST)
 
 # The fast loop: tests that start no process (no daemon, Prometheus, promtool or docker).
@@ -42,7 +47,7 @@ unit: $(STAMP)
 	$(PYTEST) -m "not e2e"
 
 demo: $(STAMP)
-	$(BIN)/python -m exporter.demo
+	PATH="$(CURDIR)/.tools/bin:$$PATH" $(BIN)/python -m exporter.demo
 
 # Alerts, recording rules, dashboards and the PrometheusRule for your own selector, labels,
 # thresholds and runbook: `make mixin CONFIG=my-mixin.yaml OUT=DIR`. Without CONFIG and OUT it
@@ -58,4 +63,4 @@ bench: $(STAMP)
 	cd bench && ../$(BIN)/python e2e_bench.py
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .tools build dist *.egg-info .pytest_cache .ruff_cache .hypothesis

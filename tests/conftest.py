@@ -12,7 +12,14 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from exporter.cpus import usable_cpus
-from tests.support.tools import free_port
+from tests.support.tools import TOOLS_BIN, free_port
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Put the pinned Prometheus tools first on the PATH, for every process a test starts
+    (``promtool`` by name, the demo's Prometheus): the versions tests prove are those."""
+    os.environ["PATH"] = os.pathsep.join([str(TOOLS_BIN), os.environ.get("PATH", "")])
+
 
 # Property tests' effort, set here and nowhere else (a test's own ``@settings`` names no
 # ``max_examples``). ``dev`` keeps ``make unit`` quick; ``ci`` (chosen by ``CI=true``, as

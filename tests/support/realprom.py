@@ -2,10 +2,11 @@
 
 Alert rules and dashboard queries are only proven by the server that evaluates them: promtool
 unit tests cover the PromQL, but not scraping, staleness handling, rule groups running on their
-own clock, or notification routing. Each context manager here starts the real Debian binary
-with a generated config in its own directory under ``tmp_path`` (so one test may run several)
-on a free loopback port, waits until it is ready, and stops it (and only it) on exit. Callers
-must check ``require_tool`` first.
+own clock, or notification routing. Each context manager here starts the pinned binary
+(``tools.TOOLS_BIN``: Prometheus 3.5 LTS, a current Alertmanager) with a generated config in
+its own directory under ``tmp_path`` (so one test may run several) on a free loopback port,
+waits until it is ready, and stops it (and only it) on exit; a missing binary skips the test,
+or fails it under ``CI=true``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any, TypeVar
 import yaml
 
 from tests.support.metrics import Scrape
-from tests.support.tools import free_port
+from tests.support.tools import free_port, require_tool
 from tests.support.waiting import wait_for
 
 T = TypeVar("T")
@@ -159,13 +160,18 @@ def running_prometheus(
     job: str = "specwatch",
     interval: str = "1s",
     flags: Sequence[str] = (),
+    binary: str | None = None,
+    settings: dict[str, Any] | None = None,
 ) -> Iterator[RunningPrometheus]:
     """Prometheus scraping ``host:port`` targets, evaluating ``rule_files`` every ``interval``;
-    ``flags`` are added to its command line."""
+    ``flags`` are added to its command line, ``settings`` to its scrape job; ``binary`` is
+    another Prometheus than the pinned one (the floor's)."""
     config = prometheus_config(scrape_targets, rule_files, alertmanager_url, job, interval)
+    config["scrape_configs"][0].update(settings or {})
     # Resend firing alerts quickly so a short test sees Alertmanager updates.
     extra = ["--rules.alert.resend-delay=1s", *flags]
-    with _server(tmp_path, "prometheus", config, "--storage.tsdb.path", extra) as (url, process):
+    path = binary or require_tool("prometheus")
+    with _server(tmp_path, path, config, "--storage.tsdb.path", extra) as (url, process):
         yield RunningPrometheus(url, process)
 
 
@@ -185,8 +191,9 @@ def running_agent(
     config["global"]["external_labels"] = external_labels
     queue = {"batch_send_deadline": "1s", "min_backoff": "100ms", "max_backoff": "1s"}
     config["remote_write"] = [{"url": remote_write_url, "queue_config": queue}]
-    agent = ["--enable-feature=agent"]
-    with _server(tmp_path, "prometheus", config, "--storage.agent.path", agent) as served:
+    # Prometheus 3 took agent mode out of the feature flags: `--enable-feature=agent` is refused.
+    path = require_tool("prometheus")
+    with _server(tmp_path, path, config, "--storage.agent.path", ["--agent"]) as served:
         yield RunningPrometheus(*served)
 
 
@@ -194,12 +201,14 @@ def running_agent(
 def _server(
     tmp_path: Path, binary: str, config: dict[str, Any], storage_flag: str, extra: Sequence[str]
 ) -> Iterator[tuple[str, _Process]]:
-    """``binary`` with ``config``, its data and log in a fresh directory, on a free port.
+    """The program at ``binary`` with ``config``, its data and log in a fresh directory, on a
+    free port.
 
     Prometheus and Alertmanager share their flag names for the config file and the listen
     address, and are ready when ``/-/ready`` answers.
     """
-    home = Path(tempfile.mkdtemp(prefix=f"{binary}-", dir=tmp_path))
+    name = Path(binary).name
+    home = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=tmp_path))
     config_path = home / "config.yml"
     config_path.write_text(yaml.safe_dump(config))
     url = f"http://127.0.0.1:{free_port()}"
@@ -210,7 +219,7 @@ def _server(
         f"--web.listen-address={urllib.parse.urlsplit(url).netloc}",
         *extra,
     ]
-    process = _Process(argv, home / f"{binary}.log", f"{url}/-/ready")
+    process = _Process(argv, home / f"{name}.log", f"{url}/-/ready")
     try:
         yield url, process
     finally:
@@ -244,7 +253,8 @@ class RunningAlertmanager:
 def running_alertmanager(tmp_path: Path, config: dict[str, Any]) -> Iterator[RunningAlertmanager]:
     """Alertmanager with ``config``, clustering off, on a free loopback port."""
     extra = ["--cluster.listen-address="]
-    with _server(tmp_path, "prometheus-alertmanager", config, "--storage.path", extra) as served:
+    path = require_tool("prometheus-alertmanager")
+    with _server(tmp_path, path, config, "--storage.path", extra) as served:
         yield RunningAlertmanager(served[0])
 
 

@@ -9,12 +9,17 @@ import shutil
 import socket
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
+# Prometheus 3.5 LTS, promtool and a current Alertmanager (with amtool), as most users run them:
+# `make tools` (scripts/install-prometheus.sh) puts them here, and the tests run only these.
+# Debian 12's Prometheus 2 on the PATH is the floor, run by tests/test_prometheus_floor.py.
+TOOLS_BIN = REPO / ".tools" / "bin"
+PINNED_TOOLS = ("prometheus", "promtool", "prometheus-alertmanager", "amtool")
 # The default mixin rendering: recording rules first, since the alerts read them.
 RULE_FILES = (REPO / "alerts" / "prometheus_rules.yaml", REPO / "alerts" / "prometheus_alerts.yaml")
 
@@ -64,11 +69,38 @@ def fast_rules() -> dict[str, Any]:
 
 
 def require_tool(name: str) -> str:
-    """Path of a real external tool; in CI a missing tool fails the test instead of skipping."""
+    """Path of a real external tool; in CI a missing tool fails the test instead of skipping.
+
+    Prometheus' tools are the pinned ones of ``TOOLS_BIN`` only, never whichever the PATH has,
+    so a test says which version it proved.
+    """
+    if name in PINNED_TOOLS:
+        pinned = TOOLS_BIN / name
+        if pinned.exists():
+            return str(pinned)
+        missing(f"{name} is not installed here (make tools: scripts/install-prometheus.sh)")
     path = shutil.which(name)
     if path:
         return path
-    message = f"{name} is not installed (make test installs it: scripts/install-system-deps.sh)"
+    missing(f"{name} is not installed (make test installs it: scripts/install-system-deps.sh)")
+
+
+def floor_tool(name: str) -> str:
+    """The system's Prometheus 2 ``name`` (Debian 12's), the oldest version specwatch supports."""
+    others = os.pathsep.join(
+        p for p in os.environ.get("PATH", "").split(os.pathsep) if Path(p) != TOOLS_BIN
+    )
+    path = shutil.which(name, path=others)
+    if path is None:
+        missing(f"{name} 2.x is not installed (scripts/install-system-deps.sh)")
+    version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
+    if not re.search(r"version 2\.", version.stdout + version.stderr):
+        missing(f"{path} is not Prometheus 2: {version.stdout.splitlines()[:1]}")
+    return path
+
+
+def missing(message: str) -> NoReturn:
+    """Skip a test whose tool is absent; in CI, where every tool is installed, fail it."""
     if os.environ.get("CI") == "true":
         pytest.fail(message)
     pytest.skip(message)
