@@ -8,7 +8,7 @@ import yaml
 
 import exporter.parse.custom_rules as custom_rules_module
 from exporter.config import build_config
-from exporter.parse.custom_rules import CustomRuleSet
+from exporter.parse.custom_rules import RULE_CPU_BUDGET, CustomRuleSet
 
 
 def documented_rules() -> list[dict[str, Any]]:
@@ -19,6 +19,6 @@ def documented_rules() -> list[dict[str, Any]]:
     return rules
 
 
-def rule_set(entries: list[dict[str, Any]]) -> CustomRuleSet:
+def rule_set(entries: list[dict[str, Any]], cpu_budget: float = RULE_CPU_BUDGET) -> CustomRuleSet:
     """Rules as the daemon gets them: validated in the config, compiled for a target."""
-    return CustomRuleSet(build_config({"custom_rules": entries}).custom_rules)
+    return CustomRuleSet(build_config({"custom_rules": entries}).custom_rules, cpu_budget)

@@ -59,14 +59,15 @@ class RunningDaemon:
         return wait_for(check, timeout)
 
 
-def config_file(tmp_path: Path, url: str, *, server_info: bool = True) -> Path:
-    """A config scraping the server at ``url`` every second as target ``sglang-0`` (its
-    ``/metrics``, and its ``/server_info`` unless ``server_info`` is false)."""
+def config_file(tmp_path: Path, url: str, *, server_info: bool = True, interval: int = 1) -> Path:
+    """A config scraping the server at ``url`` every ``interval`` seconds (and giving up on a
+    scrape after as long, up to 10 s) as target ``sglang-0``: its ``/metrics``, and its
+    ``/server_info`` unless ``server_info`` is false."""
     info = f"    server_info_url: {url}/server_info\n" if server_info else ""
     path = tmp_path / "specwatch.yaml"
     path.write_text(
         f"targets:\n  - name: sglang-0\n    metrics_url: {url}/metrics\n{info}"
-        "    scrape_interval: 1\n"
+        f"    scrape_interval: {interval}\n"
     )
     return path
 

@@ -81,6 +81,7 @@ class Route:
     trickle: float = 0.0  # seconds between single bytes of the body
     stream_bytes: int = 0  # a generated body of this size, sent without Content-Length
     need_token: bool = False
+    hold: threading.Event | None = None  # a hung server: no answer until the test sets it
 
 
 @dataclass
@@ -91,6 +92,8 @@ class FakeSGLang:
     routes: dict[str, Route] = field(default_factory=dict)
     seen_auth: list[str | None] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)  # every path asked for, in order
+    held: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(0))
+    """Released once for each request a route's ``hold`` keeps waiting."""
 
 
 @contextmanager
@@ -114,6 +117,9 @@ def fake_sglang() -> Iterator[FakeSGLang]:
                 self.send_error(401)
                 return
             time.sleep(route.delay)
+            if route.hold is not None:
+                fake.held.release()
+                route.hold.wait()
             self.send_response(route.status)
             self.send_header("Content-Type", route.content_type)
             if not route.stream_bytes and not route.trickle:

@@ -1,13 +1,14 @@
-"""What a running process costs, read from /proc, for tests that bound threads and memory."""
+"""What a running process holds, read from /proc, for tests that bound threads and memory."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 # The memory limit the shipped deploy manifests set.
 MEMORY_LIMIT_MIB = 128
-SCRAPE_BUDGET = 3.0  # seconds a normal scrape may take while an attack runs
+# Prometheus's default scrape_timeout: a scrape that takes longer is a failed scrape. Tests
+# wait this long for an answer that must come; how soon it comes is measured in bench/.
+SCRAPE_TIMEOUT = 10.0
 
 
 def _status(pid: int) -> dict[str, str]:
@@ -21,9 +22,3 @@ def threads(pid: int) -> int:
 
 def rss_mib(pid: int) -> float:
     return int(_status(pid)["VmRSS"].split()[0]) / 1024
-
-
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time the process has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
