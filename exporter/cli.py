@@ -29,10 +29,23 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _command_parser(parser: argparse.ArgumentParser, name: str) -> OneLineParser:
+    """The parser of subcommand ``name``."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            command: OneLineParser = action.choices[name]
+            return command
+    raise LookupError(name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     tune_gc()
-    args = build_parser(argv).parse_args(argv)
+    parser = build_parser(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the command they were given to, whose help lists its flags
+        command = _command_parser(parser, args.command)
+        command.unrecognized(extra)
     try:
         return int(args.func(args) or 0)
     except UsageError as exc:

@@ -24,9 +24,10 @@ from exporter.engines.counters import MAX_ACCEPT_LENGTH
 from exporter.engines.server_config import from_draft_config
 from exporter.engines.vllm_upstream import PREFIX_RE
 from exporter.parse.custom_rules import CustomRule, CustomRuleSet
-from exporter.settings import ConfigError, Strict, load_yaml
+from exporter.settings import ConfigError, Strict, load_yaml, plain_problem
 from exporter.smallfile import read_small_file
 from exporter.sources.upstream import MAX_TOKEN_BYTES
+from exporter.suggest import nearest
 
 DEFAULT_LISTEN = "0.0.0.0:9477"
 DEFAULT_TARGET = "default"
@@ -65,6 +66,9 @@ class TargetConfig(Strict):
     # "auto": the log's first stats lines (or the /metrics names) tell SGLang from vLLM.
     engine: str = "auto"  # or a registered engine's name
     log_files: list[str] = Field(default_factory=list)
+    # The server's base URL (http://127.0.0.1:30000): each engine's endpoints are found from
+    # it; metrics_url and server_info_url override one each.
+    url: str | None = None
     metrics_url: str | None = None
     # The start of the server's metric names when not its engine's own (llamacpp:, ray_vllm_).
     metrics_prefix: str | None = None
@@ -98,11 +102,15 @@ class TargetConfig(Strict):
             raise ValueError("must be 1-64 characters of letters, digits, '_', '.', ':' or '-'")
         return value
 
-    @field_validator("engine")
+    @field_validator("engine", mode="before")
     @classmethod
-    def _known_engine(cls, value: str) -> str:
-        if value != "auto" and value not in registry.NAMES:
-            raise ValueError(f"must be auto or one of {', '.join(registry.NAMES)}")
+    def _known_engine(cls, value: Any) -> Any:
+        # Engines are written SGLang, vLLM, TensorRT-LLM in their own docs: any case is meant.
+        if isinstance(value, str):
+            value = value.strip().lower()
+        if isinstance(value, str) and value != "auto" and value not in registry.NAMES:
+            near = nearest(value, ["auto", *registry.NAMES])
+            raise ValueError(f"must be auto or one of {', '.join(registry.NAMES)}{near}")
         return value
 
     @field_validator("metrics_prefix")
@@ -129,8 +137,14 @@ class TargetConfig(Strict):
     def _engine_has_a_log(self) -> TargetConfig:
         if self.log_files and self.engine != "auto" and not registry.engine(self.engine).markers:
             title = registry.engine(self.engine).title
-            raise ValueError(f"log_files: specwatch reads no {title} log; give metrics_url")
+            raise ValueError(f"log_files: specwatch reads no {title} log; give url")
         return self
+
+    @field_validator("log_files", mode="before")
+    @classmethod
+    def _one_path_is_a_list(cls, value: Any) -> Any:
+        # `log_files: /var/log/sglang/server.log` is the natural way to write one path.
+        return [value] if isinstance(value, str) else value
 
     @field_validator("log_files")
     @classmethod
@@ -173,7 +187,7 @@ class TargetConfig(Strict):
             from_draft_config(value)
         return value
 
-    @field_validator("metrics_url", "server_info_url")
+    @field_validator("url", "metrics_url", "server_info_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
         if value is not None:
@@ -312,6 +326,7 @@ _TARGET_KEYS = (
     "name",
     "engine",
     "log_files",
+    "url",
     "metrics_url",
     "metrics_prefix",
     "server_info_url",
@@ -342,7 +357,8 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
         key = _ENV_ALIASES.get(suffix, suffix.lower())
         # An aliased key has one documented name: SPECWATCH_NAME is no second SPECWATCH_TARGET.
         if key not in known or suffix.lower() in _ENV_ALIASES.values():
-            raise ConfigError(f"{var}: unknown setting (known: {_env_names(known)})")
+            near = nearest(var, [env_name(k) for k in known])
+            raise ConfigError(f"{var}: unknown setting{near} (known: {_env_names(known)})")
         out[key] = raw.split(os.pathsep) if key == "log_files" else raw
     return out
 
@@ -406,9 +422,7 @@ def _describe(exc: ValidationError, origins: Mapping[str, str], file_origin: str
 def _describe_one(err: Any, origins: Mapping[str, str], file_origin: str) -> str:
     loc = [str(p) for p in err["loc"]]
     key = ".".join(loc) or "(top level)"
-    msg = err["msg"].removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
-        msg = "unknown key"
+    msg = plain_problem(err, Config) + _example(loc, err.get("input"))
     # The flat override key a location came from: baseline.tok_s was baseline_tok_s.
     leaf = "_".join(loc[-2:]) if loc[-2:-1] == ["baseline"] else (loc[-1] if loc else "")
     if leaf not in origins and loc[-1:] == ["baseline"]:
@@ -416,6 +430,15 @@ def _describe_one(err: Any, origins: Mapping[str, str], file_origin: str) -> str
     # A check across a target's keys names the key it refuses first ("log_files: ...").
     leaf = leaf if leaf in origins else msg.partition(":")[0]
     return f"{key}: {msg} ({origins.get(leaf, file_origin)})"
+
+
+def _example(loc: list[str], given: Any) -> str:
+    """The form a bare number or text given as a baseline was meant as."""
+    if loc[-1:] != ["baseline"] or isinstance(given, dict):
+        return ""
+    if isinstance(given, int | float) and not isinstance(given, bool):
+        return f", e.g. baseline: {{tok_s: {given}}}"
+    return ', e.g. baseline: {curve: "1:82,48:1500,128:2370"}'
 
 
 def flag_name(key: str) -> str:
@@ -449,6 +472,6 @@ def load_config(
     config = build_config(file_data, {**env, **given}, origins, file_origin)
     if not config.targets:
         raise ConfigError(
-            "targets: nothing to watch: give --log-file or --metrics-url, or targets in the config"
+            "targets: nothing to watch: give --log-file or --url, or targets in the config"
         )
     return config

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from exporter.analysis.algorithms import LOWEST_FLOOR
 from exporter.analysis.thresholds import DEFAULT, Thresholds
-from exporter.settings import ConfigError, load_yaml
+from exporter.settings import ConfigError, load_yaml, plain_problem
 
 # One PromQL label matcher: name, operator, double-quoted value (escapes allowed).
 _MATCHER = r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\\n]|\\.)*"\s*'
@@ -169,7 +169,7 @@ def load_mixin_config(path: Path | None) -> MixinConfig:
     except ValidationError as exc:
         error = exc.errors()[0]
         where = ".".join(str(part) for part in error["loc"]) or "top level"
-        message = REMOVED.get(where) or error["msg"].removeprefix("Value error, ")
+        message = REMOVED.get(where) or plain_problem(error, MixinConfig)
         raise ConfigError(f"mixin config {path}: {where}: {message}") from None
 
 

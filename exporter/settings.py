@@ -7,13 +7,15 @@ web config without importing the daemon's wiring.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict
 
 from exporter.smallfile import read_small_file
+from exporter.suggest import nearest
 
 
 class ConfigError(Exception):
@@ -71,3 +73,64 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     if mark is None:
         return f"not valid YAML: {problem}"
     return f"line {mark.line + 1}, column {mark.column + 1}: not valid YAML: {problem}"
+
+
+def plain_problem(error: Mapping[str, Any], model: type[BaseModel]) -> str:
+    """One pydantic error in the words of the file's author: what shape the key wants, and for
+    a mistyped key the nearest known one, never the library's own phrasing ("Input should be a
+    valid dictionary or instance of BaselineConfig")."""
+    loc = [part for part in error["loc"] if isinstance(part, str)]
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return "unknown key" + (nearest(loc[-1], _keys_at(model, loc[:-1])) if loc else "")
+    if kind in ("model_type", "dict_type", "model_attributes_type"):
+        return f"must be a mapping of keys ({', '.join(_keys_at(model, loc))})"
+    ctx = error.get("ctx") or {}
+    words = _PLAIN.get(kind)
+    if words is not None:
+        return words.format(**ctx)
+    return str(error["msg"]).removeprefix("Value error, ")
+
+
+_PLAIN = {
+    "list_type": "must be a list",
+    "string_type": "must be text",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "int_type": "must be a whole number",
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "missing": "is required",
+    "finite_number": "must be a finite number",
+    "greater_than": "must be more than {gt}",
+    "greater_than_equal": "must be at least {ge}",
+    "less_than": "must be less than {lt}",
+    "less_than_equal": "must be at most {le}",
+    "string_pattern_mismatch": "must match {pattern}",
+    "string_too_short": "must be at least {min_length} characters",
+    "string_too_long": "must be at most {max_length} characters",
+    "too_long": "must have at most {max_length} items",
+    "literal_error": "must be one of {expected}",
+    "enum": "must be one of {expected}",
+}
+
+
+def _keys_at(model: type[BaseModel], loc: Sequence[str]) -> list[str]:
+    """The keys of the section at ``loc`` (names, list indexes left out) of ``model``."""
+    section: type[BaseModel] | None = model
+    for name in loc:
+        field = section.model_fields.get(name) if section is not None else None
+        section = _section_of(field.annotation) if field is not None else None
+    return list(section.model_fields) if section is not None else []
+
+
+def _section_of(annotation: Any) -> type[BaseModel] | None:
+    """The model a field holds, through ``X | None``, ``list[X]`` and ``dict[str, X]``."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        if (found := _section_of(arg)) is not None:
+            return found
+    return None

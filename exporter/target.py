@@ -64,11 +64,13 @@ class Target:
 
 def _scraper(config: TargetConfig) -> UpstreamScraper | None:
     """A scraper when the target has upstream URLs; it scrapes in its own thread once started."""
-    if not (config.metrics_url or config.server_info_url):
+    if not (config.url or config.metrics_url or config.server_info_url):
         return None
     return UpstreamScraper(
         config.metrics_url,
         config.server_info_url,
+        url=config.url,
+        engine=config.engine,
         interval=config.scrape_interval,
         timeout=min(10.0, config.scrape_interval),
         token_file=str(config.bearer_token_file) if config.bearer_token_file else None,

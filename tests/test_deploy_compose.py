@@ -142,7 +142,8 @@ def test_the_read_only_specwatch_container_has_a_bounded_writable_tmp(
 
 def test_specwatch_scrapes_sglang_where_it_listens(services: dict[str, Any]) -> None:
     target = specwatch_config(services).targets[0]
-    for url in (target.metrics_url, target.server_info_url):
+    for url in (target.url,):
+        assert url is not None
         parts = urlsplit(url)
         assert parts.hostname == "127.0.0.1" and parts.port == sglang_port(services)
 

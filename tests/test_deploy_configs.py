@@ -44,7 +44,7 @@ def test_shipped_config_loads_with_specwatch_loader(path: Path) -> None:
     assert config.targets, "a shipped config must watch something"
     for target in config.targets:
         assert target.engine == "sglang"
-        assert target.log_files or target.metrics_url, f"{target.name} has no source"
+        assert target.log_files or target.url, f"{target.name} has no source"
         # Log paths are where the file is on the node or in the container: absolute.
         assert all(p == "-" or p.startswith("/") for p in target.log_files), target.log_files
 

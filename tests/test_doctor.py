@@ -89,7 +89,7 @@ def test_wrong_flag_from_server_info_alone(server: FakeSGLang) -> None:
     assert result.returncode == 3, result.stderr
     report = json.loads(result.stdout)
     assert [f["code"] for f in report["findings"]] == ["eagle3_draft_with_eagle_algorithm"]
-    assert report["sources"] == {"metrics": "ok (SGLang)", "server_info": "ok"}
+    assert report["sources"] == {"metrics": "ok (SGLang at /metrics)", "server_info": "ok"}
     assert API_KEY not in result.stdout + result.stderr
 
 
@@ -109,7 +109,7 @@ def test_draft_config_proves_the_draft_kind(server: FakeSGLang, tmp_path: Path) 
 
 
 def test_missing_metrics_endpoint_alone_judges_nothing(server: FakeSGLang) -> None:
-    info = server_info(speculative_algorithm="EAGLE3")
+    info = server_info(speculative_algorithm="EAGLE3", enable_metrics=False)
     server.routes["/server_info"] = Route(body=info, content_type="application/json")
     result = doctor("--url", server.url)
     assert result.returncode == 1, result.stdout
@@ -239,7 +239,7 @@ def test_tensorrt_llm_metrics_are_read_where_it_serves_them(server: FakeSGLang) 
     server.routes["/metrics"] = Route(body=b'[{"iter": 7}]', content_type="application/json")
     server.routes[TRTLLM_PATH] = Route(body=TrtllmMetrics(method="MTP", draft_len=1).body())
     report = json.loads(doctor("--url", server.url, "--json").stdout)
-    assert report["sources"]["metrics"] == "ok (TensorRT-LLM)"
+    assert report["sources"]["metrics"] == "ok (TensorRT-LLM at /prometheus/metrics)"
     assert "server_info" not in report["sources"]  # it serves none; never asked
     assert (report["config"]["algorithm"], report["config"]["num_steps"]) == ("MTP", 1)
 

@@ -7,6 +7,7 @@ import subprocess
 import pytest
 
 from tests.support.daemon import specwatch_cmd
+from tests.support.tools import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -34,10 +35,11 @@ def test_a_bad_url_is_refused_on_one_line(url: str, problem: str) -> None:
 
 
 @pytest.mark.parametrize("endpoint", ["/metrics", "/server_info", "/metrics/"])
-def test_an_endpoint_url_asks_for_the_base_url_instead(endpoint: str) -> None:
-    """Not "start SGLang with --enable-metrics": the server was never asked for /metrics."""
-    url = f"http://127.0.0.1:30000{endpoint}"
+def test_an_endpoint_url_is_read_as_the_base_url(endpoint: str) -> None:
+    """Not "start SGLang with --enable-metrics", nor a refusal: the server is asked at the
+    base URL's endpoints, and nothing answering there is said as such."""
+    url = f"http://127.0.0.1:{free_port()}{endpoint}"
     result = doctor("--url", url)
-    assert result.returncode == 2
-    assert "give the server's base URL (http://127.0.0.1:30000)" in result.stderr
+    assert result.returncode == 1, result.stderr
+    assert "metrics: down (connection refused at /metrics)" in result.stdout
     assert "--enable-metrics" not in result.stdout + result.stderr

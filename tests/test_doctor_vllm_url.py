@@ -66,7 +66,7 @@ def test_collapsed_vllm_is_critical_from_two_scrapes_as_the_daemon_sees_it(
     assert [v["code"] for v in report["verdicts"]] == ["accept_length_collapsed"]
     assert "two scrapes 2 s apart" in report["verdicts"][0]["seen"]
     assert report["problems"] == []
-    assert report["sources"] == {"metrics": "ok (vLLM; two scrapes 2 s apart)"}
+    assert report["sources"] == {"metrics": "ok (vLLM at /metrics; two scrapes 2 s apart)"}
     assert server.paths == ["/metrics", "/metrics"]  # never /server_info
     assert "waiting 2 s for a second scrape" in err
     assert daemon_accept_length(server, after) == pytest.approx(1.0)

@@ -232,8 +232,25 @@ def test_metrics_endpoint_disabled_only_when_it_answers_without_sglang(
     endpoint: str | None, found: bool
 ) -> None:
     # A down server says nothing about --enable-metrics; a 404 or a body without sglang_ does.
-    codes = {f.code for f in evaluate(Observations(metrics_endpoint=endpoint))}
-    assert ("metrics_endpoint_disabled" in codes) is found
+    sglang = Observations(config=ServerConfig(engine="sglang"), metrics_endpoint=endpoint)
+    assert ("metrics_endpoint_disabled" in {f.code for f in evaluate(sglang)}) is found
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        ServerConfig(),
+        ServerConfig(engine="vllm"),
+        ServerConfig(engine="sglang", enable_metrics=True),
+    ],
+)
+def test_a_404_is_no_finding_unless_the_server_is_sglang_with_metrics_off(
+    config: ServerConfig,
+) -> None:
+    """An unknown server, another engine, or SGLang saying its metrics are on: the URL is
+    wrong, and "restart with --enable-metrics" would send a healthy server's on-call astray."""
+    codes = {f.code for f in evaluate(Observations(config=config, metrics_endpoint="missing"))}
+    assert "metrics_endpoint_disabled" not in codes
 
 
 def test_running_at_the_cap_without_a_queue_is_not_capped() -> None:

@@ -197,7 +197,8 @@ def test_mismatched_drafter_is_low_not_collapsed_and_slower(tmp_path: Path) -> N
 def test_empty_metrics_endpoint_alone_is_nothing_judged(tmp_path: Path) -> None:
     with fake_sglang() as server:
         server.routes["/metrics"] = Route(body=b"", content_type="text/plain")
-        info = server_info(speculative_algorithm="EAGLE3")
+        # A server_info without enable_metrics: nothing says the metrics are on.
+        info = server_info(speculative_algorithm="EAGLE3", enable_metrics=None)
         server.routes["/server_info"] = Route(body=info, content_type="application/json")
         status, data, text = doctor("--url", server.url)
     assert status == 1

@@ -140,32 +140,17 @@ class Diagnosis:
         }
 
 
-_ENDPOINTS = ("/metrics", "/server_info")
-
-
 def base_url(url: str) -> str:
-    """The server's base URL from ``--url``, checked as ``specwatch run`` checks its URLs.
+    """``--url`` checked as ``specwatch run`` checks its URLs.
 
-    An endpoint's URL is refused with the base URL to give instead: doctor appends the
-    endpoints itself, and ``.../metrics/metrics`` would answer 404, read as metrics disabled.
+    The server's base URL is what to give, and an endpoint's URL (``.../metrics``) is
+    understood as it: the scraper finds each endpoint from it as the daemon does.
     """
     try:
         check_http_url(url)
     except ValueError as exc:
         raise UsageError(f"--url {url}: {exc}") from None
-    base = url.rstrip("/")
-    for endpoint in _ENDPOINTS:
-        if urlsplit(base).path.endswith(endpoint):
-            server = base.removesuffix(endpoint)
-            raise UsageError(
-                f"--url {url}: give the server's base URL ({server}), not its {endpoint}"
-            )
-    return base
-
-
-# Where a server's Prometheus metrics are, in order: TensorRT-LLM's /metrics is JSON, its
-# exposition is at /prometheus/metrics.
-METRICS_PATHS = ("/metrics", "/prometheus/metrics")
+    return url
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,44 +160,31 @@ class Probe:
     snapshot: UpstreamSnapshot
     engine: str | None  # whose metric names /metrics used
     gap: float | None  # seconds between two /metrics scrapes, when counters needed two
+    scraper: UpstreamScraper  # where each endpoint was found, and what was absent
 
 
 def probe(url: str, timeout: float, token_file: str | None, gap: float) -> Probe:
     """Scrape the server as the daemon would, in the way its engine needs.
 
-    Its metrics are read at the first of ``METRICS_PATHS`` that has them. An engine that
-    counts its drafts (vLLM) gives an accept length only between two scrapes, so a second
-    one follows ``gap`` seconds later (said on stderr while waiting). Only an engine that
-    serves ``/server_info`` (SGLang) is asked for it: vLLM's 404 there is no problem of the
-    node.
+    The endpoints are found from the base URL as ``specwatch run --url`` finds them. An
+    engine that counts its drafts (vLLM) gives an accept length only between two scrapes, so
+    a second one follows ``gap`` seconds later (said on stderr while waiting).
     """
-    base = base_url(url)
-    tried = []
-    for path in METRICS_PATHS:
-        metrics = UpstreamScraper(f"{base}{path}", timeout=timeout, token_file=token_file)
-        tried.append((metrics, metrics.scrape_once()))
-        if tried[-1][1].metrics_endpoint == "ok":
-            break
-    metrics, snap = tried[-1] if tried[-1][1].metrics_endpoint == "ok" else tried[0]
+    scraper = UpstreamScraper(url=base_url(url), timeout=timeout, token_file=token_file)
+    snap = scraper.scrape_once()
     waited = None
     values = snap.values
     if values is not None and values.accept_length is None and values.drafts_total is not None:
         print(
-            f"waiting {gap:g} s for a second scrape of {metrics.metrics_url}: its accept "
+            f"waiting {gap:g} s for a second scrape of {scraper.metrics_url}: its accept "
             "length comes from the counters' difference",
             file=sys.stderr,
             flush=True,
         )
         time.sleep(gap)
-        snap, waited = metrics.scrape_once(), gap
+        snap, waited = scraper.scrape_once(), gap
     engine = snap.values.engine if snap.values is not None else None
-    if engine is None or registry.engine(engine).server_info:
-        info = UpstreamScraper(
-            server_info_url=f"{base}/server_info", timeout=timeout, token_file=token_file
-        ).scrape_once()
-        config = (snap.config or ServerConfig()).merged(info.config or ServerConfig())
-        snap = replace(snap, endpoints={**snap.endpoints, **info.endpoints}, config=config)
-    return Probe(snap, engine, waited)
+    return Probe(snap, engine, waited, scraper)
 
 
 def diagnose(args: argparse.Namespace) -> Diagnosis:
@@ -259,16 +231,23 @@ def diagnose(args: argparse.Namespace) -> Diagnosis:
 
 
 def _check_endpoints(url: str, found: Probe, diagnosis: Diagnosis) -> None:
+    """Each endpoint as found, and a failure as a problem, but SGLang's /metrics answering 404:
+    the metrics_endpoint_disabled finding says that one with its fix."""
     snap = found.snapshot
+    known_sglang = snap.config is not None and snap.config.engine == "sglang"
     for name, status in snap.endpoints.items():
         diagnosis.sources[name] = "ok" if status.up else f"down ({status.error})"
-        if not status.up and not (name == "metrics" and snap.metrics_endpoint == "missing"):
-            diagnosis.problems.append(f"{url} {name}: {status.error}")
+        disabled = name == "metrics" and snap.metrics_endpoint == "missing" and known_sglang
+        if not status.up and not disabled:
+            diagnosis.problems.append(
+                f"{found.scraper.endpoints.base or url} {name}: {status.error}"
+            )
+    for name, why in found.scraper.absent.items():
+        diagnosis.sources[name] = f"none ({why})"
     if found.engine is not None:
         how = f"; two scrapes {found.gap:g} s apart" if found.gap is not None else ""
-        diagnosis.sources["metrics"] += f" ({registry.engine(found.engine).title}{how})"
-    elif "server_info" not in snap.endpoints:
-        diagnosis.sources["server_info"] = "not asked"
+        where = urlsplit(found.scraper.metrics_url or "").path
+        diagnosis.sources["metrics"] += f" ({registry.engine(found.engine).title} at {where}{how})"
 
 
 def _judge_scrape(
@@ -282,7 +261,7 @@ def _judge_scrape(
     snap = found.snapshot
     values = snap.values
     if snap.metrics_endpoint != "ok" or values is None:
-        what = "was not read" if snap.metrics_endpoint == "down" else "has no engine's series"
+        what = "has no engine's series" if snap.metrics_endpoint == "empty" else "was not read"
         diagnosis.problems.append(
             f"nothing could be judged of the node's state: /metrics {what} and no --log-file "
             "was given"

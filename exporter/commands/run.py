@@ -33,17 +33,30 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--target", dest="name", metavar="NAME", help="value of the target label")
     p.add_argument(
         "--engine",
+        type=str.lower,  # SGLang, vLLM, TensorRT-LLM as their projects write them
         choices=["auto", *registry.NAMES],
         help="the serving engine (default auto: detected from the log or /metrics)",
     )
-    p.add_argument("--metrics-url", metavar="URL", help="the server's /metrics")
+    p.add_argument(
+        "--url",
+        metavar="URL",
+        help="the server's base URL, e.g. http://127.0.0.1:30000: its /metrics and server info "
+        "are found from it",
+    )
+    p.add_argument(
+        "--metrics-url", metavar="URL", help="the server's metrics URL, where not found from --url"
+    )
     p.add_argument(
         "--metrics-prefix",
         metavar="PREFIX",
         help="the start of the server's metric names when not its engine's own "
         "(llamacpp:, ray_vllm_; default: found in the exposition)",
     )
-    p.add_argument("--server-info-url", metavar="URL", help="the server's /server_info")
+    p.add_argument(
+        "--server-info-url",
+        metavar="URL",
+        help="the server's /server_info, where not found from --url",
+    )
     p.add_argument(
         "--bearer-token-file",
         type=path_arg,
@@ -102,6 +115,7 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "log_missing_grace",
         "name",
         "engine",
+        "url",
         "metrics_url",
         "metrics_prefix",
         "server_info_url",

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from typing import Any, NoReturn
 
+from exporter.suggest import nearest
+
 
 class UsageError(Exception):
     """A bad flag or config value: reported on one line, exit status 2."""
@@ -30,4 +32,21 @@ class OneLineParser(argparse.ArgumentParser):
         return super().format_help().replace("``", "")
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(
+            2, f"{self.prog}: error: {message}{self._nearest(message)} (see {self.prog} --help)\n"
+        )
+
+    def unrecognized(self, extra: list[str]) -> NoReturn:
+        """Arguments none of this command's flags take, said by this command (not the top
+        level, whose help lists no flag of it)."""
+        self.error(f"unrecognized arguments: {' '.join(extra)}")
+
+    def _nearest(self, message: str) -> str:
+        """The flag meant by the first unrecognised one, for a typo (``--log-fil``)."""
+        if not message.startswith("unrecognized arguments: "):
+            return ""
+        first = message.removeprefix("unrecognized arguments: ").split()[0].partition("=")[0]
+        if not first.startswith("--"):
+            return ""
+        flags = [flag for flag in self._option_string_actions if flag.startswith("--")]
+        return nearest(first, flags)

@@ -192,6 +192,8 @@ def from_server_args(args: Mapping[str, Any]) -> ServerConfig:
     }
     if isinstance(values["algorithm"], str):
         values["algorithm"] = values["algorithm"].upper()
+    if values["served_model"] is None:  # SGLang's default served name is its model path
+        values["served_model"] = _coerce(args.get("model_path"), str)
     values["max_running_requests"] = _per_scheduler(values["max_running_requests"], args)
     return _decode_graphs(ServerConfig(**values), args.get("cuda_graph_config"))
 
@@ -236,7 +238,7 @@ def from_server_info(info: Mapping[str, Any]) -> ServerConfig:
     ``max_running_requests`` is ``None`` in the args when SGLang chose it itself (48 for EAGLE);
     the scheduler's ``effective_max_running_requests_per_dp`` tells the value in force.
     """
-    config = from_server_args(drop_secrets(info))
+    config = replace(from_server_args(drop_secrets(info)), engine="sglang")  # SGLang's alone
     states = info.get("internal_states")
     if config.max_running_requests is None and isinstance(states, list) and states:
         first = states[0] if isinstance(states[0], Mapping) else {}

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import repeat
 from statistics import fmean
 
+from exporter.engines.counters import model_name
 from exporter.engines.engine import Samples
 from exporter.engines.record import UpstreamValues
 from exporter.engines.server_config import ServerConfig
@@ -109,6 +110,7 @@ class SGLangUpstream:
             token_usage=_values(samples.get("sglang_token_usage", []), max),
             cuda_graph_share=_graph_share(passes, previous),
             engine="sglang",
+            served_model=model_name(samples, BOUNDS),
             config=_active_setup(samples),
             drafts_total=verify_calls,
             # Each verify call yields one token of the target's own; the rest were drafts.

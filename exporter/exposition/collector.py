@@ -157,7 +157,7 @@ def _render_speculation_counts(
     while it is down), else the log's sums; switching would make the counters jump. The
     per-position counts are the engine's alone (a log gives ratios, not counts)."""
     positions: Sequence[float] = ()
-    if target.config.metrics_url:
+    if target.upstream is not None and target.upstream.metrics_url is not None:
         values = insight.upstream.values if insight.upstream is not None else None
         if values is None:
             return

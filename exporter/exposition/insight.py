@@ -51,8 +51,10 @@ def merged_config(target: Watched, upstream: UpstreamSnapshot | None) -> ServerC
     path from the server must not be able to stall or bloat a scrape.
     """
     config = ServerConfig()
+    if target.config.engine != "auto":  # the operator's word, until a source tells
+        config = ServerConfig(engine=target.config.engine)
     if upstream is not None and upstream.config is not None:
-        config = upstream.config
+        config = config.merged(upstream.config)
     return config.merged(target.state.tracker.config).merged(target.draft)
 
 

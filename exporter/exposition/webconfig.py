@@ -31,7 +31,7 @@ from exporter.exposition.tlsconfig import (
     check,
     san_refusal,
 )
-from exporter.settings import MAX_SETTINGS_BYTES, ConfigError, Strict, load_yaml
+from exporter.settings import MAX_SETTINGS_BYTES, ConfigError, Strict, load_yaml, plain_problem
 from exporter.smallfile import read_small_file
 
 # A Go duration as exporter-toolkit writes one: 500ms, 1s, 1m30s.
@@ -214,8 +214,7 @@ def load_web_config(path: Path) -> ActiveWebConfig:
         config = WebConfig.model_validate(load_yaml(path, "web config"))
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: "
-            + ("unknown key" if err["type"] == "extra_forbidden" else err["msg"])
+            f"{'.'.join(str(p) for p in err['loc'])}: {plain_problem(err, WebConfig)}"
             for err in exc.errors()
         )
         raise ConfigError(f"web config {path}: {problems}") from None

@@ -41,6 +41,7 @@ from exporter.redact import drop_secrets, url_without_secrets
 from exporter.smallfile import read_small_file
 from exporter.sources import resolve, upstream_checks
 from exporter.sources.deadlines import DEADLINES
+from exporter.sources.endpoints import find_endpoints
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,8 @@ class ScrapeError(Exception):
         super().__init__(detail)
         self.reason = reason
         self.status = status
+        # A 404 at a path ending in /metrics, where SGLang serves it when metrics are on.
+        self.at_metrics = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,13 +284,6 @@ def _deeper_than(value: object, limit: int) -> bool:
     return False
 
 
-def _fallback_url(url: str) -> str:
-    """``/server_info`` -> ``/get_server_info`` for SGLang before v0.5.6."""
-    parts = urlsplit(url)
-    path = parts.path.rsplit("/", 1)[0] + "/get_server_info"
-    return urlunsplit(parts._replace(path=path))
-
-
 class UpstreamScraper:
     """Scrapes one target's endpoints, every ``interval`` seconds when run by a
     :class:`~exporter.sources.scrape_pool.ScrapePool`."""
@@ -303,13 +299,24 @@ class UpstreamScraper:
         token_env: str | None = None,
         metrics_prefix: str | None = None,
         target: str | None = None,
+        url: str | None = None,
+        engine: str | None = None,
     ) -> None:
         """``metrics_prefix``: the start of the server's metric names when they are not its
         engine's own (the config's ``metrics_prefix``); only engines that can read names
         under it get a reader. ``target``: the daemon's name for the server, given so that an
-        endpoint that stops answering is logged (``doctor`` prints its own problems)."""
-        self.metrics_url = metrics_url
-        self.server_info_url = server_info_url
+        endpoint that stops answering is logged (``doctor`` prints its own problems).
+        ``url``: the server's base URL, from which the endpoints not given are found
+        (:mod:`exporter.sources.endpoints`). ``engine``: the configured engine, when not
+        ``auto``: server info is asked only of an engine that serves it."""
+        self.endpoints = find_endpoints(url, metrics_url, server_info_url)
+        # The URL of each endpoint in use: the first candidate until one answers as an engine.
+        self.metrics_url = next(iter(self.endpoints.metrics), None)
+        self.server_info_url = next(iter(self.endpoints.server_info), None)
+        self._found: set[str] = set()
+        self._engine = None if engine in (None, "auto") else engine
+        # What a base URL's endpoint answered where the engine has none: shown, not counted.
+        self.absent: dict[str, str] = {}
         self.interval = interval
         self.timeout = timeout
         self._token_file = token_file
@@ -336,12 +343,14 @@ class UpstreamScraper:
         """Scrape every configured endpoint once and publish the result."""
         endpoints: dict[str, EndpointStatus] = {}
         snapshot = UpstreamSnapshot(scraped_at=time.time())
-        if self.metrics_url:
-            endpoints["metrics"], snapshot = self._timed("metrics", self._scrape_metrics, snapshot)
-        if self.server_info_url:
-            endpoints["server_info"], snapshot = self._timed(
-                "server_info", self._scrape_server_info, snapshot
-            )
+        if self.endpoints.metrics:
+            status, snapshot = self._timed("metrics", self._scrape_metrics, snapshot)
+            if status is not None:
+                endpoints["metrics"] = status
+        if self.endpoints.server_info and self._asks_server_info(snapshot):
+            status, snapshot = self._timed("server_info", self._scrape_server_info, snapshot)
+            if status is not None:
+                endpoints["server_info"] = status
         snapshot = replace(
             snapshot,
             endpoints=MappingProxyType(endpoints),
@@ -356,16 +365,24 @@ class UpstreamScraper:
         endpoint: str,
         scrape: Callable[[UpstreamSnapshot], UpstreamSnapshot],
         snapshot: UpstreamSnapshot,
-    ) -> tuple[EndpointStatus, UpstreamSnapshot]:
+    ) -> tuple[EndpointStatus | None, UpstreamSnapshot]:
+        """The endpoint's status after one scrape; None when it is absent by design."""
         started = time.monotonic()
         try:
             snapshot = scrape(snapshot)
+        except Absent as exc:
+            self.absent[endpoint] = str(exc)
+            self._failing.pop(endpoint, None)
+            return None, snapshot
         except ScrapeError as exc:
-            self._tell(endpoint, exc.reason if exc.status is None else f"HTTP {exc.status}")
+            # What was tried on a 404 is specwatch's own words, and says what to give.
+            self._tell(endpoint, exc.reason if exc.status is None else f"{exc}"[:400])
             key = (endpoint, exc.reason)
             self._errors[key] = self._errors.get(key, 0) + 1
             if endpoint == "metrics":
-                missing = exc.status == 404
+                # A 404 where an engine serves /metrics: SGLang's turned off. Anywhere else
+                # the URL is wrong, and the server has nothing to fix.
+                missing = exc.status == 404 and exc.at_metrics
                 snapshot = replace(snapshot, metrics_endpoint="missing" if missing else "down")
                 for reader in self._readers:
                     reader.reset()
@@ -385,6 +402,7 @@ class UpstreamScraper:
             error = f"internal error: {type(exc).__name__}"
             return EndpointStatus(False, time.monotonic() - started, error), snapshot
         self._tell(endpoint, None)
+        self.absent.pop(endpoint, None)
         return EndpointStatus(True, time.monotonic() - started), snapshot
 
     def _tell(self, endpoint: str, cause: str | None) -> None:
@@ -418,8 +436,37 @@ class UpstreamScraper:
         return bearer_token(self._token_file, self._token_env)
 
     def _scrape_metrics(self, snapshot: UpstreamSnapshot) -> UpstreamSnapshot:
-        assert self.metrics_url is not None
-        body, content_type = fetch(self.metrics_url, self.timeout, self._token())
+        """The first candidate that answers with an engine's exposition, kept from then on."""
+        if "metrics" in self._found or len(self.endpoints.metrics) == 1:
+            assert self.metrics_url is not None
+            return self._read_metrics(self.metrics_url, snapshot)
+        tried: list[tuple[str, ScrapeError]] = []
+        empty = None
+        for url in self.endpoints.metrics:
+            try:
+                read = self._read_metrics(url, snapshot)
+            except ScrapeError as exc:
+                tried.append((url, exc))
+                if exc.reason in ("timeout", "refused"):  # no server there to try again
+                    break
+                continue
+            if read.metrics_endpoint == "ok":
+                self.metrics_url = url
+                self._found.add("metrics")
+                return read
+            tried.append((url, ScrapeError("garbage", "no engine's metric names")))
+            empty = empty or read
+        if empty is not None:  # up, but nothing any engine wrote
+            return empty
+        raise _none_answered("metrics", tried)
+
+    def _read_metrics(self, url: str, snapshot: UpstreamSnapshot) -> UpstreamSnapshot:
+        try:
+            body, content_type = fetch(url, self.timeout, self._token())
+        except ScrapeError as exc:
+            if exc.status == 404 and len(self.endpoints.metrics) == 1:
+                raise _none_answered("metrics", [(url, exc)]) from None
+            raise
         samples, dropped = upstream_checks.checked(parse_metrics(body, content_type), self._bounds)
         self._dropped.update(dropped)
         reader = next((reader for reader in self._readers if reader.claims(samples)), None)
@@ -454,14 +501,66 @@ class UpstreamScraper:
         """The bounds of a name as the first reader that reads it says."""
         return next((kind for reader in self._readers if (kind := reader.bounds(name))), None)
 
+    def _asks_server_info(self, snapshot: UpstreamSnapshot) -> bool:
+        """Whether to ask for server info: always when its URL was given; from a base URL
+        only while the engine may serve it (unknown yet, or SGLang): vLLM and TensorRT-LLM
+        have none, and asking would only fill their access logs with 404s."""
+        if not self.endpoints.server_info_optional:
+            return True
+        engine = self._engine or (snapshot.values.engine if snapshot.values else None)
+        return engine is None or registry.engine(engine).server_info
+
     def _scrape_server_info(self, snapshot: UpstreamSnapshot) -> UpstreamSnapshot:
-        assert self.server_info_url is not None
         token = self._token()
-        try:
-            body, _ = fetch(self.server_info_url, self.timeout, token)
-        except ScrapeError as exc:
-            if exc.status != 404:
-                raise
-            body, _ = fetch(_fallback_url(self.server_info_url), self.timeout, token)
-        config = with_local_draft(from_server_info(parse_server_info(body)))
-        return replace(snapshot, config=(snapshot.config or ServerConfig()).merged(config))
+        candidates = (
+            (self.server_info_url,) if "server_info" in self._found else self.endpoints.server_info
+        )
+        tried: list[tuple[str, ScrapeError]] = []
+        for url in candidates:
+            assert url is not None
+            try:
+                body, _ = fetch(url, self.timeout, token)
+            except ScrapeError as exc:
+                if exc.status != 404:
+                    raise
+                tried.append((url, exc))
+                continue
+            self.server_info_url = url
+            self._found.add("server_info")
+            config = with_local_draft(from_server_info(parse_server_info(body)))
+            return replace(snapshot, config=(snapshot.config or ServerConfig()).merged(config))
+        if self.endpoints.server_info_optional and "server_info" not in self._found:
+            raise Absent(_tried_text(tried) + ": this engine serves no server info")
+        raise _none_answered("server_info", tried)
+
+
+class Absent(Exception):
+    """An endpoint found from a base URL that this server does not have: its engine's design
+    (vLLM and TensorRT-LLM serve no ``/server_info``), not a failure."""
+
+
+def _tried_text(tried: list[tuple[str, ScrapeError]]) -> str:
+    """``HTTP 404 at /metrics, HTTP 404 at /prometheus/metrics``: the paths tried, each with
+    its failure (the host is the configured one)."""
+    return ", ".join(f"{exc} at {urlsplit(url).path or '/'}" for url, exc in tried)
+
+
+def _none_answered(endpoint: str, tried: list[tuple[str, ScrapeError]]) -> ScrapeError:
+    """The failure of an endpoint none of whose URLs answered: what was tried and, for 404s,
+    what to give instead (a wrong URL is the likely cause, not the server)."""
+    first = tried[0][1]
+    text = _tried_text(tried)
+    not_found = [urlsplit(url).path.rstrip("/") for url, exc in tried if exc.status == 404]
+    if len(not_found) == len(tried):
+        text += (
+            ": no metrics there; give the server's base URL (url:, --url) or its metrics URL "
+            "(metrics_url:, --metrics-url); SGLang serves /metrics only when started with "
+            "--enable-metrics"
+            if endpoint == "metrics"
+            else ": no server info there; give the server's base URL (url:, --url)"
+        )
+    error = ScrapeError(first.reason, text, first.status)
+    error.at_metrics = any(
+        p.endswith("/metrics") and not p.endswith("/prometheus/metrics") for p in not_found
+    )
+    return error

@@ -165,9 +165,17 @@ def log_format_unrecognized(obs: Observations) -> Finding | None:
 
 
 def metrics_endpoint_disabled(obs: Observations) -> Finding | None:
+    """SGLang's metrics are off: its arguments say so, or its ``/metrics`` answers 404 (or
+    holds none of its series). Only of a server known to be SGLang that does not say its
+    metrics are on: elsewhere a 404 means a wrong URL, and the server has nothing to fix
+    (the endpoint's own error says what was tried and what to give)."""
     if obs.config.enable_metrics is False:
         seen = "enable_metrics=False in the server arguments."
-    elif obs.metrics_endpoint in ("missing", "empty"):
+    elif (
+        obs.metrics_endpoint in ("missing", "empty")
+        and obs.config.engine == "sglang"
+        and obs.config.enable_metrics is None
+    ):
         seen = f"/metrics is {obs.metrics_endpoint}."
     else:
         return None
