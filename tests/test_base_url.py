@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from exporter.cli import build_parser
 from exporter.commands.doctor import diagnose
 from exporter.config import TargetConfig, load_config
 from exporter.target import Target
@@ -151,22 +152,7 @@ def test_run_takes_the_base_url_from_a_flag_and_from_the_config() -> None:
 
 
 def doctor_args(url: str) -> argparse.Namespace:
-    return argparse.Namespace(
-        url=url,
-        log_file=None,
-        draft_config=None,
-        bearer_token_file=None,
-        timeout=5.0,
-        scrape_gap=1.0,
-        config=None,
-        target=None,
-        baseline_tok_s=None,
-        baseline_curve=None,
-        baseline_bench=None,
-        expected_accept_length=None,
-        mixin_config=None,
-        json=True,
-    )
+    return build_parser(["doctor"]).parse_args(["doctor", "--url", url, "--json"])
 
 
 def test_doctor_reads_an_endpoint_url_as_the_base_url(server: FakeSGLang) -> None:

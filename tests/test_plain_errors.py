@@ -33,12 +33,12 @@ def refusal(tmp_path: Path, text: str) -> str:
     [
         (
             "targets: [{log_files: [a], baseline: 1500}]\n",
-            "targets.0.baseline: must be a mapping of keys (tok_s, curve, bench_file), "
+            "targets.0.baseline: must be a mapping of keys (tok_s, curve, bench_file, log), "
             "e.g. baseline: {tok_s: 1500}",
         ),
         (
             "targets: [{log_files: [a], baseline: '1:82,48:1500'}]\n",
-            "targets.0.baseline: must be a mapping of keys (tok_s, curve, bench_file), e.g. "
+            "targets.0.baseline: must be a mapping of keys (tok_s, curve, bench_file, log), e.g. "
             'baseline: {curve: "1:82,48:1500,128:2370"}',
         ),
         (
