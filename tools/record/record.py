@@ -1,0 +1,456 @@
+"""Record a real engine serving with speculative decoding, for replay in specwatch's tests.
+
+Runs on a machine with one NVIDIA GPU and no network, once the engine is installed and the
+tiny models are made (``make_models.py``). For each scenario it starts the server with
+speculative decoding and stats logging, waits for ``/health``, drives bounded greedy traffic,
+waits for the engine to log its last interval, and writes to ``OUT/ENGINE-VERSION/SCENARIO/``:
+
+- ``server.log.gz``: everything the server wrote (stdout and stderr, as an operator's log);
+- ``metrics.jsonl.gz``: ``/metrics`` every few seconds from ready to stop, one JSON object a
+  line (``t``: seconds since the server was started, ``status``, ``body``);
+- ``info.json``: what the server's info endpoints answered (``/version``, ``/v1/models``,
+  ``/server_info`` or its equivalent), with any API key blanked;
+- ``manifest.json``: the scenario, the exact command and environment, versions, the traffic
+  sent, the expected verdict, and the engine's own final counters (its last ``/metrics``).
+
+Paths of the machine (the models, the installed engine, Python) are replaced by placeholders
+such as ``$MODELS`` in everything written, so a recording says nothing about where it was made.
+
+Usage:
+  python3 record.py --engine vllm --models DIR --out DIR [--scenario NAME ...]
+                    [--duration 60] [--left-out FILE] [--python python3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PORT = 8321
+HOST = "127.0.0.1"
+SNAPSHOT_EVERY_S = 5.0
+STATS_INTERVAL_S = 10
+READY_TIMEOUT_S = 300.0
+CONCURRENCY = 16
+MAX_TOKENS = 48
+SECRET_KEYS = re.compile(r"(api_key|token|secret|password)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One way of serving: the flags that make it, and the verdict a reader should reach."""
+
+    name: str
+    flags: list[str]
+    # The warning and critical verdict and finding codes a reader of the whole log should
+    # reach: what the scenario was made to show, decided before it was recorded.
+    expected: tuple[str, ...]
+    about: str
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def vllm_spec(config: dict[str, Any]) -> list[str]:
+    return ["--speculative-config", json.dumps(config, separators=(",", ":"))]
+
+
+def vllm_scenarios(models: str) -> list[Scenario]:
+    draft_same = {"method": "draft_model", "model": f"{models}/draft-same"}
+    draft_other = {"method": "draft_model", "model": f"{models}/draft-other"}
+    ngram = {"method": "ngram", "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+    k = {"num_speculative_tokens": 4}
+    return [
+        Scenario(
+            "healthy",
+            vllm_spec(draft_same | k),
+            (),
+            "a draft with the target's weights: under greedy sampling every drafted token "
+            "is accepted (accept length k+1)",
+        ),
+        Scenario(
+            "collapsed",
+            vllm_spec(draft_other | k),
+            ("accept_length_collapsed",),
+            "a draft of the same shape with other random weights: almost nothing is accepted "
+            "(accept length about 1.0)",
+        ),
+        Scenario(
+            "ngram",
+            vllm_spec(ngram | k),
+            ("accept_length_low",),
+            "n-gram prompt lookup on prompts of random words: the lookup seldom finds a match, "
+            "so few drafts are made, and those it makes are seldom accepted: below the n-gram "
+            "floor, though not a collapse",
+        ),
+        Scenario(
+            "cuda-graphs-off",
+            [*vllm_spec(draft_same | k), "--enforce-eager"],
+            ("cuda_graph_disabled",),
+            "the healthy draft with --enforce-eager: CUDA graphs (and torch.compile) off",
+        ),
+    ]
+
+
+def vllm_command(python: str, models: str, scenario: Scenario) -> list[str]:
+    return [
+        python,
+        "-m",
+        "vllm.entrypoints.cli.main",  # what the `vllm` script runs: `vllm serve TARGET ...`
+        "serve",
+        f"{models}/target",
+        "--served-model-name",
+        "tiny-llama",
+        "--host",
+        HOST,
+        "--port",
+        str(PORT),
+        "--dtype",
+        "bfloat16",
+        "--max-model-len",
+        "1024",
+        "--max-num-seqs",
+        "32",
+        "--gpu-memory-utilization",
+        "0.3",
+        "--seed",
+        "0",
+        *scenario.flags,
+    ]
+
+
+VLLM_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+    "PYTHONUNBUFFERED": "1",
+    "VLLM_USE_FLASHINFER_SAMPLER": "0",
+    "VLLM_LOG_STATS_INTERVAL": str(STATS_INTERVAL_S),
+}
+
+ENGINES = {
+    "vllm": {
+        "package": "vllm",
+        "scenarios": vllm_scenarios,
+        "command": vllm_command,
+        "env": VLLM_ENV,
+        "info": ["/version", "/v1/models", "/server_info", "/get_server_info"],
+        "counters": re.compile(
+            r"^vllm:(spec_decode_\w+|generation_tokens_total|request_success_total)"
+        ),
+    },
+}
+
+
+def http_get(path: str, timeout: float = 5.0) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://{HOST}:{PORT}{path}", timeout=timeout) as resp:
+            return resp.status, resp.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode("utf-8", "replace")
+    except (OSError, urllib.error.URLError) as err:
+        return 0, repr(err)
+
+
+def http_post(path: str, body: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
+    data = json.dumps(body).encode()
+    req = urllib.request.Request(
+        f"http://{HOST}:{PORT}{path}", data=data, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return json.loads(resp.read())  # type: ignore[no-any-return]
+
+
+class Snapshots(threading.Thread):
+    """Scrape /metrics every SNAPSHOT_EVERY_S seconds until stopped, keeping each body."""
+
+    def __init__(self, started: float) -> None:
+        super().__init__(daemon=True)
+        self.started = started
+        self.items: list[dict[str, Any]] = []
+        self.halt = threading.Event()
+
+    def take(self) -> dict[str, Any]:
+        status, body = http_get("/metrics")
+        item = {"t": round(time.monotonic() - self.started, 3), "status": status, "body": body}
+        self.items.append(item)
+        return item
+
+    def run(self) -> None:
+        while not self.halt.wait(SNAPSHOT_EVERY_S):
+            self.take()
+
+
+@dataclass
+class Traffic:
+    requests: int = 0
+    failures: int = 0
+    completion_tokens: int = 0
+    prompt_tokens: int = 0
+
+
+def drive(seconds: float, seed: int) -> Traffic:
+    """CONCURRENCY clients sending greedy completions of random word prompts for SECONDS.
+
+    ``ignore_eos`` makes every request generate exactly MAX_TOKENS tokens, so the counts do
+    not depend on where a random model happens to emit its end token.
+    """
+    sys.path.insert(0, str(Path(__file__).parent))
+    from make_models import words
+
+    vocab = words()[4:]
+    traffic = Traffic()
+    lock = threading.Lock()
+    deadline = time.monotonic() + seconds
+
+    def client(idx: int) -> None:
+        rnd = random.Random(seed * 1000 + idx)
+        while time.monotonic() < deadline:
+            prompt = " ".join(rnd.choice(vocab) for _ in range(rnd.randint(16, 64)))
+            body = {
+                "model": "tiny-llama",
+                "prompt": prompt,
+                "max_tokens": MAX_TOKENS,
+                "temperature": 0.0,
+                "ignore_eos": True,
+            }
+            try:
+                usage = http_post("/v1/completions", body).get("usage") or {}
+            except (OSError, ValueError):
+                with lock:
+                    traffic.failures += 1
+                time.sleep(0.5)
+                continue
+            with lock:
+                traffic.requests += 1
+                traffic.completion_tokens += int(usage.get("completion_tokens", 0))
+                traffic.prompt_tokens += int(usage.get("prompt_tokens", 0))
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(CONCURRENCY)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return traffic
+
+
+def wait_ready(proc: subprocess.Popen[bytes]) -> float | None:
+    """Seconds until /health answers 200, or None when the server died or never answered."""
+    started = time.monotonic()
+    while time.monotonic() - started < READY_TIMEOUT_S:
+        if proc.poll() is not None:
+            return None
+        if http_get("/health", timeout=2.0)[0] == 200:
+            return time.monotonic() - started
+        time.sleep(1.0)
+    return None
+
+
+def final_counters(body: str, pattern: re.Pattern[str]) -> dict[str, float]:
+    """The engine's own counters from one exposition: each sample line that PATTERN selects."""
+    out: dict[str, float] = {}
+    for line in body.splitlines():
+        if line.startswith("#") or not pattern.match(line):
+            continue
+        name, _, value = line.rpartition(" ")
+        if name.split("{")[0].endswith("_created"):
+            continue
+        out[name] = float(value)
+    return out
+
+
+class Scrubber:
+    """Replaces the machine's own paths and host name with placeholders."""
+
+    def __init__(self, replacements: dict[str, str]) -> None:
+        pairs = [(k, v) for k, v in replacements.items() if k and len(k) > 4]
+        self.pairs = sorted(pairs, key=lambda kv: -len(kv[0]))
+
+    def __call__(self, text: str) -> str:
+        for old, new in self.pairs:
+            text = text.replace(old, new)
+        return text
+
+
+def blank_secrets(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: ("<blanked>" if SECRET_KEYS.search(k) and v else blank_secrets(v))
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [blank_secrets(v) for v in value]
+    return value
+
+
+def versions(python: str, package: str) -> dict[str, str]:
+    code = (
+        "import importlib.metadata as m, json, platform, torch\n"
+        "out = {'python': platform.python_version(), 'torch': torch.__version__,\n"
+        "       'cuda': str(torch.version.cuda), 'gpu': torch.cuda.get_device_name(0)}\n"
+        f"for p in ({package!r}, 'transformers', 'tokenizers', 'triton'):\n"
+        "    try: out[p] = m.version(p)\n"
+        "    except m.PackageNotFoundError: pass\n"
+        "print(json.dumps(out))\n"
+    )
+    found = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
+    result: dict[str, str] = json.loads(found.stdout) if found.returncode == 0 else {}
+    try:
+        smi = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except OSError:
+        return result
+    if smi.returncode == 0:
+        result["driver"] = smi.stdout.strip()
+    return result
+
+
+def stop(proc: subprocess.Popen[bytes]) -> int | None:
+    """SIGINT, as an operator's Ctrl-C or a container stop; SIGKILL if it lingers."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    return proc.returncode
+
+
+def write_gz(path: Path, text: str) -> None:
+    with gzip.open(path, "wt", encoding="utf-8", compresslevel=9) as out:
+        out.write(text)
+
+
+def record(args: argparse.Namespace, engine: dict[str, Any], scenario: Scenario) -> None:
+    models = str(Path(args.models).resolve())
+    vers = versions(args.python, engine["package"])
+    version = vers.get(engine["package"], "unknown")
+    out = Path(args.out) / f"{args.engine}-{version}" / scenario.name
+    out.mkdir(parents=True, exist_ok=True)
+    raw_log = out / "server.log"
+    command = engine["command"](args.python, models, scenario)
+    env = dict(os.environ) | engine["env"] | scenario.env
+    print(f"[record] {scenario.name}: {' '.join(command)}", flush=True)
+    started = time.monotonic()
+    with raw_log.open("wb") as log:
+        proc = subprocess.Popen(
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=args.workdir,
+            start_new_session=True,
+        )
+    snaps = Snapshots(started)
+    ready_s = wait_ready(proc)
+    info: dict[str, Any] = {}
+    traffic = Traffic()
+    if ready_s is not None:
+        snaps.take()
+        snaps.start()
+        for path in engine["info"]:
+            status, body = http_get(path)
+            try:
+                info[path] = {"status": status, "body": blank_secrets(json.loads(body))}
+            except ValueError:
+                info[path] = {"status": status, "body": body[:2000]}
+        traffic = drive(args.duration, seed=len(scenario.name))
+        time.sleep(2 * STATS_INTERVAL_S + 2)  # the last busy interval and one idle one
+        snaps.halt.set()
+        snaps.join()
+    else:
+        tail = raw_log.read_text("utf-8", "replace").splitlines()[-40:]
+        print("[record] the server never became ready; its log ends:", *tail, sep="\n")
+    final = snaps.take() if ready_s is not None else None
+    returncode = stop(proc)
+    scrub = Scrubber(
+        {
+            models: "$MODELS",
+            args.site or "": "$SITE",
+            sys.prefix: "$PYTHON_PREFIX",
+            str(Path.home()): "$HOME",
+            socket.gethostname(): "$HOST",
+        }
+    )
+    write_gz(out / "server.log.gz", scrub(raw_log.read_text("utf-8", "replace")))
+    raw_log.unlink()
+    with gzip.open(out / "metrics.jsonl.gz", "wt", encoding="utf-8", compresslevel=9) as fh:
+        for item in snaps.items:
+            fh.write(json.dumps(item | {"body": scrub(item["body"])}) + "\n")
+    (out / "info.json").write_text(scrub(json.dumps(info, indent=2, sort_keys=True)) + "\n")
+    manifest = {
+        "engine": args.engine,
+        "version": version,
+        "scenario": scenario.name,
+        "about": scenario.about,
+        "expected": list(scenario.expected),
+        "command": [scrub(part) for part in command],
+        "env": {k: env[k] for k in sorted(engine["env"] | scenario.env)},
+        "versions": vers,
+        "left_out": args.left_out_list,
+        "ready_after_s": None if ready_s is None else round(ready_s, 1),
+        "server_exit_code": returncode,
+        "traffic": {
+            "seconds": args.duration,
+            "concurrency": CONCURRENCY,
+            "max_tokens": MAX_TOKENS,
+            "temperature": 0.0,
+            "ignore_eos": True,
+            **traffic.__dict__,
+        },
+        "snapshots": {"every_s": SNAPSHOT_EVERY_S, "count": len(snaps.items)},
+        "stats_interval_s": STATS_INTERVAL_S,
+        "final_counters": None
+        if final is None
+        else final_counters(final["body"], engine["counters"]),
+    }
+    (out / "manifest.json").write_text(scrub(json.dumps(manifest, indent=2)) + "\n")
+    print(f"[record] {scenario.name}: ready {ready_s}, traffic {traffic}, exit {returncode}")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--engine", choices=sorted(ENGINES), required=True)
+    parser.add_argument("--models", required=True, help="the folder make_models.py wrote")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--scenario", action="append", help="default: every scenario")
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds of traffic")
+    parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--site", help="where the engine was installed (scrubbed from logs)")
+    parser.add_argument("--workdir", default="/tmp", help="the server's working directory")
+    parser.add_argument("--left-out", help="file listing the wheel members left out")
+    args = parser.parse_args(argv[1:])
+    args.left_out_list = Path(args.left_out).read_text().split() if args.left_out else []
+    engine = ENGINES[args.engine]
+    scenarios = engine["scenarios"](str(Path(args.models).resolve()))
+    wanted = args.scenario or [s.name for s in scenarios]
+    unknown = set(wanted) - {s.name for s in scenarios}
+    if unknown:
+        parser.error(f"unknown scenario(s): {', '.join(sorted(unknown))}")
+    for scenario in scenarios:
+        if scenario.name in wanted:
+            record(args, engine, scenario)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
