@@ -29,6 +29,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_mixin_lint.py
 
 format: $(STAMP)
 	$(BIN)/ruff format .

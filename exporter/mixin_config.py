@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from exporter import PROJECT_URL, __version__
 from exporter.analysis.algorithms import LOWEST_FLOOR
 from exporter.analysis.thresholds import DEFAULT, Thresholds
 from exporter.settings import ConfigError, load_yaml, plain_problem
@@ -29,9 +30,15 @@ _K8S_KEY = re.compile(
 )
 _K8S_VALUE = re.compile(r"^(?:[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 _UID_PREFIX = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,33}$")
-RUNBOOK_FIELDS = frozenset({"alertname", "alertname_lower"})
-# The runbook this repository ships, as a repository-relative path: set the URL it is served at.
-DEFAULT_RUNBOOK_URL_TEMPLATE = "alerts/runbook.md#{alertname_lower}"
+_ABSOLUTE_URL = re.compile(r"^https?://[^/\s?#]+(?:/[^\s?#]*)?$")
+RUNBOOK_FIELDS = frozenset({"base", "alertname", "alertname_lower"})
+# The runbook of this release in the project's repository: absolute, so that a link opens from
+# Alertmanager's notifications as well as from Grafana. Serve your own copy (the rendering
+# writes runbook.md) and set runbook_url_base to it.
+DEFAULT_RUNBOOK_URL_BASE = f"{PROJECT_URL}/blob/v{__version__}/alerts/runbook.md"
+DEFAULT_RUNBOOK_URL_TEMPLATE = "{base}#{alertname_lower}"
+# Grafana's own default address; alerts link their dashboard under it (dashboard_url).
+DEFAULT_GRAFANA_URL = "http://localhost:3000"
 
 
 class MixinConfig(BaseModel):
@@ -41,7 +48,9 @@ class MixinConfig(BaseModel):
 
     # PromQL label matchers every rule and dashboard query puts on every specwatch series.
     selector: str = 'job="specwatch"'
+    runbook_url_base: str = DEFAULT_RUNBOOK_URL_BASE
     runbook_url_template: str = DEFAULT_RUNBOOK_URL_TEMPLATE
+    grafana_url: str = DEFAULT_GRAFANA_URL
     # Labels of the PrometheusRule object: what the Operator's ruleSelector matches.
     rule_labels: dict[str, str] = Field(default_factory=lambda: {"role": "alert-rules"})
     # Labels every alert carries, for Alertmanager routing (team, service...).
@@ -74,8 +83,16 @@ class MixinConfig(BaseModel):
             raise ValueError(f"not a valid template: {exc}") from None
         unknown = fields - RUNBOOK_FIELDS
         if unknown or not value.strip():
-            raise ValueError("may use only {alertname} and {alertname_lower}")
+            raise ValueError("may use only {base}, {alertname} and {alertname_lower}")
         return value
+
+    @field_validator("runbook_url_base", "grafana_url")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        # A relative link opens neither from a notification nor from another Grafana folder.
+        if not _ABSOLUTE_URL.match(value):
+            raise ValueError("must be an absolute http(s) URL, e.g. https://grafana.example.com")
+        return value.rstrip("/")
 
     @field_validator("rule_labels")
     @classmethod
@@ -146,7 +163,7 @@ class MixinConfig(BaseModel):
 
     def runbook_url(self, alertname: str) -> str:
         return self.runbook_url_template.format(
-            alertname=alertname, alertname_lower=alertname.lower()
+            base=self.runbook_url_base, alertname=alertname, alertname_lower=alertname.lower()
         )
 
     def runbook_index(self) -> str:

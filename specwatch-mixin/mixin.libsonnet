@@ -48,8 +48,13 @@ local written = {
     selector: 'job="specwatch"',
     // Labels every alert carries, for Alertmanager routing (severity is set per alert).
     alertLabels: {},
-    // Where each alert's runbook is: {alertname} and {alertname_lower} are filled in.
-    runbookUrlTemplate: 'alerts/runbook.md#{alertname_lower}',
+    // Where the runbook is served (absolute, so a notification can link it); by default this
+    // release's runbook in specwatch's repository.
+    runbookUrlBase: rendered.links.runbookUrlBase,
+    // Where each alert's runbook is: {base}, {alertname} and {alertname_lower} are filled in.
+    runbookUrlTemplate: rendered.links.runbookUrlTemplate,
+    // Grafana's address: each alert's dashboard_url opens its dashboard there.
+    grafanaUrl: rendered.links.grafanaUrl,
     // Series of several clusters in one place (Thanos, Mimir), told apart by clusterLabel.
     multiCluster: false,
     clusterLabel: 'cluster',
@@ -111,10 +116,14 @@ local written = {
     for token in std.objectFields(thresholds.texts)
   ],
 
-  local runbookUrl(name) = std.strReplace(
-    std.strReplace(config.runbookUrlTemplate, '{alertname_lower}', std.asciiLower(name)),
-    '{alertname}',
-    name
+  local runbookUrl(name) = std.foldl(
+    function(acc, pair) std.strReplace(acc, pair[0], pair[1]),
+    [
+      ['{alertname_lower}', std.asciiLower(name)],
+      ['{alertname}', name],
+      ['{base}', std.rstripChars(config.runbookUrlBase, '/')],
+    ],
+    config.runbookUrlTemplate
   ),
   // The runbook itself: the address without the per-alert fragment.
   local runbookIndex = std.split(runbookUrl(''), '#')[0],
@@ -128,6 +137,7 @@ local written = {
         function(acc, pair) std.strReplace(acc, pair[0], pair[1]),
         thresholdTexts + [
           [placeholder.selector, config.selector],
+          [placeholder.grafana, std.rstripChars(config.grafanaUrl, '/')],
           [placeholder.cluster, config.clusterLabel],
           [placeholder.uid + '-', config.dashboardUidPrefix + '-'],
         ],

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from exporter import PROJECT_URL, __version__
 from exporter.analysis.findings import SEVERITIES
 from exporter.exposition.families import FAMILIES, P
 from tests.support.docs import runbook_queries, runbook_spans
@@ -36,8 +37,9 @@ UNIT_TESTS = sorted((ALERTS / "tests").glob("*.yaml"))
 ALERTMANAGER = REPO / "deploy" / "alertmanager" / "alertmanager.yml"
 PROMETHEUS = REPO / "deploy" / "prometheus" / "prometheus.yml"
 PROMETHEUS_RULE = REPO / "deploy" / "kubernetes" / "base" / "prometheusrule.yaml"
-# The default runbook_url_template: the runbook this repository ships.
-RUNBOOK_BASE = "alerts/runbook.md"
+# The default runbook address: this release's runbook in the project's repository, absolute so
+# that it opens from a notification too.
+RUNBOOK_BASE = f"{PROJECT_URL}/blob/v{__version__}/alerts/runbook.md"
 
 # The alerts docs/alerts.md lists: alert name -> severity.
 LISTED_ALERTS = {

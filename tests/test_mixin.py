@@ -31,6 +31,7 @@ from tests.support.tools import REPO, promtool_check, require_tool
 USER_CONFIG = {
     "selector": 'job="llm-spec", namespace="prod"',
     "runbook_url_template": "https://runbooks.example.com/specwatch/{alertname}",
+    "grafana_url": "https://grafana.example.com/",
     "rule_labels": {"prometheus": "k8s", "role": "alert-rules"},
     "alert_labels": {"team": "inference"},
     "thresholds": {"collapsed_accept_length": 1.1, "collapsed_for": "3m"},
@@ -188,6 +189,8 @@ def test_rendered_alert_fires_for_the_users_series_only(rendered: Path) -> None:
             "while serving: the drafter's proposals are all rejected, so every decode step pays "
             "for drafting and gains nothing.",
             "runbook_url": "https://runbooks.example.com/specwatch/SpecDecodeAcceptLengthCollapsed",
+            "dashboard_url": "https://grafana.example.com/d/prod-specwatch-node/prod-specwatch-node"
+            "?var-cluster=eu&var-job=llm-spec&var-instance=n1%3A9477&var-target=t1",
         },
     }  # fmt: skip
     alert = "SpecDecodeAcceptLengthCollapsed"

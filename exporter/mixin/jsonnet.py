@@ -34,6 +34,7 @@ from exporter.mixin_config import MixinConfig
 PLACEHOLDERS = {
     "selector": 'specwatch_mixin_selector="placeholder"',
     "runbook": "https://specwatch-runbook.invalid/",
+    "grafana": "https://specwatch-grafana.invalid",
     "cluster": "specwatch_mixin_cluster",
     "uid": "specwatchmixinuid",
     "tag": "specwatch-mixin-tag",
@@ -118,6 +119,7 @@ def _shape(multi_cluster: bool, thresholds: Thresholds) -> dict[str, Any]:
     config = MixinConfig(
         selector=PLACEHOLDERS["selector"],
         runbook_url_template=PLACEHOLDERS["runbook"] + "{alertname}",
+        grafana_url=PLACEHOLDERS["grafana"],
         cluster_label=PLACEHOLDERS["cluster"],
         dashboard_uid_prefix=PLACEHOLDERS["uid"],
         dashboard_tags=[PLACEHOLDERS["tag"]],
@@ -167,5 +169,16 @@ def library() -> str:
             "a threshold reaches the rendering in a form TEXT_FORMS and NUMBER_FORMS do not "
             "name: add it there and to mixin.libsonnet"
         )
-    data = {"placeholders": PLACEHOLDERS, "thresholds": _thresholds(first), **first}
+    default = MixinConfig()
+    links = {
+        "runbookUrlBase": default.runbook_url_base,
+        "runbookUrlTemplate": default.runbook_url_template,
+        "grafanaUrl": default.grafana_url,
+    }
+    data = {
+        "placeholders": PLACEHOLDERS,
+        "links": links,
+        "thresholds": _thresholds(first),
+        **first,
+    }
     return json.dumps(data, indent=1, sort_keys=True) + "\n"

@@ -145,6 +145,7 @@ def _alert(
     description: str,
     for_: str | None = None,
     keep_firing_for: str | None = None,
+    dashboard: tuple[str, ...] = ("node", "job", "instance", "target"),
 ) -> Rule:
     rule: Rule = {"alert": name, "expr": expr}
     if for_:
@@ -156,8 +157,18 @@ def _alert(
         "summary": summary,
         "description": description,
         "runbook_url": config.runbook_url(name),
+        "dashboard_url": _dashboard_url(config, *dashboard),
     }
     return rule
+
+
+def _dashboard_url(config: MixinConfig, which: str, *labels: str) -> str:
+    """The dashboard ``which`` (node or fleet) opened at the alert's own ``labels`` (its
+    cluster too, when several share the rules), each a URL-quoted template of the alert."""
+    uid = f"{config.dashboard_uid_prefix}-{which}"
+    scope = (config.cluster_label, *labels) if config.multi_cluster else labels
+    variables = "".join(f"&var-{label}={{{{ $labels.{label} | urlquery }}}}" for label in scope)
+    return f"{config.grafana_url}/d/{uid}/{uid}?{variables[1:]}"
 
 
 def _finding(config: MixinConfig, code: str, keep: str = "code, severity") -> str:
@@ -398,7 +409,7 @@ def exporter_alerts(config: MixinConfig) -> list[Rule]:
             f"(\n  {scrape} == 0\n  unless ignoring (endpoint, code, severity)\n  {disabled}\n)\n"
             f"or\n{other} == 0\n",
             "warning",
-            "specwatch cannot scrape the serving engine.",
+            "The serving engine's endpoint cannot be scraped.",
             f"specwatch at {node} has failed to scrape the {{{{ $labels.endpoint }}}} endpoint of "
             "{{ $labels.target }} for 10 minutes: the server is down or restarting, or its URL "
             "or token is wrong.",
@@ -412,7 +423,7 @@ def exporter_alerts(config: MixinConfig) -> list[Rule]:
             "SpecwatchLogNotFollowed",
             f"{unfollowed} == 0\n",
             "warning",
-            "specwatch cannot follow a configured server log.",
+            "A configured server log is not followed.",
             f"specwatch at {node} has not followed {{{{ $labels.path }}}} of "
             "{{ $labels.target }} for 5 minutes (reason {{ $labels.reason }}): alerts that rest "
             "on the log are blind for this target.",
@@ -427,16 +438,18 @@ def exporter_alerts(config: MixinConfig) -> list[Rule]:
             f"The specwatch exporter at {node} (job {{{{ $labels.job }}}}) has been unreachable "
             "for 10 minutes: no speculative-decoding alert can fire for its node.",
             for_="10m",
+            dashboard=("node", "job", "instance"),
         ),
         _alert(
             config,
             "SpecwatchAbsent",
             f"absent({up})\n",
             "critical",
-            "specwatch has disappeared from Prometheus target discovery.",
+            "Prometheus discovers no specwatch target.",
             "No target of job {{ $labels.job }} has been scraped for 15 minutes: no "
             "speculative-decoding alert can fire anywhere.",
             for_="15m",
+            dashboard=("fleet", "job"),
         ),
     ]
 
