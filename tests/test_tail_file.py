@@ -298,3 +298,44 @@ def test_every_tailer_of_a_loop_is_followed_by_its_one_thread(tmp_path: Path) ->
         for tailer in tailers:
             tailer.stop()
         loop.stop()
+
+
+class CountingTailer(FileTailer):
+    """Counts its passes made by the loop."""
+
+    steps = 0
+
+    def step(self) -> float:
+        self.steps += 1
+        return super().step()
+
+
+def test_a_write_wakes_the_tailer_of_its_file_not_every_tailer_in_its_directory(
+    tmp_path: Path,
+) -> None:
+    """100 logs in one directory each made a pass for every line any of them was written."""
+    busy, quiet = tmp_path / "busy.log", tmp_path / "quiet.log"
+    busy.touch()
+    quiet.touch()
+    loop = TailLoop()
+    loop.start()
+    busy_rec = Recorder()
+    tailers = [
+        CountingTailer(str(busy), busy_rec, poll_interval=30.0, loop=loop),
+        CountingTailer(str(quiet), Recorder(), poll_interval=30.0, loop=loop),
+    ]
+    try:
+        for tailer in tailers:
+            tailer.start()
+        wait_for(lambda: all(t.ready.is_set() for t in tailers), what="first passes")
+        written = [f"line {n}".encode() for n in range(10)]
+        for line in written:
+            append(busy, raw=line + b"\n")
+            time.sleep(0.15)
+        wait_for(lambda: busy_rec.lines == written, what="every line")
+    finally:
+        for tailer in tailers:
+            tailer.stop()
+        loop.stop()
+    assert tailers[0].steps > 3
+    assert tailers[1].steps == 1  # its first; its poll is 30 s away

@@ -51,6 +51,7 @@ __all__ = ["FileTailer", "TailLoop"]
 log = logging.getLogger(__name__)
 
 Identity = tuple[int, int]
+_Where = tuple[str | None, frozenset[bytes] | None]  # a directory, the names in it (None: any)
 
 PASS_BUDGET_BYTES = 16 * CHUNK_BYTES
 """Most bytes read from one file per pass, so a flood never starves stop() or other files."""
@@ -145,6 +146,7 @@ class FileTailer:
         self._own_loop = loop is None
         self._loop = loop if loop is not None else TailLoop()
         self._notified = False  # a directory notification will end the sleep
+        self._where: tuple[tuple[str | None, str | None], _Where] | None = None
         self._current: _Stream | None = None
         self._draining: _Stream | None = None
         self._drain_until = 0.0
@@ -215,7 +217,8 @@ class FileTailer:
                 self._failed(self._failed_passes + 1)
                 return 0
             finally:
-                self.ready.set()
+                if not self.ready.is_set():
+                    self.ready.set()
             self._failed_passes = 0
             return read
 
@@ -513,14 +516,26 @@ class FileTailer:
     # -- support ---------------------------------------------------------------------------
 
     def _ensure_watch(self) -> None:
-        """Have the directory of the followed file (or of a plain pattern) wake this tailer."""
-        self._notified = self._loop.watch(self, self._watch_dir())
+        """Have writes to the followed file (or the plain pattern's, or the retired one's),
+        or any change in a glob's directory, wake this tailer."""
+        current, draining = self._current, self._draining
+        key = (current.path if current else None, draining.path if draining else None)
+        if self._where is None or self._where[0] != key:
+            self._where = (key, self._watched(*key))
+        self._notified = self._loop.watch(self, *self._where[1])
 
-    def _watch_dir(self) -> str | None:
-        if self._current is not None:
-            return os.path.dirname(os.path.abspath(self._current.path))
-        parent = os.path.dirname(os.path.abspath(self._pattern))
-        return None if glob.has_magic(parent) else parent
+    def _watched(self, current: str | None, draining: str | None) -> _Where:
+        """The directory to watch, and the names of the files in it that concern us."""
+        if current is not None:
+            directory = os.path.dirname(os.path.abspath(current))
+        else:
+            directory = os.path.dirname(os.path.abspath(self._pattern))
+            if glob.has_magic(directory):
+                return None, None
+        if self._is_glob:
+            return directory, None
+        paths = {self._pattern, *(path for path in (current, draining) if path is not None)}
+        return directory, frozenset(os.fsencode(os.path.basename(path)) for path in paths)
 
     def _error(self, exc: OSError, fallback: ReadErrorReason) -> None:
         reason = _ERRNO_REASONS.get(exc.errno or 0, fallback)

@@ -47,6 +47,7 @@ class TailLoop:
         self._started: dict[Job, float] = {}  # when each job's last pass began
         self._woken: set[Job] = set()  # brought forward by a notification, pass not made yet
         self._dir_of: dict[Job, str] = {}
+        self._names_of: dict[Job, frozenset[bytes] | None] = {}  # None: any file there
         self._jobs_in: dict[str, set[Job]] = {}
         self._inotify: Inotify | None = None
         self._control: tuple[int, int] | None = None  # a pipe that ends the loop's sleep
@@ -93,9 +94,10 @@ class TailLoop:
             self._woken.discard(job)
             self._leave_dir(job)
 
-    def watch(self, job: Job, directory: str | None) -> bool:
-        """Have changes in ``directory`` bring ``job``'s next pass forward (``None``: none);
-        True while a notification will come, so the job may sleep longer between polls."""
+    def watch(self, job: Job, directory: str | None, names: frozenset[bytes] | None = None) -> bool:
+        """Have changes to the files ``names`` (None: any) of ``directory`` bring ``job``'s
+        next pass forward (``directory`` None: nothing does); True while a notification will
+        come, so the job may sleep longer between polls."""
         with self._lock:
             if self._dir_of.get(job) != directory:
                 self._leave_dir(job)
@@ -105,10 +107,12 @@ class TailLoop:
             if not inotify.watch(directory):
                 return False
             self._dir_of[job] = directory
+            self._names_of[job] = names
             self._jobs_in.setdefault(directory, set()).add(job)
             return True
 
     def _leave_dir(self, job: Job) -> None:
+        self._names_of.pop(job, None)
         directory = self._dir_of.pop(job, None)
         if directory is None:
             return
@@ -171,11 +175,12 @@ class TailLoop:
             if changed is None:  # overflowed: anything may have changed
                 jobs = set(self._due)
             else:
-                jobs = {job for name in changed for job in self._jobs_in.get(name, ())}
+                jobs = self._concerned(changed)
                 for name in changed:
                     if not inotify.watching(name):  # removed: forget it, the job asks again
                         for job in self._jobs_in.pop(name, set()):
                             self._dir_of.pop(job, None)
+                            self._names_of.pop(job, None)
             for job in jobs:
                 due = self._due.get(job)
                 if due is None:
@@ -184,6 +189,16 @@ class TailLoop:
                 if soonest < due:
                     self._due[job] = soonest
                     self._woken.add(job)
+
+    def _concerned(self, changed: dict[str, set[bytes] | None]) -> set[Job]:
+        """The jobs watching a file that changed, or a directory that did."""
+        jobs: set[Job] = set()
+        for directory, files in changed.items():
+            for job in self._jobs_in.get(directory, ()):
+                names = self._names_of.get(job)
+                if files is None or names is None or not names.isdisjoint(files):
+                    jobs.add(job)
+        return jobs
 
     def _run_due(self) -> None:
         """Make the pass of every job that is due, earliest first."""
