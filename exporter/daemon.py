@@ -25,6 +25,7 @@ from exporter.config import Config, parse_listen
 from exporter.exposition.collector import SpecwatchCollector
 from exporter.exposition.landing import landing_page
 from exporter.exposition.server import WebServer, make_app
+from exporter.exposition.setup import setup_text
 from exporter.exposition.webreload import LiveWebConfig
 from exporter.parse import ranges
 from exporter.sources import FileTailer, StdinSource, TailLoop
@@ -49,6 +50,7 @@ class Daemon:
         self.config = config
         self.stopping = threading.Event()
         self.exit_status = 0
+        self._told: dict[str, str] = {}  # each target's setup as last logged
         self.fault: str | None = None  # a thread that died: the process must not go on
         self.targets = [
             Target.from_config(
@@ -167,6 +169,17 @@ class Daemon:
         self.web.start()
         names = ", ".join(t.name for t in self.targets)
         log.info("listening on %s (port %d), targets: %s", self.config.listen, self.web.port, names)
+        self.tell_setup()
+
+    def tell_setup(self) -> None:
+        """Log what each target found (engine, algorithm, draft count, endpoints, baseline)
+        at start and whenever it changes: the first minute after pointing specwatch at a
+        server is when a wrong URL or a missing baseline is cheapest to see."""
+        for target in self.targets:
+            text = setup_text(target)
+            if self._told.get(target.name) != text:
+                self._told[target.name] = text
+                log.info("target %s: %s", target.name, text)
 
     def stop(self) -> None:
         self.web.stop()
@@ -197,6 +210,8 @@ _SIGNALS = {*_STOPPING, *_IGNORED}
 # How soon the main thread notices that another thread asked to stop (standard input ended).
 _STOP_CHECK_SECONDS = 0.25
 _IGNORED_NOTE_SECONDS = 60.0
+# How often the main thread looks whether a target's setup changed, to log it.
+_SETUP_CHECK_SECONDS = 1.0
 
 
 def serve(daemon: Daemon) -> int:
@@ -217,8 +232,12 @@ def serve(daemon: Daemon) -> int:
     ignored = _IgnoredSignals()
     try:
         daemon.start()
+        told_at = time.monotonic()
         while not daemon.stopping.is_set():
             received = signal.sigtimedwait(_SIGNALS, _STOP_CHECK_SECONDS)
+            if time.monotonic() - told_at >= _SETUP_CHECK_SECONDS:
+                daemon.tell_setup()
+                told_at = time.monotonic()
             if received is None or received.si_signo not in _SIGNALS:
                 continue  # timed out, or woken with no signal (a profiler attaching by ptrace)
             if not ignored.take(received):

@@ -144,6 +144,7 @@ class Toy:
     markers = (b"toyllm| ",)
     start_markers = markers
     server_info = False
+    draft_settings = {"draft_len": "num_steps"}
     fixes = {"eagle3_algorithm": "--algo eagle3"}
 
     def owns(self, text):

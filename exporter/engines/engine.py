@@ -109,6 +109,10 @@ class Engine(Protocol):
     # Whether its server answers /server_info with its arguments (SGLang's): doctor asks only
     # such an engine, and a 404 from any other is no problem.
     server_info: bool
+    # Its own names for the draft count, each with the ServerConfig field that holds it
+    # (SGLang's speculative_num_steps, vLLM's num_speculative_tokens): how the start-up
+    # summary says what the server drafts, in the words of the flags that set it.
+    draft_settings: Mapping[str, str]
 
     # Fix texts by the change they name, in this engine's own flags; findings join every
     # engine's phrase: ``eagle3_algorithm``, ``speculative_tokens``, ``log_stats``. An engine

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 
 from exporter.engines import ending
 from exporter.engines.engine import BandSteps, Deliveries, UpstreamReader
@@ -211,6 +212,13 @@ class SGLang:
     name = NAME
     title = "SGLang"
     server_info = True
+    draft_settings = MappingProxyType(
+        {
+            "speculative_num_steps": "num_steps",
+            "speculative_eagle_topk": "eagle_topk",
+            "speculative_num_draft_tokens": "num_draft_tokens",
+        }
+    )
     # A finished-request line tells SGLang too: its request log may have a file of its own
     # (--log-requests-target).
     markers = _OWN_MARKERS + REQUEST_MARKERS

@@ -8,6 +8,7 @@ setup comes from its config-info metric instead of start-up lines.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 
 from exporter.engines.engine import BandSteps, Deliveries, LogReader, UpstreamReader
 from exporter.engines.events import Event
@@ -18,6 +19,7 @@ class Trtllm:
     name = "trtllm"
     title = "TensorRT-LLM"
     server_info = False
+    draft_settings = MappingProxyType({"max_draft_len": "num_steps"})
     markers: tuple[bytes, ...] = ()
     start_markers: tuple[bytes, ...] = ()
     fixes: Mapping[str, str] = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 
 from exporter.engines import ending, vllm
 from exporter.engines.engine import BandSteps, Deliveries, UpstreamReader
@@ -75,6 +76,7 @@ class Vllm:
     name = vllm.NAME
     title = "vLLM"
     server_info = False
+    draft_settings = MappingProxyType({"num_speculative_tokens": "num_steps"})
     markers = _OWN_MARKERS
     start_markers = vllm.EVENT_MARKERS  # the engine's configuration and the API server's arguments
     fixes: Mapping[str, str] = {

@@ -16,6 +16,7 @@ from exporter.analysis.algorithms import off_cause
 from exporter.engines.record import drafting_off
 from exporter.engines.server_config import ServerConfig
 from exporter.exposition.insight import inspect
+from exporter.exposition.setup import setup_lines
 from exporter.exposition.watched import Watched
 from exporter.sources.tail.health import explain
 from exporter.state.target_state import LatestDecode
@@ -97,8 +98,12 @@ def _target_section(target: Watched, now: float, stale_after: float) -> str:
         )
         or "<li>none</li>"
     )
+    setup = "".join(
+        f"<li>{html.escape(what)}: {html.escape(words)}</li>" for what, words in setup_lines(target)
+    )
     return (
         f"<h3>{html.escape(target.name)}</h3>"
+        f"<p>Found:</p><ul>{setup}</ul>"
         f"<p>Logs:</p><ul>{logs}</ul>"
         f"<p>{window}</p>"
         f"<p>Active findings:</p><ul>{active}</ul>"

@@ -530,7 +530,7 @@ class UpstreamScraper:
             config = with_local_draft(from_server_info(parse_server_info(body)))
             return replace(snapshot, config=(snapshot.config or ServerConfig()).merged(config))
         if self.endpoints.server_info_optional and "server_info" not in self._found:
-            raise Absent(_tried_text(tried) + ": this engine serves no server info")
+            raise Absent(_tried_text(tried) + ": no server info there (only SGLang serves one)")
         raise _none_answered("server_info", tried)
 
 
