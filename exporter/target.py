@@ -9,7 +9,6 @@ from exporter.analysis.baseline import Baseline
 from exporter.config import TargetConfig
 from exporter.engines.server_config import ServerConfig, from_draft_config
 from exporter.parse.custom_rules import CustomRule, CustomRuleSet
-from exporter.report.learn import baseline_from_options
 from exporter.sources.upstream import UpstreamScraper
 from exporter.state.requests import DEFAULT_MAX_CLASSES, RequestStats
 from exporter.state.target_state import DEFAULT_MAX_DP_RANKS, TargetState
@@ -39,6 +38,10 @@ class Target:
         """Build the runtime target; a bad baseline raises ``ValueError`` naming the problem."""
         baseline = None
         if config.baseline is not None:
+            # Only a configured baseline pays for importing report/ (a baseline can be learnt
+            # from a log); the daemon's start-up without one does not.
+            from exporter.report.learn import baseline_from_options
+
             baseline = baseline_from_options(
                 tok_s=config.baseline.tok_s,
                 curve=config.baseline.curve,

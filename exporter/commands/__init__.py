@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 from exporter.analysis.baseline import Baseline, BaselineError
 from exporter.analysis.thresholds import DEFAULT, Thresholds
 from exporter.commands.usage import OneLineParser, UsageError
-from exporter.report.learn import baseline_from_options
 
 if TYPE_CHECKING:
     from exporter.config import TargetConfig
@@ -150,6 +149,10 @@ def judging_options(args: argparse.Namespace) -> Judging:
         draft = target.draft_config
     if expected is not None and expected < 1:
         raise UsageError("--expected-accept-length: must be at least 1 (the bonus token)")
+    # Here, not at the top: importing report/ (the log reader and builder behind a baseline
+    # learnt from a log) was a fifth of every command's start-up, `run` included.
+    from exporter.report.learn import baseline_from_options
+
     try:
         baseline = baseline_from_options(
             tok_s=given.get("tok_s"),
