@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import string
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +18,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from exporter import PROJECT_URL, __version__
 from exporter.analysis.algorithms import LOWEST_FLOOR
 from exporter.analysis.thresholds import DEFAULT, Thresholds
+from exporter.parse.custom_rules import compile_rule
 from exporter.settings import ConfigError, load_yaml, plain_problem
 
-# One PromQL label matcher: name, operator, double-quoted value (escapes allowed).
-_MATCHER = r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\\n]|\\.)*"\s*'
+# One PromQL label matcher: name, operator, double-quoted value with Go's escapes only (an
+# unknown one such as `\q` made Prometheus refuse every rule).
+_ESCAPE = r'\\(?:[abfnrtv\\"]|x[0-9A-Fa-f]{2}|[0-7]{3}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8})'
+_MATCHER = rf' *([A-Za-z_][A-Za-z0-9_]*) *(=~|!~|!=|=) *"((?:[^"\\]|{_ESCAPE})*)" *'
 _SELECTOR = re.compile(rf"^{_MATCHER}(?:,{_MATCHER})*$")
+_SIMPLE_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
 _DURATION = re.compile(r"^(?:\d+(?:ms|s|m|h|d|w|y))+$")
 _LABEL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Kubernetes label: optional DNS prefix, a name of up to 63 characters, a value of up to 63.
@@ -70,13 +75,21 @@ class MixinConfig(BaseModel):
     def _matchers(cls, value: str) -> str:
         # The exporter-down alerts read `up{selector}`: an empty selector would page for
         # every target Prometheus scrapes.
+        _printable(value)
         if not _SELECTOR.match(value):
             raise ValueError('must be PromQL label matchers, e.g. job="specwatch"')
+        for match in re.finditer(_MATCHER, value):
+            name, operator, quoted = match.groups()
+            if name.startswith("__"):
+                raise ValueError(f"{name}: a reserved label name (__name__ would name the metric)")
+            if operator in ("=~", "!~"):
+                _regex(name, _unquote(quoted))
         return ", ".join(m.strip() for m in _split_matchers(value))
 
     @field_validator("runbook_url_template")
     @classmethod
     def _placeholders(cls, value: str) -> str:
+        _template_safe(value)
         try:
             fields = {name for _, name, _, _ in string.Formatter().parse(value) if name is not None}
         except ValueError as exc:
@@ -90,6 +103,7 @@ class MixinConfig(BaseModel):
     @classmethod
     def _absolute(cls, value: str) -> str:
         # A relative link opens neither from a notification nor from another Grafana folder.
+        _template_safe(value)  # both are written into annotations
         if not _ABSOLUTE_URL.match(value):
             raise ValueError("must be an absolute http(s) URL, e.g. https://grafana.example.com")
         return value.rstrip("/")
@@ -105,11 +119,22 @@ class MixinConfig(BaseModel):
     @field_validator("alert_labels")
     @classmethod
     def _prometheus_labels(cls, value: dict[str, str]) -> dict[str, str]:
-        for key in value:
+        for key, label in value.items():
             if not _LABEL_NAME.match(key) or key.startswith("__"):
                 raise ValueError(f"{key}: not a Prometheus label name")
             if key == "severity":
                 raise ValueError("severity: set by each alert, routing depends on it")
+            try:
+                _template_safe(label)
+            except ValueError as exc:
+                raise ValueError(f"{key}: {exc}") from None
+        return value
+
+    @field_validator("dashboard_tags")
+    @classmethod
+    def _tags(cls, value: list[str]) -> list[str]:
+        for tag in value:
+            _printable(tag)
         return value
 
     @field_validator("thresholds")
@@ -153,7 +178,7 @@ class MixinConfig(BaseModel):
     @field_validator("cluster_label")
     @classmethod
     def _label_name(cls, value: str) -> str:
-        if not _LABEL_NAME.match(value):
+        if not _LABEL_NAME.match(value) or value.startswith("__"):
             raise ValueError("not a Prometheus label name")
         return value
 
@@ -169,6 +194,47 @@ class MixinConfig(BaseModel):
     def runbook_index(self) -> str:
         """The runbook itself: the template's address without the per-alert fragment."""
         return self.runbook_url("").split("#", 1)[0]
+
+
+def _printable(value: str) -> None:
+    """No control character: a carriage return in the selector, written into a YAML comment
+    of the rendered rules, made promtool read one injected rule instead of the 17 alerts."""
+    bad = next((c for c in value if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")), None)
+    if bad is not None:
+        raise ValueError(f"a control character ({bad!r}) is not allowed")
+
+
+def _template_safe(value: str) -> None:
+    """Alert labels and annotations are Go templates to Prometheus: ``{{`` in one made it
+    refuse the rule file."""
+    _printable(value)
+    if "{{" in value:
+        raise ValueError("'{{' is not allowed: Prometheus reads it as a template")
+
+
+def _unquote(quoted: str) -> str:
+    """A PromQL string's body (Go's escapes) as the text it stands for."""
+
+    def one(match: re.Match[str]) -> str:
+        escape = match.group(0)[1:]
+        if escape[0] in _SIMPLE_ESCAPES:
+            return _SIMPLE_ESCAPES[escape[0]]
+        if escape[0] in "xuU":
+            return chr(int(escape[1:], 16))
+        if escape[0].isdigit():
+            return chr(int(escape, 8))
+        return escape  # \\ or \"
+
+    return re.sub(_ESCAPE, one, quoted)
+
+
+def _regex(name: str, pattern: str) -> None:
+    """Prometheus compiles a matcher's regex with Go's RE2 syntax, anchored: one it cannot
+    (``job=~"("``) made it refuse every rule."""
+    try:
+        compile_rule(f"^(?:{pattern})$")
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
 
 
 def _split_matchers(selector: str) -> list[str]:

@@ -15,6 +15,7 @@
 //   };
 //   specwatch.prometheusAlerts, specwatch.prometheusRules, specwatch.grafanaDashboards
 local pyformat = import 'pyformat.libsonnet';
+local validate = import 'validate.libsonnet';
 local rendered = import 'rendered.json';
 local placeholder = rendered.placeholders;
 local thresholds = rendered.thresholds;
@@ -157,6 +158,8 @@ local written = {
   assert !std.objectHas(self._config.alertLabels, 'severity') :
          'alertLabels: severity is set by each alert, routing depends on it',
   assert problems == [] : problems[0],
+  local refused = validate.problems(config),
+  assert refused == [] : refused[0],
 
   prometheusRules+:: { groups+: fill(shape.rules) },
 
