@@ -262,7 +262,8 @@ def test_the_daemon_following_the_log_counts_the_engines_drafts(
 @pytest.mark.parametrize("rec", cases())
 def test_the_scraper_gives_the_engines_accept_length_for_every_window(rec: Recording) -> None:
     """Each scrape's accept length is the engine's over the window since the scrape before:
-    its accepted drafted tokens over its drafts, plus one; none in a window without drafts."""
+    its accepted drafted tokens over its drafts, plus one; none in a window without drafts.
+    Each position's acceptance is that position's accepted tokens over the window's drafts."""
     with serve_snapshots({"/r": rec.snapshots}) as server:
         target = Target.from_config(TargetConfig(name="r", metrics_url=f"{server.url}/r/metrics"))
         previous: Counters | None = None
@@ -272,10 +273,14 @@ def test_the_scraper_gives_the_engines_accept_length_for_every_window(rec: Recor
             now = rec.counters_at(snapshot)
             assert seen["drafts"] == now.drafts and seen["accepted"] == now.accepted
             assert seen["draft_tokens"] == now.draft_tokens
+            assert [seen["accepted_at"][str(i)] for i in range(rec.k)] == list(now.accepted_at)
             if previous is not None:
-                expected = now.minus(previous).accept_length
-                assert seen["accept_length"] == pytest.approx(expected), snapshot.t
-                windows += expected is not None
+                window = now.minus(previous)
+                assert seen["accept_length"] == pytest.approx(window.accept_length), snapshot.t
+                if window.drafts:
+                    rates = [seen["positions"][str(i)] for i in range(rec.k)]
+                    assert rates == pytest.approx([a / window.drafts for a in window.accepted_at])
+                windows += window.drafts > 0
             previous = now
         assert windows >= 3, "the recording holds too few windows with drafts"
         assert previous == rec.final
