@@ -23,7 +23,14 @@ import pytest
 
 from exporter.exposition.families import LABEL_VALUE_MAX
 from tests.support.daemon import RunningDaemon, config_file, run_daemon
-from tests.support.fake_sglang import FakeSGLang, Route, exposition, fake_sglang, server_info
+from tests.support.fake_sglang import (
+    FakeSGLang,
+    Route,
+    decoding,
+    exposition,
+    fake_sglang,
+    server_info,
+)
 from tests.support.metrics import Scrape
 from tests.support.proc import MEMORY_LIMIT_MIB, SCRAPE_TIMEOUT, rss_mib
 from tests.support.realprom import running_prometheus
@@ -136,7 +143,7 @@ def test_a_draft_path_from_server_info_never_stalls_or_bloats_a_scrape(
     else:
         draft = Path(special)
     with fake_sglang() as server:
-        server.routes["/metrics"] = Route(body=exposition().encode())
+        server.routes["/metrics"] = Route(live=decoding())
         server.routes["/server_info"] = Route(
             body=server_info(speculative_draft_model_path=str(draft)),
             content_type="application/json",

@@ -31,7 +31,7 @@ def scraped(server: FakeSGLang, metrics: SGLangMetrics, scraper: UpstreamScraper
 def busy(metrics: SGLangMetrics) -> SGLangMetrics:
     metrics.stats(0, Rank(running=30, usage=0.2))
     metrics.stats(1, Rank(running=31, usage=0.3, accept_length=2.7))
-    metrics.finished(generated=3000, verify_calls=1200)
+    metrics.finished(generated=3000, verify_calls=1200, requests=30)
     return metrics
 
 
@@ -43,7 +43,8 @@ def test_two_dp_ranks_read_as_the_node(sglang: FakeSGLang) -> None:
     assert values.token_usage == pytest.approx(0.3)
     assert values.accept_length == pytest.approx(2.6)
     assert values.drafts_total == 1200
-    assert values.accepted_tokens_total == 1800  # 3000 tokens, one per verify the target's own
+    # 3000 tokens: one per verify call the target's own, each request's first from prefill
+    assert values.accepted_tokens_total == 1770
     assert values.config is not None and values.config.active_steps == 3
 
 

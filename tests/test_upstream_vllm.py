@@ -117,6 +117,9 @@ def test_sglang_verify_calls_and_generated_tokens_become_the_same_counters(
             "# HELP sglang:generation_tokens_total Number of generation tokens processed.",
             "# TYPE sglang:generation_tokens_total counter",
             'sglang:generation_tokens_total{model_name="kimi"} 13000',
+            "# HELP sglang:num_requests_total Number of requests processed.",
+            "# TYPE sglang:num_requests_total counter",
+            'sglang:num_requests_total{model_name="kimi"} 100',
             "",
         ]
     )
@@ -124,7 +127,8 @@ def test_sglang_verify_calls_and_generated_tokens_become_the_same_counters(
     target = Target.from_config(TargetConfig(name="v", metrics_url=f"{server.url}/metrics"))
     seen = scrape(target)
     assert seen["engine"] == ["sglang"]
-    assert (seen["drafts"], seen["accepted"], seen["draft_tokens"]) == (4000, 9000, None)
+    # Each request's first token is its prefill's: 13000 - 4000 verify calls - 100 requests.
+    assert (seen["drafts"], seen["accepted"], seen["draft_tokens"]) == (4000, 8900, None)
 
 
 def test_sglang_without_the_verify_counter_exports_none_of_them(server: FakeSGLang) -> None:

@@ -1,9 +1,18 @@
 """SGLang's ``/metrics``: its gauges, and the CUDA-graph share from a counter's increase.
 
 SGLang exports gauges for the newest window of each DP rank (accept length, running and queued
-requests, throughput, token usage) and counters of verify calls, generated tokens and decode
-passes by CUDA-graph mode. Names arrive normalised to ``sglang_`` (SGLang serves the
-``sglang:`` spelling too).
+requests, throughput, token usage) and counters of verify calls, generated tokens, finished
+requests and decode passes by CUDA-graph mode. Names arrive normalised to ``sglang_`` (SGLang
+serves the ``sglang:`` spelling too).
+
+Its gauges are written when a decode stats line is, and keep that value while the server is
+idle (``num_running_reqs`` stays at the last batch's 1-6 on a real 0.5.15 server): a DP rank
+that ran no decode pass between two scrapes is idle, whatever its gauges say.
+
+The tokenizer counts a request's tokens, verify calls and the request itself when it finishes
+(``observe_one_finished_request``). Each request's first token comes from prefill, each verify
+call yields one token of the target's own, and the rest are accepted drafts: accepted =
+generated - verify calls - requests (docs/metrics.md, "Counters").
 
 A scheduler's series are the node's only once per DP rank: under priority scheduling each
 queue's total is under ``priority=""`` with its split by priority beside it, and with
@@ -20,6 +29,7 @@ summed whole.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import repeat
 from statistics import fmean
 
@@ -42,6 +52,7 @@ BOUNDS = {
             "sglang_cuda_graph_passes_total",
             "sglang_spec_verify_calls_total",
             "sglang_generation_tokens_total",
+            "sglang_num_requests_total",
             "sglang_spec_num_steps",
             "sglang_spec_num_draft_tokens",
         ),
@@ -59,67 +70,152 @@ _SAME_BATCH = (*_SAME_PASSES, "pp_rank")
 Series = Sequence[tuple[dict[str, str], float]]
 
 
+# The modes of ``cuda_graph_passes_total`` that count decode passes (prefill has its own).
+_DECODE_MODES = ("decode_cuda_graph", "decode_none")
+# The tokenizer's counters of finished requests: generated tokens, verify calls, requests.
+_FINISHED = (
+    "sglang_generation_tokens_total",
+    "sglang_spec_verify_calls_total",
+    "sglang_num_requests_total",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Counters:
+    """One scrape's counters, for the next scrape to compare with."""
+
+    passes: dict[str, float]  # decode passes by CUDA-graph mode, summed over DP ranks
+    decode: dict[str, float]  # decode passes by DP rank (its ``dp_rank`` label)
+    finished: tuple[float, float, float] | None  # generated tokens, verify calls, requests
+    accepted: float | None  # the accepted drafts this reader gave
+
+
 class SGLangUpstream:
-    """One scraper's reader of SGLang's ``/metrics``; keeps the decode passes between scrapes."""
+    """One scraper's reader of SGLang's ``/metrics``; keeps its counters between scrapes."""
 
     def __init__(self) -> None:
-        self._passes: dict[str, float] | None = None
+        self._before: _Counters | None = None
 
     def claims(self, samples: Samples) -> bool:
         return any(name.startswith(PREFIX) for name in samples)
 
     def reset(self) -> None:
-        self._passes = None
+        self._before = None
 
     def bounds(self, name: str) -> str | None:
         return BOUNDS.get(name)
 
     def read(self, samples: Samples, at: float) -> UpstreamValues:
-        """Gauges across DP ranks (summed counts, averaged ratios) and the CUDA-graph share.
+        """Gauges across DP ranks (summed counts, averaged ratios), the CUDA-graph share and
+        the speculation counters.
 
-        The accept gauges of a rank with no running request are left out: SGLang refreshes the
-        other gauges every 30 s while idle but not those, so they would show an old window as
-        current (and, averaged with busy DP ranks, skew theirs).
+        A DP rank with no decode pass since the previous scrape (on the first scrape: with no
+        running request) is idle: no running request, no throughput and no accept length,
+        whatever its gauges kept from its last busy window (and, averaged with busy DP ranks,
+        they would skew theirs).
 
         The share is the increase of ``cuda_graph_passes_total{mode="decode_cuda_graph"}``
         over all decode modes since the previous scrape; ``None`` on the first scrape, when
         idle, or after a counter reset.
         """
-        passes: dict[str, float] = {}
-        graph_passes = samples.get("sglang_cuda_graph_passes_total", [])
-        for labels, value in _per_rank(graph_passes, _SAME_PASSES):
-            mode = labels.get("mode", "")
-            passes[mode] = passes.get(mode, 0.0) + value
-        previous, self._passes = self._passes, passes
+        before = self._before
+        passes, decode = _decode_passes(samples)
+        finished = _finished(samples)
         running = _per_rank(samples.get("sglang_num_running_reqs", []))
-        idle = {_rank(labels) for labels, value in running if value == 0}
+        idle = _idle_ranks(running, decode, finished, before)
         accept = [
             (labels, value)
             for labels, value in _per_rank(samples.get("sglang_spec_accept_length", []))
-            if _rank(labels) not in idle
+            if _dp(labels) not in idle
         ]
-        verify_calls = _values(samples.get("sglang_spec_verify_calls_total", []), sum)
-        generated = _values(samples.get("sglang_generation_tokens_total", []), sum)
-        if verify_calls is None or generated is None:
-            verify_calls = generated = None  # one without the other would skew a fleet's sums
+        throughput = _per_rank(samples.get("sglang_gen_throughput", []))
+        accepted = _accepted(finished, before)
+        self._before = _Counters(passes, decode, finished, accepted)
         return UpstreamValues(
             accept_length=_spec_value(accept),
-            running_requests=_values(running, sum),
+            running_requests=_values(_quiet(running, idle), sum),
             queued_requests=_values(_per_rank(samples.get("sglang_num_queue_reqs", [])), sum),
-            gen_throughput=_values(_per_rank(samples.get("sglang_gen_throughput", [])), sum),
+            gen_throughput=_values(_quiet(throughput, idle), sum),
             token_usage=_values(samples.get("sglang_token_usage", []), max),
-            cuda_graph_share=_graph_share(passes, previous),
+            cuda_graph_share=_graph_share(passes, before.passes if before else None),
             engine="sglang",
             served_model=model_name(samples, BOUNDS),
             config=_active_setup(samples),
-            drafts_total=verify_calls,
-            # Each verify call yields one token of the target's own; the rest were drafts.
-            accepted_tokens_total=(
-                None
-                if verify_calls is None or generated is None
-                else max(generated - verify_calls, 0)
-            ),
+            # Without all three counters, neither: one without the other skews a fleet's sums.
+            drafts_total=None if accepted is None or finished is None else finished[1],
+            accepted_tokens_total=accepted,
         )
+
+
+def _dp(labels: Mapping[str, str]) -> str:
+    return labels.get("dp_rank", "")
+
+
+def _decode_passes(samples: Samples) -> tuple[dict[str, float], dict[str, float]]:
+    """Decode passes by CUDA-graph mode (over the node), and by DP rank (over modes)."""
+    passes: dict[str, float] = {}
+    decode: dict[str, float] = {}
+    graph_passes = samples.get("sglang_cuda_graph_passes_total", [])
+    for labels, value in _per_rank(graph_passes, _SAME_PASSES):
+        mode = labels.get("mode", "")
+        passes[mode] = passes.get(mode, 0.0) + value
+        if mode in _DECODE_MODES:
+            decode[_dp(labels)] = decode.get(_dp(labels), 0.0) + value
+    return passes, decode
+
+
+def _finished(samples: Samples) -> tuple[float, float, float] | None:
+    generated, verify_calls, requests = (_values(samples.get(name, []), sum) for name in _FINISHED)
+    if generated is None or verify_calls is None or requests is None:
+        return None
+    return generated, verify_calls, requests
+
+
+def _idle_ranks(
+    running: Series,
+    decode: Mapping[str, float],
+    finished: tuple[float, float, float] | None,
+    before: _Counters | None,
+) -> set[str]:
+    """The DP ranks that decoded nothing since the previous scrape: by their decode passes
+    where SGLang counts them, else (a version before the pass counter) by the node's finished
+    requests; by the running-requests gauge alone on a first scrape or after a restart."""
+    idle = {_dp(labels) for labels, value in running if value == 0}
+    if before is None:
+        return idle
+    every = {_dp(labels) for labels, _ in running}
+    if decode and before.decode:
+        still = {rank for rank, passes in decode.items() if before.decode.get(rank) == passes}
+        return idle | (every if "" in still else still)  # "": passes not split by DP rank
+    if not decode and finished is not None and finished == before.finished:
+        return idle | every
+    return idle
+
+
+def _quiet(series: Series, idle: set[str]) -> list[tuple[dict[str, str], float]]:
+    """A gauge of running work, 0 on the idle DP ranks."""
+    return [(labels, 0.0 if _dp(labels) in idle else value) for labels, value in series]
+
+
+def _accepted(
+    finished: tuple[float, float, float] | None, before: _Counters | None
+) -> float | None:
+    """Accepted drafts: each finished request's tokens less its verify calls (one token of
+    the target's each) and its first token (from prefill).
+
+    A request that finished with no token (aborted while queued) takes one from the sum; the
+    counter holds its last value until the sum passes it again, so Prometheus never reads a
+    dip as a restart. A restart (any of the three went down) starts it again.
+    """
+    if finished is None:
+        return None
+    generated, verify_calls, requests = finished
+    accepted = max(generated - verify_calls - requests, 0.0)
+    if before is None or before.accepted is None or before.finished is None:
+        return accepted
+    if any(now < then for now, then in zip(finished, before.finished, strict=True)):
+        return accepted
+    return max(accepted, before.accepted)
 
 
 def _rank(

@@ -7,6 +7,7 @@ they are against a server; routes can be slow, trickle, stream without end or de
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import threading
 import time
@@ -42,6 +43,13 @@ def exposition(sep: str = ":", graph: float = 1000.0, eager: float = 0.0) -> str
         f'{passes}{{mode="decode_none",model_name="kimi"}} {eager}',
     ]
     return "\n".join(out) + "\n"
+
+
+def decoding(sep: str = ":") -> Callable[[], bytes]:
+    """``exposition()`` of a server that keeps decoding: each answer counts 1000 more decode
+    passes, as a busy SGLang's does between two scrapes (a frozen counter is an idle server)."""
+    passes = itertools.count(1000, 1000)
+    return lambda: exposition(sep, graph=float(next(passes))).encode()
 
 
 def idle_exposition() -> str:
@@ -82,6 +90,10 @@ class Route:
     stream_bytes: int = 0  # a generated body of this size, sent without Content-Length
     need_token: bool = False
     hold: threading.Event | None = None  # a hung server: no answer until the test sets it
+    live: Callable[[], bytes] | None = None  # the body made afresh for each request
+
+    def payload(self) -> bytes:
+        return self.live() if self.live is not None else self.body
 
 
 @dataclass
@@ -122,24 +134,25 @@ def fake_sglang() -> Iterator[FakeSGLang]:
                 route.hold.wait()
             self.send_response(route.status)
             self.send_header("Content-Type", route.content_type)
+            body = route.payload()
             if not route.stream_bytes and not route.trickle:
-                self.send_header("Content-Length", str(len(route.body)))
+                self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                self._body(route)
+                self._body(route, body)
 
-        def _body(self, route: Route) -> None:
+        def _body(self, route: Route, body: bytes) -> None:
             if route.stream_bytes:
                 chunk = b"# filler comment line to make the body huge\n" * 1024
                 for _ in range(route.stream_bytes // len(chunk) + 1):
                     self.wfile.write(chunk)
             elif route.trickle:
-                for byte in route.body:
+                for byte in body:
                     self.wfile.write(bytes([byte]))
                     self.wfile.flush()
                     time.sleep(route.trickle)
             else:
-                self.wfile.write(route.body)
+                self.wfile.write(body)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True

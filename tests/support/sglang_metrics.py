@@ -84,6 +84,12 @@ class SGLangMetrics:
             tokenizer,
             registry=self.registry,
         )
+        self.requests = Counter(
+            "sglang:num_requests_total",
+            "Number of requests processed.",
+            [*tokenizer, "is_streaming"],
+            registry=self.registry,
+        )
 
     def _labels(self, dp_rank: int, tp: int, pp: int = 0) -> dict[str, str]:
         labels = {
@@ -131,13 +137,22 @@ class SGLangMetrics:
             self.passes.labels(**labels, mode="decode_none").inc(eager)
             self.passes.labels(**labels, mode="prefill_none").inc(5)
 
-    def finished(self, generated: int, verify_calls: int) -> None:
-        """Finished requests' tokens and verify calls (the tokenizer's counters)."""
+    def finished(self, generated: int, verify_calls: int, requests: int) -> None:
+        """Finished requests' tokens, verify calls and count (the tokenizer's counters,
+        ``observe_one_finished_request``): each request's first token is its prefill's."""
         labels = {"model_name": MODEL, "engine_type": "unified"}
         if self.priority:
             labels["priority"] = "0"
         self.generated.labels(**labels, is_streaming="true").inc(generated)
         self.verify_calls.labels(**labels).inc(verify_calls)
+        self.requests.labels(**labels, is_streaming="true").inc(requests)
+
+    def completions(self, count: int, tokens: int, drafts_accepted: int = 0) -> None:
+        """``count`` requests of ``tokens`` tokens each, ``drafts_accepted`` of them drafts the
+        target kept: the first token from prefill, every verify call one token of the target's
+        own and the kept drafts."""
+        rounds = tokens - 1 - drafts_accepted
+        self.finished(count * tokens, count * rounds, count)
 
     def body(self) -> bytes:
         lines = generate_latest(self.registry).decode().splitlines(keepends=True)
