@@ -134,10 +134,8 @@ def test_capture_oom_at_startup_is_a_failed_start_not_a_log_level_question(
     assert out.startswith("The server failed to start at 2026-02-23 00:10:29: CUDA graph capture")
 
 
-def test_vllm_engine_core_fatal_error_is_a_crash(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    tag = "(EngineCore_DP0 pid=2431)"
+def vllm_serving() -> list[str]:
+    """Fifty seconds of a vLLM server's stats lines, drafting well."""
     api = "(APIServer pid=2210)"
     lines = []
     for i in range(5):
@@ -151,6 +149,15 @@ def test_vllm_engine_core_fatal_error_is_a_crash(
             "Accepted: 14985 tokens, Drafted: 24480 tokens, Per-position acceptance rate: "
             "0.812, 0.601, 0.427, Avg Draft acceptance rate: 61.2%",
         ]
+    return lines
+
+
+def test_vllm_engine_core_fatal_error_is_a_crash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tag = "(EngineCore_DP0 pid=2431)"
+    api = "(APIServer pid=2210)"
+    lines = vllm_serving()
     # logger.exception's traceback: vLLM's formatter repeats the record's prefix on each line.
     error = f"{tag} ERROR 12-01 10:00:53 [core.py:1586]"
     lines += [
@@ -173,6 +180,100 @@ def test_vllm_engine_core_fatal_error_is_a_crash(
     assert "10:00:53: CUDA out of memory" in finding["seen"]
     assert "--gpu-memory-utilization or --max-num-seqs" in finding["fix"]
     assert "--mem-fraction-static" not in finding["fix"]  # SGLang's flag
+
+
+# A draft folder that is not there: transformers' own chain, as a real scheduler printed it.
+HUB_MISS = (
+    "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the requested files in the "
+    "disk cache and outgoing traffic has been disabled. To enable hf.co look-ups and downloads "
+    "online, set 'local_files_only' to False."
+)
+NO_DRAFT = (
+    "OSError: Can't load the configuration of '/models/Llama-3.1-8B-Instruct/eagle3-draft'. "
+    "Make sure '/models/Llama-3.1-8B-Instruct/eagle3-draft' is the correct path to a "
+    "directory containing a config.json file"
+)
+
+
+def chained(
+    first: str, chain: str = "The above exception was the direct cause of the following exception:"
+) -> list[str]:
+    """The traceback of ``first``, then the chain line and the traceback it led to."""
+    return [
+        '  File "/usr/lib/python3.12/site-packages/transformers/utils/hub.py", line 479, in '
+        "cached_files",
+        "    hf_hub_download(",
+        first,
+        "",
+        chain,
+        "",
+        "Traceback (most recent call last):",
+        '  File "/opt/sglang/python/sglang/srt/configs/model_config.py", line 212, in __init__',
+        "    self.hf_config = get_config(",
+    ]
+
+
+@pytest.mark.parametrize(
+    "chain",
+    [
+        "The above exception was the direct cause of the following exception:",
+        "During handling of the above exception, another exception occurred:",
+    ],
+)
+def test_a_chained_traceback_is_quoted_by_its_final_exception_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], chain: str
+) -> None:
+    lines = scheduler_exception(300, NO_DRAFT)
+    lines[6:6] = chained(HUB_MISS, chain)  # before the final exception
+    code, report = doctor_json(capsys, write_log(tmp_path, startup() + serving() + lines))
+    assert code == 3
+    finding = next(f for f in report["findings"] if f["code"] == "server_crashed")
+    assert NO_DRAFT in finding["seen"]  # whole: both paths, to the end of the line
+    assert "LocalEntryNotFoundError" not in finding["seen"]
+
+
+def test_a_traceback_after_the_crash_keeps_the_crash_s_cause(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """vLLM's API server says the engine died in a traceback of its own, chained to what it
+    was doing: the engine core's exception before it stays the cause."""
+    error = "(EngineCore_DP0 pid=2431) ERROR 12-01 10:00:53 [core.py:1586]"
+    api = "(APIServer pid=2210) ERROR 12-01 10:00:53 [async_llm.py:720]"
+    lines = [
+        *vllm_serving(),
+        f"{error} EngineCore encountered a fatal error.",
+        f"{error} Traceback (most recent call last):",
+        f"{error} {NO_DRAFT}",
+        f"{api} AsyncLLM output_handler failed.",
+        f"{api} Traceback (most recent call last):",
+        f"{api} zmq.error.ZMQError: Socket operation on non-socket",
+        f"{api} ",
+        f"{api} The above exception was the direct cause of the following exception:",
+        f"{api} ",
+        f"{api} Traceback (most recent call last):",
+        f"{api} vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See "
+        "stack trace (above) for the root cause.",
+    ]
+    code, report = doctor_json(capsys, write_log(tmp_path, lines))
+    assert code == 3
+    finding = next(f for f in report["findings"] if f["code"] == "server_crashed")
+    assert NO_DRAFT in finding["seen"]
+    assert "EngineDeadError" not in finding["seen"]
+
+
+def test_an_exception_line_too_long_to_quote_is_cut_between_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = "/models/" + "very-long-folder-name/" * 5 + "config.json"
+    long = f"ValueError: {'the draft does not match the target ' * 6}at {path} (see above)"
+    lines = scheduler_exception(300, long)
+    code, report = doctor_json(capsys, write_log(tmp_path, startup() + serving() + lines))
+    assert code == 3
+    seen = next(f for f in report["findings"] if f["code"] == "server_crashed")["seen"]
+    quoted = seen[seen.index("ValueError") :].split("…")[0]
+    assert long.startswith(quoted) and len(quoted) < len(long)
+    assert long[len(quoted)] == " "  # cut where a word ends, not inside the path or a word
+    assert "…" in seen
 
 
 def test_a_traceback_followed_by_windows_ended_nothing(

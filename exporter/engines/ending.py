@@ -7,7 +7,10 @@ received. ... It usually means one child failed.`` (``Received sigquit from a ch
 while still launching); vLLM's engine core logs ``EngineCore encountered a fatal error.`` or
 ``EngineCore failed to start.`` and its traceback. The traceback's last line names the cause
 (``torch.OutOfMemoryError: CUDA out of memory``, ``NCCL error``, a CUDA-graph capture that
-ran out of memory at start-up).
+ran out of memory at start-up). A chained traceback (``The above exception was the direct
+cause of the following exception:``) names it last: the final exception of the chain is
+quoted, not the first; a traceback that follows without a chain line (vLLM's API server
+saying the engine died) is another's, and the first one's cause stays.
 
 A scheduler exception, a SIGQUIT or a fatal engine error ends the run for good (``final``);
 a traceback or an exception line alone may be one request's failure, and ends nothing if
@@ -33,9 +36,12 @@ MARKERS: tuple[bytes, ...] = (
     b"Capture cuda graph failed",
     b"Error: ",
     b"Exception: ",
+    b"The above exception was the direct cause",
+    b"During handling of the above exception",
 )
 # A cause is quoted in a finding's text, never in a label; a hostile line stays short there.
-MAX_CAUSE = 160
+# A traceback's last line often names a model path: long enough for one, cut between words.
+MAX_CAUSE = 240
 
 # (message start, kind): the lines that end a run for good.
 _FINAL = (
@@ -46,6 +52,11 @@ _FINAL = (
     ("EngineCore failed to start", "engine core failed to start"),
 )
 _TRACEBACK = "Traceback (most recent call last):"
+# The lines between two exceptions of one chain: the later one is what was raised in the end.
+_CHAINED = (
+    "The above exception was the direct cause of the following exception:",
+    "During handling of the above exception, another exception occurred:",
+)
 # The starts of messages that open a server's end (:func:`opens`): a line with the engine's
 # prefix matters only when its message starts so, whatever other marker it quotes.
 OPENERS: tuple[str, ...] = (*(start for start, _ in _FINAL), _TRACEBACK)
@@ -68,23 +79,35 @@ class Ending:
     """How a server run ended, as far as its log says: what was logged, and the cause.
 
     ``time`` is the logged time of the first line that said so (None when only unprefixed
-    traceback lines told).
+    traceback lines told). ``latest``: the cause is the newest exception line's; ``chained``:
+    a chain line followed that exception, so the next exception line supersedes it.
     """
 
     kind: str
     cause: str | None
     final: bool
     time: str | None = None
+    latest: bool = False
+    chained: bool = False
 
     def merged(self, later: Ending) -> Ending:
         """One ending from two lines of the same death: the first final line's kind and time,
-        the most telling cause."""
+        the most telling cause (of a chain, its last exception's)."""
         first = self if self.final or not later.final else later
+        cause = _better_cause(self.cause, later.cause, self.chained)
+        if later.cause is not None:
+            latest, chained = cause == later.cause, False
+        elif later.chained:
+            latest, chained = self.latest, self.latest
+        else:  # a traceback's first line: of the chain, or of another traceback
+            latest, chained = self.latest, self.chained
         return Ending(
             kind=first.kind,
-            cause=_better_cause(self.cause, later.cause),
+            cause=cause,
             final=self.final or later.final,
             time=first.time or self.time or later.time,
+            latest=latest,
+            chained=chained,
         )
 
 
@@ -105,21 +128,36 @@ def parse(message: str, time: str | None = None) -> Ending | None:
     body = _TAG.sub("", message, count=1) if message.startswith("(") else message
     if body.startswith(_TRACEBACK):
         return Ending("traceback", None, False, time)
+    if body.startswith(_CHAINED):
+        return Ending("traceback", None, False, time, chained=True)
     exception = _EXCEPTION.match(message)
     if exception is not None:
-        cause = _cause(message) or message[exception.start(1) :][:MAX_CAUSE]
-        return Ending("traceback", cause, False, time)
+        cause = _cause(message) or quoted(message[exception.start(1) :])
+        return Ending("traceback", cause, False, time, latest=True)
     return None
+
+
+def quoted(line: str) -> str:
+    """An exception line as a finding quotes it: whole when it fits ``MAX_CAUSE``, else cut
+    at the last space before it (never inside a path or a word) and marked as cut."""
+    line = line.rstrip()
+    if len(line) <= MAX_CAUSE:
+        return line
+    cut = line.rfind(" ", 0, MAX_CAUSE - 1)
+    return f"{line[: cut if cut > 0 else MAX_CAUSE - 1].rstrip()}…"
 
 
 def _cause(text: str) -> str | None:
     return next((cause for words, cause in _CAUSES if words in text), None)
 
 
-def _better_cause(first: str | None, later: str | None) -> str | None:
+def _better_cause(first: str | None, later: str | None, chained: bool = False) -> str | None:
     """The more telling of two causes: a named one over a quoted exception line, the named
-    one listed first in ``_CAUSES`` over the others; on a tie, the first found."""
-    return min((first, later), key=_rank) if first is not None else later
+    one listed first in ``_CAUSES`` over the others; on a tie the first found, or the later
+    when it ends the chain the first began."""
+    if first is None:
+        return later
+    return min((later, first) if chained else (first, later), key=_rank)
 
 
 def _rank(cause: str | None) -> int:
