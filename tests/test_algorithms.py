@@ -89,7 +89,9 @@ def test_mtp_below_its_own_floor_is_low_with_the_mtp_fix(tmp_path: Path) -> None
         ("STANDALONE", "meta-llama/Llama-3.2-1B-Instruct", "tokenizer"),
         ("DFLASH", "z-lab/DeepSeek-V3.2-DFlash", "block draft model"),
         ("UNO", "/models/uno-adapter", "UNO draft adapter"),
-        ("EAGLE3", "/models/eagle3", "EAGLE3 algorithm"),
+        ("EAGLE", "/models/eagle3", "EAGLE3 algorithm"),
+        # Served with EAGLE3 already: no advice to switch to it.
+        ("EAGLE3", "/models/eagle3", "trained for this target model and version"),
     ],
 )
 @pytest.mark.e2e
@@ -109,12 +111,13 @@ def test_collapsed_node_of_every_family_is_critical_with_its_own_fix(
 def test_a_collapse_is_fixed_in_the_flags_of_the_engine_that_logged_it(tmp_path: Path) -> None:
     """The on-call of a vLLM node reads vLLM's settings, an SGLang node's on-call SGLang's;
     neither reads the other engines' flags or TensorRT-LLM's."""
-    vllm = [VLLM_START] + [line for i in range(6) for line in vllm_interval(10 * i)]
+    eagle = VLLM_START.replace("method='eagle3'", "method='eagle'")
+    vllm = [eagle] + [line for i in range(6) for line in vllm_interval(10 * i)]
     _, report = _doctor(tmp_path, vllm)
     collapse = _verdict(report, "accept_length_collapsed")
     assert 'vLLM "method": "eagle3" in --speculative-config' in collapse["fix"]
     assert "SGLang" not in collapse["fix"] and "TensorRT-LLM" not in collapse["fix"]
-    sglang = [server_args("EAGLE3", draft_path="/models/eagle3")]
+    sglang = [server_args("EAGLE", draft_path="/models/eagle3")]
     sglang += [decode(300 + 5 * i, 1.0, tput=600.0) for i in range(8)]
     _, report = _doctor(tmp_path, sglang)
     collapse = _verdict(report, "accept_length_collapsed")
@@ -165,7 +168,7 @@ def test_vllm_and_sglang_names_map_to_their_family(name: str, family: str) -> No
 
 def test_unknown_names_have_no_standard_and_unseen_ones_the_default() -> None:
     assert standard_for("custom_class") is None
-    assert standard_for(None) is standard_for("EAGLE3")
+    assert standard_for(None) is standard_for("EAGLE")
 
 
 def test_floor_is_capped_for_few_draft_steps_and_collapse_stays_below_every_floor() -> None:

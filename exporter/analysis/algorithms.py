@@ -104,6 +104,15 @@ _EAGLE = Standard(
     ),
     fewer_tokens="Lower --speculative-num-draft-tokens to about {count}",
 )
+# A run served with the EAGLE3 algorithm already has the flag an EAGLE-3 head needs.
+_EAGLE3 = replace(
+    _EAGLE,
+    collapse_fix=(
+        "Check the EAGLE-3 draft was trained for this target model and version (a draft "
+        "trained for another model version accepts nothing), or serve without speculation "
+        "until it does."
+    ),
+)
 _MTP = Standard(
     family="MTP",
     floor=1.4,
@@ -202,7 +211,7 @@ _UNO = Standard(
 # EAGLE run whose draft loaded as a NextN/MTP class is told apart by ``standard_for``.
 _BY_NAME: dict[str, Standard] = {
     "EAGLE": _EAGLE,
-    "EAGLE3": _EAGLE,
+    "EAGLE3": _EAGLE3,
     "NEXTN": _MTP,
     "MTP": _MTP,
     "FROZEN_KV_MTP": _MTP,
@@ -241,7 +250,7 @@ def standard_for(algorithm: str | None, draft_architecture: str | None = None) -
     if name.endswith("_MTP"):  # vLLM's per-model MTP methods: deepseek_mtp, qwen3_next_mtp, ...
         return _MTP
     found = _BY_NAME.get(name)
-    if found is _EAGLE and any(m in (draft_architecture or "") for m in _MTP_CLASSES):
+    if found in (_EAGLE, _EAGLE3) and any(m in (draft_architecture or "") for m in _MTP_CLASSES):
         return _MTP
     return found
 

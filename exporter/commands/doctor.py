@@ -200,7 +200,10 @@ def diagnose(args: argparse.Namespace) -> Diagnosis:
         found = probe(args.url, args.timeout, args.bearer_token_file, args.scrape_gap)
         snap = found.snapshot
         _check_endpoints(args.url, found, diagnosis)
-        config = config.merged(snap.config or ServerConfig())
+        # The engine whose names /metrics used: its fix texts, and no other engine's flags.
+        config = config.merged(snap.config or ServerConfig()).merged(
+            ServerConfig(engine=found.engine)
+        )
         upstream, upstream_window = _upstream_inputs(snap)
     log = None
     if args.log_file:
