@@ -1,5 +1,5 @@
 """``specwatch doctor --url`` carries what its scrape found: the engine, whose flags alone it
-names.
+names, and whether the draft's files are mounted where it runs.
 
 A real SGLang 0.5.15 server, its EAGLE-3 head collapsed, was diagnosed as "metrics: ok
 (SGLang)" with ``config.engine`` null, and its fix listed TensorRT-LLM's and vLLM's flags and
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -89,3 +90,27 @@ def test_vllm_carries_its_engine_and_only_its_flags(server: FakeSGLang) -> None:
     assert report["config"]["engine"] == "vllm"
     said = texts(report)
     assert said and not [word for word in OTHER_ENGINES["vllm"] if word in said]
+
+
+def test_doctor_says_the_draft_s_files_are_not_mounted_here(
+    server: FakeSGLang, tmp_path: Path
+) -> None:
+    missing = tmp_path / "eagle3-head"
+    report = collapsed_sglang(server, "EAGLE3", str(missing))
+    assert report["config"]["draft_config"] == "absent"
+    assert report["config"]["draft_architecture"] is None
+    note = next(n for n in report["notes"] if n.startswith(f"draft {missing}"))
+    assert "not mounted" in note and "known only from the algorithm (EAGLE3)" in note
+
+
+def test_doctor_says_the_draft_s_kind_was_read_from_its_mounted_files(
+    server: FakeSGLang, tmp_path: Path
+) -> None:
+    (tmp_path / "config.json").write_text('{"architectures": ["LlamaForCausalLMEagle3"]}')
+    report = collapsed_sglang(server, "EAGLE", str(tmp_path))
+    assert report["config"]["draft_config"] == "read"
+    assert (
+        f"draft {tmp_path}: LlamaForCausalLMEagle3, read from its config.json here"
+        in (report["notes"])
+    )
+    assert "eagle3_draft_with_eagle_algorithm" in [f["code"] for f in report["findings"]]

@@ -1,10 +1,12 @@
 """The landing page says the accept length now: from the log's fresh windows (the lowest DP
-rank too), or from the server's /metrics when specwatch reads no log of it."""
+rank too), or from the server's /metrics when specwatch reads no log of it; and whether the
+draft's kind was read from its files here or only its algorithm is known."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +14,7 @@ from exporter.config import TargetConfig
 from exporter.engines.record import StatsRecord
 from exporter.exposition.landing import landing_page
 from exporter.target import Target
-from tests.support.fake_sglang import FakeSGLang, Route, fake_sglang
+from tests.support.fake_sglang import FakeSGLang, Route, fake_sglang, server_info
 from tests.support.upstream_servers import vllm_schema
 
 
@@ -47,3 +49,32 @@ def test_log_windows_show_the_mean_and_the_lowest_dp_rank() -> None:
     target.state.add_records(records, time.time())
     page = landing_page([target], 60.0).decode()
     assert "accept length 2.05 (lowest DP rank 1.00)" in page
+
+
+def draft_target(server: FakeSGLang, draft: str) -> Target:
+    """A target whose /server_info names ``draft`` as the draft's path, scraped once."""
+    server.routes["/server_info"] = Route(
+        body=server_info(speculative_draft_model_path=draft), content_type="application/json"
+    )
+    target = Target.from_config(TargetConfig(name="s", server_info_url=f"{server.url}/server_info"))
+    assert target.upstream is not None
+    target.upstream.scrape_once()
+    return target
+
+
+def test_the_page_says_the_draft_s_kind_was_read_from_its_mounted_files(
+    server: FakeSGLang, tmp_path: Path
+) -> None:
+    (tmp_path / "config.json").write_text('{"architectures": ["LlamaForCausalLMEagle3"]}')
+    page = landing_page([draft_target(server, str(tmp_path))], 60.0).decode()
+    assert f"draft: {tmp_path}: LlamaForCausalLMEagle3, read from its config.json here" in page
+
+
+def test_the_page_says_only_the_algorithm_is_known_without_the_model_files(
+    server: FakeSGLang, tmp_path: Path
+) -> None:
+    missing = tmp_path / "not-mounted"
+    page = landing_page([draft_target(server, str(missing))], 60.0).decode()
+    assert f"draft: {missing}: no config.json at that path here" in page
+    assert "known only from the algorithm (EAGLE)" in page
+    assert "mount the model files read-only at the same path" in page

@@ -54,6 +54,9 @@ def test_sglang_from_its_base_url_in_its_own_terms(server: FakeSGLang) -> None:
         "engine": "SGLang (detected)",
         "speculation": "EAGLE, speculative_num_steps=3, speculative_eagle_topk=1, "
         "speculative_num_draft_tokens=4",
+        "draft": "AQ-MedAI/Kimi-K2-Instruct-eagle3: a hub id, no file here to read, so its "
+        "kind is known only from the algorithm (EAGLE); set draft_config to its config.json "
+        "(docs/deployment.md)",
         "metrics": f"found at {server.url}/metrics",
         "server_info": f"found at {server.url}/server_info",
         "baseline": "curve 1:82, 48:1,500 (curve), configured",
@@ -90,7 +93,10 @@ def test_the_daemon_logs_what_it_found_once_the_server_answers(
     args = ["--url", server.url, "--baseline-tok-s", "1500"]
     expected = (
         "target default: engine: SGLang (detected); speculation: EAGLE, speculative_num_steps=3, "
-        "speculative_eagle_topk=1, speculative_num_draft_tokens=4; metrics: found at "
+        "speculative_eagle_topk=1, speculative_num_draft_tokens=4; draft: AQ-MedAI/"
+        "Kimi-K2-Instruct-eagle3: a hub id, no file here to read, so its kind is known only "
+        "from the algorithm (EAGLE); set draft_config to its config.json (docs/deployment.md); "
+        "metrics: found at "
         f"{server.url}/metrics; server_info: found at {server.url}/server_info; "
         "baseline: 1,500 tok/s (single value), configured"
     )

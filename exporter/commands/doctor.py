@@ -48,6 +48,7 @@ from exporter.engines import registry
 from exporter.engines.server_config import (
     DraftConfigError,
     ServerConfig,
+    draft_seen,
     from_draft_config,
     with_local_draft,
 )
@@ -230,6 +231,8 @@ def diagnose(args: argparse.Namespace) -> Diagnosis:
         observations = replace(observations, windows=(upstream_window,))
     diagnosis.findings = evaluate(observations)
     diagnosis.config = observations.config
+    if (draft_note := draft_seen(observations.config)) is not None:
+        diagnosis.notes.append(f"draft {draft_note}")
     return diagnosis
 
 

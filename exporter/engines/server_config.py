@@ -97,6 +97,8 @@ class ServerConfig:
     draft_architecture: str | None = None
     draft_has_eagle_config: bool | None = None
     draft_vocab_size: int | None = None
+    # The draft's config.json on this machine: "read", or why not (``DRAFT_CONFIG_REASONS``).
+    draft_config: str | None = None
     # Adaptive speculation: the draft steps in force now (0: drafting off), the candidates of
     # the first batch-size tier, and the EMA of accepted drafts per round when adaptive last
     # turned drafting off (how little its probes accepted).
@@ -277,6 +279,7 @@ def from_draft_config(path: str | Path) -> ServerConfig:
         draft_architecture=arch if isinstance(arch, str) else None,
         draft_has_eagle_config=isinstance(data.get("eagle_config"), dict),
         draft_vocab_size=_coerce(data.get("draft_vocab_size"), int),
+        draft_config="read",
     )
 
 
@@ -386,8 +389,39 @@ def with_local_draft(config: ServerConfig) -> ServerConfig:
     path = config.draft_model_path
     if not path or config.draft_architecture is not None:
         return config
-    local = _LOOKUPS.get(path)
-    return config if local is None else config.merged(local)
+    return config.merged(_LOOKUPS.get(path))
+
+
+def draft_seen(config: ServerConfig) -> str | None:
+    """Where the draft's kind was learnt, in words: its ``config.json`` read here (the model
+    files are mounted), the server's log, or only the algorithm (they are not). None while no
+    draft is named."""
+    path, arch = config.draft_model_path, config.draft_architecture
+    if path is None:
+        return None
+    # The path is the server's text, said in a log line and a page: one printable line.
+    shown = "".join(c if c.isprintable() else "?" for c in _shown(Path(path)))
+    if config.draft_config == "read" and arch is not None:
+        return f"{shown}: {arch}, read from its config.json here"
+    if arch is not None:
+        return f"{shown}: {arch}, as the server's log names it"
+    if config.draft_config is None:
+        return None
+    algorithm = config.algorithm or "not known"
+    if config.draft_config == "absent" and not path.startswith("/"):
+        return (
+            f"{shown}: a hub id, no file here to read, so its kind is known only from the "
+            f"algorithm ({algorithm}); set draft_config to its config.json (docs/deployment.md)"
+        )
+    why = (
+        "no config.json at that path here (the model files are not mounted)"
+        if config.draft_config == "absent"
+        else f"its config.json could not be read here ({config.draft_config})"
+    )
+    return (
+        f"{shown}: {why}, so its kind is known only from the algorithm ({algorithm}); "
+        "mount the model files read-only at the same path (docs/deployment.md)"
+    )
 
 
 class _DraftLookups:
@@ -400,10 +434,10 @@ class _DraftLookups:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._answers: OrderedDict[bytes, ServerConfig | None] = OrderedDict()
+        self._answers: OrderedDict[bytes, ServerConfig] = OrderedDict()
         self._failures: Counter[str] = Counter()
 
-    def get(self, path: str) -> ServerConfig | None:
+    def get(self, path: str) -> ServerConfig:
         key = hashlib.blake2b(path.encode("utf-8", "surrogatepass"), digest_size=16).digest()
         with self._lock:
             if key in self._answers:
@@ -416,14 +450,14 @@ class _DraftLookups:
                 self._answers.popitem(last=False)
         return answer
 
-    def _read(self, path: str) -> ServerConfig | None:
+    def _read(self, path: str) -> ServerConfig:
         try:
             return from_draft_config(path)
         except DraftConfigError as exc:
             if exc.reason != "absent":
                 with self._lock:
                     self._failures[exc.reason] += 1
-            return None
+            return ServerConfig(draft_config=exc.reason)
 
     def failure_counts(self) -> dict[str, int]:
         with self._lock:

@@ -1,5 +1,6 @@
 """What specwatch found of a watched server, in a few lines: engine, algorithm, draft count in
-the engine's own terms, each endpoint found or refused, and the baseline with its source.
+the engine's own terms, where the draft's kind was read, each endpoint found or refused, and
+the baseline with its source.
 
 The first question of anyone who has just pointed specwatch at a server is whether it found
 what they meant: the daemon logs these lines when they change and the landing page shows
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from exporter.analysis.baseline import SOURCE_WORDS
 from exporter.engines import registry
-from exporter.engines.server_config import ServerConfig
+from exporter.engines.server_config import ServerConfig, draft_seen
 from exporter.exposition.insight import merged_config
 from exporter.exposition.watched import Watched
 from exporter.redact import url_without_secrets
@@ -26,6 +27,9 @@ def setup_lines(target: Watched) -> list[tuple[str, str]]:
         ("engine", _engine_words(target, engine)),
         ("speculation", _speculation(config, engine)),
     ]
+    # Whether the draft's kind was read from its files here or only the algorithm is known.
+    if (draft := draft_seen(config)) is not None:
+        lines.append(("draft", draft))
     if target.upstream is not None:
         lines += _endpoints(target.upstream, upstream)
     lines.append(("baseline", _baseline(target)))
