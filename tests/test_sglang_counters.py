@@ -5,12 +5,14 @@ request itself (``observe_one_finished_request``); the first token of every requ
 its prefill, not from a verify call. Its scheduler gauges keep the last busy window's values
 while the server idles (``num_running_reqs`` stayed at 1-6 on a real idle server). Both are
 read here over loopback HTTP from SGLang's own metric definitions (``SGLangMetrics``), and
-the counters through the shipped recording rule in the real promtool.
+the counters through the shipped recording rule in the real promtool. Its log prints the accept
+length with two decimals; the gauge of the same window is the unrounded value.
 """
 
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +22,9 @@ import yaml
 
 from exporter.analysis.thresholds import DEFAULT
 from exporter.config import TargetConfig
+from exporter.engines.record import StatsRecord
 from exporter.target import Target
-from tests.support.fake_sglang import FakeSGLang, Route, fake_sglang
+from tests.support.fake_sglang import FakeSGLang, Route, fake_sglang, server_info
 from tests.support.sglang_metrics import Rank, SGLangMetrics
 from tests.support.tools import RULE_FILES, require_tool
 from tests.support.upstream_servers import Seen, scrape
@@ -206,3 +209,37 @@ def test_each_dp_rank_is_idle_by_its_own_decode_passes(sglang: FakeSGLang) -> No
     seen = scrape(target)
     assert seen["accept_length"] == pytest.approx(3.0)  # rank 0's old 2.0 is not averaged in
     assert seen["running"] == 4
+
+
+def logged_window_ratio(server: FakeSGLang, gauge: float, logged: float) -> Seen:
+    """A fresh log window of ``logged`` (two decimals, as SGLang prints it) beside the
+    server's accept-length gauge at ``gauge``, four draft tokens a round."""
+    metrics = SGLangMetrics(dp=1)
+    metrics.stats(0, Rank(running=6, accept_length=gauge))
+    server.routes["/metrics"] = Route(body=metrics.body())
+    server.routes["/server_info"] = Route(body=server_info(), content_type="application/json")
+    target = Target.from_config(
+        TargetConfig(
+            name="s",
+            metrics_url=f"{server.url}/metrics",
+            server_info_url=f"{server.url}/server_info",
+        )
+    )
+    window = StatsRecord("decode", "2026-12-01T10:00:00", accept_length=logged, running_requests=6)
+    target.state.add_records([window], time.time())
+    return scrape(target)
+
+
+def test_the_accept_ratio_of_a_logged_window_is_from_the_unrounded_gauge(
+    sglang: FakeSGLang,
+) -> None:
+    """The log said 2.03 and SGLang's gauge 2.0326 for the same window: (2.0326 - 1) / 3 =
+    0.3442, as SGLang's own rate gauge read, not 0.3433 from the rounded value."""
+    seen = logged_window_ratio(sglang, gauge=2.0326, logged=2.03)
+    assert seen["accept_length"] == pytest.approx(2.03)  # the log's window is what is shown
+    assert seen["accept_rate"] == pytest.approx(1.0326 / 3)
+
+
+def test_a_gauge_of_another_window_leaves_the_logged_ratio(sglang: FakeSGLang) -> None:
+    seen = logged_window_ratio(sglang, gauge=2.4471, logged=2.03)
+    assert seen["accept_rate"] == pytest.approx(1.03 / 3)

@@ -244,6 +244,9 @@ class UpstreamValues:
     # Which of the engine's counters disagreed over the window (each in range, together
     # impossible): its accept length or ratio is then None.
     disagreement: str | None = None
+    # Each busy DP rank's accept-length gauge (its ``dp_rank`` label, "" without one), as
+    # the engine holds it: unrounded, where its log line prints two decimals (SGLang).
+    accept_length_by_rank: tuple[tuple[str, float], ...] = ()
     # The engine's own speculation counters, summed over its ranks, exported as they are.
     drafts_total: float | None = None
     draft_tokens_total: float | None = None

@@ -133,6 +133,7 @@ class SGLangUpstream:
         self._before = _Counters(passes, decode, finished, accepted)
         return UpstreamValues(
             accept_length=_spec_value(accept),
+            accept_length_by_rank=tuple((_dp(labels), value) for labels, value in accept if value),
             running_requests=_values(_quiet(running, idle), sum),
             queued_requests=_values(_per_rank(samples.get("sglang_num_queue_reqs", [])), sum),
             gen_throughput=_values(_quiet(throughput, idle), sum),

@@ -18,7 +18,7 @@ from prometheus_client.registry import Collector
 
 from exporter import __version__
 from exporter.analysis.findings import drafts_only_accept_rate, window_accept_rate
-from exporter.engines.record import UpstreamValues, drafting_off
+from exporter.engines.record import StatsRecord, UpstreamValues, drafting_off
 from exporter.engines.server_config import (
     DRAFT_CONFIG_REASONS,
     ServerConfig,
@@ -331,7 +331,12 @@ def _render_insight(
         # A window the log did not stamp with a setup (no start-up lines read) is fresh, so
         # it is the run that /server_info describes now.
         stamped = window.draft_tokens if window.draft_tokens is not None else tokens
-        rate = window_accept_rate(window.record, stamped)
+        exact = _unrounded(window.record, dp_rank, insight)
+        rate = (
+            window_accept_rate(window.record, stamped)
+            if exact is None
+            else drafts_only_accept_rate(exact, stamped)
+        )
         if rate is not None:
             out.add("accept_ratio", _window_labels(base, dp_rank), rate)
     if insight.fallback is not None:
@@ -345,6 +350,28 @@ def _render_insight(
         out.add("finding", {**base, "code": finding.code, "severity": finding.severity}, 1)
     _render_upstream_health(out, base, insight)
     _render_custom(out, base, target, stale_after)
+
+
+# SGLang's log prints the accept length with two decimals: a gauge within half of the last
+# one of it is the same window's value.
+_ROUNDING = 0.005 + 1e-9
+
+
+def _unrounded(record: StatsRecord, dp_rank: int | None, insight: Insight) -> float | None:
+    """The server's unrounded accept length of the window ``record`` logged: its ``/metrics``
+    gauge for that DP rank (the only rank's, for a log without DP ranks) when it rounds to
+    the logged value, else None (the gauge is of another window)."""
+    values = insight.upstream.values if insight.upstream is not None else None
+    if values is None or record.accept_length is None:
+        return None
+    gauges = dict(values.accept_length_by_rank)
+    if dp_rank is None and len(gauges) == 1:
+        gauge: float | None = next(iter(gauges.values()))
+    else:
+        gauge = gauges.get("" if dp_rank is None else str(dp_rank))
+    if gauge is None or abs(gauge - record.accept_length) > _ROUNDING:
+        return None
+    return gauge
 
 
 def _render_upstream_values(
