@@ -43,8 +43,6 @@ from typing import Any
 
 PORT = 8321
 HOST = "127.0.0.1"
-SNAPSHOT_EVERY_S = 5.0
-STATS_INTERVAL_S = 10
 READY_TIMEOUT_S = 300.0
 CONCURRENCY = 16
 MAX_TOKENS = 48
@@ -139,7 +137,6 @@ VLLM_ENV = {
     "DO_NOT_TRACK": "1",
     "PYTHONUNBUFFERED": "1",
     "VLLM_USE_FLASHINFER_SAMPLER": "0",
-    "VLLM_LOG_STATS_INTERVAL": str(STATS_INTERVAL_S),
 }
 
 ENGINES = {
@@ -148,6 +145,7 @@ ENGINES = {
         "scenarios": vllm_scenarios,
         "command": vllm_command,
         "env": VLLM_ENV,
+        "stats_interval_env": "VLLM_LOG_STATS_INTERVAL",
         "info": ["/version", "/v1/models", "/server_info", "/get_server_info"],
         "counters": re.compile(
             r"^vllm:(spec_decode_\w+|generation_tokens_total|request_success_total)"
@@ -176,11 +174,12 @@ def http_post(path: str, body: dict[str, Any], timeout: float = 60.0) -> dict[st
 
 
 class Snapshots(threading.Thread):
-    """Scrape /metrics every SNAPSHOT_EVERY_S seconds until stopped, keeping each body."""
+    """Scrape /metrics every ``every`` seconds until stopped, keeping each body."""
 
-    def __init__(self, started: float) -> None:
+    def __init__(self, started: float, every: float) -> None:
         super().__init__(daemon=True)
         self.started = started
+        self.every = every
         self.items: list[dict[str, Any]] = []
         self.halt = threading.Event()
 
@@ -191,7 +190,7 @@ class Snapshots(threading.Thread):
         return item
 
     def run(self) -> None:
-        while not self.halt.wait(SNAPSHOT_EVERY_S):
+        while not self.halt.wait(self.every):
             self.take()
 
 
@@ -274,16 +273,22 @@ def final_counters(body: str, pattern: re.Pattern[str]) -> dict[str, float]:
 
 
 class Scrubber:
-    """Replaces the machine's own paths and host name with placeholders."""
+    """Replaces the machine's own paths and host name with placeholders.
 
-    def __init__(self, replacements: dict[str, str]) -> None:
-        pairs = [(k, v) for k, v in replacements.items() if k and len(k) > 4]
+    Paths are replaced wherever they occur, longest first; one of four characters or fewer
+    (``/usr``) is left, as it names nothing of this machine. The host name, often short, is
+    replaced only as a whole word.
+    """
+
+    def __init__(self, paths: dict[str, str], host: str) -> None:
+        pairs = [(k, v) for k, v in paths.items() if k and len(k) > 4]
         self.pairs = sorted(pairs, key=lambda kv: -len(kv[0]))
+        self.host = re.compile(rf"(?<![\w.-]){re.escape(host)}(?![\w-])") if host else None
 
     def __call__(self, text: str) -> str:
         for old, new in self.pairs:
             text = text.replace(old, new)
-        return text
+        return self.host.sub("$HOST", text) if self.host else text
 
 
 def blank_secrets(value: Any) -> Any:
@@ -299,12 +304,16 @@ def blank_secrets(value: Any) -> Any:
 
 def versions(python: str, package: str) -> dict[str, str]:
     code = (
-        "import importlib.metadata as m, json, platform, torch\n"
-        "out = {'python': platform.python_version(), 'torch': torch.__version__,\n"
-        "       'cuda': str(torch.version.cuda), 'gpu': torch.cuda.get_device_name(0)}\n"
-        f"for p in ({package!r}, 'transformers', 'tokenizers', 'triton'):\n"
+        "import importlib.metadata as m, json, platform\n"
+        "out = {'python': platform.python_version()}\n"
+        f"for p in ({package!r}, 'torch', 'transformers', 'tokenizers', 'triton'):\n"
         "    try: out[p] = m.version(p)\n"
         "    except m.PackageNotFoundError: pass\n"
+        "try:\n"
+        "    import torch\n"
+        "    out.update(cuda=str(torch.version.cuda), gpu=torch.cuda.get_device_name(0))\n"
+        "except Exception as err:\n"
+        "    out['gpu'] = f'unknown: {err!r}'[:200]\n"
         "print(json.dumps(out))\n"
     )
     found = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
@@ -348,7 +357,8 @@ def record(args: argparse.Namespace, engine: dict[str, Any], scenario: Scenario)
     out.mkdir(parents=True, exist_ok=True)
     raw_log = out / "server.log"
     command = engine["command"](args.python, models, scenario)
-    env = dict(os.environ) | engine["env"] | scenario.env
+    engine_env = engine["env"] | {engine["stats_interval_env"]: str(args.stats_interval)}
+    env = dict(os.environ) | engine_env | scenario.env
     print(f"[record] {scenario.name}: {' '.join(command)}", flush=True)
     started = time.monotonic()
     with raw_log.open("wb") as log:
@@ -360,7 +370,7 @@ def record(args: argparse.Namespace, engine: dict[str, Any], scenario: Scenario)
             cwd=args.workdir,
             start_new_session=True,
         )
-    snaps = Snapshots(started)
+    snaps = Snapshots(started, args.snapshot_every)
     ready_s = wait_ready(proc)
     info: dict[str, Any] = {}
     traffic = Traffic()
@@ -374,7 +384,7 @@ def record(args: argparse.Namespace, engine: dict[str, Any], scenario: Scenario)
             except ValueError:
                 info[path] = {"status": status, "body": body[:2000]}
         traffic = drive(args.duration, seed=len(scenario.name))
-        time.sleep(2 * STATS_INTERVAL_S + 2)  # the last busy interval and one idle one
+        time.sleep(2 * args.stats_interval + 2)  # the last busy interval and one idle one
         snaps.halt.set()
         snaps.join()
     else:
@@ -388,8 +398,8 @@ def record(args: argparse.Namespace, engine: dict[str, Any], scenario: Scenario)
             args.site or "": "$SITE",
             sys.prefix: "$PYTHON_PREFIX",
             str(Path.home()): "$HOME",
-            socket.gethostname(): "$HOST",
-        }
+        },
+        socket.gethostname(),
     )
     write_gz(out / "server.log.gz", scrub(raw_log.read_text("utf-8", "replace")))
     raw_log.unlink()
@@ -404,7 +414,7 @@ def record(args: argparse.Namespace, engine: dict[str, Any], scenario: Scenario)
         "about": scenario.about,
         "expected": list(scenario.expected),
         "command": [scrub(part) for part in command],
-        "env": {k: env[k] for k in sorted(engine["env"] | scenario.env)},
+        "env": {k: env[k] for k in sorted(engine_env | scenario.env)},
         "versions": vers,
         "left_out": args.left_out_list,
         "ready_after_s": None if ready_s is None else round(ready_s, 1),
@@ -417,8 +427,8 @@ def record(args: argparse.Namespace, engine: dict[str, Any], scenario: Scenario)
             "ignore_eos": True,
             **traffic.__dict__,
         },
-        "snapshots": {"every_s": SNAPSHOT_EVERY_S, "count": len(snaps.items)},
-        "stats_interval_s": STATS_INTERVAL_S,
+        "snapshots": {"every_s": args.snapshot_every, "count": len(snaps.items)},
+        "stats_interval_s": args.stats_interval,
         "final_counters": None
         if final is None
         else final_counters(final["body"], engine["counters"]),
@@ -428,17 +438,22 @@ def record(args: argparse.Namespace, engine: dict[str, Any], scenario: Scenario)
 
 
 def main(argv: list[str]) -> int:
+    global PORT  # one server at a time, on this port: the helpers above all talk to it
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--engine", choices=sorted(ENGINES), required=True)
     parser.add_argument("--models", required=True, help="the folder make_models.py wrote")
     parser.add_argument("--out", required=True)
     parser.add_argument("--scenario", action="append", help="default: every scenario")
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of traffic")
+    parser.add_argument("--stats-interval", type=int, default=10, help="the engine's, seconds")
+    parser.add_argument("--snapshot-every", type=float, default=5.0, help="seconds")
+    parser.add_argument("--port", type=int, default=PORT)
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--site", help="where the engine was installed (scrubbed from logs)")
     parser.add_argument("--workdir", default="/tmp", help="the server's working directory")
     parser.add_argument("--left-out", help="file listing the wheel members left out")
     args = parser.parse_args(argv[1:])
+    PORT = args.port
     args.left_out_list = Path(args.left_out).read_text().split() if args.left_out else []
     engine = ENGINES[args.engine]
     scenarios = engine["scenarios"](str(Path(args.models).resolve()))
