@@ -1,4 +1,4 @@
-"""The recorder (``tools/record/record.py``) run end to end against a stand-in engine.
+"""The recorder (``tools/record/``) run end to end against a stand-in engine and wheel.
 
 The real run needs a GPU; what the recorder itself does does not: start the server with the
 scenario's command, wait for it, drive traffic, keep the log and ``/metrics`` over time, take
@@ -10,11 +10,13 @@ endpoints on loopback, counting drafts as requests arrive, and logs its argument
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import re
 import socket
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -165,3 +167,78 @@ def test_nothing_of_the_machine_or_a_secret_is_kept(recorded: Path) -> None:
     manifest = json.loads(kept["manifest.json"])
     assert "$MODELS/target" in manifest["command"]
     assert "$MODELS/target" in kept["server.log.gz"] and "$HOST" in kept["server.log.gz"]
+
+
+def small_wheel(path: Path) -> None:
+    """A wheel as pip builds them: a package, a heavy extension, and RECORD listing both."""
+    files = {
+        "tiny/__init__.py": b"VALUE = 1\n",
+        "tiny/_heavy.abi3.so": b"\0" * 4096,
+        "tiny-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: tiny\nVersion: 1.0\n",
+        "tiny-1.0.dist-info/WHEEL": (
+            b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
+    }
+    record = "".join(f"{name},,\n" for name in files) + "tiny-1.0.dist-info/RECORD,,\n"
+    with zipfile.ZipFile(path, "w") as wheel:
+        for name, data in files.items():
+            wheel.writestr(name, data)
+        wheel.writestr("tiny-1.0.dist-info/RECORD", record)
+
+
+def test_a_slimmed_wheel_split_in_parts_installs_without_what_was_left_out(
+    tmp_path: Path,
+) -> None:
+    source, wheels = tmp_path / "tiny-1.0-py3-none-any.whl", tmp_path / "wheels"
+    small_wheel(source)
+    wheels.mkdir()
+    slim = wheels / source.name
+    left = subprocess.run(
+        [sys.executable, str(REPO / "tools/record/slim_wheel.py"), str(source), str(slim), "*.so"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert left == ["tiny/_heavy.abi3.so"]
+    record = zipfile.ZipFile(slim).read("tiny-1.0.dist-info/RECORD").decode()
+    assert "_heavy" not in record and "tiny/__init__.py" in record
+    # carried in two parts with the whole's hash, as install.sh expects them
+    data = slim.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    (wheels / f"{slim.name}.sha256").write_text(f"{digest}  {slim.name}\n")
+    (wheels / f"{slim.name}.part-aa").write_bytes(data[:100])
+    (wheels / f"{slim.name}.part-ab").write_bytes(data[100:])
+    slim.unlink()
+    site = tmp_path / "site"
+    done = subprocess.run(
+        ["bash", str(REPO / "tools/record/install.sh"), str(wheels), str(site)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert (site / "tiny" / "__init__.py").exists()
+    assert not (site / "tiny" / "_heavy.abi3.so").exists()
+    assert not list(wheels.glob("*.part-*"))
+
+
+def test_a_part_that_does_not_match_its_hash_stops_the_install(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    small_wheel(tmp_path / "tiny-1.0-py3-none-any.whl")
+    data = (tmp_path / "tiny-1.0-py3-none-any.whl").read_bytes()
+    name = "tiny-1.0-py3-none-any.whl"
+    (wheels / f"{name}.sha256").write_text(f"{hashlib.sha256(data).hexdigest()}  {name}\n")
+    (wheels / f"{name}.part-aa").write_bytes(data[:-1])  # the last byte lost on the way
+    done = subprocess.run(
+        ["bash", str(REPO / "tools/record/install.sh"), str(wheels), str(tmp_path / "site")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"},
+    )
+    assert done.returncode != 0 and "FAILED" in done.stdout + done.stderr
+    assert not (tmp_path / "site" / "tiny").exists()
