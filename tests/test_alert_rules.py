@@ -19,12 +19,15 @@ import yaml
 from exporter import PROJECT_URL, __version__
 from exporter.analysis.findings import SEVERITIES
 from exporter.exposition.families import FAMILIES, P
+from exporter.mixin.render import alerting, recorded
+from exporter.mixin_config import MixinConfig
 from tests.support.docs import runbook_queries, runbook_spans
 from tests.support.loglines import decode, prefill, startup
 from tests.support.speclogs import server_args
 from tests.support.tools import (
     REPO,
     RULE_FILES,
+    duration_seconds,
     group_order_problem,
     require_tool,
     shipped_rules,
@@ -216,9 +219,42 @@ def test_alerts_on_window_gauges_require_traffic() -> None:
             assert TRAFFIC_GUARD.search(rule["expr"]), f"{name} could fire on an idle server"
 
 
+# The longest scrape interval docs/deployment.md supports. Since Prometheus 3 a range leaves out
+# its start, so a window of n intervals holds n samples at most, one fewer when a scrape is late.
+LONGEST_SCRAPE = 60
+RANGE = re.compile(r"(\w+)\((?:[^()]|\([^()]*\))*?\[(\w+)\]")
+# Functions of two samples or more (a rate), and of one (a mean over time).
+SLOPES = ("rate", "increase", "irate", "delta", "idelta", "deriv")
+
+
+def range_problems(expr: str) -> list[str]:
+    """Ranges too short for the longest supported scrape interval: a mean needs a sample left
+    when one scrape is late (two intervals), a rate two (four intervals, as Grafana's
+    ``$__rate_interval``)."""
+    return [
+        f"{function}(...[{window}])"
+        for function, window in RANGE.findall(expr)
+        if duration_seconds(window) < LONGEST_SCRAPE * (4 if function in SLOPES else 2)
+    ]
+
+
+@pytest.mark.parametrize(
+    "config", [MixinConfig(), MixinConfig(speed_slo=0.95)], ids=["shipped", "speed budget"]
+)
+def test_every_range_holds_at_the_longest_supported_scrape_interval(config: MixinConfig) -> None:
+    rules = [rule for group in recorded(config) + alerting(config) for rule in group["rules"]]
+    assert range_problems("avg_over_time(x[1m])") and range_problems('rate(x{a="b"}[2m])')
+    assert {
+        rule.get("alert", rule.get("record")): range_problems(rule["expr"])
+        for rule in rules
+        if range_problems(rule["expr"])
+    } == {}
+
+
 def exposed_series() -> set[str]:
-    """Series names specwatch's /metrics can carry, as Prometheus stores them."""
-    parts = {"gauge": ("",), "counter": ("_total",), "histogram": ("_bucket", "_count", "_sum")}
+    """Series names specwatch's /metrics can carry, as Prometheus stores them (a histogram as
+    classic series, or under its own name where Prometheus 3 converts it to a native one)."""
+    parts = {"gauge": ("",), "counter": ("_total",), "histogram": ("", "_bucket", "_count", "_sum")}
     return {P + short + part for short, (kind, _) in FAMILIES.items() for part in parts[kind]}
 
 

@@ -298,8 +298,8 @@ def test_demo_holds_the_collapse_page_until_its_warning_twin_has_resolved(
         for group in yaml.safe_load((tmp_path / "rules.yaml").read_text())["groups"]
         for rule in group["rules"]
     }
-    window = re.search(r"\[(\d+)m\]", rules["target:specwatch_accept_length:avg1m"]["expr"])
+    window = re.search(r"\[(\d+)m\]", rules["target:specwatch_accept_length:avg2m"]["expr"])
     assert window is not None
     held = rules["SpecDecodeAcceptLengthCollapsed"]["keep_firing_for"]
     assert held.endswith("s") and int(held[:-1]) > 60 * int(window.group(1))
-    assert "target:specwatch_accept_length:avg1m" in rules["SpecDecodeAcceptLengthLow"]["expr"]
+    assert "target:specwatch_accept_length:avg2m" in rules["SpecDecodeAcceptLengthLow"]["expr"]

@@ -19,9 +19,9 @@ RULE_FILES = (REPO / "alerts" / "prometheus_rules.yaml", REPO / "alerts" / "prom
 ALERTMANAGER_EXAMPLE = REPO / "deploy" / "alertmanager" / "alertmanager.yml"
 DEMO_FOR = "10s"  # the shipped rules wait minutes before firing; the demo cannot
 # A firing alert is held this long after its condition clears. Like the shipped 5 minutes, it
-# must outlast the low-accept alert's one-minute recency window: the collapse page's inhibition
+# must outlast the low-accept alert's two-minute recency window: the collapse page's inhibition
 # covers its warning twin until that twin has resolved, so a recovery opens no ticket.
-DEMO_KEEP_FIRING = "70s"
+DEMO_KEEP_FIRING = "130s"
 PROMETHEUS_JOB = "specwatch"  # the job name the shipped rules select
 
 

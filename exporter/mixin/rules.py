@@ -19,6 +19,9 @@ Group = dict[str, Any]
 
 TRAFFIC = "target:specwatch_gen_throughput_tokens_per_second:sum"
 NO_BENEFIT_SHARE = "target:specwatch_requests_without_benefit:ratio"
+# Each finished request's accept length: a classic histogram on /metrics, stored as a native
+# one by a Prometheus 3 that converts them.
+REQUESTS = "specwatch_request_accept_length"
 # The bucket of specwatch_request_accept_length that ends where a request got no benefit.
 NO_BENEFIT_BUCKET = repr(float(NO_BENEFIT_ACCEPT_LENGTH))
 
@@ -64,10 +67,13 @@ def recording_rules(config: MixinConfig) -> list[Group]:
                     "record": "target:specwatch_accept_length:avg5m",
                     "expr": _pooled(config, "specwatch_accept_length"),
                 },
-                # The last minute: whether a low 5-minute mean is still the present.
+                # The last two minutes: whether a low 5-minute mean is still the present. Two,
+                # so that a scrape every minute always leaves a sample in the window: since
+                # Prometheus 3 a range leaves out its start, and [1m] could be empty, resetting
+                # the alert's `for:`.
                 {
-                    "record": "target:specwatch_accept_length:avg1m",
-                    "expr": _pooled(config, "specwatch_accept_length", "1m"),
+                    "record": "target:specwatch_accept_length:avg2m",
+                    "expr": _pooled(config, "specwatch_accept_length", "2m"),
                 },
                 {
                     "record": "target:specwatch_accept_ratio:avg5m",
@@ -126,13 +132,38 @@ def recording_rules(config: MixinConfig) -> list[Group]:
     ]
 
 
+def no_benefit_fraction(low: str, count: str, native: str, by: str, by_bucket: str) -> str:
+    """The share of requests at accept length <= NO_BENEFIT_BUCKET from the rates of the
+    classic histogram's ``low`` bucket and ``count``, aggregated ``by`` (``by_bucket`` for the
+    bucket, which has ``le``), or, where Prometheus 3 converts classic histograms to native
+    ones (``convert_classic_histograms_to_nhcb``) and those series are gone, the native
+    histogram's rate ``native``: ``histogram_fraction`` of it, the same share. No request: no
+    value (0/0 gives nothing)."""
+    return (
+        f"(\n  {by_bucket} ({low})\n  /\n  ({by} ({count}) > 0)\n)\nor\n"
+        f"(\n  histogram_fraction(-Inf, {NO_BENEFIT_BUCKET}, {by} ({native}))\n"
+        f"  and\n  histogram_count({by} ({native})) > 0\n)"
+    )
+
+
 def _no_benefit_share(config: MixinConfig) -> str:
     window = config.thresholds.no_benefit_window
     low = sel(config, "specwatch_request_accept_length_bucket", f'le="{NO_BENEFIT_BUCKET}"')
     count = sel(config, "specwatch_request_accept_length_count")
+    rates = (f"rate({low}[{window}])", f"rate({count}[{window}])")
+    native = f"rate({sel(config, REQUESTS)}[{window}])"
+    by = "sum without (traffic_class)"
+    return no_benefit_fraction(*rates, native, by, "sum without (le, traffic_class)") + "\n"
+
+
+def finished_requests(config: MixinConfig, window: str) -> str:
+    """Requests finished over ``window``, from the classic histogram's count or the native
+    histogram's (either is there, depending on how Prometheus stores it)."""
+    count = sel(config, "specwatch_request_accept_length_count")
+    native = sel(config, REQUESTS)
     return (
-        f"sum without (le, traffic_class) (rate({low}[{window}]))\n/\n"
-        f"(sum without (traffic_class) (rate({count}[{window}])) > 0)\n"
+        f"(\n  sum without (traffic_class) (increase({count}[{window}]))\n  or\n"
+        f"  histogram_count(sum without (traffic_class) (increase({native}[{window}])))\n)"
     )
 
 
@@ -190,7 +221,7 @@ def speculation_alerts(config: MixinConfig) -> list[Rule]:
     traffic = f"{sel(config, TRAFFIC)} > 0"
     accept = sel(config, "target:specwatch_accept_length:avg5m")
     rank_accept = sel(config, "specwatch_accept_length", 'dp_rank!=""')
-    recent = sel(config, "target:specwatch_accept_length:avg1m")
+    recent = sel(config, "target:specwatch_accept_length:avg2m")
     expected = sel(config, "specwatch_expected_accept_length")
     # Present while accept length is judged: the drafter's algorithm has a standard.
     floor = sel(config, "specwatch_accept_length_floor")
@@ -215,7 +246,7 @@ def speculation_alerts(config: MixinConfig) -> list[Rule]:
         _alert(
             config,
             "SpecDecodeAcceptLengthLow",
-            # The last minute must be low too: a recovered node's 5-minute mean still holds
+            # The last minutes must be low too: a recovered node's 5-minute mean still holds
             # the collapse it recovered from, and would open a ticket for it.
             f"(\n  {accept} < {t.low_accept_fraction} * {expected}\n"
             f"  and {recent} < {t.low_accept_fraction} * {expected}\n  or\n"
@@ -373,15 +404,13 @@ def _requests_without_benefit(config: MixinConfig) -> Rule:
     (docs/metrics.md, "Per-request acceptance")."""
     t = config.thresholds
     window = t.no_benefit_window
-    count = sel(config, "specwatch_request_accept_length_count")
     accept = sel(config, "target:specwatch_accept_length:avg5m")
     floor = sel(config, "specwatch_accept_length_floor")
     return _alert(
         config,
         "SpecDecodeRequestsWithoutBenefit",
         f"{sel(config, NO_BENEFIT_SHARE)} > {t.no_benefit_share:g}\n"
-        f"and\nsum without (traffic_class) (increase({count}[{window}])) "
-        f">= {t.no_benefit_min_requests}\n"
+        f"and\n{finished_requests(config, window)} >= {t.no_benefit_min_requests}\n"
         f"and\n{sel(config, TRAFFIC)} > 0\n"
         f"unless\n{accept} < {floor}\n",
         "warning",
@@ -508,7 +537,7 @@ def header(config: MixinConfig) -> str:
 #     decode line missing                the finding decode_stats_not_logged: 3 user prefills
 #                                        (health probes' one-token ones left out) and no
 #                                        decode line for 120 s, or a log level that hides them
-#     accept length low                  the last minute's mean low too (no ticket from the
+#     accept length low                  the last 2 minutes' mean low too (no ticket from the
 #                                        tail of a collapse the node recovered from)
 #     for: CUDA graph, draft tokens, drafter given up, stats missing, upstream down,
 #          specwatch down 10m;

@@ -94,6 +94,19 @@ def rate(metric: str, scope: Sequence[str], *extra: str) -> str:
     return f"rate({sel(metric, scope, *extra)}[{RATE}])"
 
 
+def histogram_buckets(metric: str, scope: Sequence[str], *by: str) -> str:
+    """A heatmap's buckets of the histogram ``metric``: the classic one's ``_bucket`` rates
+    summed by ``le`` (and ``by``), or, where Prometheus 3 stores it as a native histogram
+    (``convert_classic_histograms_to_nhcb``) and ``_bucket`` is gone, the native one summed
+    alike, which Grafana draws as the same cells."""
+    classic = ", ".join((*by, "le"))
+    native = f"sum by ({', '.join(by)})" if by else "sum"
+    return (
+        f"sum by ({classic}) ({rate(f'{metric}_bucket', scope)})\n"
+        f"or\n{native} ({rate(metric, scope)})"
+    )
+
+
 def query(expr: str, legend: str = "", ref: str = "A") -> pb.Dataquery:
     """A range query on the templated datasource."""
     return pb.Dataquery().expr(expr).legend_format(legend or "__auto").ref_id(ref).datasource(DS)

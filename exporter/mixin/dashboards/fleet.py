@@ -15,7 +15,6 @@ from grafana_foundation_sdk.models import prometheus as pm
 
 from exporter.mixin.dashboards.common import (
     FLEET_SCOPE,
-    RATE,
     STALE_AFTER_S,
     UP_DOWN,
     Item,
@@ -27,6 +26,7 @@ from exporter.mixin.dashboards.common import (
     explained,
     finding_explanations,
     fleet_uid,
+    histogram_buckets,
     mixin,
     node_uid,
     query,
@@ -39,7 +39,7 @@ from exporter.mixin.dashboards.common import (
     value_text,
 )
 from exporter.mixin.dashboards.panels import graph, grid, heat, single, timeline
-from exporter.mixin.rules import NO_BENEFIT_SHARE
+from exporter.mixin.rules import NO_BENEFIT_SHARE, REQUESTS
 
 WORST = 10
 PER_TARGET = ("job", "instance", "target")
@@ -54,11 +54,17 @@ def per_target_labels() -> str:
     return ", ".join(labels)
 
 
-def across(op: str, expr: str, *labels: str) -> str:
-    """``op`` over the fleet, kept apart per cluster when there are several (a fleet view over
-    Thanos or Mimir must not add up clusters), and by ``labels``."""
+def cluster_by() -> tuple[str, ...]:
+    """The cluster label when several clusters share the rules: a fleet view over Thanos or
+    Mimir keeps clusters apart, never adds them up."""
     config = mixin()
-    grouping = ((config.cluster_label,) if config.multi_cluster else ()) + labels
+    return (config.cluster_label,) if config.multi_cluster else ()
+
+
+def across(op: str, expr: str, *labels: str) -> str:
+    """``op`` over the fleet, kept apart per cluster when there are several, and by
+    ``labels``."""
+    grouping = cluster_by() + labels
     return f"{op} by ({', '.join(grouping)}) ({expr})" if grouping else f"{op}({expr})"
 
 
@@ -248,9 +254,7 @@ def per_cluster_heatmap(title: str, description: str, buckets: str) -> heatmap.P
 
 def distribution_row() -> list[Item]:
     """How accept length is distributed over time, fleet-wide, and per target."""
-    buckets = (
-        f"sum by (le) (rate({sel('specwatch_accept_length_windows_bucket', FLEET_SCOPE)}[{RATE}]))"
-    )
+    buckets = histogram_buckets("specwatch_accept_length_windows", FLEET_SCOPE, *cluster_by())
     distribution = per_cluster_heatmap(
         "Per-window accept length distribution",
         "Decode windows per second in each accept-length bucket (1.0 to 8), over all "
@@ -326,7 +330,7 @@ def distribution_row() -> list[Item]:
 
 def requests_row() -> list[Item]:
     """Each finished request's own accept length across the fleet (SGLang --log-requests)."""
-    buckets = across("sum", rate("specwatch_request_accept_length_bucket", FLEET_SCOPE), "le")
+    buckets = histogram_buckets(REQUESTS, FLEET_SCOPE, *cluster_by())
     config = mixin()
     distribution = per_cluster_heatmap(
         "Accept length per finished request",

@@ -31,6 +31,7 @@ from exporter.mixin.dashboards.common import (
     explained,
     finding_explanations,
     fleet_uid,
+    histogram_buckets,
     label_variable,
     mixin,
     node_uid,
@@ -44,7 +45,7 @@ from exporter.mixin.dashboards.common import (
     value_text,
 )
 from exporter.mixin.dashboards.panels import graph, grid, heat, single, timeline
-from exporter.mixin.rules import NO_BENEFIT_BUCKET, NO_BENEFIT_SHARE
+from exporter.mixin.rules import NO_BENEFIT_BUCKET, NO_BENEFIT_SHARE, REQUESTS, no_benefit_fraction
 
 PER_RANK = "{{instance}} {{dp_rank}}"
 ON_OFF = {"0": ("off", "red"), "1": ("on", "green")}
@@ -277,13 +278,15 @@ def speculation_row() -> list[Item]:
 def requests_row() -> list[Item]:
     """Each finished request's own accept length (SGLang --log-requests): the share of requests
     that a healthy window average hides."""
-    buckets = f"sum by (le) ({rate('specwatch_request_accept_length_bucket', NODE_SCOPE)})"
+    buckets = histogram_buckets(REQUESTS, NODE_SCOPE)
     low = f'le="{NO_BENEFIT_BUCKET}"'
-    by_class = (
-        "sum by (instance, traffic_class) "
-        f"({rate('specwatch_request_accept_length_bucket', NODE_SCOPE, low)})\n/\n"
-        "(sum by (instance, traffic_class) "
-        f"({rate('specwatch_request_accept_length_count', NODE_SCOPE)}) > 0)"
+    by = "sum by (instance, traffic_class)"
+    by_class = no_benefit_fraction(
+        rate(f"{REQUESTS}_bucket", NODE_SCOPE, low),
+        rate(f"{REQUESTS}_count", NODE_SCOPE),
+        rate(REQUESTS, NODE_SCOPE),
+        by,
+        by,
     )
     return [
         db.Row("Per-request acceptance"),
