@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit lint format system-deps tools clean mixin bench
+.PHONY: demo test unit lint format system-deps tools clean mixin bench validate-deploy
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,14 @@ system-deps:
 # versions the rule and end-to-end tests run.
 tools:
 	@bash scripts/install-prometheus.sh
+
+# Each Kubernetes overlay built by kubectl and checked against the Kubernetes API schemas,
+# offline (the Prometheus Operator kinds are checked by tests/test_deploy_kubernetes.py).
+validate-deploy: $(STAMP)
+	@for overlay in deploy/kubernetes/overlays/*/; do \
+		echo "$$overlay"; \
+		kubectl kustomize "$$overlay" | $(BIN)/kubernetes-validate --strict --quiet --no-warn - || exit 1; \
+	done
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -308,4 +308,4 @@ def test_metrics_only_with_drafting_off_far_below_the_baseline_is_told_as_drafti
     scrape = render([target], clock)
     finding = {"code": "drafting_off_below_baseline", "severity": "warning"}
     assert scrape.value("specwatch_finding", target="a", **finding) == 1
-    assert scrape.value("specwatch_speedup_ratio", target="a") == pytest.approx(2000 / 3400)
+    assert scrape.value("specwatch_speedup", target="a") == pytest.approx(2000 / 3400)

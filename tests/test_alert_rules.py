@@ -66,7 +66,7 @@ LISTED_ALERTS = {
 }
 # Per-window gauges vanish when the server is idle; alerts on them must require traffic.
 WINDOW_SERIES = re.compile(
-    r"specwatch_(accept_length|accept_ratio|speedup_ratio|decode_windows_without_cuda_graph)\b"
+    r"specwatch_(accept_length|accept_ratio|speedup|decode_windows_without_cuda_graph)\b"
 )
 TRAFFIC_GUARD = re.compile(r"target:specwatch_gen_throughput_tokens_per_second:sum(\{[^}]*\})? > 0")
 RUNBOOK_SECTIONS = ("Meaning", "Impact", "Diagnosis", "Fix", "Escalation")

@@ -44,7 +44,7 @@ def test_daemon_exports_speedup_against_the_baseline(
             "specwatch_gen_throughput_tokens_per_second", lambda v: v == tok_s, 15
         )
         baseline_value = scrape.value("specwatch_baseline_gen_throughput_tokens_per_second")
-        speedup = scrape.value("specwatch_speedup_ratio")
+        speedup = scrape.value("specwatch_speedup")
     assert baseline_value == pytest.approx(base_tok_s)
     assert speedup == pytest.approx(tok_s / base_tok_s)
     is_healthy = log == "healthy.log"

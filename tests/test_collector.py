@@ -118,7 +118,20 @@ def test_speedup_against_curve_at_current_running_requests() -> None:
     target.state.add_record(decode(running_requests=48, gen_throughput=600.0), observed_at=T0)
     s = render([target], clock)
     assert s.value("specwatch_baseline_gen_throughput_tokens_per_second") == 1500
-    assert s.value("specwatch_speedup_ratio") == pytest.approx(0.4, abs=1e-9)
+    assert s.value("specwatch_speedup") == pytest.approx(0.4, abs=1e-9)
+
+
+def test_the_old_speedup_name_is_kept_one_release_and_says_it_is_deprecated() -> None:
+    """`specwatch_speedup` is a multiple (1.8x), not the 0-1 share a `_ratio` name promises;
+    queries of the old name keep working through the upgrade, told by its HELP to move."""
+    clock = Clock()
+    target = make_target(baseline=Baseline.from_tok_s(1000))
+    target.state.add_record(decode(running_requests=48, gen_throughput=1800.0), observed_at=T0)
+    s = render([target], clock)
+    assert s.value("specwatch_speedup") == s.value("specwatch_speedup_ratio") == 1.8
+    assert (
+        "# HELP specwatch_speedup_ratio Deprecated: the same value as specwatch_speedup" in s.text
+    )
 
 
 def test_baseline_stays_but_speedup_goes_when_stale() -> None:
@@ -127,7 +140,7 @@ def test_baseline_stays_but_speedup_goes_when_stale() -> None:
     clock.now = T0 + 120
     s = render([target], clock)
     assert s.value("specwatch_baseline_gen_throughput_tokens_per_second") == 90
-    assert s.value("specwatch_speedup_ratio") is None
+    assert s.value("specwatch_speedup") is None
 
 
 def test_dp_ranks_get_their_own_series_and_sum_for_speedup() -> None:
@@ -138,7 +151,7 @@ def test_dp_ranks_get_their_own_series_and_sum_for_speedup() -> None:
     s = render([target], clock)
     assert s.value("specwatch_gen_throughput_tokens_per_second", dp_rank="0") == 600
     assert s.value("specwatch_gen_throughput_tokens_per_second", dp_rank="1") == 600
-    assert s.value("specwatch_speedup_ratio") == pytest.approx(1.2, abs=1e-9)
+    assert s.value("specwatch_speedup") == pytest.approx(1.2, abs=1e-9)
 
 
 def test_non_zero_tp_rank_without_dp_does_not_replace_tp0() -> None:

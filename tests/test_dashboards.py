@@ -223,7 +223,7 @@ WANTED_PANELS: dict[str, dict[str, tuple[set[str], tuple[str, ...]]]] = {
                 r"\bspecwatch_baseline_gen_throughput_tokens_per_second\{",
             ),
         ),
-        "speedup ratio": ({"timeseries"}, (r"\bspecwatch_speedup_ratio\{",)),
+        "speedup ratio": ({"timeseries"}, (r"\bspecwatch_speedup\{",)),
         "running and queued requests": (
             {"timeseries"},
             (r"\bspecwatch_running_requests\{", r"\bspecwatch_queued_requests\{"),
@@ -236,10 +236,10 @@ WANTED_PANELS: dict[str, dict[str, tuple[set[str], tuple[str, ...]]]] = {
     },
     FLEET: {
         "worst accept lengths": ({"table"}, (r"bottomk\(", r"\bspecwatch_accept_length\{")),
-        "worst speedups": ({"table"}, (r"bottomk\(", r"\bspecwatch_speedup_ratio\{")),
+        "worst speedups": ({"table"}, (r"bottomk\(", r"\bspecwatch_speedup\{")),
         "nodes slower than their baseline": (
             {"stat"},
-            (r"\bspecwatch_speedup_ratio\{", r"< bool 1\b"),
+            (r"\bspecwatch_speedup\{", r"< bool 1\b"),
         ),
         "findings by code": ({"table"}, (r"count by \(code\b", r"\bspecwatch_finding\{")),
         "accept-length distribution over time": (

@@ -191,7 +191,7 @@ def exposition(accept: float | None, draft: str, architecture: str = "") -> str:
         "specwatch_accept_length_floor 1.8",
     ]
     if accept is not None:
-        lines += [f"specwatch_accept_length {accept}", "specwatch_speedup_ratio 0.4"]
+        lines += [f"specwatch_accept_length {accept}", "specwatch_speedup 0.4"]
     return "\n".join(lines) + "\n"
 
 

@@ -171,7 +171,11 @@ def test_renamed_metrics_are_gone_and_their_new_names_exported() -> None:
     renames = re.findall(r"`(specwatch_\w+)` is now `(specwatch_\w+)`", RENAMED)
     assert renames
     for old, new in renames:
-        assert old not in exported_names() and new in exported_names(), (old, new)
+        assert new in exported_names(), (old, new)
+        # An old name kept for a release says so in its HELP, and its rename says until when.
+        if old in exported_names():
+            assert FAMILIES[old.removeprefix("specwatch_")][1].startswith("Deprecated"), old
+            assert f"`{old}` is now `{new}`" in RENAMED and "for this release only" in RENAMED
 
 
 def test_the_reference_config_file_is_valid() -> None:

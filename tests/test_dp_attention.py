@@ -78,9 +78,9 @@ def test_report_and_daemon_give_the_same_node_speedup(tmp_path: Path, port: int)
     with run_daemon(["--log-file", str(watched), "--baseline-curve", CURVE], port) as daemon:
         watched.write_bytes(source.read_bytes())
         scrape = daemon.wait_metric(
-            "specwatch_speedup_ratio", lambda v: v is not None and abs(v - 0.70) < 1e-6, 20
+            "specwatch_speedup", lambda v: v is not None and abs(v - 0.70) < 1e-6, 20
         )
-    assert scrape.value("specwatch_speedup_ratio") == pytest.approx(run["speedup"])
+    assert scrape.value("specwatch_speedup") == pytest.approx(run["speedup"])
     assert scrape.value("specwatch_baseline_gen_throughput_tokens_per_second") == pytest.approx(
         1500
     )

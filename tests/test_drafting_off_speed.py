@@ -117,12 +117,12 @@ def daemon_scrape(lines: list[str]) -> Scrape:
 
 def test_the_daemon_finds_it_from_the_same_windows() -> None:
     slow = daemon_scrape(healthy_adaptive(tput_off=FAR_BELOW))
-    assert slow.value("specwatch_speedup_ratio", target="node") == pytest.approx(0.6)
+    assert slow.value("specwatch_speedup", target="node") == pytest.approx(0.6)
     assert slow.value(
         "specwatch_finding", target="node", code="drafting_off_below_baseline", severity="warning"
     )
     quiet = daemon_scrape(healthy_adaptive(tput_off=TOLERATED))
-    assert quiet.value("specwatch_speedup_ratio", target="node") == pytest.approx(0.95)
+    assert quiet.value("specwatch_speedup", target="node") == pytest.approx(0.95)
     assert quiet.values("specwatch_finding", target="node") == []
 
 

@@ -82,8 +82,8 @@ def test_daemon_names_the_node_slower_than_its_own_plain_past(
     with run_daemon(args, port) as daemon:
         shutil.copy(incident, watched)
         # The last window of the log: the speed the alert rules judge.
-        scrape = daemon.wait_metric("specwatch_speedup_ratio", lambda v: v is not None, 20)
+        scrape = daemon.wait_metric("specwatch_speedup", lambda v: v is not None, 20)
     base = scrape.value("specwatch_baseline_gen_throughput_tokens_per_second", source="own_log")
     assert base == pytest.approx(plain_tok_s, rel=0.01)
-    speedup = scrape.value("specwatch_speedup_ratio")
+    speedup = scrape.value("specwatch_speedup")
     assert speedup is not None and speedup < 0.75

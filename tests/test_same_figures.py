@@ -191,7 +191,7 @@ def test_doctor_report_and_daemon_give_the_same_figures(tmp_path: Path, name: st
     # Speedup against the same curve, to the tenth it is printed with ("1.6x"). The daemon's
     # gauge is the newest window's; doctor and report judge the run's mean. Alike for a steady
     # log; the adaptive one's probes run slower than its drafting-off windows.
-    speedup = metrics.value("specwatch_speedup_ratio", target="t")
+    speedup = metrics.value("specwatch_speedup", target="t")
     assert speedup is not None and d_run["speedup"] is not None
     assert round(d_run["speedup"], 1) == round(r_run["speedup"], 1)
     run_mean, newest = UNSTEADY.get(name, (round(speedup, 1),) * 2)

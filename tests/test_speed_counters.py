@@ -126,4 +126,4 @@ def test_pipeline_stages_repeating_a_batch_count_once_and_are_not_held_to_the_ba
     assert scrape.values("specwatch_running_requests") == [24, 24]  # a series per DP rank
     for speed in ("above", "at_or_below"):
         assert scrape.value("specwatch_windows_vs_baseline_total", speed=speed) == 0
-    assert scrape.value("specwatch_speedup_ratio") is None
+    assert scrape.value("specwatch_speedup") is None

@@ -100,6 +100,8 @@ def test_missing_is_logged_once_per_change_and_repeated_only_after_a_while(
     assert len(warnings) == 1
     assert "/logs/x.log" in warnings[0].getMessage()
     assert "no such file for 60 s" in warnings[0].getMessage()
+    # Still watched: not "nothing is read from it", which sent people to restart the sidecar.
+    assert warnings[0].getMessage().endswith("still watched, and read as soon as it appears")
     clock.now += REPEAT_SECONDS
     health.observe("missing", following=False)
     assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 2

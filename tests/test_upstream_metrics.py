@@ -161,7 +161,7 @@ def test_speedup_from_upstream_gauges_when_there_is_no_log(server: FakeSGLang) -
     scrape = render([target], live())
     base = scrape.value("specwatch_baseline_gen_throughput_tokens_per_second", target="sglang-0")
     assert base == pytest.approx(1641.375)
-    speedup = scrape.value("specwatch_speedup_ratio", target="sglang-0")
+    speedup = scrape.value("specwatch_speedup", target="sglang-0")
     assert speedup == pytest.approx(1201 / 1641.375)
 
 
@@ -175,7 +175,7 @@ def test_idle_upstream_places_the_baseline_but_has_no_speedup(server: FakeSGLang
     assert scrape.value("specwatch_gen_throughput_tokens_per_second", target="sglang-0") == 0
     base = scrape.value("specwatch_baseline_gen_throughput_tokens_per_second", target="sglang-0")
     assert base == 82
-    assert scrape.value("specwatch_speedup_ratio", target="sglang-0") is None
+    assert scrape.value("specwatch_speedup", target="sglang-0") is None
 
 
 def test_fresh_log_sets_the_speedup_not_the_upstream(server: FakeSGLang) -> None:
@@ -184,7 +184,7 @@ def test_fresh_log_sets_the_speedup_not_the_upstream(server: FakeSGLang) -> None
     target.upstream.scrape_once()
     LogFeed(target.state).on_lines([decode(300, 1.0, 0.25, running=48, tput=600).encode()])
     scrape = render([target], live())
-    assert scrape.value("specwatch_speedup_ratio", target="sglang-0") == pytest.approx(0.4)
+    assert scrape.value("specwatch_speedup", target="sglang-0") == pytest.approx(0.4)
 
 
 @pytest.mark.parametrize(

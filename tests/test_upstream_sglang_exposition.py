@@ -169,7 +169,7 @@ def test_a_pipelined_server_is_not_held_to_the_baseline_at_a_micro_batch_load(
             d.wait_metric(
                 "specwatch_upstream_up", lambda v: v == 1, target="sglang-0", endpoint="server_info"
             )
-            found = d.scrape().value("specwatch_speedup_ratio", target="sglang-0")
+            found = d.scrape().value("specwatch_speedup", target="sglang-0")
     assert found == (None if speedup is None else pytest.approx(speedup, rel=1e-3))
 
 

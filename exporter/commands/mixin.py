@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out: {args.out} is not a directory")
     try:
-        written = write(render(config), args.out)
+        made_by = "specwatch mixin" + (f" --config {args.config}" if args.config else "")
+        written = write(render(config, made_by), args.out)
     except OSError as exc:
         raise UsageError(f"--out: cannot write {exc.filename}: {exc.strerror}") from None
     for path in written:

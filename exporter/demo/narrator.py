@@ -97,7 +97,7 @@ class Narrator:
     def _collapse(self, accept: float, samples: Samples) -> None:
         """A collapse as the alert sees it: only while the drafter's accept length is judged
         (its algorithm has a floor, and adaptive is not merely probing it)."""
-        speedup = value(samples, "specwatch_speedup_ratio")
+        speedup = value(samples, "specwatch_speedup")
         speed = "" if speedup is None else f", {speedup:.2f}x the baseline"
         judged = value(samples, "specwatch_accept_length_floor") is not None
         if accept <= DEFAULT.collapsed_accept_length and judged and not self.collapsed:
@@ -130,7 +130,7 @@ class Narrator:
 THROUGHPUT = "specwatch_gen_throughput_tokens_per_second"
 STATUS_PARTS: tuple[tuple[str, Callable[[float], str]], ...] = (
     ("specwatch_accept_ratio", lambda v: f"accept rate {v:.2f}"),
-    ("specwatch_speedup_ratio", lambda v: f"speedup {v:.2f}x"),
+    ("specwatch_speedup", lambda v: f"speedup {v:.2f}x"),
     ("specwatch_cuda_graph", lambda v: f"cuda graph {'on' if v else 'OFF'}"),
     (THROUGHPUT, lambda v: f"{v:.0f} tok/s"),
     ("specwatch_running_requests", lambda v: f"{v:.0f} running"),

@@ -208,6 +208,8 @@ def _render_speed(out: Families, target: Watched, base: dict[str, str], insight:
         (
             ("expected_accept_length", target.config.expected_accept_length),
             ("accept_length_floor", insight.accept_floor),
+            ("speedup", insight.speedup),
+            # The old name, kept one release so that queries of it survive the upgrade.
             ("speedup_ratio", insight.speedup),
         ),
     )

@@ -37,8 +37,8 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "accept_length": ("gauge", "Mean accepted tokens per verify round in the newest window."),
     "accept_ratio": (
         "gauge",
-        "Accepted drafts per proposed draft (0-1), derived by specwatch as "
-        "(accept_length-1)/(num_draft_tokens-1); SGLang's own rate changed meaning in 2026.",
+        "Accepted drafts per proposed draft (0-1): counted where the engine counts tokens, "
+        "else (accept_length-1)/(num_draft_tokens-1).",
     ),
     "cuda_graph": ("gauge", "1 if the newest decode window ran with a CUDA (or CPU/NPU) graph."),
     "running_requests": ("gauge", "Running requests in the newest decode window."),
@@ -73,9 +73,15 @@ FAMILIES: dict[str, tuple[str, str]] = {
         "counters (vLLM's schema, TensorRT-LLM); rate() over a fleet or many ranks weighs "
         "each by its drafts, as the per-window ratio cannot.",
     ),
+    "speedup": (
+        "gauge",
+        "Generation throughput as a multiple of the baseline at the current running requests "
+        "(1 = as fast as without speculation).",
+    ),
     "speedup_ratio": (
         "gauge",
-        "Generation throughput divided by the baseline at the current running requests.",
+        "Deprecated: the same value as specwatch_speedup, whose name it had; removed in the "
+        "next release.",
     ),
     "last_decode_timestamp_seconds": (
         "gauge",
@@ -91,14 +97,14 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "decode_windows": ("counter", "Decode stats windows seen, by CUDA-graph state."),
     "generated_tokens": (
         "counter",
-        "Tokens generated, the logged throughput of each node moment integrated over the "
-        "log's own time (gaps over 60 s count nothing).",
+        "Tokens generated: each stats line's throughput (all DP ranks together) times the "
+        "time since the previous line; a gap over 60 s (idle, restart) adds nothing.",
     ),
     "windows_vs_baseline": (
         "counter",
-        "Node decode moments by speed against the baseline at their running requests: "
-        "at_or_below or above, or drafting_off (adaptive speculation decoding plainly, not "
-        "judged); only with a baseline.",
+        "Decode stats windows of the whole node (all DP ranks together), by speed against the "
+        "baseline at their running requests: at_or_below, above, or drafting_off (adaptive "
+        "speculation not drafting, not judged); only with a baseline.",
     ),
     "accept_length_windows": ("histogram", "Per-window accept length."),
     "request_accept_length": (

@@ -25,7 +25,9 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-EXTRA = "specwatch[report]"
+# specwatch is installed from its checkout (it is not on PyPI, and a name there could be
+# anyone's): the extra is named as pip takes it in that folder.
+EXTRA = ".[report]"
 
 
 class MissingExtra(RuntimeError):
@@ -38,7 +40,9 @@ def require_matplotlib() -> Any:
         import matplotlib
     except ImportError as exc:
         raise MissingExtra(
-            f"--html needs matplotlib: install the optional extra with pip install '{EXTRA}'"
+            "--html needs matplotlib, which specwatch's report extra installs: in the "
+            f"specwatch checkout, pip install '{EXTRA}' inside its venv, or pipx install "
+            f"--force '{EXTRA}'"
         ) from exc
     matplotlib.use("Agg")
     from matplotlib.figure import Figure

@@ -169,7 +169,7 @@ def glance_row() -> list[Item]:
             "Nodes slower than baseline",
             "Targets whose throughput is below the non-speculative baseline at the same load "
             "(speedup < 1): speculation costs them speed.",
-            across("sum", f"{per_target('specwatch_speedup_ratio')} < bool 1"),
+            across("sum", f"{per_target('specwatch_speedup')} < bool 1"),
             "red",
             ("SpecDecodeSlowerThanBaseline",),
         ),
@@ -197,7 +197,7 @@ def worst_row() -> list[Item]:
         "Targets with the lowest throughput relative to their non-speculative baseline. "
         "Below 1.0 speculation makes the node slower. Click a target to open it.",
         "short",
-        [table_query(f"bottomk({WORST}, {per_target('specwatch_speedup_ratio')})")],
+        [table_query(f"bottomk({WORST}, {per_target('specwatch_speedup')})")],
         hidden,
         width=8,
         alerts=("SpecDecodeSlowerThanBaseline",),

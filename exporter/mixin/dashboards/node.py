@@ -121,7 +121,7 @@ def verdict_row() -> list[Item]:
             "Generation throughput divided by the non-speculative baseline at the same number "
             "of running requests. Below 1: speculation makes this node slower.",
             "short",
-            query(sel("specwatch_speedup_ratio", NODE_SCOPE), "{{instance}}"),
+            query(sel("specwatch_speedup", NODE_SCOPE), "{{instance}}"),
             steps(*speedup_steps()),
             alerts=("SpecDecodeSlowerThanBaseline",),
         ).decimals(2),
@@ -268,7 +268,7 @@ def speculation_row() -> list[Item]:
             "Throughput divided by the baseline at the current running requests. The red line "
             "is 1.0: below it the node would be faster without speculation.",
             "short",
-            [query(sel("specwatch_speedup_ratio", NODE_SCOPE), "{{instance}}")],
+            [query(sel("specwatch_speedup", NODE_SCOPE), "{{instance}}")],
             steps((None, "transparent"), (1.0, "red")),
             alerts=("SpecDecodeSlowerThanBaseline",),
         ).min(0),

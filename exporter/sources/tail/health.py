@@ -102,7 +102,11 @@ class SourceHealth:
 
     def _warn(self, reason: SourceReason, now: float, still: str) -> None:
         self._logged_at = now
-        extra = f" for {self._grace:g} s" if reason == "missing" else ""
-        log.warning(
-            "log %s: %s%s%s; nothing is read from it", self._pattern, still, explain(reason), extra
+        # A missing path is still watched: saying "nothing is read" sent people to restart a
+        # sidecar that would have picked the file up the moment it appeared.
+        extra = (
+            f" for {self._grace:g} s; still watched, and read as soon as it appears"
+            if reason == "missing"
+            else "; checked again on every pass, and read once that changes"
         )
+        log.warning("log %s: %s%s%s", self._pattern, still, explain(reason), extra)
