@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
+import urllib.request
 from functools import partial
 from operator import eq
 from pathlib import Path
@@ -121,3 +123,107 @@ def test_lines_from_standard_input_are_current(port: int) -> None:
     finally:
         proc.kill()
         proc.wait(timeout=10)
+
+
+def date(path: Path, mtime: float) -> None:
+    os.utime(path, (mtime, mtime))
+
+
+@pytest.mark.parametrize("mtime", [0.0, -600.0], ids=["1970", "ten_minutes_behind"])
+def test_lines_written_while_followed_are_current_whatever_the_files_date(
+    tmp_path: Path, port: int, mtime: float
+) -> None:
+    """A writer with a skewed clock, a network or VM share, an mtime not updated: 50 of 50
+    lines were counted, yet no accept length, running requests or throughput was exported."""
+    log = tmp_path / "server.log"
+    log.touch()
+    with run_daemon(["--log-file", str(log)], port) as d:
+        for accept in (2.2, 2.9):
+            append(log, decode_line(accept, running=12))
+            date(log, mtime if mtime >= 0 else time.time() + mtime)
+            s = d.wait_metric("specwatch_accept_length", partial(eq, accept))
+            assert s.value("specwatch_running_requests") == 12
+            assert seconds_since_last_decode(s) < 10
+
+
+def test_a_file_whose_mtime_goes_backwards_still_shows_its_newest_window(
+    tmp_path: Path, port: int
+) -> None:
+    """The accept length stayed at the first window once the file's mtime went 30 s back."""
+    log = tmp_path / "server.log"
+    log.touch()
+    with run_daemon(["--log-file", str(log)], port) as d:
+        append(log, decode_line(3.0))
+        d.wait_metric("specwatch_accept_length", partial(eq, 3.0))
+        append(log, decode_line(1.0))
+        date(log, time.time() - 30)
+        d.wait_metric("specwatch_accept_length", partial(eq, 1.0))
+
+
+def test_the_wall_clock_stepped_back_an_hour_does_not_freeze_the_window(
+    tmp_path: Path, port: int
+) -> None:
+    """After the step the accept length stayed at the pre-step 3.0 in 10 of 10 scrapes while
+    the log said 1.00, and the landing page called it "0 s ago". The step is the one thing
+    simulated: the daemon's ``time.time`` reads an hour back once the flag file exists."""
+    log, flag = tmp_path / "server.log", tmp_path / "stepped"
+    log.touch()
+    code = (
+        "import os, sys, time\n"
+        "real = time.time\n"
+        f"time.time = lambda: real() - (3600 if os.path.exists({str(flag)!r}) else 0)\n"
+        "from exporter.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    args = ["run", "--listen", f"127.0.0.1:{port}", "--log-file", str(log)]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: healthy(port) or proc.poll() is not None, timeout=15)
+        d = RunningDaemon(proc, port)
+        append(log, decode_line(3.0))
+        d.wait_metric("specwatch_accept_length", partial(eq, 3.0))
+        flag.touch()
+        append(log, decode_line(1.0))
+        d.wait_metric("specwatch_accept_length", partial(eq, 1.0))
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as page:
+            assert "accept length 1.00" in page.read().decode()
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def test_a_log_dated_in_the_future_is_not_current_at_start(tmp_path: Path, port: int) -> None:
+    """A date after now is unknown, not now: the window of a log dated 2100 was exported as
+    the node's present."""
+    log = tmp_path / "server.log"
+    append(log, *(decode_line(2.0, running=30) for _ in range(5)))
+    date(log, 4102444800.0)  # 2100-01-01
+    with run_daemon(["--log-file", str(log)], port) as d:
+        s = d.scrape()
+        for name in CURRENT:
+            assert s.values(name) == [], name
+        append(log, decode_line(2.7))
+        d.wait_metric("specwatch_accept_length", partial(eq, 2.7))
+
+
+@pytest.mark.parametrize("dead_mtime", [4102444800.0, 0.0], ids=["2100", "newer_at_start"])
+def test_a_glob_follows_the_live_log_not_a_dead_one_dated_later(
+    tmp_path: Path, port: int, dead_mtime: float
+) -> None:
+    """A dead log dated 2100, or just written last before the start, was followed for good:
+    0 of 20 live lines read and its accept length 2.0 exported as current, unsaid."""
+    dead, live = tmp_path / "a-dead.log", tmp_path / "b-live.log"
+    append(dead, *(decode_line(2.0) for _ in range(3)))
+    append(live, decode_line(2.5))
+    date(live, time.time() - 60)
+    date(dead, dead_mtime or time.time() - 5)
+    with run_daemon(["--log-file", str(tmp_path / "*.log")], port) as d:
+        append(live, *(decode_line(1.4, running=9) for _ in range(20)))
+        s = d.wait_metric("specwatch_log_stats_lines_total", partial(eq, 20), kind="decode")
+        s = d.wait_metric("specwatch_accept_length", partial(eq, 1.4))
+        assert s.value("specwatch_running_requests") == 9

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
@@ -18,6 +17,7 @@ from prometheus_client.registry import Collector
 
 from exporter import __version__
 from exporter.analysis.findings import drafts_only_accept_rate, window_accept_rate
+from exporter.clock import now as clock_now
 from exporter.engines.record import StatsRecord, UpstreamValues, drafting_off
 from exporter.engines.server_config import (
     DRAFT_CONFIG_REASONS,
@@ -62,7 +62,7 @@ class SpecwatchCollector(Collector):
         self,
         targets: Sequence[Watched],
         stale_after: float,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = clock_now,
     ) -> None:
         self._targets = targets
         self._stale_after = stale_after

@@ -8,11 +8,11 @@ reading ``/metrics``. Built per request from the same snapshots the collector re
 from __future__ import annotations
 
 import html
-import time
 from collections.abc import Callable, Iterable, Sequence
 
 from exporter import __version__
 from exporter.analysis.algorithms import off_cause
+from exporter.clock import now as clock_now
 from exporter.engines.record import drafting_off
 from exporter.engines.server_config import ServerConfig
 from exporter.exposition.insight import inspect
@@ -27,7 +27,7 @@ def _state(reason: str) -> str:
 
 
 def landing_page(
-    targets: Sequence[Watched], stale_after: float, clock: Callable[[], float] = time.time
+    targets: Sequence[Watched], stale_after: float, clock: Callable[[], float] = clock_now
 ) -> bytes:
     now = clock()
     sections = "".join(_target_section(t, now, stale_after) for t in targets)

@@ -58,6 +58,8 @@ from pydantic import (
     model_validator,
 )
 
+from exporter import clock
+
 PREFIX = "specwatch_custom_"
 _NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _RESERVED_LABELS = frozenset({"target", "le", "quantile"})
@@ -228,12 +230,13 @@ class CustomRuleSet:
 
     def feed_raw(self, lines: list[bytes], written_by: float | None = None) -> None:
         """Apply the rules to a batch of raw lines from the tailer; ``written_by``, when their
-        file was last written (wall clock) if the source can tell: their gauges are as old.
+        file was last written (on the daemon's clock, ``exporter.clock``) if the source can
+        tell: their gauges are as old.
 
         The ``contains`` literal is tested on the whole batch's bytes first, so a busy log
         costs one substring search per rule and batch, not a decode and regex per line.
         """
-        age = 0.0 if written_by is None else max(0.0, time.time() - written_by)
+        age = 0.0 if written_by is None else max(0.0, clock.now() - written_by)
         at = self._clock() - age
         blob = b"\n".join(lines)
         for compiled in self._rules:

@@ -34,6 +34,7 @@ from prometheus_client.openmetrics.parser import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
+from exporter import clock
 from exporter.engines import registry
 from exporter.engines.record import UpstreamValues
 from exporter.engines.server_config import ServerConfig, from_server_info, with_local_draft
@@ -90,7 +91,7 @@ class UpstreamSnapshot:
     values: UpstreamValues | None = None
     config: ServerConfig | None = None
     metrics_endpoint: str | None = None  # "ok" | "empty" | "missing" | "down" | None
-    scraped_at: float | None = None  # wall clock of the newest scrape
+    scraped_at: float | None = None  # the newest scrape, on the daemon's clock (clock.now)
 
 
 def bearer_token(token_file: str | None = None, token_env: str | None = None) -> str | None:
@@ -342,7 +343,7 @@ class UpstreamScraper:
     def scrape_once(self) -> UpstreamSnapshot:
         """Scrape every configured endpoint once and publish the result."""
         endpoints: dict[str, EndpointStatus] = {}
-        snapshot = UpstreamSnapshot(scraped_at=time.time())
+        snapshot = UpstreamSnapshot(scraped_at=clock.now())
         if self.endpoints.metrics:
             status, snapshot = self._timed("metrics", self._scrape_metrics, snapshot)
             if status is not None:

@@ -7,9 +7,9 @@ each source keeps its own envelope detection and partial CRI joins.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 
+from exporter import clock
 from exporter.engines.record import LogLine, RequestRecord, StatsRecord
 from exporter.parse import ranges
 from exporter.parse.custom_rules import CustomRuleSet
@@ -76,7 +76,7 @@ class StateSink:
         if self._requests:
             requests, self._requests = self._requests, []
             written = self.written_by
-            self.state.requests.add(requests, time.time() if written is None else written)
+            self.state.requests.add(requests, clock.now() if written is None else written)
 
 
 class BootstrapSink(StateSink):

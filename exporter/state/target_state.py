@@ -11,11 +11,11 @@ import bisect
 import functools
 import operator
 import threading
-import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from exporter import clock
 from exporter.analysis.baseline import Baseline
 from exporter.analysis.node import speaks_for_node
 from exporter.engines import ending
@@ -153,7 +153,7 @@ class TargetState:
         """
         if not records:
             return
-        now = time.time() if observed_at is None else observed_at
+        now = clock.now() if observed_at is None else observed_at
         config = self.tracker.config
         records = self.tracker.stamped(records)
         decodes = [record for record in records if record.kind == "decode"]
@@ -210,7 +210,12 @@ class TargetState:
             current = self._windows.get(key)
             if current is None or observed_at >= current.observed_at:
                 self._windows[key] = LatestDecode(record, observed_at, draft_tokens)
-        if placed and (self._last_decode_at is None or observed_at > self._last_decode_at):
+        known = observed_at > clock.UNKNOWN  # a date that cannot be true is not exported
+        if (
+            placed
+            and known
+            and (self._last_decode_at is None or observed_at > self._last_decode_at)
+        ):
             self._last_decode_at = observed_at
         return folded
 
@@ -277,11 +282,12 @@ class TargetState:
         if end is not None:
             if self.evidence.ending is None:
                 with self._lock:
-                    self._ended_at = time.time() if observed_at is None else observed_at
+                    at = clock.now() if observed_at is None else observed_at
+                    self._ended_at = at if at > clock.UNKNOWN else None
             self.evidence.add_ending(end)
 
     def _new_evidence(self) -> Evidence:
-        return Evidence(started_at=time.time(), node_loads=self._node_loads)
+        return Evidence(started_at=clock.now(), node_loads=self._node_loads)
 
     def add_skipped(self, reason: str) -> None:
         with self._lock:

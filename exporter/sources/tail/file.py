@@ -19,9 +19,12 @@ Design (after mtail, Fluent Bit and Vector; see the module docs of ``exporter.so
 - A file present at start is followed from its end; its head and tail lines go to
   ``on_bootstrap`` so the consumer can learn the server's arguments and latest state. Files
   that appear later are read from their first byte.
-- Each chunk's lines go with the time they were written by at the latest (``on_written_by``):
-  the file's mtime from an ``fstat`` after the read, never later than now. A log moved into
-  the path keeps the mtime of its last write, so months-old lines are not taken as current.
+- Each chunk's lines go with the time they were written by at the latest (``on_written_by``),
+  on the daemon's clock (``exporter.clock``): bytes that arrive while the file is followed
+  are current, whatever its dates say (a writer with a skewed clock, a network share, a
+  modification time of 1970); only what a file already holds when it is first opened is
+  dated by its modification time, so a log moved into the path keeps the age of its last
+  write, and a modification time in the future is unknown, never now.
 - Filesystem errors are counted through ``on_read_error`` and retried on the next pass; the
   thread survives anything, including a consumer that raises.
 - Each pass ends with a verdict on the path (``SourceHealth``): followed, not there yet, or
@@ -41,6 +44,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from exporter import clock
 from exporter.sources.tail.events import BacklogReader, ReadErrorReason, TailEvents
 from exporter.sources.tail.health import SourceHealth, SourceReason, StatusCallback
 from exporter.sources.tail.lines import CHUNK_BYTES, LineSplitter, Split
@@ -88,6 +92,13 @@ class _Stream:
     offset: int = 0
     head: bytes = b""  # up to FINGERPRINT_BYTES of the file's start, as last read
     tail: bytes = b""  # up to FINGERPRINT_BYTES just before ``offset``, as last read
+    existing_to: int = 0  # the size when first opened: what it held before it was followed
+    existing_at: float = clock.UNKNOWN  # when that was written at the latest (clock.since)
+
+    def written_by(self, read_to: int) -> float:
+        """When the bytes before ``read_to`` were written at the latest: the file's own date
+        for what it held when opened, now for any byte after (it arrived while followed)."""
+        return self.existing_at if read_to <= self.existing_to else clock.now()
 
 
 _DENIED = (errno.EACCES, errno.EPERM)
@@ -97,17 +108,14 @@ def _identity(st: os.stat_result) -> Identity:
     return (st.st_dev, st.st_ino)
 
 
+def _dated(st: os.stat_result) -> int:
+    """A file's modification time for choosing the newest match; one in the future is
+    unknown and ranks below every real date (a dead log dated 2100 was followed for good)."""
+    return -1 if st.st_mtime > time.time() else st.st_mtime_ns
+
+
 def _not_a_file(st: os.stat_result) -> SourceReason:
     return "directory" if stat.S_ISDIR(st.st_mode) else "not_regular"
-
-
-def _written_by(st: os.stat_result, read_to: int) -> float:
-    """The latest time the bytes before ``read_to`` can have been written, by a stat taken
-    after they were read: its mtime (a log moved into place keeps its old one), never later
-    than now. A stat that shows less than was read is older than the read (attributes cached
-    by a network filesystem): those bytes are then as old as their arrival."""
-    now = time.time()
-    return now if st.st_size < read_to else min(now, st.st_mtime)
 
 
 class FileTailer:
@@ -151,6 +159,9 @@ class FileTailer:
         self._draining: _Stream | None = None
         self._drain_until = 0.0
         self._known: set[Identity] = set()
+        # A glob's matches at start (not the one followed) and their sizes then: one that
+        # grows while the followed one does not is the live log (``_revived``).
+        self._sizes_at_start: dict[Identity, int] = {}
         self._first_discovery = True
         self._start_ident: Identity | None = None
         self._lock = threading.Lock()
@@ -298,8 +309,15 @@ class FileTailer:
             self._first_discovery = False
             newest = self._newest(matches)
             self._start_ident = _identity(newest[1]) if newest else None
+            if self._is_glob and not self._from_beginning:
+                self._sizes_at_start = {_identity(st): st.st_size for _, st in matches}
         current = self._current
         if current is not None:
+            revived = self._revived(current, matches)
+            if revived is not None:
+                path, st = revived
+                self._switch_to(path, idents, self._sizes_at_start.pop(_identity(st)))
+                return
             matches = [
                 (path, st)
                 for path, st in matches
@@ -309,6 +327,23 @@ class FileTailer:
         if newest is not None:
             self._switch_to(newest[0], idents)
 
+    def _revived(
+        self, current: _Stream, matches: list[tuple[str, os.stat_result]]
+    ) -> tuple[str, os.stat_result] | None:
+        """Another glob match present at start that is written to while the file chosen as
+        the newest then has had nothing written: the live log, where a dead one with a later
+        date (touched last, or dated 2100) had been taken for the newest. Once the followed
+        file is written, or replaced by a new one, the choice stands."""
+        if current.offset > current.existing_to:  # written: the choice at start was right
+            self._sizes_at_start.clear()
+        self._sizes_at_start.pop(current.ident, None)
+        grown = [
+            (path, st)
+            for path, st in matches
+            if st.st_size > self._sizes_at_start.get(_identity(st), st.st_size)
+        ]
+        return self._newest(grown)
+
     @staticmethod
     def _newest(
         matches: list[tuple[str, os.stat_result]],
@@ -316,16 +351,21 @@ class FileTailer:
         """The newest file by modification time, then by name."""
         if not matches:
             return None
-        return max(matches, key=lambda match: (match[1].st_mtime_ns, match[0]))
+        return max(matches, key=lambda match: (_dated(match[1]), match[0]))
 
-    def _switch_to(self, path: str, idents: set[Identity]) -> None:
-        """Drain the current file to its end, then open ``path`` from byte 0 (or bootstrap)."""
+    def _switch_to(self, path: str, idents: set[Identity], offset: int = 0) -> None:
+        """Drain the current file to its end, then open ``path`` from ``offset`` (or
+        bootstrap)."""
         current = self._current
         if current is not None and self._read(current, PASS_BUDGET_BYTES) >= PASS_BUDGET_BYTES:
             return  # not at its end yet: switch on a later pass, after the rest is read
         new = self._open(path)
         if new is None:
             return
+        if offset:  # what it held before was there at start: read on from there, as new
+            new.offset = new.existing_to = offset
+            if os.pread(new.fd, 1, offset - 1) != b"\n":
+                new.splitter.skip_line()  # the line it was in the middle of was there at start
         if current is None and new.ident == self._start_ident and not self._from_beginning:
             try:
                 self._bootstrap(new)
@@ -334,6 +374,8 @@ class FileTailer:
                 self._error(exc, "read")
                 return  # retried on the next pass, still as the file present at start
         self._start_ident = None
+        if current is not None:
+            self._sizes_at_start.clear()  # only a choice made at start is revisited
         self._known = idents | {new.ident}
         self._current = new
         if current is None:
@@ -359,7 +401,11 @@ class FileTailer:
             os.close(fd)
             self._problem = _not_a_file(st)
             return None
-        return _Stream(fd, path, _identity(st), LineSplitter(self._max_line_bytes))
+        splitter = LineSplitter(self._max_line_bytes)
+        existing_at = clock.since(st.st_mtime)
+        return _Stream(
+            fd, path, _identity(st), splitter, existing_to=st.st_size, existing_at=existing_at
+        )
 
     def _retire(self, stream: _Stream) -> None:
         """Keep a replaced file open for late writes; only one retired file is kept."""
@@ -401,7 +447,7 @@ class FileTailer:
                 log.info("log %s: bytes already read changed, reading it again", stream.path)
             if stream.splitter.discard():
                 self._events.on_skipped("partial_discarded")
-            stream.offset = 0
+            stream.offset = stream.existing_to = 0  # what it holds now was written since
             stream.head = stream.tail = b""
             self._events.on_truncation()
             self._events.on_new_file()
@@ -437,7 +483,7 @@ class FileTailer:
         if self._backlog is None:
             return None
         size = st.st_size
-        self._events.on_written_by(_written_by(st, size))
+        self._events.on_written_by(stream.written_by(size))
         start = stream.offset
         read_here = functools.partial(self._read_between, stream)
         end = self._backlog(
@@ -471,18 +517,9 @@ class FileTailer:
                 break
             stream.offset += len(chunk)
             total += len(chunk)
-            self._stamp(stream)
+            self._events.on_written_by(stream.written_by(stream.offset))
             stream.splitter.feed(chunk).deliver(self._events)
         return total
-
-    def _stamp(self, stream: _Stream) -> None:
-        """Tell the consumer when the bytes just read were written at the latest: one
-        ``fstat`` per chunk read, after the read, so no byte read can be newer than it."""
-        try:
-            written = _written_by(os.fstat(stream.fd), stream.offset)
-        except OSError:
-            written = time.time()  # no better bound: as old as its arrival
-        self._events.on_written_by(written)
 
     def _bootstrap(self, stream: _Stream) -> None:
         """Hand the head and tail lines of a file present at start to ``on_bootstrap``.
@@ -501,12 +538,12 @@ class FileTailer:
             if first_nl < 0:  # the last line started before the tail window: skip it whole
                 stream.offset = st.st_size
                 stream.splitter.skip_line()
-                self._give_bootstrap(head[:head_end], _written_by(st, st.st_size))
+                self._give_bootstrap(head[:head_end], stream.existing_at)
                 return
             tail, tail_from = tail[first_nl + 1 :], tail_from + first_nl + 1
         tail_end = tail.rfind(b"\n") + 1
         stream.offset = tail_from + tail_end
-        self._give_bootstrap(head[:head_end] + tail[:tail_end], _written_by(st, st.st_size))
+        self._give_bootstrap(head[:head_end] + tail[:tail_end], stream.existing_at)
 
     def _give_bootstrap(self, complete: bytes, mtime: float) -> None:
         split = LineSplitter(self._max_line_bytes).feed(complete)
