@@ -156,3 +156,29 @@ def test_a_record_head_followed_by_garbage_never_raises(garbage: bytes, json_for
     record = read_request(head + garbage)
 
     assert record is None or record.accept_length is None or record.accept_length >= 0
+
+
+@pytest.mark.parametrize("json_format", FORMS)
+@pytest.mark.parametrize("length", [1e308, 0.0, 0.5, 500.0])
+def test_an_accept_length_no_verify_round_gives_is_no_figure(
+    json_format: bool, length: float
+) -> None:
+    """1e308 left ``specwatch_request_accept_length_sum`` at +Inf for good; 0 and 500 entered
+    the histogram. A request's accept length is 1 to 64, as a window's."""
+    info = meta_info(2.4, 50)
+    info["spec_accept_length"] = length
+    line = finish_line(info=info, json_format=json_format)
+
+    record = read_request(line.encode())
+
+    assert record is not None
+    assert (record.accept_length, record.accept_rate) == (None, None)
+    assert record.completion_tokens == 120  # still a finished request
+
+
+@pytest.mark.parametrize("json_format", FORMS)
+def test_an_accept_rate_above_one_is_no_figure(json_format: bool) -> None:
+    info = meta_info(2.4, 50)
+    info["spec_accept_rate"] = 3.5
+    record = read_request(finish_line(info=info, json_format=json_format).encode())
+    assert record is not None and record.accept_length == 2.4 and record.accept_rate is None

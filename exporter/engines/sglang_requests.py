@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from math import isfinite
 
+from exporter.engines.counters import MAX_ACCEPT_LENGTH
 from exporter.engines.record import RequestRecord
 from exporter.engines.sglang import iso_time
 
@@ -112,10 +113,14 @@ def read_request(line: bytes, clipped: bool = False) -> RequestRecord | None:
     length_at = line.rfind(keys.length, completion_at)
     rounds = _value(line, verify_at + len(keys.verify), _INTEGER) if verify_at > 0 else None
     length = _value(line, length_at + len(keys.length), _NUMBER) if length_at > 0 else None
-    if rounds is None or length is None or rounds <= 0 or length < 0:
+    if rounds is None or length is None or rounds <= 0 or not 1 <= length <= MAX_ACCEPT_LENGTH:
+        # No figures, as a request that never drafted: an accept length of 1e308 left the
+        # histogram's sum at +Inf for good, and 0 or 500 are no verify round's.
         return RequestRecord(time, None, None, None, _int(completion), clipped, headers)
     rate_at = line.rfind(keys.rate, completion_at)
     rate = _value(line, rate_at + len(keys.rate), _NUMBER) if rate_at > 0 else None
+    if rate is not None and not 0 <= rate <= 1:
+        rate = None
     return RequestRecord(time, length, rate, int(rounds), _int(completion), clipped, headers)
 
 
