@@ -69,7 +69,7 @@ mixin: $(STAMP)
 # End-to-end speed beside mtail on a generated busy multi-rank log (minutes; not part of test).
 bench: $(STAMP)
 	@bash scripts/install-system-deps.sh bench
-	cd bench && ../$(BIN)/python e2e_bench.py
+	cd bench && ../$(BIN)/python e2e_bench.py && nice ../$(BIN)/python live_bench.py
 
 clean:
 	rm -rf $(VENV) .tools build dist *.egg-info .pytest_cache .ruff_cache .hypothesis

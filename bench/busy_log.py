@@ -85,10 +85,24 @@ def _request(rng: random.Random) -> str:
 
 def _second(rng: random.Random, moment: datetime, ranks: int, accept: float) -> list[str]:
     """One logged second: a decode line per rank, interleaved with everything else."""
+    return second_of(rng, moment, ranks, accept, ranks, rng.randint(8, 14), rng.randint(2, 6))
+
+
+def second_of(
+    rng: random.Random,
+    moment: datetime,
+    ranks: int,
+    accept: float,
+    prefills: int,
+    accesses: int,
+    requests: int,
+) -> list[str]:
+    """One logged second of a node whose load is given by counts: a decode line per rank,
+    then that many prefill, uvicorn access and ``--log-requests`` lines, shuffled."""
     lines = [f"{_prefix(moment, rank)} {_decode(rng, accept)}" for rank in range(ranks)]
-    lines += [f"{_prefix(moment, rng.randrange(ranks))} {_prefill(rng)}" for _ in range(ranks)]
-    lines += [f"{_prefix(moment, None)} {_access(rng)}" for _ in range(rng.randint(8, 14))]
-    lines += [f"{_prefix(moment, None)} {_request(rng)}" for _ in range(rng.randint(2, 6))]
+    lines += [f"{_prefix(moment, rng.randrange(ranks))} {_prefill(rng)}" for _ in range(prefills)]
+    lines += [f"{_prefix(moment, None)} {_access(rng)}" for _ in range(accesses)]
+    lines += [f"{_prefix(moment, None)} {_request(rng)}" for _ in range(requests)]
     rng.shuffle(lines)
     return lines
 
