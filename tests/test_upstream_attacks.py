@@ -447,3 +447,47 @@ def test_a_name_whose_dns_never_answers_costs_the_scrape_deadline_not_ten_second
         assert up(scrape, "metrics") == 0
         duration = scrape.value("specwatch_upstream_scrape_duration_seconds", **labels)
         assert duration is not None and duration < 2.5  # the 2 s deadline, not 10 s
+
+
+def test_names_whose_dns_never_answers_leave_a_healthy_target_its_lookups(
+    tmp_path: Path, port: int
+) -> None:
+    """20 targets whose DNS never answered kept the 8 shared lookups busy, and a healthy
+    target named ``localhost`` went to ``upstream_up 0`` for want of one."""
+    if os.geteuid() != 0:
+        pytest.skip("a mount namespace and port 53 need root")
+    dead = "".join(
+        f"  - name: dead-{i}\n    metrics_url: http://sglang-{i}.dns-silent.test:30000/metrics\n"
+        "    scrape_interval: 1\n"
+        for i in range(20)
+    )
+    with fake_sglang() as server:
+        server.routes["/metrics"] = Route(body=exposition().encode())
+        url = server.url.replace("127.0.0.1", "localhost")
+        config = tmp_path / "specwatch.yaml"
+        config.write_text(
+            f"targets:\n  - name: sglang-0\n    metrics_url: {url}/metrics\n"
+            f"    scrape_interval: 1\n{dead}"
+        )
+        with (
+            silent_resolver(tmp_path) as prefix,
+            run_daemon(["--config", str(config)], port, prefix=prefix) as daemon,
+        ):
+            labels = {**TARGET, "endpoint": "metrics"}
+            daemon.wait_metric("specwatch_upstream_up", lambda v: v == 1, 30, **labels)
+            ok = daemon.scrape().value(
+                "specwatch_upstream_scrape_errors_total", **labels, reason="timeout"
+            )
+            time.sleep(8)  # several of its scrapes while the dead names keep asking
+            scrape = daemon.scrape()
+            errors = {
+                sample.labels["reason"]: sample.value
+                for sample in scrape.samples
+                if sample.name == "specwatch_upstream_scrape_errors_total"
+                and sample.labels.get("target") == "sglang-0"
+            }
+            assert up(scrape, "metrics") == 1, errors
+            assert (
+                scrape.value("specwatch_upstream_scrape_errors_total", **labels, reason="timeout")
+                == ok
+            )

@@ -5,7 +5,9 @@ default, more with retries) and takes no timeout, so a server name whose DNS nev
 turned a 2 s scrape deadline into 10 s. The lookup runs in a short-lived daemon thread that
 is waited for only until the deadline; a lookup left behind ends with the resolver's own
 timeout, and at most ``MAX_LOOKUPS`` are under way at once, so a dead resolver cannot pile
-threads up. Daemon threads never hold up the process's exit.
+threads up; names whose lookups fail take at most ``FAILING_LOOKUPS`` of them, so the rest stay
+for names that answer, and a name whose lookup cannot be made in time keeps its last answer.
+Daemon threads never hold up the process's exit.
 """
 
 from __future__ import annotations
@@ -17,7 +19,16 @@ import time
 from collections.abc import Callable
 
 MAX_LOOKUPS = 8
+FAILING_LOOKUPS = MAX_LOOKUPS - 2
+"""Of those, the most for names whose last lookup failed or ran past its deadline: 20 names
+whose DNS never answered kept all 8 busy, and a healthy ``localhost`` target went down for
+want of one."""
+MAX_REMEMBERED = 1024  # names remembered as failing, and good answers kept
 _lookups = threading.BoundedSemaphore(MAX_LOOKUPS)
+_failing_lookups = threading.BoundedSemaphore(FAILING_LOOKUPS)
+_lock = threading.Lock()
+_failing: set[str] = set()
+_last_good: dict[tuple[str, int], list[str]] = {}
 
 Address = tuple[str, int]
 Connect = Callable[[Address, float, Address | None], socket.socket]
@@ -47,8 +58,35 @@ def _addresses(host: str, port: int, deadline: float) -> list[str]:
         return [str(ipaddress.ip_address(host))]  # a literal: nothing to look up
     except ValueError:
         pass
-    if not _lookups.acquire(timeout=max(deadline - time.monotonic(), 0)):
-        raise TimeoutError(f"{MAX_LOOKUPS} name lookups already waiting on the resolver")
+    with _lock:
+        known = _last_good.get((host, port))
+    # With an answer to fall back on, wait a quarter of what is left: the rest is the scrape's.
+    patience = deadline if known is None else (3 * time.monotonic() + deadline) / 4
+    try:
+        found = _look_up(host, port, patience)
+    except TimeoutError:
+        if known is None:
+            raise
+        return known  # the resolver is busy or slow: the last answer it gave for this name
+    with _lock:
+        if len(_last_good) >= MAX_REMEMBERED:
+            _last_good.clear()
+        _last_good[(host, port)] = found
+    return found
+
+
+def _look_up(host: str, port: int, deadline: float) -> list[str]:
+    """``getaddrinfo`` in a thread of its own, waited for until ``deadline``."""
+    with _lock:
+        failing = host in _failing
+    slots = [_failing_lookups, _lookups] if failing else [_lookups]
+    taken: list[threading.BoundedSemaphore] = []
+    for slot in slots:
+        if not slot.acquire(timeout=max(deadline - time.monotonic(), 0)):
+            for held in taken:
+                held.release()
+            raise TimeoutError(f"{MAX_LOOKUPS} name lookups already waiting on the resolver")
+        taken.append(slot)
     answer: list[list[str] | OSError] = []
     done = threading.Event()
 
@@ -59,13 +97,26 @@ def _addresses(host: str, port: int, deadline: float) -> list[str]:
         except OSError as exc:
             answer.append(exc)
         finally:
-            _lookups.release()
+            for held in taken:
+                held.release()
             done.set()
 
     threading.Thread(target=look_up, name="specwatch-dns", daemon=True).start()
-    if not done.wait(max(deadline - time.monotonic(), 0)):
+    answered = done.wait(max(deadline - time.monotonic(), 0))
+    result = answer[0] if answered else None
+    _remember(host, failing=not isinstance(result, list))
+    if result is None:
         raise TimeoutError(f"name lookup of {host} did not answer within the deadline")
-    result = answer[0]
     if isinstance(result, OSError):
         raise result
     return result
+
+
+def _remember(host: str, failing: bool) -> None:
+    with _lock:
+        if not failing:
+            _failing.discard(host)
+            return
+        if len(_failing) >= MAX_REMEMBERED:
+            _failing.clear()
+        _failing.add(host)
