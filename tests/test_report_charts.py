@@ -318,3 +318,56 @@ def test_the_requests_chart_shows_the_share_the_windows_hide(tmp_path: Path) -> 
 
 def test_a_log_without_request_lines_has_no_requests_chart(log: Path) -> None:
     assert REQUESTS_CHART not in drawn(log)
+
+
+def test_the_band_chart_shows_the_newest_run_never_the_runs_pooled(log: Path) -> None:
+    """The first run made 1,800 tok/s at 40 running, the collapsed second one 500: pooled,
+    the band read about 1,200, a speed neither run had."""
+    axes = drawn(log)["Throughput vs baseline by concurrency band"]
+    ticks = [tick.get_text() for tick in axes.get_xticklabels()]
+    speculating = axes.containers[0]  # the first bars drawn: throughput with speculation
+    heights = [bar.get_height() for bar in speculating]
+    assert dict(zip(ticks, heights, strict=True)) == {"32-63 running": pytest.approx(500.0)}
+    labels = axes.get_legend_handles_labels()[1]
+    assert "with speculation, newest run" in labels
+
+
+@pytest.mark.parametrize("title", TIME_CHARTS)
+def test_every_time_tick_reads_as_a_clock_time_in_one_format(log: Path, title: str) -> None:
+    """Not "30, 09:02, 30": seconds, a minute and seconds again on one axis."""
+    axes = drawn(log)[title]
+    axes.figure.canvas.draw()
+    ticks = [tick.get_text() for tick in axes.get_xticklabels() if tick.get_text()]
+    assert len(ticks) >= 3
+    assert all(re.fullmatch(r"\d\d:\d\d", tick) for tick in ticks), ticks
+    assert axes.get_xlabel() == "time (UTC)"
+
+
+def test_the_page_leads_with_the_verdict_and_its_fix_coloured_by_severity(
+    log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = tmp_path / "report.html"
+    assert main(["report", str(log), "--baseline-tok-s", "700", "--html", str(page)]) == 0
+    capsys.readouterr()
+    text = page.read_text(encoding="utf-8")
+    first_chart = text.index("<figure>")
+    critical = text.index('<div class="judged critical">')
+    assert critical < first_chart
+    assert text.index("<b>Fix:</b>", critical) < first_chart
+    assert re.search(r"\.critical \{\{? border-color: #c62828", text)
+    # Worst first: no warning or info block comes before a critical one.
+    severities = re.findall(r'<div class="judged (\w+)">', text)
+    order = {"critical": 0, "warning": 1, "info": 2}
+    assert severities == sorted(severities, key=order.__getitem__)
+
+
+def test_the_setup_line_names_the_draft_not_only_its_kind(tmp_path: Path) -> None:
+    path = tmp_path / "server.log"
+    path.write_text("\n".join(restart_log()) + "\n", encoding="utf-8")
+    report = build_report([str(path)], None)
+    from exporter.report.text import render_text
+
+    line = next(x for x in render_text(report).splitlines() if x.startswith("Speculation:"))
+    draft = report.config.draft_model_path
+    assert draft is not None
+    assert f"draft {'/'.join(draft.rstrip('/').split('/')[-2:])}" in line

@@ -42,7 +42,7 @@ from exporter.parse.pipeline import RecordSink
 from exporter.report.bands import BANDS, BandAccumulator, band_index, quantile
 from exporter.report.run import Run
 from exporter.report.series import Downsampler
-from exporter.report.summary import AcceptStats, Report, RequestSummary, RunSummary
+from exporter.report.summary import AcceptStats, BandStats, Report, RequestSummary, RunSummary
 from exporter.state.requests import NO_REQUESTS, RequestStats
 from exporter.state.runs import RunTracker
 
@@ -332,12 +332,9 @@ class ReportBuilder(RecordSink):
         findings = evaluate(self.observations(config))
         breakeven = self.breakeven(config)
         schedule = self.schedule(config)
+        newest_bands = _band_results(self._run.bands, has_baseline)
         self._close_run(config)
-        bands = tuple(
-            acc.result(label, has_baseline)
-            for (label, _, _), acc in zip(BANDS, self._bands, strict=True)
-            if acc.windows
-        )
+        bands = _band_results(self._bands, has_baseline)
         overall = self._overall.result("all", has_baseline) if self._overall.windows else None
         return Report(
             files=files,
@@ -368,7 +365,17 @@ class ReportBuilder(RecordSink):
             collapsed_accept_length=self.thresholds.collapsed_accept_length,
             requests=self.request_summary(),
             written_at=_written_at(files),
+            newest_bands=newest_bands,
         )
+
+
+def _band_results(accumulators: list[BandAccumulator], has_baseline: bool) -> tuple[BandStats, ...]:
+    """The bands that saw windows, in order."""
+    return tuple(
+        acc.result(label, has_baseline)
+        for (label, _, _), acc in zip(BANDS, accumulators, strict=True)
+        if acc.windows
+    )
 
 
 def _written_at(files: tuple[str, ...]) -> float | None:

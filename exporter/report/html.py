@@ -1,8 +1,9 @@
 """``report --html``: one self-contained page with charts drawn by matplotlib.
 
-matplotlib is the optional extra ``specwatch[report]``: the exporter itself must stay small on
-serving nodes, so it is imported only here, only when a page is asked for. Charts are embedded
-as base64 PNG so the page can be mailed or attached to a ticket as a single file.
+matplotlib is the optional ``report`` extra (``pip install '.[report]'`` in the checkout):
+the exporter itself must stay small on serving nodes, so it is imported only here, only when
+a page is asked for. Charts are embedded as base64 PNG so the page can be mailed or attached
+to a ticket as a single file.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from exporter.analysis.findings import SEVERITY_ORDER, Finding
 from exporter.analysis.request_share import NO_BENEFIT_ACCEPT_LENGTH
+from exporter.analysis.verdicts import Verdict
 from exporter.report.summary import Report
 from exporter.report.text import render_text
 from exporter.state.requests import REQUEST_BUCKETS
@@ -60,9 +63,29 @@ def render_html(report: Report) -> str:
     return _PAGE.format(
         title=html.escape(f"specwatch report: {', '.join(report.files)}"),
         headline=html.escape(report.headline),
+        judged=_judged(report),
         figures=figures,
         summary=html.escape(render_text(report)),
     )
+
+
+def _judged(report: Report) -> str:
+    """The newest run's verdicts and findings, worst first, each with what to do: what a
+    reader opens the page for, so it comes before the charts, coloured by severity."""
+    items: list[Verdict | Finding] = [*report.verdicts, *report.findings]
+    if not items:
+        return '<p class="judged ok">Nothing to fix: no verdict or finding holds.</p>'
+    blocks = []
+    for item in sorted(items, key=lambda i: SEVERITY_ORDER[i.severity]):
+        severity = html.escape(item.severity)
+        blocks.append(
+            f'<div class="judged {severity}"><p><span class="severity">'
+            f"{severity.upper()}</span> {html.escape(item.summary)}</p>"
+            f'<p class="fix"><b>Fix:</b> {html.escape(item.fix)}</p>'
+            f'<p class="seen">Seen: {html.escape(item.seen)} Why: {html.escape(item.why)}</p>'
+            "</div>"
+        )
+    return "\n".join(blocks)
 
 
 def charts(report: Report) -> list[tuple[str, Figure]]:
@@ -100,13 +123,23 @@ def _png(figure: Figure) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _time_axis(axes: Axes) -> None:
-    """Readable dates on the x axis whatever the span (minutes or weeks)."""
-    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+def _time_axis(axes: Axes, span: float) -> None:
+    """Every tick a whole clock time in one format, chosen by the ``span`` in seconds: a
+    concise formatter's "30, 09:02, 30" (seconds, then a minute, then seconds) reads as three
+    different scales on one axis."""
+    from matplotlib.dates import AutoDateLocator, DateFormatter
 
-    locator = AutoDateLocator()
+    if span <= 15 * 60:
+        form = "%H:%M:%S"
+    elif span <= 36 * 3600:
+        form = "%H:%M"
+    else:
+        form = "%b %d %H:%M"
+    # At most 8 ticks: past 15 minutes no tick falls between whole minutes.
+    locator = AutoDateLocator(minticks=3, maxticks=8)
     axes.xaxis.set_major_locator(locator)
-    axes.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+    axes.xaxis.set_major_formatter(DateFormatter(form, tz=timezone.utc))
+    axes.set_xlabel("time (UTC)", fontsize="small")
 
 
 def _date(seconds: float) -> datetime:
@@ -174,7 +207,8 @@ def _over_time(
                 axes.plot(dots, [values[i] for i in alone], "o", color=color, markersize=3)
             top = max(top, max(v for v in values if not math.isnan(v)))
     axes.set_ylabel(ylabel)
-    _time_axis(axes)
+    span = (report.last_time or 0.0) - (report.first_time or 0.0)
+    _time_axis(axes, span)
     for at in report.restarts:
         _restart(axes, at)
     for value, label, color in references:
@@ -252,7 +286,10 @@ def _queue(axes: Axes, report: Report) -> bool:
 
 
 def _bands(axes: Axes, report: Report) -> bool:
-    bands = report.bands
+    """The newest run's throughput per band: two runs pooled (a healthy one and a collapsed
+    one) would show a speed neither had."""
+    several = len(report.runs) > 1
+    bands = report.newest_bands if several else report.bands
     if not bands:
         return False
     positions = range(len(bands))
@@ -260,7 +297,7 @@ def _bands(axes: Axes, report: Report) -> bool:
         [p - 0.2 for p in positions],
         [b.mean_throughput for b in bands],
         0.4,
-        label="with speculation",
+        label="with speculation, newest run" if several else "with speculation",
     )
     if report.baseline is not None:
         baseline = [b.mean_baseline or 0.0 for b in bands]
@@ -346,11 +383,23 @@ figure {{ margin: 1.5em 0; }}
 figure img {{ max-width: 100%; }}
 h2 {{ font-size: 1.05em; margin: 0 0 0.3em; }}
 pre {{ background: #f6f6f6; padding: 1em; white-space: pre-wrap; overflow-wrap: anywhere; }}
+.judged {{ border-left: 0.4em solid #888; padding: 0.2em 1em; margin: 0.6em 0; }}
+.judged p {{ margin: 0.4em 0; }}
+.judged .severity {{ font-weight: 700; }}
+.judged .seen {{ font-size: 0.9em; color: #555; }}
+.critical {{ border-color: #c62828; background: #fdecea; }}
+.critical .severity {{ color: #c62828; }}
+.warning {{ border-color: #ef8f00; background: #fff4e0; }}
+.warning .severity {{ color: #b36b00; }}
+.info {{ border-color: #1565c0; background: #e8f0fb; }}
+.info .severity {{ color: #1565c0; }}
+.ok {{ border-color: #2e7d32; background: #e8f5e9; }}
 </style>
 </head>
 <body>
 <h1>specwatch report</h1>
 <p class="headline">{headline}</p>
+{judged}
 {figures}
 <h2>Summary</h2>
 <pre>{summary}</pre>

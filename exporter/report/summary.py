@@ -238,7 +238,7 @@ class Report:
     dp_ranks: int
     accept: AcceptStats | None
     cuda_graph_share: float | None
-    bands: tuple[BandStats, ...]
+    bands: tuple[BandStats, ...]  # every run's windows together
     overall: BandStats | None
     baseline: str | None
     expected_accept_length: float | None
@@ -258,6 +258,9 @@ class Report:
     # The device whose graphs the decode lines name ("cuda", SGLang's "npu", "cpu", "musa");
     # None when the log names more than one.
     graph_device: str | None = "cuda"
+    # The newest run's bands alone: runs of one log may differ in setup or health, and a
+    # band pooling them (a healthy run and a collapsed one) describes neither.
+    newest_bands: tuple[BandStats, ...] = ()
 
     @property
     def span_seconds(self) -> float | None:

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from datetime import datetime, timezone
 
 from exporter.analysis.ranks import RankAccept
+from exporter.engines.server_config import ServerConfig
 from exporter.report.summary import BandStats, Report, RunSummary, ratio
 
 WIDTH = 100
@@ -50,7 +51,7 @@ def _overview(report: Report) -> list[str]:
         lines.append(
             f"Speculation: {config.algorithm or 'unknown algorithm'}, "
             f"{config.num_draft_tokens or '?'} draft tokens"
-            + (f", draft {config.draft_architecture}" if config.draft_architecture else "")
+            + _draft(config)
             + (
                 f"; adaptive speculation, {config.active_steps} steps at the end of the log"
                 f"{' (drafting off)' if config.active_steps == 0 else ''}"
@@ -106,6 +107,20 @@ def _rank_line(rank: RankAccept, collapsed: float) -> str:
     state = "  collapsed" if rank.accept_length <= collapsed else ""
     windows = f"{rank.windows:,} windows"
     return f"  DP rank {rank.dp_rank:>3}: {rank.accept_length:.2f} over {windows}{state}"
+
+
+def _draft(config: ServerConfig) -> str:
+    """The draft by its name (the model path's last two parts, a hub id), its architecture
+    beside it: "draft LlamaForCausalLMEagle3" names a kind, not the model that was served."""
+    name = (
+        "/".join(config.draft_model_path.rstrip("/").split("/")[-2:])
+        if config.draft_model_path
+        else None
+    )
+    kind = config.draft_architecture
+    if name and kind:
+        return f", draft {name} ({kind})"
+    return f", draft {name or kind}" if name or kind else ""
 
 
 def _bands(report: Report) -> list[str]:
