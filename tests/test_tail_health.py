@@ -44,8 +44,12 @@ def tail_once(pattern: Path | str, *, missing_grace: float = 60.0) -> list[Sourc
         (lambda p: os.mkfifo(p), "not_regular"),
         (lambda p: p.symlink_to("/dev/zero"), "not_regular"),
         (lambda p: p.write_text("line\n"), "ok"),
+        (
+            lambda p: (p.symlink_to(p.with_name("b")), p.with_name("b").symlink_to(p)),
+            "symlink_loop",
+        ),
     ],
-    ids=["directory", "fifo", "symlink-to-dev-zero", "regular"],
+    ids=["directory", "fifo", "symlink-to-dev-zero", "regular", "symlink-loop"],
 )
 def test_what_is_at_the_path_is_reported_after_one_pass(
     tmp_path: Path, make: Callable[[Path], object], reason: str
@@ -163,3 +167,29 @@ def test_a_path_specwatch_may_not_read_is_unreadable(where: str) -> None:
             log.chmod(0o644)
     assert result.stdout.split() == ["unreadable"], result.stderr
     assert f"log {log}: permission denied" in result.stderr
+
+
+def test_a_followed_file_deleted_while_its_server_writes_is_read_and_said_to_be(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server writing on to its deleted log: every line was read, yet the path was reported
+    missing ("NOT FOLLOWED: no such file", log_source_up 0)."""
+    log = tmp_path / "server.log"
+    reported: list[SourceReason] = []
+    with log.open("a") as server:
+        server.write("before\n")
+        server.flush()
+        recorder = Recorder()
+        tailer = FileTailer(str(log), recorder, on_status=reported.append, missing_grace=0.0)
+        try:
+            tailer.poll()
+            log.unlink()
+            server.write("after the delete\n")
+            server.flush()
+            tailer.poll()
+            tailer.poll()
+        finally:
+            tailer.stop()
+    assert recorder.lines == [b"after the delete"]
+    assert reported == ["ok", "ok", "ok"]
+    assert "deleted while open; reading on from the open file" in caplog.text

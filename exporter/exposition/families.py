@@ -191,7 +191,8 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "log_source_up": (
         "gauge",
         "1 while a configured log path is followed; 0 with the reason it is not: waiting (not "
-        "there yet, within the grace period), missing, directory, not_regular, unreadable, stuck.",
+        "there yet, within the grace period), missing, directory, not_regular, unreadable, "
+        "symlink_loop, stuck.",
     ),
     "log_lines": ("counter", "Log lines read."),
     "log_stats_lines": ("counter", "Scheduler stats lines parsed, by kind."),

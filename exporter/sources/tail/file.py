@@ -108,6 +108,13 @@ def _identity(st: os.stat_result) -> Identity:
     return (st.st_dev, st.st_ino)
 
 
+def _stat_problem(exc: OSError) -> SourceReason:
+    """What a path that cannot be looked up is: a symbolic-link loop was reported missing."""
+    if exc.errno in _DENIED:
+        return "unreadable"
+    return "symlink_loop" if exc.errno == errno.ELOOP else "missing"
+
+
 def _dated(st: os.stat_result) -> int:
     """A file's modification time for choosing the newest match; one in the future is
     unknown and ranks below every real date (a dead log dated 2100 was followed for good)."""
@@ -142,6 +149,9 @@ class FileTailer:
         self._problem: SourceReason | None = None  # what kept this pass from a readable file
         self._failed_passes = 0  # in a row
         self._blind = False  # the path cannot be looked up, the open file is read on
+        # Since when the followed file is deleted while open and read on (inf: said so).
+        self._orphaned: float | None = None
+        self._missing_grace = missing_grace
         self._is_glob = glob.has_magic(pattern)
         self._events = events
         self._from_beginning = from_beginning
@@ -254,6 +264,9 @@ class FileTailer:
     def _verdict(self) -> SourceReason | None:
         """This pass's problem, except a path that can no longer be looked up while its file
         is open and read: that is followed, though a rotation would go unseen (said once)."""
+        if self._problem == "missing" and self._current is not None:
+            return self._deleted(self._current)
+        self._orphaned = None
         if self._problem != "unreadable" or self._current is None:
             self._blind = False
             return self._problem
@@ -262,6 +275,29 @@ class FileTailer:
             log.warning(
                 "log %s: the path can no longer be looked up (permission denied on a "
                 "directory); reading on from the open file, but a rotation would go unseen",
+                self._pattern,
+            )
+        return None
+
+    def _deleted(self, current: _Stream) -> SourceReason | None:
+        """The followed file was deleted while open: still read (a server keeps writing to it)
+        and so followed, said once the path has been empty for the missing grace (a
+        delete-and-recreate rotation is no news); it was reported "NOT FOLLOWED: no such
+        file". Missing if it is not deleted but gone some other way (renamed away)."""
+        try:
+            deleted = os.fstat(current.fd).st_nlink == 0
+        except OSError:
+            return "missing"
+        if not deleted:
+            return "missing"
+        now = time.monotonic()
+        if self._orphaned is None:
+            self._orphaned = now
+        elif math.isfinite(self._orphaned) and now - self._orphaned >= self._missing_grace:
+            self._orphaned = math.inf  # said
+            log.warning(
+                "log %s: the file was deleted while open; reading on from the open file, and "
+                "following a new file at the path as soon as it appears",
                 self._pattern,
             )
         return None
@@ -286,7 +322,7 @@ class FileTailer:
                 continue
             except OSError as exc:
                 self._error(exc, "stat")
-                problems.append("unreadable" if exc.errno in _DENIED else "missing")
+                problems.append(_stat_problem(exc))
                 continue
             if stat.S_ISREG(st.st_mode):
                 found.append((path, st))
@@ -389,7 +425,7 @@ class FileTailer:
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError as exc:
             self._error(exc, "open")
-            self._problem = "unreadable" if exc.errno in _DENIED else "missing"
+            self._problem = _stat_problem(exc)
             return None
         try:
             st = os.fstat(fd)

@@ -17,12 +17,13 @@ from typing import Literal, get_args
 log = logging.getLogger(__name__)
 
 SourceReason = Literal[
-    "ok", "waiting", "missing", "directory", "not_regular", "unreadable", "stuck"
+    "ok", "waiting", "missing", "directory", "not_regular", "unreadable", "symlink_loop", "stuck"
 ]
 """``ok``: a regular file is followed. ``waiting``: nothing at the path yet, within the grace
 period. ``missing``: nothing at the path for longer than the grace period. ``directory``,
-``not_regular`` (a FIFO, device or socket) and ``unreadable`` (permission denied) name what is
-there instead of a readable file. ``stuck``: the file is there but reading it keeps failing
+``not_regular`` (a FIFO, device or socket), ``unreadable`` (permission denied) and
+``symlink_loop`` (symbolic links that lead back to themselves) name what is there instead of a
+readable file. ``stuck``: the file is there but reading it keeps failing
 (``/healthz`` answers 503 then). A bounded set, usable as a metric label as is."""
 
 SOURCE_REASONS: tuple[SourceReason, ...] = get_args(SourceReason)
@@ -34,6 +35,7 @@ _EXPLAIN: dict[str, str] = {
     "directory": "is a directory, not a log file",
     "not_regular": "is not a regular file (a FIFO, device or socket cannot be tailed)",
     "unreadable": "permission denied",
+    "symlink_loop": "is a loop of symbolic links (too many levels), not a log file",
     "stuck": "reading it keeps failing (see the error logged before)",
 }
 
