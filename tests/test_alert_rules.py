@@ -19,7 +19,7 @@ import yaml
 from exporter import PROJECT_URL, __version__
 from exporter.analysis.findings import SEVERITIES
 from exporter.exposition.families import FAMILIES, P
-from exporter.mixin.render import alerting, recorded
+from exporter.mixin.groups import alerting, recorded
 from exporter.mixin_config import MixinConfig
 from tests.support.docs import runbook_queries, runbook_spans
 from tests.support.loglines import decode, prefill, startup

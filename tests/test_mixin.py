@@ -77,6 +77,7 @@ def test_render_writes_the_files_monitoring_mixins_name(rendered: Path) -> None:
         "prometheus_alerts.yaml",
         "prometheus_rules.yaml",
         "prometheusrule.yaml",
+        "rendered.json",
         "runbook.md",
     ]
 

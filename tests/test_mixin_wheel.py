@@ -31,6 +31,7 @@ COMMITTED = {
     "runbook.md": REPO / "alerts" / "runbook.md",
     "dashboards_out/specwatch-node.json": REPO / "dashboards" / "specwatch-node.json",
     "dashboards_out/specwatch-fleet.json": REPO / "dashboards" / "specwatch-fleet.json",
+    "rendered.json": REPO / "specwatch-mixin" / "rendered.json",
 }
 
 

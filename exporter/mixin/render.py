@@ -2,7 +2,8 @@
 
 The files are those monitoring-mixins name: ``prometheus_alerts.yaml``,
 ``prometheus_rules.yaml`` (recording rules), ``dashboards_out/*.json``, plus the Prometheus
-Operator's ``prometheusrule.yaml`` and the ``runbook.md`` the alerts link to. Everything comes
+Operator's ``prometheusrule.yaml``, the ``runbook.md`` the alerts link to and the jsonnet
+face's ``rendered.json`` (``specwatch-mixin/mixin.libsonnet`` fills it in). Everything comes
 from the installed package (the runbook is package data), so no checkout is needed.
 """
 
@@ -14,9 +15,10 @@ from typing import Any
 
 import yaml
 
-from exporter.mixin.budget import budget_alerts, budget_rules
 from exporter.mixin.dashboards.build import render as render_dashboards
-from exporter.mixin.rules import Group, alert_groups, header, recording_rules
+from exporter.mixin.groups import alerting, recorded
+from exporter.mixin.jsonnet import LIBRARY_NAME, library
+from exporter.mixin.rules import header
 from exporter.mixin_config import MixinConfig
 
 DASHBOARDS_OUT = "dashboards_out"
@@ -55,16 +57,6 @@ def dump(data: Any) -> str:
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=100, allow_unicode=True)
 
 
-def recorded(config: MixinConfig) -> list[Group]:
-    """Every recording rule group of the rendering, the optional ones included."""
-    return recording_rules(config) + budget_rules(config)
-
-
-def alerting(config: MixinConfig) -> list[Group]:
-    """Every alert group of the rendering, the optional ones included."""
-    return alert_groups(config) + budget_alerts(config)
-
-
 def prometheus_rule(config: MixinConfig) -> dict[str, Any]:
     return {
         "apiVersion": "monitoring.coreos.com/v1",
@@ -85,6 +77,7 @@ def render(config: MixinConfig, made_by: str = MAKE_MIXIN) -> dict[str, str]:
         "prometheusrule.yaml": OPERATOR_HEADER.format(made_by=made_by)
         + dump(prometheus_rule(config)),
         "runbook.md": resources.files(__package__).joinpath("runbook.md").read_text("utf-8"),
+        LIBRARY_NAME: library(config),
     }
     for name, text in render_dashboards(config).items():
         out[f"{DASHBOARDS_OUT}/{name}"] = text

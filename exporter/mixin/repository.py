@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from exporter.mixin.jsonnet import LIBRARY_PATH, library
+from exporter.mixin.jsonnet import LIBRARY_NAME, LIBRARY_PATH
 from exporter.mixin.render import DASHBOARDS_OUT, render, write
 from exporter.mixin_config import MixinConfig, load_mixin_config
 from exporter.settings import ConfigError
@@ -26,6 +26,7 @@ COMMITTED: dict[str, str] = {
     "prometheus_rules.yaml": "alerts/prometheus_rules.yaml",
     "prometheusrule.yaml": "deploy/kubernetes/base/prometheusrule.yaml",
     "runbook.md": "alerts/runbook.md",
+    LIBRARY_NAME: LIBRARY_PATH,
 }
 
 
@@ -38,9 +39,7 @@ def committed_path(name: str) -> Path:
 
 def committed_files() -> dict[Path, str]:
     """Every file the repository keeps of the default rendering, with its text."""
-    files = {committed_path(name): text for name, text in render(MixinConfig()).items()}
-    files[REPO / LIBRARY_PATH] = library()
-    return files
+    return {committed_path(name): text for name, text in render(MixinConfig()).items()}
 
 
 def stale_files() -> list[Path]:
