@@ -197,6 +197,11 @@ def test_node_queries_are_limited_to_the_selected_target() -> None:
                 assert 'target=~"$target"' in matchers, query
 
 
+def test_tables_have_no_footer_option_grafana_13_dropped(board: dict[str, Any]) -> None:
+    tables = [p for p in panels(board) if p["type"] == "table"]
+    assert tables and [p["title"] for p in tables if "footer" in p["options"]] == []
+
+
 def test_dashboards_are_read_only(board: dict[str, Any]) -> None:
     assert board["editable"] is False
 

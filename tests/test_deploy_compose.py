@@ -225,3 +225,18 @@ def test_grafana_finds_the_dashboards_and_prometheus(services: dict[str, Any]) -
         f"{url.hostname}:127.0.0.1" in grafana.get("extra_hosts", []) or url.hostname == "localhost"
     )
     assert url.port == listen_ports(services)["prometheus"]
+
+
+def tested_versions() -> dict[str, str]:
+    """Package -> upstream version of what the tests run (scripts/install-prometheus.sh)."""
+    script = (REPO / "scripts" / "install-prometheus.sh").read_text(encoding="utf-8")
+    return dict(re.findall(r'^  "([\w-]+) (\d+\.\d+\.\d+)\S* [0-9a-f]{64}"$', script, re.M))
+
+
+def test_compose_runs_the_prometheus_and_alertmanager_the_tests_run(
+    services: dict[str, Any],
+) -> None:
+    versions = tested_versions()
+    assert services["prometheus"]["image"] == f"prom/prometheus:v{versions['prometheus']}"
+    alertmanager = versions["prometheus-alertmanager"]
+    assert services["alertmanager"]["image"] == f"prom/alertmanager:v{alertmanager}"

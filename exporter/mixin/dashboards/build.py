@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import dashboard as dm
+from grafana_foundation_sdk.models import table
 
 from exporter.mixin.dashboards import fleet, node
 from exporter.mixin.dashboards.common import rendering
@@ -23,13 +25,28 @@ BUILDERS: dict[str, Callable[[], db.Dashboard]] = {
 }
 
 
+def without_table_footers(dashboard: dm.Dashboard) -> dm.Dashboard:
+    """Grafana 13's table has no ``options.footer`` (it moved into the field config), and the
+    SDK writes one, hidden, on every table. Left out, every Grafana shows no footer, as the
+    hidden one did."""
+    for panel in dashboard.panels or []:
+        options = getattr(panel, "options", None)
+        if isinstance(options, table.Options):
+            options.footer = None
+    return dashboard
+
+
 def render(config: MixinConfig | None = None) -> dict[str, str]:
     """File name -> JSON text of every dashboard (the committed files: default config)."""
     encoder = JSONEncoder(sort_keys=True, indent=2)
     with rendering(config or MixinConfig()):
         # Round-trip through json so the text does not depend on the SDK's encoder whitespace.
         return {
-            name: json.dumps(json.loads(encoder.encode(build().build())), indent=2, sort_keys=True)
+            name: json.dumps(
+                json.loads(encoder.encode(without_table_footers(build().build()))),
+                indent=2,
+                sort_keys=True,
+            )
             + "\n"
             for name, build in BUILDERS.items()
         }
