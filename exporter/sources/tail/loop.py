@@ -166,12 +166,12 @@ class TailLoop:
 
     def _take_notifications(self, inotify: Inotify) -> None:
         """Bring forward the passes of the jobs in every changed directory."""
-        try:
-            changed = inotify.changed()
-        except OSError:
-            log.debug("reading notifications failed", exc_info=True)
-            changed = None
-        with self._lock:
+        with self._lock:  # a tailer stopping elsewhere may be unwatching meanwhile
+            try:
+                changed = inotify.changed()
+            except OSError:
+                log.debug("reading notifications failed", exc_info=True)
+                changed = None
             if changed is None:  # overflowed: anything may have changed
                 jobs = set(self._due)
             else:
