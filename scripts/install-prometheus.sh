@@ -36,7 +36,8 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/lists/partial" "$work/cache/archives/partial" "$work/debs"
 touch "$work/status"
 # The Debian mirror this system's apt already uses, with the suite swapped.
-mirror=$(apt-get indextargets --format '$(REPO_URI) $(CODENAME)' 2>/dev/null \
+# (--no-release-info: read from the sources alone, so it works before any `apt-get update`.)
+mirror=$(apt-get indextargets --no-release-info --format '$(REPO_URI) $(RELEASE)' 2>/dev/null \
   | awk '$2 !~ /-/ {print $1; exit}')
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 if [ -z "$mirror" ] || [ ! -f "$keyring" ]; then
