@@ -21,6 +21,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote_plus
 
 import pytest
 import yaml
@@ -140,6 +141,15 @@ def annotations_of(alertname: str) -> dict[str, str]:
         for rule in group["rules"]
         if rule.get("alert") == alertname
     )
+
+
+def expanded(template: str, labels: dict[str, str]) -> str:
+    """An annotation as Prometheus expands it for ``labels``: ``{{ $labels.x }}`` as it is,
+    ``{{ $labels.x | urlquery }}`` escaped for a URL's query (the dashboard link)."""
+    for name, value in labels.items():
+        template = template.replace(f"{{{{ $labels.{name} }}}}", value)
+        template = template.replace(f"{{{{ $labels.{name} | urlquery }}}}", quote_plus(value))
+    return template
 
 
 def test_fast_rules_shrink_only_durations() -> None:
@@ -398,10 +408,9 @@ def test_wrong_algorithm_flag_pages_for_the_cause_not_the_symptoms(stack: Stack)
     instance = stack.instances["eagle-flag"]
     code = "eagle3_draft_with_eagle_algorithm"
     page = stack.wait_paged("eagle-flag", "SpecDecodeMisconfigured", code=code)
+    labels = {"target": "eagle-flag", "instance": instance, "job": "specwatch"}
     assert page["annotations"] == {
-        key: value.replace("{{ $labels.target }}", "eagle-flag").replace(
-            "{{ $labels.instance }}", instance
-        )
+        key: expanded(value, labels)
         for key, value in annotations_of("SpecDecodeMisconfigured").items()
     }
     stack.assert_held_back(
