@@ -100,6 +100,14 @@ def test_wheels_are_built_in_a_builder_stage_and_installed_offline(stages: list[
         assert re.match(r"python:\$\{PYTHON_VERSION\}-slim", stage.base), stage.base
 
 
+def test_the_image_holds_specwatchs_bytecode(stages: list[Stage]) -> None:
+    """The root filesystem is read-only: bytecode not there at build time would be compiled
+    in memory at every start."""
+    install = next(run for run in stages[-1].all("RUN") if "pip install" in run)
+    assert "--no-compile" not in install
+    assert "python -m compileall" in install and "import exporter" in install
+
+
 def test_final_stage_runs_as_a_numeric_non_root_user(stages: list[Stage]) -> None:
     user, _, group = stages[-1].last("USER").partition(":")
     # Numeric so Kubernetes' runAsNonRoot can verify it.
