@@ -363,3 +363,50 @@ def test_a_scraper_without_a_target_name_leaves_the_telling_to_its_caller(
     """doctor prints its own ``problem:`` line; a log line on top would say it twice."""
     UpstreamScraper(f"http://127.0.0.1:{free_port()}/metrics", timeout=1).scrape_once()
     assert not caplog.records
+
+
+def unrelated_families(series: int) -> str:
+    """A web framework's and a process's own families beside the engine's, as a server
+    mounted in a larger app exports them: many series, many labels, none an engine reads."""
+    lines = [
+        "# HELP http_request_duration_seconds Latency.",
+        "# TYPE http_request_duration_seconds histogram",
+    ]
+    for i in range(series):
+        labels = f'handler="/v1/route/{i}",method="POST",status="200",le="0.5",zone="z{i % 7}"'
+        lines.append(f"http_request_duration_seconds_bucket{{{labels}}} {i}")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("openmetrics", [False, True], ids=["text", "openmetrics"])
+def test_only_the_families_an_engine_reads_are_parsed(
+    sglang: FakeSGLang, openmetrics: bool
+) -> None:
+    """An exposition of 1.7 MB inside every cap took 13 s to parse whole, `upstream_up` 1: a
+    line filter before prometheus-client's parser keeps only the engines' families."""
+    body = exposition("_") + unrelated_families(19_000)
+    content_type = "text/plain; version=0.0.4"
+    if openmetrics:
+        family = "sglang_cuda_graph_passes"
+        body = body.replace(f"{family}_total ", f"{family} ") + "# EOF\n"
+        content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    sglang.routes["/metrics"] = Route(body=body.encode(), content_type=content_type)
+    started = time.process_time()
+    snap = UpstreamScraper(f"{sglang.url}/metrics", timeout=2).scrape_once()
+    assert snap.endpoints["metrics"].up
+    assert snap.values is not None and snap.values.running_requests == 61
+    assert time.process_time() - started < 0.5  # parsing it all took several seconds
+
+
+def test_a_scrape_whose_parsing_outlasts_its_timeout_is_down(sglang: FakeSGLang) -> None:
+    """The timeout covered the answer but not its parsing: values parsed for 13 s were shown
+    as the server's present, `upstream_up` 1."""
+    labels = ",".join(f'l{i}="v"' for i in range(9))
+    series = "".join(
+        f'sglang:num_running_reqs{{dp_rank="{i}",{labels}}} 1\n' for i in range(19_000)
+    )
+    sglang.routes["/metrics"] = Route(body=(exposition() + series).encode())
+    snap = UpstreamScraper(f"{sglang.url}/metrics", timeout=0.2).scrape_once()
+    assert not snap.endpoints["metrics"].up
+    assert snap.errors == {("metrics", "timeout"): 1}
+    assert snap.values is None

@@ -102,6 +102,9 @@ class SGLangUpstream:
     def reset(self) -> None:
         self._before = None
 
+    def reads(self, name: str) -> bool:
+        return name.startswith((PREFIX, "sglang:"))
+
     def bounds(self, name: str) -> str | None:
         return BOUNDS.get(name)
 

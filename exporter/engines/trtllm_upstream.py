@@ -76,6 +76,9 @@ class TrtllmUpstream:
     def reset(self) -> None:
         """Counters survive a failed scrape: the next window is just longer."""
 
+    def reads(self, name: str) -> bool:
+        return name.startswith(PREFIX)
+
     def bounds(self, name: str) -> str | None:
         return BOUNDS.get(name)
 

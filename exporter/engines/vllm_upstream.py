@@ -55,6 +55,7 @@ _WAITING = ("num_requests_waiting", "requests_deferred")
 KV_USAGE = ("kv_cache_usage_perc", "gpu_cache_usage_perc", "kv_cache_usage_ratio")
 COUNTERS = (DRAFTS, DRAFT_TOKENS, ACCEPTED, PER_POSITION, *_GENERATION)
 GAUGES = (*_RUNNING, *_WAITING)
+_STEMS = (*COUNTERS, *GAUGES, *KV_USAGE)
 # How each sample read can be true (see ``Engine.bounds``), by what follows the prefix.
 _BOUNDS = {
     **{stem + end: "count" for stem in (*COUNTERS, *GAUGES) for end in ("_total", "")},
@@ -98,6 +99,12 @@ class VllmUpstream:
     def reset(self) -> None:
         """Counters survive a failed scrape: the next window is just longer, and a restart
         shows as a counter that went down."""
+
+    def reads(self, name: str) -> bool:
+        """Its names under ``vllm:`` or the configured prefix, and the schema's under any (the
+        prefix is found in each exposition)."""
+        prefixes = (PREFIX, self._prefix) if self._prefix else (PREFIX,)
+        return name.startswith(prefixes) or any(stem in name for stem in _STEMS)
 
     def bounds(self, name: str) -> str | None:
         """The schema's names under the configured prefix, or under any (found per scrape)."""
