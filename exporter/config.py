@@ -86,8 +86,11 @@ class TargetConfig(Strict):
     request_label_header: str | None = Field(default=None, pattern=r"^[a-z0-9_-]{1,64}$")
     # The `served_model` label of specwatch_target_info; by default the server's own name.
     served_model: str | None = None
+    # The `hardware` label of the per-band throughput: what makes nodes of one model comparable
+    # (e.g. "8xH200"); fleet peers are matched on (served_model, hardware, band).
+    hardware: str | None = None
 
-    @field_validator("served_model")
+    @field_validator("served_model", "hardware")
     @classmethod
     def _printable_model(cls, value: str | None) -> str | None:
         if value is not None and not _MODEL_RE.match(value):

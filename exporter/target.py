@@ -18,7 +18,7 @@ from exporter.state.target_state import DEFAULT_MAX_DP_RANKS, TargetState
 class Target:
     config: TargetConfig
     state: TargetState
-    baseline: Baseline | None = None
+    configured_baseline: Baseline | None = None
     draft: ServerConfig = field(default_factory=ServerConfig)  # from draft_config, if given
     upstream: UpstreamScraper | None = None
     custom_rules: CustomRuleSet | None = None
@@ -26,6 +26,12 @@ class Target:
     @property
     def name(self) -> str:
         return self.config.name
+
+    @property
+    def baseline(self) -> Baseline | None:
+        """The configured baseline (flags, config, a plain log), else the one the node learns
+        from its own windows with drafting off; None until either exists."""
+        return self.configured_baseline or self.state.baseline
 
     @classmethod
     def from_config(
@@ -50,15 +56,16 @@ class Target:
             )
         return cls(
             config=config,
-            # Without a baseline nothing asks for the node loads a speedup is measured on.
+            # Node loads feed the throughput by load band (fleet peers, drafting-off windows)
+            # as well as the speedup against a baseline.
             state=TargetState(
                 config.name,
                 max_dp_ranks,
-                node_loads=baseline is not None,
+                node_loads=True,
                 requests=RequestStats(config.request_label_header, max_traffic_classes),
                 baseline=baseline,
             ),
-            baseline=baseline,
+            configured_baseline=baseline,
             draft=from_draft_config(config.draft_config) if config.draft_config else ServerConfig(),
             upstream=_scraper(config),
             custom_rules=CustomRuleSet(list(custom_rules)) if custom_rules else None,

@@ -254,7 +254,12 @@ def test_every_range_holds_at_the_longest_supported_scrape_interval(config: Mixi
 def exposed_series() -> set[str]:
     """Series names specwatch's /metrics can carry, as Prometheus stores them (a histogram as
     classic series, or under its own name where Prometheus 3 converts it to a native one)."""
-    parts = {"gauge": ("",), "counter": ("_total",), "histogram": ("", "_bucket", "_count", "_sum")}
+    parts = {
+        "gauge": ("",),
+        "counter": ("_total",),
+        "histogram": ("", "_bucket", "_count", "_sum"),
+        "summary": ("_count", "_sum"),
+    }
     return {P + short + part for short, (kind, _) in FAMILIES.items() for part in parts[kind]}
 
 
@@ -315,7 +320,10 @@ def test_recording_rules_are_named_level_metric_operations() -> None:
     for rule in load_rules():
         if "record" in rule:
             level, metric, operations = rule["record"].split(":")
-            assert level in ("target", "job") and operations, rule["record"]
+            # The labels a rule keeps: a target's, a job's (a cluster's), a target's per load
+            # band, or the fleet's peers (model, hardware, band).
+            levels = ("target", "job", "target_band", "served_model_hardware_band")
+            assert level in levels and operations, rule["record"]
             assert metric.startswith("specwatch_"), rule["record"]
 
 

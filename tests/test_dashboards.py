@@ -228,7 +228,8 @@ WANTED_PANELS: dict[str, dict[str, tuple[set[str], tuple[str, ...]]]] = {
                 r"\bspecwatch_baseline_gen_throughput_tokens_per_second\{",
             ),
         ),
-        "speedup ratio": ({"timeseries"}, (r"\bspecwatch_speedup\{",)),
+        # The rules' ratio: the node's own baseline, else the fleet's, named by its source.
+        "speedup ratio": ({"timeseries"}, (r"\btarget:specwatch_speedup:avg5m\{",)),
         "running and queued requests": (
             {"timeseries"},
             (r"\bspecwatch_running_requests\{", r"\bspecwatch_queued_requests\{"),

@@ -66,7 +66,7 @@ def code_text(text: str) -> str:
 
 
 def exported_names() -> set[str]:
-    suffix = {"counter": "_total", "gauge": "", "histogram": ""}
+    suffix = {"counter": "_total", "gauge": "", "histogram": "", "summary": ""}
     return {f"specwatch_{short}{suffix[kind]}" for short, (kind, _) in FAMILIES.items()}
 
 

@@ -4,17 +4,24 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
 from exporter.analysis.baseline import OWN_LOG, BaselineError
 from exporter.analysis.load_bands import BAND_LABELS, PLAIN_BANDS, band_of
-from exporter.analysis.plain_speed import MIN_BAND_WINDOWS, PlainSpeed
+from exporter.analysis.plain_speed import DRAFTING_OFF_COST, MIN_BAND_WINDOWS, PlainSpeed
 from exporter.cli import main
+from exporter.config import BaselineConfig, TargetConfig
 from exporter.report.learn import baseline_from_log, learn_log
 from exporter.simulate import generate
+from exporter.state.feed import LogFeed
+from exporter.target import Target
+from tests.support.metrics import Clock, Scrape, render
 from tests.support.plainlogs import sglang_plain, vllm_plain
+from tests.support.speclogs import decode as spec_decode
+from tests.support.speclogs import healthy_adaptive, runtime_switched
 
 CURVE = ((1, 82.0), (48, 1500.0), (128, 2370.0))
 LOADS = ((1, 20), (48, 30), (128, 25))
@@ -121,3 +128,72 @@ def test_command_refuses_a_speculative_log_with_exit_2(
     assert "specwatch baseline: error:" in err
     assert "name a speculative algorithm (EAGLE3)" in err
     assert "served without it" in err
+
+
+def _daemon_scrape(lines: list[str], config: TargetConfig | None = None) -> Scrape:
+    """The lines through the daemon's pipeline into a target, then one scrape."""
+    target = Target.from_config(config or TargetConfig(name="node"))
+    LogFeed(target.state, engine="sglang").on_lines([line.encode() for line in lines])
+    clock = Clock()
+    clock.now = time.time()
+    return render([target], clock)
+
+
+def _busy_hours_off_then_drafting(tput_drafting: float) -> list[str]:
+    """An adaptive node busy at 96 running with drafting off (20 windows at 2,040 tok/s), then
+    drafting again at the same load (3 steps, accept length 2.2) at ``tput_drafting``."""
+    lines = healthy_adaptive(windows_off=20, tput_off=2040.0)
+    lines.append(runtime_switched(0, 3, 260))
+    lines += [spec_decode(265 + 5 * i, 2.2, running=96, tput=tput_drafting) for i in range(8)]
+    return lines
+
+
+def test_an_adaptive_node_learns_its_baseline_from_its_drafting_off_windows() -> None:
+    scrape = _daemon_scrape(_busy_hours_off_then_drafting(1500.0))
+    learned = 2040.0 / (1 - DRAFTING_OFF_COST)
+    base = scrape.value(
+        "specwatch_baseline_gen_throughput_tokens_per_second", target="node", source="drafting_off"
+    )
+    assert base == pytest.approx(learned)
+    # The later band with drafting on is judged against it: slower than serving plainly.
+    assert scrape.value("specwatch_speedup", target="node") == pytest.approx(1500 / learned)
+    below = scrape.value("specwatch_windows_vs_baseline_total", target="node", speed="at_or_below")
+    assert below == 8
+
+
+def test_too_few_drafting_off_windows_teach_no_baseline() -> None:
+    lines = healthy_adaptive(windows_off=MIN_BAND_WINDOWS - 1, tput_off=2040.0)
+    scrape = _daemon_scrape(lines)
+    assert scrape.values("specwatch_baseline_gen_throughput_tokens_per_second") == []
+    assert scrape.value("specwatch_speedup") is None
+
+
+def test_a_configured_baseline_wins_over_the_drafting_off_windows() -> None:
+    config = TargetConfig(name="node", baseline=BaselineConfig(curve="1:82,96:2000"))
+    scrape = _daemon_scrape(_busy_hours_off_then_drafting(1500.0), config)
+    assert scrape.values("specwatch_baseline_gen_throughput_tokens_per_second", source="configured")
+    assert scrape.value("specwatch_speedup") == pytest.approx(0.75)
+
+
+def test_the_node_exports_its_throughput_by_band_and_mode() -> None:
+    config = TargetConfig(name="node", served_model="kimi-k2.5", hardware="8xH200")
+    scrape = _daemon_scrape(_busy_hours_off_then_drafting(1500.0), config)
+    name = "specwatch_band_gen_throughput_tokens_per_second"
+    labels = {"target": "node", "served_model": "kimi-k2.5", "hardware": "8xH200"}
+    off = {**labels, "band": "65-128", "mode": "drafting_off"}
+    on = {**labels, "band": "65-128", "mode": "drafting"}
+    assert scrape.value(f"{name}_count", **off) == 20
+    assert scrape.value(f"{name}_sum", **off) == pytest.approx(20 * 2040.0)
+    assert scrape.value(f"{name}_count", **on) == 8
+    small = {**labels, "band": "3-4", "mode": "drafting"}  # the 6 windows at 4 running
+    assert scrape.value(f"{name}_count", **small) == 6
+    assert scrape.values(f"{name}_count", mode="plain") == []
+
+
+def test_a_server_without_speculation_exports_plain_bands(tmp_path: Path) -> None:
+    text = sglang_plain(((1, 12), (48, 12)), CURVE)
+    scrape = _daemon_scrape(text.splitlines())
+    name = "specwatch_band_gen_throughput_tokens_per_second_count"
+    assert scrape.value(name, band="1", mode="plain") == 12
+    assert scrape.value(name, band="33-64", mode="plain") == 12
+    assert scrape.values("specwatch_speedup") == []

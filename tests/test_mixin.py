@@ -43,7 +43,11 @@ USER_CONFIG = {
 # A series name with its matchers, anywhere in PromQL (raw series, recorded series and `up`).
 # The console script pip installs next to the interpreter, as a user runs it.
 SPECWATCH = str(Path(sys.executable).with_name("specwatch"))
-SELECTED = re.compile(r"((?:target:)?specwatch_[a-z_]+(?::\w+)?|\bup|ALERTS)(\{[^}]*\})?")
+# A series read from the exporter or a per-target recording rule; not the fleet's peers'
+# baseline (``served_model_hardware_band:...``), which pools selected series by model.
+SELECTED = re.compile(
+    r"(?<![\w:])((?:target(?:_band)?:)?specwatch_[a-z_]+(?::\w+)?|\bup|ALERTS)(\{[^}]*\})?"
+)
 
 
 @pytest.fixture(scope="module")

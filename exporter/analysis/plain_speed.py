@@ -21,6 +21,21 @@ from exporter.analysis.load_bands import PLAIN_BANDS, band_of
 # burst, a request finishing mid-interval) moves the mean of ten by a tenth at most.
 MIN_BAND_WINDOWS = 10
 
+# What a window with drafting off still pays, as a share of a plain decode step: SGLang keeps
+# running the draft model's extend at 0 steps (unless SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND
+# is set), so a node that drafts nothing still decodes a little below a server without
+# speculation. A baseline learned from such windows is their throughput divided by
+# ``1 - DRAFTING_OFF_COST``: half the tolerance that drafting-off speed is judged with
+# (``drafting_off_speedup``, 0.9), so a node is not held to more than it can reach.
+DRAFTING_OFF_COST = 0.05
+
+# How a node moment decoded, the ``mode`` label of the per-band throughput: a server run
+# without speculation, one drafting, or one with drafting turned off at run time.
+PLAIN = "plain"
+DRAFTING = "drafting"
+DRAFTING_OFF_MODE = "drafting_off"
+MODES = (PLAIN, DRAFTING, DRAFTING_OFF_MODE)
+
 
 @dataclass(slots=True)
 class BandSpeed:
@@ -68,6 +83,12 @@ class PlainSpeed:
         """One node moment; a moment without load or throughput says nothing of speed."""
         if running and running > 0 and tok_s is not None and tok_s > 0:
             self.bands[band_of(running)].add(running, tok_s)
+
+    def copy(self) -> PlainSpeed:
+        """An independent copy, for a snapshot taken under a lock."""
+        copied = PlainSpeed()
+        copied.bands = [BandSpeed(b.windows, b.running_sum, b.tok_s_sum) for b in self.bands]
+        return copied
 
     @property
     def windows(self) -> int:

@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector
 
 from exporter import __version__
 from exporter.analysis.findings import drafts_only_accept_rate, window_accept_rate
+from exporter.analysis.load_bands import BAND_LABELS
 from exporter.clock import now as clock_now
 from exporter.engines.record import StatsRecord, UpstreamValues, drafting_off
 from exporter.engines.server_config import (
@@ -118,6 +119,7 @@ def render_target(
     out.add("target_info", {**base, "engine": engine, "served_model": model}, 1)
     _render_windows(out, base, fresh)
     _render_speed(out, target, base, insight)
+    _render_bands(out, target, {**base, "served_model": model})
     _render_setup(out, base, insight, snap)
     _render_counters(out, base, snap)
     _render_requests(out, base, target.state.requests.snapshot(now))
@@ -216,6 +218,21 @@ def _render_speed(out: Families, target: Watched, base: dict[str, str], insight:
     if target.baseline is not None and insight.baseline_tok_s is not None:
         source = {**base, "source": target.baseline.kind}
         out.add("baseline_gen_throughput_tokens_per_second", source, insight.baseline_tok_s)
+
+
+def _render_bands(out: Families, target: Watched, labels: dict[str, str]) -> None:
+    """Throughput by load band and mode, for baselines learned across the fleet."""
+    labels = {**labels, "hardware": target.config.hardware or ""}
+    for mode, speed in target.state.band_speed().items():
+        for band, counts in zip(BAND_LABELS, speed.bands, strict=True):
+            if counts.windows:
+                series = {**labels, "band": band, "mode": mode}
+                out.add_summary(
+                    "band_gen_throughput_tokens_per_second",
+                    series,
+                    counts.windows,
+                    counts.tok_s_sum,
+                )
 
 
 def _render_setup(

@@ -16,6 +16,7 @@ from prometheus_client.metrics_core import (
     GaugeMetricFamily,
     HistogramMetricFamily,
     Metric,
+    SummaryMetricFamily,
 )
 
 from exporter.parse.custom_rules import CustomSample
@@ -99,6 +100,13 @@ FAMILIES: dict[str, tuple[str, str]] = {
         "counter",
         "Tokens generated: each stats line's throughput (all DP ranks together) times the "
         "time since the previous line; a gap over 60 s (idle, restart) adds nothing.",
+    ),
+    "band_gen_throughput_tokens_per_second": (
+        "summary",
+        "Generation throughput of node moments (DP ranks summed) by load band (running "
+        "requests: 1, 2, 3-4 ... 257-512, 513+) and mode: plain (a server without "
+        "speculation), drafting, drafting_off. With served_model and hardware, what the "
+        "mixin's rules learn a fleet baseline from.",
     ),
     "windows_vs_baseline": (
         "counter",
@@ -255,6 +263,13 @@ class Families:
         _, doc = FAMILIES[short]
         family = HistogramMetricFamily(P + short, doc, labels=list(labels))
         family.add_metric(_label_values(labels), buckets, sum_value)
+        _keep(self._metrics, short, family)
+
+    def add_summary(self, short: str, labels: dict[str, str], count: int, sum_value: float) -> None:
+        """One series of a declared summary (count and sum, no quantiles)."""
+        _, doc = FAMILIES[short]
+        family = SummaryMetricFamily(P + short, doc, labels=list(labels))
+        family.add_metric(_label_values(labels), count, sum_value)
         _keep(self._metrics, short, family)
 
     def add_custom(self, sample: CustomSample, labels: dict[str, str]) -> None:

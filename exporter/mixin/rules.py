@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from exporter.analysis.findings import OFF_SHARE
+from exporter.analysis.plain_speed import MIN_BAND_WINDOWS
 from exporter.analysis.request_share import NO_BENEFIT_ACCEPT_LENGTH
 from exporter.mixin_config import MixinConfig
 
@@ -18,6 +19,15 @@ Rule = dict[str, Any]
 Group = dict[str, Any]
 
 TRAFFIC = "target:specwatch_gen_throughput_tokens_per_second:sum"
+BAND = "specwatch_band_gen_throughput_tokens_per_second"
+# A fleet baseline: the mean throughput of the nodes serving a model on some hardware without
+# speculation, per load band, over the last hour, with enough windows behind it.
+FLEET_BASELINE = (
+    "served_model_hardware_band:specwatch_plain_gen_throughput_tokens_per_second:mean1h"
+)
+FLEET_SPEEDUP_BAND = "target_band:specwatch_fleet_speedup:ratio5m"
+FLEET_SPEEDUP = "target:specwatch_fleet_speedup:ratio5m"
+PEERS = "served_model, hardware, band"
 NO_BENEFIT_SHARE = "target:specwatch_requests_without_benefit:ratio"
 # Each finished request's accept length: a classic histogram on /metrics, stored as a native
 # one by a Prometheus 3 that converts them.
@@ -79,9 +89,10 @@ def recording_rules(config: MixinConfig) -> list[Group]:
                     "record": "target:specwatch_accept_ratio:avg5m",
                     "expr": _pooled(config, "specwatch_accept_ratio"),
                 },
+                *_fleet_rules(config),
                 {
                     "record": "target:specwatch_speedup:avg5m",
-                    "expr": _pooled(config, "specwatch_speedup"),
+                    "expr": _speedup(config),
                 },
                 # Present only while the newest decode window is fresh: the traffic guard.
                 {
@@ -144,6 +155,65 @@ def no_benefit_fraction(low: str, count: str, native: str, by: str, by_bucket: s
         f"(\n  histogram_fraction(-Inf, {NO_BENEFIT_BUCKET}, {by} ({native}))\n"
         f"  and\n  histogram_count({by} ({native})) > 0\n)"
     )
+
+
+def _band_rate(config: MixinConfig, part: str, modes: str, window: str) -> str:
+    """The per-band summary's ``part`` (sum, count) of some modes, as a rate over ``window``."""
+    matcher = f'mode=~"{modes}"'
+    return f"rate({sel(config, f'{BAND}_{part}', matcher)}[{window}])"
+
+
+def _fleet_rules(config: MixinConfig) -> list[Rule]:
+    """A baseline from the fleet's plain peers, and each speculative node's speed against it.
+
+    The peers are every node of the same served model and hardware that serves without
+    speculation (its moments in mode ``plain``), pooled across clusters: the same model on the
+    same GPUs is the same plain speed wherever it runs. A band needs MIN_BAND_WINDOWS windows
+    in the hour. A speculative node (drafting, or with drafting off) is compared band by band,
+    then weighted by its windows in each band.
+    """
+    plain_sum = _band_rate(config, "sum", "plain", "1h")
+    plain_count = _band_rate(config, "count", "plain", "1h")
+    plain = 'mode="plain"'
+    least = f"increase({sel(config, f'{BAND}_count', plain)}[1h])"
+    spec = "drafting|drafting_off"
+    spec_sum = f"sum without (mode) ({_band_rate(config, 'sum', spec, '5m')})"
+    spec_count = f"sum without (mode) ({_band_rate(config, 'count', spec, '5m')} > 0)"
+    baseline = (
+        f"sum by ({PEERS}) ({plain_sum})\n/\nsum by ({PEERS}) ({plain_count})\n"
+        f"and on ({PEERS})\nsum by ({PEERS}) ({least}) >= {MIN_BAND_WINDOWS}\n"
+    )
+    by_band = f"{spec_sum}\n/\n{spec_count}\n/ on ({PEERS}) group_left\n{FLEET_BASELINE}\n"
+    by_target = sel(config, FLEET_SPEEDUP_BAND)
+    weighted = (
+        f"sum without ({PEERS}) ({by_target} * {spec_count})\n/\n"
+        f"sum without ({PEERS}) ({spec_count} and {by_target})\n"
+    )
+    return [
+        {"record": FLEET_BASELINE, "expr": baseline},
+        {"record": FLEET_SPEEDUP_BAND, "expr": by_band},
+        {"record": FLEET_SPEEDUP, "expr": weighted},
+    ]
+
+
+def _speedup(config: MixinConfig) -> str:
+    """The node's speedup, labelled with where its baseline came from, by precedence: one set
+    for the node (configured, or learned from its own plain log), the fleet's plain peers,
+    then one the node learned from its windows with drafting off. The daemon exports a
+    speedup only against a baseline of its own; the fleet's is computed here."""
+    pooled = _pooled(config, "specwatch_speedup").strip()
+
+    def sourced(which: str) -> str:
+        base = sel(config, "specwatch_baseline_gen_throughput_tokens_per_second", which)
+        return f"({pooled})\n* ignoring (source) group_left (source)\n(0 * {base} + 1)"
+
+    own = sourced('source=~"configured|own_log"')
+    fleet = f'label_replace({sel(config, FLEET_SPEEDUP)}, "source", "fleet", "", "")'
+    learned = sourced('source="drafting_off"')
+    # An exporter older than the source label: its baseline was configured.
+    older = f'label_replace({pooled}, "source", "configured", "", "")'
+    either = "\nor ignoring (source)\n"
+    return either.join((own, fleet, learned, older)) + "\n"
 
 
 def _no_benefit_share(config: MixinConfig) -> str:
@@ -264,25 +334,28 @@ def speculation_alerts(config: MixinConfig) -> list[Rule]:
         _alert(
             config,
             "SpecDecodeSlowerThanBaseline",
-            f"{speedup} < {t.slower_than_baseline_speedup:g}\nand\n{traffic}\nunless\n{off}\n",
+            f"{speedup} < {t.slower_than_baseline_speedup:g}\nand ignoring (source)\n{traffic}\n"
+            f"unless ignoring (source)\n{off}\n",
             "warning",
             "Speculative decoding is slower than serving without it.",
             f"{{{{ $labels.target }}}} ({node}) generates "
             '{{ $value | printf "%.2f" }}x the non-speculative baseline throughput at its '
-            "running requests (5-minute average): speculation costs more than it saves.",
+            "running requests (5-minute average; baseline source: {{ $labels.source }}): "
+            "speculation costs more than it saves.",
             for_=t.slower_for,
         ),
         # A few percent below the baseline is what keeping speculation ready costs.
         _alert(
             config,
             "SpecDecodeDraftingOffBelowBaseline",
-            f"{speedup} < {t.drafting_off_speedup:g}\nand\n{off}\nand\n{traffic}\n",
+            f"{speedup} < {t.drafting_off_speedup:g}\nand ignoring (source)\n{off}\n"
+            f"and ignoring (source)\n{traffic}\n",
             "warning",
             "Drafting is off at this load, and the node runs well below serving without it.",
             f"{{{{ $labels.target }}}} ({node}) drafts nothing at this load (adaptive "
             "speculation or a per-batch-size schedule turned drafting off, by design), yet "
             'generates {{ $value | printf "%.2f" }}x the non-speculative baseline throughput '
-            "(5-minute average), below the "
+            "(5-minute average; baseline source: {{ $labels.source }}), below the "
             f"{t.drafting_off_speedup:g}x that keeping speculation ready may cost: what "
             "stays running for it costs too much.",
             for_=t.slower_for,

@@ -17,10 +17,18 @@ Gauges of the newest window cannot be summed over a fleet or a day; counters can
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
-from exporter.analysis.baseline import Baseline
+from exporter.analysis.baseline import DRAFTING_OFF, Baseline
 from exporter.analysis.node import speaks_for_node
+from exporter.analysis.plain_speed import (
+    DRAFTING,
+    DRAFTING_OFF_COST,
+    DRAFTING_OFF_MODE,
+    MODES,
+    PLAIN,
+    PlainSpeed,
+)
 from exporter.engines.record import StatsRecord, logged_seconds
 from exporter.state.evidence import NodeLoad
 
@@ -33,7 +41,10 @@ class SpeedCounters:
     """Not thread-safe: the target state calls it under its lock."""
 
     def __init__(self, baseline: Baseline | None) -> None:
-        self._baseline = baseline
+        self._configured = baseline
+        self._learned: Baseline | None = None
+        # Node moments by load band and how they decoded (``plain_speed.MODES``).
+        self.bands = {mode: PlainSpeed() for mode in MODES}
         self._previous: dict[int | None, float] = {}  # rank -> logged time of its last line
         self.generated_tokens = 0.0
         self.at_or_below = 0
@@ -41,9 +52,14 @@ class SpeedCounters:
         self.drafting_off = 0
 
     @property
+    def baseline(self) -> Baseline | None:
+        """The configured baseline, else the one learned from drafting-off windows."""
+        return self._configured or self._learned
+
+    @property
     def judged(self) -> bool:
-        """Whether windows are compared with a baseline (one is configured)."""
-        return self._baseline is not None
+        """Whether windows are compared with a baseline (configured or learned)."""
+        return self.baseline is not None
 
     def add(self, decodes: Sequence[StatsRecord]) -> None:
         """Add each line's tokens; a loop of locals, as a catch-up hands over batches of many
@@ -64,19 +80,36 @@ class SpeedCounters:
                 total += tput * (at - before)
         self.generated_tokens = total
 
-    def judge(self, loads: Iterable[NodeLoad]) -> None:
-        """Count node loads against the baseline at their load."""
-        if self._baseline is None:
+    def judge(self, loads: Sequence[NodeLoad], speculative: bool) -> None:
+        """Fold node loads by band and mode, then count them against the baseline at their
+        load. ``speculative``: the run drafts (its arguments or its windows say so)."""
+        self._fold(loads, speculative)
+        baseline = self.baseline
+        if baseline is None:
             return
         for running, tput, off in loads:
-            if not self._baseline.covers(running):
+            if not baseline.covers(running):
                 continue  # a learned baseline judges only the loads it saw
             if off:
                 self.drafting_off += 1
-            elif tput <= self._baseline.at(running):
+            elif tput <= baseline.at(running):
                 self.at_or_below += 1
             else:
                 self.above += 1
+
+    def _fold(self, loads: Sequence[NodeLoad], speculative: bool) -> None:
+        bands = self.bands
+        moment_mode = DRAFTING if speculative else PLAIN
+        learn = False
+        for running, tput, off in loads:
+            bands[DRAFTING_OFF_MODE if off else moment_mode].add(running, tput)
+            learn = learn or off
+        if learn and self._configured is None:
+            self._learned = bands[DRAFTING_OFF_MODE].baseline(
+                DRAFTING_OFF,
+                "learned from this node's windows with drafting off",
+                factor=1 / (1 - DRAFTING_OFF_COST),
+            )
 
     def restart(self) -> None:
         """A new server run: no line of it has a predecessor to measure a gap from."""

@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from exporter import clock
 from exporter.analysis.baseline import Baseline
 from exporter.analysis.node import speaks_for_node
+from exporter.analysis.plain_speed import PlainSpeed
 from exporter.engines import ending
 from exporter.engines.record import LogLine, StatsRecord, drafting_off, drafting_off_count
+from exporter.engines.server_config import ServerConfig
 from exporter.state.evidence import Evidence
 from exporter.state.requests import RequestStats
 from exporter.state.runs import RunTracker
@@ -130,6 +132,7 @@ class TargetState:
         self._engine: str | None = None
         self._log_sources: dict[str, str] = {}
         self._node_loads = node_loads
+        self._speculating = False  # this server run drafts (see ``_speculative``)
         # Configuration from startup lines and recent windows for findings; both thread-safe.
         self.tracker = RunTracker()
         self.evidence = self._new_evidence()
@@ -165,7 +168,7 @@ class TargetState:
             if decodes:
                 self._count_windows(decodes)
                 self._speed.add(decodes)
-                self._speed.judge(loads)
+                self._speed.judge(loads, self._speculative(config, decodes))
                 self._count_speculation(decodes)
                 folded = self._set_windows(decodes, now, config.draft_tokens_now)
                 if folded:
@@ -252,6 +255,27 @@ class TargetState:
             self._buckets[index] += upto - below
             below = upto
 
+    def _speculative(self, config: ServerConfig, decodes: Sequence[StatsRecord]) -> bool:
+        """Whether the run drafts: its arguments name an algorithm, or a window of it (these
+        or earlier ones) carried speculation figures. Under the lock."""
+        if not self._speculating:
+            self._speculating = config.algorithm is not None or any(
+                r.accept_length is not None or r.draft_counts is not None for r in decodes
+            )
+        return self._speculating
+
+    @property
+    def baseline(self) -> Baseline | None:
+        """What speed is judged against: the configured baseline, else one learned from this
+        node's windows with drafting off (once a band has enough of them)."""
+        with self._lock:
+            return self._speed.baseline
+
+    def band_speed(self) -> dict[str, PlainSpeed]:
+        """Node moments by mode and load band, copied under the lock."""
+        with self._lock:
+            return {mode: speed.copy() for mode, speed in self._speed.bands.items()}
+
     def _count_speculation(self, decodes: Sequence[StatsRecord]) -> None:
         counts = [c for record in decodes if (c := record.draft_counts) is not None]
         for count in counts:  # one by one: the order names first appear is the export order
@@ -277,6 +301,7 @@ class TargetState:
             self.evidence = self._new_evidence()
             with self._lock:
                 self._speed.restart()
+                self._speculating = False
                 self._windows_of_old_run = bool(self._windows)
         end = ending.parse(line.message, line.time)
         if end is not None:

@@ -119,9 +119,14 @@ def verdict_row() -> list[Item]:
         single(
             "Speedup vs baseline now",
             "Generation throughput divided by the non-speculative baseline at the same number "
-            "of running requests. Below 1: speculation makes this node slower.",
+            "of running requests (5-minute mean), and where that baseline came from: configured, "
+            "own_log, fleet (plain peers of the same model and hardware) or drafting_off. Below "
+            "1: speculation makes this node slower.",
             "short",
-            query(sel("specwatch_speedup", NODE_SCOPE), "{{instance}}"),
+            query(
+                sel("target:specwatch_speedup:avg5m", NODE_SCOPE),
+                "{{instance}} ({{source}} baseline)",
+            ),
             steps(*speedup_steps()),
             alerts=("SpecDecodeSlowerThanBaseline",),
         ).decimals(2),
@@ -199,7 +204,7 @@ def speculation_row() -> list[Item]:
                 query(node_throughput(), "{{instance}}", "A"),
                 query(
                     sel("specwatch_baseline_gen_throughput_tokens_per_second", NODE_SCOPE),
-                    "baseline {{instance}}",
+                    "baseline {{instance}} ({{source}})",
                     "B",
                 ),
             ],
@@ -265,10 +270,17 @@ def speculation_row() -> list[Item]:
         throughput.override_by_regexp(*_dashed("baseline .*")),
         graph(
             "Speedup vs baseline",
-            "Throughput divided by the baseline at the current running requests. The red line "
-            "is 1.0: below it the node would be faster without speculation.",
+            "Throughput divided by the baseline at the current running requests (5-minute "
+            "mean), named by the baseline's source (a fleet baseline comes from the mixin's "
+            "rules). The red line is 1.0: below it the node would be faster without "
+            "speculation.",
             "short",
-            [query(sel("specwatch_speedup", NODE_SCOPE), "{{instance}}")],
+            [
+                query(
+                    sel("target:specwatch_speedup:avg5m", NODE_SCOPE),
+                    "{{instance}} vs {{source}} baseline",
+                )
+            ],
             steps((None, "transparent"), (1.0, "red")),
             alerts=("SpecDecodeSlowerThanBaseline",),
         ).min(0),
