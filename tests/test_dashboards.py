@@ -563,3 +563,52 @@ def test_dashboards_need_no_import_step(board: dict[str, Any]) -> None:
     # `__inputs`/`${DS_...}` placeholders are only resolved by the import UI, not by provisioning.
     assert "__inputs" not in board and "__requires" not in board
     assert "${DS_" not in json.dumps(board)
+
+
+# --- Grafana v2 (dashboard.grafana.app/v2) ------------------------------------------------
+
+
+def committed_v2(name: str) -> dict[str, Any]:
+    board: dict[str, Any] = json.loads((REPO / "dashboards-v2" / name).read_text("utf-8"))
+    return board
+
+
+def v2_validator() -> jsonschema.Draft7Validator:
+    """The SDK's v2 schema of a dashboard's spec, its `any` override fields relaxed as above."""
+    relaxed = schema("dashboardv2")
+    relaxed["definitions"]["MatcherConfig"]["properties"]["options"] = {}
+    relaxed["definitions"]["DynamicConfigValue"]["properties"]["value"] = {}
+    return jsonschema.Draft7Validator({**relaxed, "$ref": "#/definitions/Dashboard"})
+
+
+@pytest.mark.parametrize("name", [NODE, FLEET])
+def test_v2_dashboards_validate_against_the_sdks_v2_schema(name: str) -> None:
+    resource = committed_v2(name)
+    assert resource["apiVersion"] == "dashboard.grafana.app/v2"
+    assert resource["metadata"]["name"] == committed(name)["uid"]
+    assert schema_errors(v2_validator(), resource["spec"]) == []
+
+
+def test_v2_schema_validation_rejects_a_broken_dashboard() -> None:
+    broken = copy.deepcopy(committed_v2(NODE))
+    broken["spec"]["layout"]["spec"]["rows"][0]["spec"]["layout"]["kind"] = "Grid"
+    del broken["spec"]["timeSettings"]["from"]
+    assert len(schema_errors(v2_validator(), broken["spec"])) >= 2
+
+
+@pytest.mark.parametrize("name", [NODE, FLEET])
+def test_v2_dashboards_hold_every_panel_and_query_of_the_classic_ones(name: str) -> None:
+    classic = [p for p in committed(name)["panels"] if p["type"] != "row"]
+    spec = committed_v2(name)["spec"]
+    placed = [
+        item["spec"]["element"]["name"]
+        for row in spec["layout"]["spec"]["rows"]
+        for item in row["spec"]["layout"]["spec"]["items"]
+    ]
+    assert sorted(placed) == sorted(spec["elements"]) == sorted(f"panel-{p['id']}" for p in classic)
+    for p in classic:
+        v2 = spec["elements"][f"panel-{p['id']}"]["spec"]
+        queries = [q["spec"]["query"]["spec"]["expr"] for q in v2["data"]["spec"]["queries"]]
+        assert (v2["title"], queries) == (p["title"], [t["expr"] for t in p["targets"]])
+    titles = [r["spec"].get("title") for r in spec["layout"]["spec"]["rows"]]
+    assert titles == [p["title"] for p in committed(name)["panels"] if p["type"] == "row"]

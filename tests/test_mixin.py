@@ -78,6 +78,8 @@ def test_render_writes_the_files_monitoring_mixins_name(rendered: Path) -> None:
     assert files == [
         "dashboards_out/specwatch-fleet.json",
         "dashboards_out/specwatch-node.json",
+        "dashboards_v2_out/specwatch-fleet.json",
+        "dashboards_v2_out/specwatch-node.json",
         "prometheus_alerts.yaml",
         "prometheus_rules.yaml",
         "prometheusrule.yaml",

@@ -32,6 +32,8 @@ COMMITTED = {
     "dashboards_out/specwatch-node.json": REPO / "dashboards" / "specwatch-node.json",
     "dashboards_out/specwatch-fleet.json": REPO / "dashboards" / "specwatch-fleet.json",
     "rendered.json": REPO / "specwatch-mixin" / "rendered.json",
+    "dashboards_v2_out/specwatch-node.json": REPO / "dashboards-v2" / "specwatch-node.json",
+    "dashboards_v2_out/specwatch-fleet.json": REPO / "dashboards-v2" / "specwatch-fleet.json",
 }
 
 

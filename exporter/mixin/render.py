@@ -16,12 +16,15 @@ from typing import Any
 import yaml
 
 from exporter.mixin.dashboards.build import render as render_dashboards
+from exporter.mixin.dashboards.build import render_v2
 from exporter.mixin.groups import alerting, recorded
 from exporter.mixin.jsonnet import LIBRARY_NAME, library
 from exporter.mixin.rules import header
 from exporter.mixin_config import MixinConfig
 
 DASHBOARDS_OUT = "dashboards_out"
+# The same dashboards as Grafana 12+ v2 resources; 11 and older import only dashboards_out.
+DASHBOARDS_V2_OUT = "dashboards_v2_out"
 # Labels the PrometheusRule always carries; the config's rule_labels are added to them.
 APP_LABELS = {"app.kubernetes.io/name": "specwatch", "app.kubernetes.io/component": "alert-rules"}
 # Which command made a rendering, for its header: the repository's copy is `make mixin`'s.
@@ -79,8 +82,11 @@ def render(config: MixinConfig, made_by: str = MAKE_MIXIN) -> dict[str, str]:
         "runbook.md": resources.files(__package__).joinpath("runbook.md").read_text("utf-8"),
         LIBRARY_NAME: library(config),
     }
-    for name, text in render_dashboards(config).items():
+    classic = render_dashboards(config)
+    for name, text in classic.items():
         out[f"{DASHBOARDS_OUT}/{name}"] = text
+    for name, text in render_v2(classic).items():
+        out[f"{DASHBOARDS_V2_OUT}/{name}"] = text
     return out
 
 

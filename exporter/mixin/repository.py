@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from exporter.mixin.jsonnet import LIBRARY_NAME, LIBRARY_PATH
-from exporter.mixin.render import DASHBOARDS_OUT, render, write
+from exporter.mixin.render import DASHBOARDS_OUT, DASHBOARDS_V2_OUT, render, write
 from exporter.mixin_config import MixinConfig, load_mixin_config
 from exporter.settings import ConfigError
 
@@ -34,6 +34,10 @@ def committed_path(name: str) -> Path:
     """Where the repository keeps the default rendering of output file ``name``."""
     if name.startswith(DASHBOARDS_OUT + "/"):
         return REPO / "dashboards" / name.removeprefix(DASHBOARDS_OUT + "/")
+    if name.startswith(DASHBOARDS_V2_OUT + "/"):
+        # Beside dashboards/, not in it: provisioning loads every file of that folder, and
+        # the same uid twice would be one dashboard too many.
+        return REPO / "dashboards-v2" / name.removeprefix(DASHBOARDS_V2_OUT + "/")
     return REPO / COMMITTED[name]
 
 

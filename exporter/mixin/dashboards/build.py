@@ -16,6 +16,7 @@ from grafana_foundation_sdk.models import table
 
 from exporter.mixin.dashboards import fleet, node
 from exporter.mixin.dashboards.common import rendering
+from exporter.mixin.dashboards.v2 import to_v2
 from exporter.mixin_config import MixinConfig
 
 # File names stay fixed whatever the uid prefix, so provisioning paths survive a re-render.
@@ -50,3 +51,11 @@ def render(config: MixinConfig | None = None) -> dict[str, str]:
             + "\n"
             for name, build in BUILDERS.items()
         }
+
+
+def render_v2(classic: dict[str, str]) -> dict[str, str]:
+    """File name -> JSON text of each dashboard of ``render`` as a Grafana v2 resource."""
+    return {
+        name: json.dumps(to_v2(json.loads(text)), indent=2, sort_keys=True) + "\n"
+        for name, text in classic.items()
+    }
