@@ -214,3 +214,37 @@ def test_appending_is_never_taken_for_a_rewrite(tmp_path: Path) -> None:
             tailer.poll()
         assert rec.lines == [f"line {i}".encode() for i in range(100)]
         assert rec.count("truncation") == 0
+
+
+def test_a_rewrite_keeping_the_first_and_last_bytes_is_read_again_too(tmp_path: Path) -> None:
+    """Truncated and rewritten to the same size with the first line and the 64 bytes before
+    the read offset unchanged: 600 of 2,400 lines were read, the old accept length shown."""
+    log = tmp_path / "server.log"
+    log.touch()
+    banner, closing = "=" * 80, "-" * 80
+    with stepped(log) as (tailer, rec):
+        tailer.poll()
+        first = [banner, *(f"run 1 line {i:04d}" for i in range(1198)), closing]
+        append(log, *first)
+        tailer.poll()
+        second = [banner, *(f"run 2 line {i:04d}" for i in range(1198)), closing]
+        with open(log, "r+b") as handle:  # same length, same ends, no pass in between
+            handle.truncate(0)
+            handle.write("".join(f"{line}\n" for line in second).encode())
+        tailer.poll()
+        assert rec.lines == [line.encode() for line in first + second]
+        assert rec.count("truncation") == 1
+
+
+def test_a_file_touched_without_change_is_not_read_again(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.touch()
+    with stepped(log) as (tailer, rec):
+        tailer.poll()
+        append(log, "one", "two")
+        tailer.poll()
+        os.utime(log, (1_700_000_000, 1_700_000_000))
+        tailer.poll()
+        tailer.poll()
+        assert rec.lines == [b"one", b"two"]
+        assert rec.count("truncation") == 0

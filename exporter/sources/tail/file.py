@@ -36,13 +36,15 @@ from __future__ import annotations
 import errno
 import functools
 import glob
+import hashlib
 import logging
 import math
 import os
 import stat
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from exporter import clock
 from exporter.sources.tail.events import BacklogReader, ReadErrorReason, TailEvents
@@ -81,6 +83,10 @@ _ERRNO_REASONS: dict[int, ReadErrorReason] = {
 }
 
 
+def _new_digest() -> Any:
+    return hashlib.blake2b(digest_size=16)
+
+
 @dataclass
 class _Stream:
     """One open file: descriptor, identity, read offset and its own partial line."""
@@ -94,6 +100,17 @@ class _Stream:
     tail: bytes = b""  # up to FINGERPRINT_BYTES just before ``offset``, as last read
     existing_to: int = 0  # the size when first opened: what it held before it was followed
     existing_at: float = clock.UNKNOWN  # when that was written at the latest (clock.since)
+    # A digest of the bytes read from ``digest_from`` to ``offset``, and the size and mtime
+    # the previous pass saw: a file whose mtime changed while its size did not was written
+    # in place, and the digest tells whether what was read changed.
+    digest: Any = field(default_factory=_new_digest)
+    digest_from: int = 0
+    seen: tuple[int, int] = (-1, -1)
+
+    def restart_digest(self) -> None:
+        """The digest covers from the read offset on (set there by other means than reading)."""
+        self.digest = _new_digest()
+        self.digest_from = self.offset
 
     def written_by(self, read_to: int) -> float:
         """When the bytes before ``read_to`` were written at the latest: the file's own date
@@ -113,6 +130,19 @@ def _stat_problem(exc: OSError) -> SourceReason:
     if exc.errno in _DENIED:
         return "unreadable"
     return "symlink_loop" if exc.errno == errno.ELOOP else "missing"
+
+
+def _digest(stream: _Stream) -> bytes:
+    """The digest of what the file holds now where ``stream`` read it."""
+    digest = _new_digest()
+    at = stream.digest_from
+    while at < stream.offset:
+        chunk = os.pread(stream.fd, min(CHUNK_BYTES, stream.offset - at), at)
+        if not chunk:
+            break
+        digest.update(chunk)
+        at += len(chunk)
+    return bytes(digest.digest())
 
 
 def _dated(st: os.stat_result) -> int:
@@ -400,6 +430,7 @@ class FileTailer:
             return
         if offset:  # what it held before was there at start: read on from there, as new
             new.offset = new.existing_to = offset
+            new.restart_digest()
             if os.pread(new.fd, 1, offset - 1) != b"\n":
                 new.splitter.skip_line()  # the line it was in the middle of was there at start
         if current is None and new.ident == self._start_ident and not self._from_beginning:
@@ -409,6 +440,7 @@ class FileTailer:
                 os.close(new.fd)
                 self._error(exc, "read")
                 return  # retried on the next pass, still as the file present at start
+            new.restart_digest()  # what the bootstrap skipped is not covered
         self._start_ident = None
         if current is not None:
             self._sizes_at_start.clear()  # only a choice made at start is revisited
@@ -485,11 +517,15 @@ class FileTailer:
                 self._events.on_skipped("partial_discarded")
             stream.offset = stream.existing_to = 0  # what it holds now was written since
             stream.head = stream.tail = b""
+            stream.restart_digest()
             self._events.on_truncation()
             self._events.on_new_file()
         read = self._read_backlog(stream, st)
         if read is None:
             read = self._read(stream, PASS_BUDGET_BYTES)
+        else:
+            stream.restart_digest()  # the helpers read that stretch, not this process
+        stream.seen = (st.st_size, st.st_mtime_ns)
         if len(stream.head) < FINGERPRINT_BYTES and stream.offset > len(stream.head):
             stream.head = os.pread(stream.fd, min(FINGERPRINT_BYTES, stream.offset), 0)
         if read:
@@ -502,14 +538,24 @@ class FileTailer:
         """Whether the bytes already read were replaced in place (the size alone cannot tell).
 
         Two small reads per pass; modification times are too coarse on some filesystems to
-        decide when they can be skipped.
+        decide when they can be skipped. When the size stayed while the mtime moved (a log
+        is only ever appended to), what was read is read again and its digest compared: a
+        rewrite keeping the first bytes and those before the offset read 600 of 2,400 lines.
         """
         if not stream.head or st.st_size < stream.offset:
             return False  # shorter than what was read: the size check sees that
         if os.pread(stream.fd, len(stream.head), 0) != stream.head:
             return True
         tail, end = stream.tail, stream.offset
-        return bool(tail) and os.pread(stream.fd, len(tail), end - len(tail)) != tail
+        if tail and os.pread(stream.fd, len(tail), end - len(tail)) != tail:
+            return True
+        size, mtime = stream.seen
+        written_in_place = st.st_size == size == end and st.st_mtime_ns != mtime
+        return (
+            written_in_place
+            and end > stream.digest_from
+            and _digest(stream) != stream.digest.digest()
+        )
 
     def _read_backlog(self, stream: _Stream, st: os.stat_result) -> int | None:
         """Bytes read of a long unread stretch the consumer took on, or None: read as usual.
@@ -552,6 +598,7 @@ class FileTailer:
             if not chunk:
                 break
             stream.offset += len(chunk)
+            stream.digest.update(chunk)
             total += len(chunk)
             self._events.on_written_by(stream.written_by(stream.offset))
             stream.splitter.feed(chunk).deliver(self._events)
