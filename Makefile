@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit lint format system-deps tools clean mixin bench validate-deploy
+.PHONY: demo test unit lint format system-deps tools clean mixin bench validate-deploy dashboard-pictures
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,11 @@ system-deps:
 # versions the rule and end-to-end tests run.
 tools:
 	@bash scripts/install-prometheus.sh
+
+# Pictures of the dashboards' panels in docs/dashboards/, their queries run through a real
+# Prometheus over the demo's collapse and recovery (a few minutes; needs `make tools`).
+dashboard-pictures: $(STAMP)
+	PATH="$(CURDIR)/.tools/bin:$$PATH" $(BIN)/python -m exporter.demo.pictures docs/dashboards
 
 # Each Kubernetes overlay built by kubectl and checked against the Kubernetes API schemas,
 # offline (the Prometheus Operator kinds are checked by tests/test_deploy_kubernetes.py).

@@ -13,14 +13,16 @@ import argparse
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from exporter.cli import build_parser
+from exporter.cli import build_parser, main
 from exporter.commands.doctor import diagnose
 from exporter.config import TargetConfig, load_config
 from exporter.target import Target
 from tests.support.fake_sglang import FakeSGLang, Route, exposition, fake_sglang, server_info
+from tests.support.loglines import decode
 from tests.support.metrics import Clock, Scrape, render
 from tests.support.upstream_servers import TRTLLM_PATH, TrtllmMetrics, vllm_schema
 
@@ -171,3 +173,17 @@ def test_doctor_on_a_wrong_url_says_so_instead_of_a_finding(server: FakeSGLang) 
     assert "--enable-metrics" in problem  # as the one cause a server could have
     assert found.sources["server_info"].startswith("none (HTTP 404 at /v2/server_info")
     assert json.dumps(found.to_json_dict())
+
+
+def test_report_reads_the_servers_setup_from_its_base_url(
+    server: FakeSGLang, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A log that began after the server started says nothing of its setup; the server does."""
+    sglang(server)
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(decode(60 + 10 * i, 2.9, 0.63) for i in range(10)) + "\n")
+    assert main(["report", str(log)]) == 0
+    assert "EAGLE" not in capsys.readouterr().out
+    assert main(["report", str(log), "--url", server.url]) == 0
+    (setup,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("Speculation:")]
+    assert setup.startswith("Speculation: EAGLE, 4 draft tokens, draft AQ-MedAI/Kimi-K2-Instruct")

@@ -181,9 +181,11 @@ def _explain(
     drafts = n - 1
     parts = [
         _yield_and_cost(length, n, speedup, cost),
+        # Two rates, said so that they cannot read as one figure contradicting the other: the
+        # last position is reached only when every draft before it was accepted.
         f"A draft position pays only if accepted more than {cost:.0%} of the time; position "
-        f"{drafts} is accepted about {_percent(alpha**drafts)} of the time "
-        f"(per-position acceptance {alpha:.0%}).",
+        f"{drafts} is accepted about {_percent(alpha**drafts)} of the time (each draft about "
+        f"{alpha:.0%} of the times the one before it was).",
         _advice(n, alpha, cost, best, verdict),
     ]
     return " ".join(parts)

@@ -313,6 +313,14 @@ class ReportBuilder(RecordSink):
         self._fold_held()
         if config.eagle_topk not in (None, 1):
             return None
+        # No schedule from a speed that is no evidence (a baseline that cannot be right), nor
+        # for a drafter that accepts nothing: its fix is the drafter, not its step count.
+        figures = self._run.figures(self.baseline is not None, self.baseline_option)
+        length = self._run.accept_length
+        if implausible(figures) or (
+            length is not None and length <= self.thresholds.collapsed_accept_length
+        ):
+            return None
         bands = zip(BANDS, self._run.bands, strict=True)
         rates = position_profile(self.observations(config).windows)
         drafting = [acc.drafting_figures(band) for band, acc in bands]
