@@ -14,6 +14,7 @@
 //     },
 //   };
 //   specwatch.prometheusAlerts, specwatch.prometheusRules, specwatch.grafanaDashboards
+//   (and specwatch.grafanaDashboardsV2, the same as Grafana 12+ v2 resources)
 local validate = import 'validate.libsonnet';
 
 {
@@ -91,4 +92,6 @@ local validate = import 'validate.libsonnet';
   },
 
   grafanaDashboards+:: fill(shape.dashboards),
+  // The same dashboards as Grafana 12+ v2 resources (dashboard.grafana.app/v2).
+  grafanaDashboardsV2+:: fill(shape.dashboards_v2),
 }

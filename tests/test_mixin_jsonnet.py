@@ -40,6 +40,7 @@ local specwatch = (import 'specwatch-mixin/mixin.libsonnet') + {
     spec: { groups: specwatch.prometheusRules.groups + specwatch.prometheusAlerts.groups },
   },
   dashboards: specwatch.grafanaDashboards,
+  dashboardsV2: specwatch.grafanaDashboardsV2,
 }
 """
 # Settings a kube-prometheus user overrides.
@@ -115,6 +116,10 @@ def test_overridden_strings_give_the_python_rendering(tmp_path: Path) -> None:
     groups, dashboards = python_rendering(MixinConfig.model_validate(USER_YAML))
     assert out["prometheusRule"]["spec"]["groups"] == groups
     assert out["dashboards"] == dashboards
+    v2 = render(MixinConfig.model_validate(USER_YAML))
+    assert out["dashboardsV2"] == {
+        name: json.loads(v2[f"dashboards_v2_out/{name}"]) for name in dashboards
+    }
     alerts = [r for g in groups for r in g["rules"] if "alert" in r]
     assert alerts and all(r["labels"]["team"] == "inference" for r in alerts)
     assert all('namespace="llm"' in r["expr"] for g in groups for r in g["rules"])
@@ -132,6 +137,8 @@ def test_without_overrides_it_gives_the_committed_rules_and_dashboards(tmp_path:
     assert out["prometheusRule"]["spec"]["groups"] == committed
     for name, dashboard in out["dashboards"].items():
         assert dashboard == json.loads((REPO / "dashboards" / name).read_text()), name
+        v2 = json.loads((REPO / "dashboards-v2" / name).read_text())
+        assert out["dashboardsV2"][name] == v2, name
 
 
 def test_a_users_own_rendering_gives_its_thresholds_and_speed_budget(tmp_path: Path) -> None:
@@ -152,6 +159,8 @@ def test_a_users_own_rendering_gives_its_thresholds_and_speed_budget(tmp_path: P
     assert "specwatch.speed-budget" in [g["name"] for g in written]
     for path in (out_dir / "dashboards_out").iterdir():
         assert out["dashboards"][path.name] == json.loads(path.read_text()), path.name
+    for path in (out_dir / "dashboards_v2_out").iterdir():
+        assert out["dashboardsV2"][path.name] == json.loads(path.read_text()), path.name
 
 
 def test_an_alert_label_named_severity_is_refused(tmp_path: Path) -> None:

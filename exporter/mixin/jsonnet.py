@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from exporter.mixin.dashboards.build import render as render_dashboards
+from exporter.mixin.dashboards.build import render_v2
 from exporter.mixin.groups import alerting, recorded
 from exporter.mixin_config import MixinConfig
 
@@ -79,6 +80,9 @@ def _shape(config: MixinConfig, multi_cluster: bool) -> dict[str, Any]:
             "alerts": alerting(placeholder),
             "rules": recorded(placeholder),
             "dashboards": {name: json.loads(text) for name, text in dashboards.items()},
+            "dashboards_v2": {
+                name: json.loads(text) for name, text in render_v2(dashboards).items()
+            },
         }
     )
     return shape
