@@ -84,8 +84,9 @@ class Vllm:
         "speculative_tokens": "num_speculative_tokens in --speculative-config",
         "log_stats": "without --disable-log-stats, at the default log level",
         "api_servers": (
-            "logs no stats with more than one API server: scrape its /metrics (--metrics-url; "
-            "doctor --url), which every API server serves whole, or run --api-server-count 1"
+            "logs no stats with more than one API server: give specwatch its URL (run --url; "
+            "doctor --url) to read its /metrics, which every API server serves whole, or run "
+            "--api-server-count 1"
         ),
         "cuda_graphs_off": "enforce_eager=True in vLLM's engine configuration",
         "cuda_graphs_on": "vLLM without --enforce-eager",
