@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from exporter.analysis.algorithms import engine_fix
 from exporter.analysis.findings import OFF_SHARE
 from exporter.analysis.plain_speed import MIN_BAND_WINDOWS
 from exporter.analysis.request_share import NO_BENEFIT_ACCEPT_LENGTH
@@ -369,8 +370,8 @@ def speculation_alerts(config: MixinConfig) -> list[Rule]:
             "warning",
             "Decode runs without CUDA graphs.",
             f"Decode on {{{{ $labels.target }}}} ({node}) runs without CUDA graphs: the server "
-            "was started with disable_cuda_graph=True, or more than half of its decode windows "
-            "over 10 minutes logged `cuda graph: False`.",
+            "was started with them off, or more than half of its decode windows over 10 minutes "
+            "logged `cuda graph: False`.",
             for_="10m",
         ),
         _alert(
@@ -378,10 +379,10 @@ def speculation_alerts(config: MixinConfig) -> list[Rule]:
             "SpecDecodeMisconfigured",
             _finding(config, "eagle3_draft_with_eagle_algorithm", keep="severity") + "\n",
             "critical",
-            "An EAGLE-3 drafter is served with --speculative-algorithm EAGLE.",
+            "An EAGLE-3 drafter is served under algorithm EAGLE.",
             f"{{{{ $labels.target }}}} ({node}) loaded an EAGLE-3 draft model under algorithm "
-            "EAGLE: SGLang skips the draft's layer fusion and accept length stays near 1. "
-            "Restart it with --speculative-algorithm EAGLE3.",
+            "EAGLE: the server skips the draft's layer fusion and accept length stays near 1. "
+            f"Restart it with algorithm EAGLE3 ({engine_fix('eagle3_algorithm')}).",
             keep_firing_for="10m",
         ),
         # One DP rank's windows alone, while the node's pooled mean is not collapsed (that
@@ -450,7 +451,7 @@ def speculation_alerts(config: MixinConfig) -> list[Rule]:
             # The finding alone: it counts user prefills, never health probes' one-token ones.
             f"{_finding(config, 'decode_stats_not_logged')}\n",
             "warning",
-            "SGLang decode stats are missing from the log.",
+            "Decode stats are missing from the server's log.",
             f"specwatch sees no decode stats for {{{{ $labels.target }}}} ({node}) although "
             "requests are served: the log level hides them or no decode line is written. Accept "
             "length and throughput alerts are blind for this target.",
@@ -462,10 +463,11 @@ def speculation_alerts(config: MixinConfig) -> list[Rule]:
             "SpecDecodeLogFormatUnrecognized",
             f"increase({sel(config, 'specwatch_log_unrecognized_stats_lines_total')}[10m]) > 5\n",
             "warning",
-            "SGLang stats lines no longer parse.",
+            "The server's stats lines no longer parse.",
             '{{ $value | printf "%.0f" }} lines from '
             f"{{{{ $labels.target }}}} ({node}) in the last 10 minutes looked like stats lines but "
-            "could not be parsed: the log format changed, most likely with an SGLang upgrade.",
+            "could not be parsed: the log format changed, most likely with an upgrade of the "
+            "serving engine.",
             for_="5m",
         ),
     ]
