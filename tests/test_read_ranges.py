@@ -7,6 +7,7 @@ calls in order; a helper that fails or hangs has its range read in-process inste
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -110,8 +111,10 @@ def test_a_log_read_by_ranges_gives_every_call_of_one_reader_in_order(
 # Commands standing in for the helper's Python: the same arguments, other endings.
 FAILING_HELPERS = {
     "cannot_run": "exec false\n",
-    # -m exporter.parse.range_helper FD START END MAX PARENT, with END moved to the middle
-    "stops_halfway": f'exec {sys.executable} "$1" "$2" "$3" "$4" $(( ($4 + $5) / 2 )) "$6" "$7"\n',
+    # -m exporter.parse.range_helper FD START END MAX PARENT ENGINE, with END moved to the middle
+    "stops_halfway": (
+        f'exec {sys.executable} "$1" "$2" "$3" "$4" $(( ($4 + $5) / 2 )) "$6" "$7" "$8"\n'
+    ),
     "hangs": "exec sleep 60\n",
 }
 
@@ -269,13 +272,21 @@ def test_a_catch_up_takes_on_at_most_its_stretch_and_the_rest_is_read_after(
         fd = file.fileno()
 
         def read_here(start: int, end: int) -> None:
-            read_range(fd, start, end, first, MAX_LINE, lambda offset: None)
+            read_range(fd, start, end, first, MAX_LINE, lambda offset: None, engine="sglang")
 
         end = ranges.read_by_ranges(
-            fd, 0, size, first, MAX_LINE, read_here, split_above=0, max_stretch=size // 3
+            fd,
+            0,
+            size,
+            first,
+            MAX_LINE,
+            read_here,
+            split_above=0,
+            max_stretch=size // 3,
+            engine="sglang",
         )
         assert end is not None and 0 < end <= size // 3
-        read_range(fd, end, size, rest, MAX_LINE, lambda offset: None)
+        read_range(fd, end, size, rest, MAX_LINE, lambda offset: None, engine="sglang")
     alone = read(big_log, split_above=1 << 40)
     # The log's last line has no newline: only a read to the end of the input takes it.
     assert first.calls + rest.calls == alone.calls[:-1]
@@ -293,10 +304,24 @@ def test_helpers_die_with_a_reader_that_is_killed(tmp_path: Path) -> None:
     reader = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         helpers = wait_for(lambda: children(reader.pid), timeout=30, what="a helper started")
+        # Spooling, so past asking for the signal; stopped, so none can finish its range
+        # meanwhile and leave on its own: only the parent-death signal ends a stopped helper.
+        wait_for(lambda: all(map(spooled, helpers)), timeout=30, what="the helpers spooling")
+        for helper in helpers:
+            os.kill(helper, signal.SIGSTOP)
     finally:
         reader.kill()
         reader.wait()
-    wait_for(lambda: not any(map(running, helpers)), timeout=2, what="the helpers gone")
+    wait_for(lambda: not any(map(running, helpers)), timeout=30, what="the helpers gone")
+
+
+def spooled(pid: int) -> bool:
+    """Whether ``pid`` has written anything (a helper writes only its spool); gone counts."""
+    try:
+        io = dict(line.split(": ") for line in Path(f"/proc/{pid}/io").read_text().splitlines())
+    except OSError:
+        return True
+    return int(io["wchar"]) > 0
 
 
 def running(pid: int) -> bool:
@@ -340,7 +365,13 @@ def test_a_stretch_too_short_to_cut_is_left_to_the_tailer_without_reading_the_cg
     with log.open("rb") as file:
         size = log.stat().st_size
         kept = ranges.read_by_ranges(
-            file.fileno(), 0, size, RecordingSink(), MAX_LINE, lambda start, end: None
+            file.fileno(),
+            0,
+            size,
+            RecordingSink(),
+            MAX_LINE,
+            lambda start, end: None,
+            engine="sglang",
         )
         assert kept is None
         assert asked == []
@@ -352,5 +383,6 @@ def test_a_stretch_too_short_to_cut_is_left_to_the_tailer_without_reading_the_cg
             MAX_LINE,
             lambda start, end: None,
             split_above=0,
+            engine="sglang",
         )
     assert asked == [1]

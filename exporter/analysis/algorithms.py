@@ -36,9 +36,12 @@ def engine_fix(change: str, engine: str | None = None) -> str:
 
 
 def off_cause(engine: str | None) -> str:
-    """What turned drafting off, in the engine's words: SGLang's adaptive speculation (by
-    acceptance), vLLM's per-batch-size schedule (by batch size)."""
-    return "per-batch-size schedule" if engine == "vllm" else "adaptive"
+    """What turned drafting off, in the words of ``engine`` (its ``off_cause``); each engine's
+    that can, while it is not known."""
+    own = registry.BY_NAME.get(engine or "")
+    if own is not None and own.off_cause:
+        return own.off_cause
+    return " or ".join(each.off_cause for each in registry.ENGINES if each.off_cause)
 
 
 # The engine fixes a Standard's texts name as ``{change}``, filled for the run's engine.
@@ -46,11 +49,14 @@ _STANDARD_CHANGES = ("eagle3_algorithm", "speculative_tokens")
 
 
 def own_fix(config: ServerConfig, change: str) -> str:
-    """The way to make ``change`` in the flags (or words) of the engine that logged this run;
-    SGLang's when the run names no engine that has one."""
+    """The way to make ``change`` in the flags (or words) of the engine that logged this run.
+    A configuration that names no engine was read from ``/server_info``: the flags are those
+    of the engine that serves it; every engine's, each named, if that one has none."""
     engine = registry.BY_NAME.get(config.engine or "")
+    if engine is None:
+        engine = next((each for each in registry.ENGINES if each.server_info), None)
     if engine is None or change not in engine.fixes:
-        engine = registry.engine("sglang")
+        return engine_fix(change)
     return engine.fixes[change]
 
 

@@ -75,7 +75,7 @@ def advise_bands(
 
 def schedule_text(
     advice: Sequence[BandAdvice],
-    engine: str,
+    engine: str | None,
     standard: Standard | None,
     algorithm: str | None,
     adaptive: bool,
@@ -96,12 +96,12 @@ def schedule_text(
     if all(a.suggested == a.ran for a in measured):
         return f"{text} The steps it runs pay at every load measured."
     steps = [(a.band[1], a.band[2], n) for a in advice if (n := _steps(a)) is not None]
-    found = registry.BY_NAME.get(engine)
+    found = registry.BY_NAME.get(engine or "")
     if found is not None and not by_load:
         return f"{text} {_older_release(advice, found.title, found.fixes['speculative_tokens'])}"
     setting = None if found is None else found.schedule(steps, algorithm)
     if setting is None:
-        title = engine if found is None else found.title
+        title = found.title if found is not None else engine or "the engine"
         return f"{text} {_static(advice, standard, algorithm, title)}"
     return f"{text} {_judged(advice, adaptive)}{setting}."
 

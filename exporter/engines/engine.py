@@ -125,6 +125,20 @@ class Engine(Protocol):
     # ``cuda_graphs_off_backend`` where a resolved decode backend says it) and how to restart
     # with them on (``cuda_graphs_on``), for the node it runs on alone.
     fixes: Mapping[str, str]
+    # What turns its drafting off by design at times, in its own words ("adaptive"): said
+    # beside "speculation off" wherever a window drafted nothing. Empty for an engine whose
+    # log is not read.
+    off_cause: str
+    # Spellings of its metric names that it folds into the one its upstream reader reads,
+    # old to new (SGLang's ``sglang:`` and ``sglang_``), applied to a scrape before any reader
+    # claims it.
+    metric_name_folds: Mapping[str, str]
+
+    def no_accept_length(self, algorithm: str | None, started: bool) -> str:
+        """Why a run of its log shows no accept length, in its words: ``algorithm`` is the
+        run's speculative algorithm as its configuration named it, ``started`` whether the
+        run's start was seen."""
+        ...
 
     def owns(self, text: str) -> bool:
         """Whether the engine itself formatted this cleaned line as one of its stats or

@@ -30,6 +30,8 @@ def _discover() -> tuple[Engine, ...]:
 ENGINES = _discover()
 BY_NAME = {engine.name: engine for engine in ENGINES}
 NAMES = tuple(BY_NAME)
+# Metric-name spellings folded into the ones the engines' upstream readers read, old to new.
+NAME_FOLDS = tuple(fold for engine in ENGINES for fold in engine.metric_name_folds.items())
 # Bytes that any engine's stats or start-up lines carry: a batch without one decides nothing.
 MARKERS = tuple(marker for engine in ENGINES for marker in engine.markers)
 

@@ -249,6 +249,17 @@ class SGLang:
         ),
     }
 
+    off_cause = "adaptive"
+    # Its /metrics names are written sglang: or sglang_ (by release): read as one.
+    metric_name_folds: Mapping[str, str] = {"sglang:": "sglang_"}
+
+    def no_accept_length(self, algorithm: str | None, started: bool) -> str:
+        if algorithm is not None:
+            return "SGLang logs one only while it speculates"
+        return "SGLang logs one only while it speculates, and its arguments name no " + (
+            "--speculative-algorithm"
+        )
+
     def owns(self, text: str) -> bool:
         if is_request_record(text[:_REQUEST_HEAD].encode()):
             return True

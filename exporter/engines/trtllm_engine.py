@@ -31,6 +31,12 @@ class Trtllm:
         ),
     }
 
+    off_cause = ""
+    metric_name_folds: Mapping[str, str] = {}
+
+    def no_accept_length(self, algorithm: str | None, started: bool) -> str:
+        return "specwatch reads no TensorRT-LLM log"
+
     def owns(self, text: str) -> bool:
         return False
 

@@ -103,6 +103,22 @@ class Vllm:
         ),
     }
 
+    off_cause = "per-batch-size schedule"
+    metric_name_folds: Mapping[str, str] = {}
+
+    def no_accept_length(self, algorithm: str | None, started: bool) -> str:
+        """A start seen without a speculative method says it does not speculate; 0.8.3 and
+        0.8.4 lines carry no accept length of their own."""
+        if started and algorithm is None:
+            return (
+                "vLLM logs one only while it speculates, and its engine configuration has no "
+                "speculative_config"
+            )
+        return (
+            "a vLLM 0.8.3 or 0.8.4 line gives one only with the engine's configuration line, "
+            "which names its speculative tokens"
+        )
+
     def owns(self, text: str) -> bool:
         return vllm.is_own_line(text)
 

@@ -1,6 +1,7 @@
 """The helper process of :mod:`.ranges`: ``python -m exporter.parse.range_helper FD START END
-MAX_LINE_BYTES PARENT`` reads bytes ``[START, END)`` of the log open as descriptor ``FD`` and
-spools the sink calls it makes to stdout, a frame per chunk, for the reader to replay.
+MAX_LINE_BYTES PARENT ENGINE`` reads bytes ``[START, END)`` of the log of ``ENGINE`` open as
+descriptor ``FD`` and spools the sink calls it makes to stdout, a frame per chunk, for the
+reader to replay.
 
 A module of its own because it reads with :mod:`.reader`, which cuts logs with :mod:`.ranges`:
 kept inside ``ranges`` it made the two import each other.
@@ -22,10 +23,10 @@ from exporter.runtime import tune_gc
 def main(argv: list[str]) -> int:
     """The helper: read descriptor ``FD`` from ``START`` to ``END``, spool the calls to stdout."""
     tune_gc()
-    fd, start, end, max_line_bytes, parent = (int(arg) for arg in argv)
+    fd, start, end, max_line_bytes, parent = (int(arg) for arg in argv[:5])
     _die_with(parent)
     sink = SpoolSink(sys.stdout.buffer)
-    read_range(fd, start, end, sink, max_line_bytes, on_line_start=sink.flush)
+    read_range(fd, start, end, sink, max_line_bytes, on_line_start=sink.flush, engine=argv[5])
     return 0
 
 

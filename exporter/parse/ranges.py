@@ -149,9 +149,12 @@ def read_by_ranges(
     split_above: int | None = None,
     reader_share: float = READER_SHARE,
     max_stretch: int | None = None,
+    *,
+    engine: str,
 ) -> int | None:
-    """Read ``[position, size)`` of the plain SGLang file ``fd`` with helpers for its far
-    part, or None when it is not worth cutting (small, one core, one enormous line).
+    """Read ``[position, size)`` of the plain file ``fd``, a log of ``engine`` (one whose
+    reader is ``cuttable``), with helpers for its far part, or None when it is not worth
+    cutting (small, one core, one enormous line).
 
     ``read_here(start, end)`` reads a range in-process, through the caller's own splitter
     and processor into ``sink``: the near part, and the range of a helper that failed.
@@ -170,7 +173,7 @@ def read_by_ranges(
     if spools is None:
         return None
     helpers = [
-        Helper.launch(fd, start, end, max_line_bytes, spool)
+        Helper.launch(fd, start, end, max_line_bytes, spool, engine)
         for (start, end), spool in zip(cut, spools, strict=True)
     ]
     try:
@@ -197,12 +200,14 @@ class Helper:
     spool: IO[bytes]
 
     @classmethod
-    def launch(cls, fd: int, start: int, end: int, max_line_bytes: int, spool: IO[bytes]) -> Helper:
+    def launch(
+        cls, fd: int, start: int, end: int, max_line_bytes: int, spool: IO[bytes], engine: str
+    ) -> Helper:
         """Start reading the file open as ``fd`` (the same file, whatever happens to its name
         meanwhile) into ``spool``, which ``close()`` closes; a helper that cannot even start
         has its range read in-process later."""
         argv = [sys.executable, "-m", HELPER_MODULE, str(fd), str(start), str(end)]
-        argv += [str(max_line_bytes), str(os.getpid())]
+        argv += [str(max_line_bytes), str(os.getpid()), engine]
         try:
             process = subprocess.Popen(
                 argv,

@@ -116,14 +116,16 @@ def read_range(
     sink: RecordSink,
     max_line_bytes: int,
     on_line_start: Callable[[int], None],
+    *,
+    engine: str,
 ) -> None:
-    """Bytes ``[start, end)`` of the plain SGLang log open as ``fd`` (a helper's share, see
-    :mod:`.ranges`), by ``pread``: the descriptor's offset is shared with the reader.
+    """Bytes ``[start, end)`` of the plain log of ``engine`` open as ``fd`` (a helper's share,
+    see :mod:`.ranges`), by ``pread``: the descriptor's offset is shared with the reader.
 
     ``on_line_start(offset)`` follows each chunk, with the offset of the first line not yet
     delivered whole: reading could start again there.
     """
-    processor = LineProcessor(sink, engine="sglang", envelope="plain")
+    processor = LineProcessor(sink, engine=engine, envelope="plain")
     file = PreadFile(fd)
     reader = _FileReader(f"descriptor {fd}", file, file, processor, max_line_bytes)
     splitter = reader.splitter
@@ -235,7 +237,9 @@ class _FileReader:
         file = self._plain_file
         if file is None or not self._processor.cuttable:
             return
-        fd, position = file.fileno(), file.tell()
+        fd, position, engine = file.fileno(), file.tell(), self._processor.engine
+        if engine is None:
+            return
         end = ranges.read_by_ranges(
             fd,
             position,
@@ -244,6 +248,7 @@ class _FileReader:
             self._max_line_bytes,
             self.read_range,
             split_above=split_above,
+            engine=engine,
         )
         if end is not None:
             file.seek(end)

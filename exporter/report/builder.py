@@ -325,11 +325,10 @@ class ReportBuilder(RecordSink):
         rates = position_profile(self.observations(config).windows)
         drafting = [acc.drafting_figures(band) for band, acc in bands]
         advice = advise_bands(drafting, config.num_steps, rates)
-        engine = self._engine or "sglang"
         standard = config_standard(config)
         adaptive = bool(config.adaptive)
         by_load = not self._run.old_spec_form
-        return schedule_text(advice, engine, standard, config.algorithm, adaptive, by_load)
+        return schedule_text(advice, self._engine, standard, config.algorithm, adaptive, by_load)
 
     def finish(self, files: tuple[str, ...]) -> Report:
         """The report over everything seen; call once, at the end of the log."""

@@ -202,24 +202,14 @@ class RunSummary:
         }
 
 
-# Why a run's windows carry no accept length, in the words of the engine that logged them.
-_NO_ACCEPT_LENGTH = {
-    "sglang": "SGLang logs one only while it speculates, and its arguments name no "
-    "--speculative-algorithm",
-    "vllm": "a vLLM 0.8.3 or 0.8.4 line gives one only with the engine's configuration line, "
-    "which names its speculative tokens",
-}
-
-
 def _no_accept_length(run: RunSummary) -> str:
-    if run.engine == "sglang" and run.algorithm is not None:
-        return "SGLang logs one only while it speculates"
-    if run.engine == "vllm" and run.started_at is not None and run.algorithm is None:
-        return (
-            "vLLM logs one only while it speculates, and its engine configuration has no "
-            "speculative_config"
-        )
-    return _NO_ACCEPT_LENGTH.get(run.engine or "") or "; ".join(_NO_ACCEPT_LENGTH.values())
+    """Why the run's windows carry no accept length, in the words of the engine that logged
+    them; every engine's whose log is read, while that is not known."""
+    started = run.started_at is not None
+    own = registry.BY_NAME.get(run.engine or "")
+    if own is not None:
+        return own.no_accept_length(run.algorithm, started)
+    return "; ".join(e.no_accept_length(None, False) for e in registry.ENGINES if e.markers)
 
 
 @dataclass(frozen=True, slots=True)

@@ -244,7 +244,9 @@ def parse_metrics(
         samples: dict[str, list[tuple[dict[str, str], float]]] = {}
         for family in parser(text):
             for sample in family.samples:
-                name = sample.name.replace("sglang:", "sglang_", 1)
+                name = sample.name
+                for old, new in registry.NAME_FOLDS:  # an engine's other spellings
+                    name = name.replace(old, new, 1)
                 samples.setdefault(name, []).append((dict(sample.labels), float(sample.value)))
         return samples
     except (ValueError, TypeError, IndexError, KeyError, UnicodeDecodeError) as exc:

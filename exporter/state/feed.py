@@ -154,10 +154,11 @@ class LogFeed(TailEvents):
         read_here: Callable[[int, int], None],
         stopping: Callable[[], bool],
     ) -> int | None:
-        """Catching up on a long stretch of a plain SGLang log, helpers on the other cores read
+        """Catching up on a long stretch of a plain log, helpers on the other cores read
         its far part (``parse.ranges``; a ``BacklogReader``). Not with custom rules: they see
         every raw line, which only this process has."""
-        if self._custom_rules or not self._processor.cuttable:
+        engine = self._processor.engine
+        if self._custom_rules or not self._processor.cuttable or engine is None:
             return None
         try:
             return ranges.read_by_ranges(
@@ -169,6 +170,7 @@ class LogFeed(TailEvents):
                 read_here,
                 stopping,
                 max_stretch=MAX_STRETCH_BYTES,
+                engine=engine,
             )
         finally:
             self._sink.flush()  # the last replayed records become current now, not next read
