@@ -197,3 +197,39 @@ def test_a_server_without_speculation_exports_plain_bands(tmp_path: Path) -> Non
     assert scrape.value(name, band="1", mode="plain") == 12
     assert scrape.value(name, band="33-64", mode="plain") == 12
     assert scrape.values("specwatch_speedup") == []
+
+
+def test_doctor_report_and_the_daemon_give_one_baseline_and_source(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An adaptive node busy with drafting off, then drafting again at the same load."""
+    lines = _busy_hours_off_then_drafting(1500.0)
+    log = tmp_path / "adaptive.log"
+    log.write_text("\n".join(lines) + "\n")
+    learned = 2040.0 / (1 - DRAFTING_OFF_COST)
+    assert main(["report", "--json", str(log)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    main(["doctor", "--json", "--log-file", str(log)])
+    doctor = json.loads(capsys.readouterr().out)
+    daemon = _daemon_scrape(lines).value(
+        "specwatch_baseline_gen_throughput_tokens_per_second", source="drafting_off"
+    )
+    assert report["baseline_source"] == doctor["baseline"]["source"] == "drafting_off"
+    assert doctor["baseline"]["points"] == [{"running": 96.0, "tok_s": pytest.approx(learned)}]
+    assert daemon == pytest.approx(learned)
+    # The later windows with drafting on are the ones judged against it: 1,500 tok/s.
+    newest = report["runs"][-1]
+    assert newest["speedup"] == pytest.approx(1500 / learned)
+    assert newest["throughput"] == pytest.approx(1500)
+
+
+def test_a_configured_baseline_is_named_configured_in_report_and_doctor(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "adaptive.log"
+    log.write_text("\n".join(_busy_hours_off_then_drafting(1500.0)) + "\n")
+    curve = ["--baseline-curve", "1:82,96:2000"]
+    main(["report", "--json", *curve, str(log)])
+    assert json.loads(capsys.readouterr().out)["baseline_source"] == "configured"
+    main(["doctor", "--json", *curve, "--log-file", str(log)])
+    assert json.loads(capsys.readouterr().out)["baseline"]["source"] == "configured"

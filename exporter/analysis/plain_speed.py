@@ -28,6 +28,7 @@ MIN_BAND_WINDOWS = 10
 # ``1 - DRAFTING_OFF_COST``: half the tolerance that drafting-off speed is judged with
 # (``drafting_off_speedup``, 0.9), so a node is not held to more than it can reach.
 DRAFTING_OFF_COST = 0.05
+DRAFTING_OFF_WORDS = "learned from this node's windows with drafting off"
 
 # How a node moment decoded, the ``mode`` label of the per-band throughput: a server run
 # without speculation, one drafting, or one with drafting turned off at run time.

@@ -221,6 +221,7 @@ def diagnose(args: argparse.Namespace) -> Diagnosis:
     if log is not None:
         report = log.finish((args.log_file,))
         diagnosis.sources["log"] = f"{report.stats_lines} stats lines"
+        diagnosis.baseline = log.baseline  # configured, or learned from drafting-off windows
         _judge_log(report, diagnosis)
         observations = replace(log.observations(config), **upstream)
     else:

@@ -31,6 +31,8 @@ class BandAccumulator:
         "accept_sum",
         "baseline_sum",
         "drafting",
+        "judged",
+        "judged_throughput",
         "off",
         "running",
         "steps",
@@ -41,10 +43,15 @@ class BandAccumulator:
     def __init__(self) -> None:
         self.windows = 0
         self.throughput_sum = 0.0
+        # The windows a baseline spoke for (a learned one speaks for some loads only, and
+        # only once learned): their throughput and baseline sums, which the speedup compares.
+        self.judged = 0
+        self.judged_throughput = 0.0
         self.baseline_sum = 0.0
         self.running: dict[int, int] = {}  # windows by running requests (a dict is cheaper)
-        # The windows that drafted: count, throughput and baseline sums; their accept length
-        # and the draft steps adaptive speculation had in force.
+        # The windows that drafted: count, then the throughput and baseline sums of those a
+        # baseline spoke for; their accept length and the draft steps adaptive speculation
+        # had in force.
         self.drafting = [0.0, 0.0, 0.0]
         self.accept_sum = 0.0
         self.steps: dict[int, int] = {}
@@ -53,7 +60,10 @@ class BandAccumulator:
     def add(self, running: int, throughput: float, baseline: float | None) -> None:
         self.windows += 1
         self.throughput_sum += throughput
-        self.baseline_sum += baseline or 0.0
+        if baseline is not None:
+            self.judged += 1
+            self.judged_throughput += throughput
+            self.baseline_sum += baseline
         self.running[running] = self.running.get(running, 0) + 1
 
     def add_drafting(self, moment: Moment, baseline: float | None) -> None:
@@ -64,8 +74,9 @@ class BandAccumulator:
         if moment.accept_length is None or moment.throughput is None:
             return
         self.drafting[0] += 1
-        self.drafting[1] += moment.throughput
-        self.drafting[2] += baseline or 0.0
+        if baseline is not None:
+            self.drafting[1] += moment.throughput
+            self.drafting[2] += baseline
         self.accept_sum += moment.accept_length
         if moment.steps is not None:
             self.steps[moment.steps] = self.steps.get(moment.steps, 0) + 1
@@ -87,7 +98,11 @@ class BandAccumulator:
             windows=self.windows,
             median_running=quantile(self.running, 0.5),
             mean_throughput=self.throughput_sum / self.windows,
-            mean_baseline=self.baseline_sum / self.windows if has_baseline else None,
+            mean_baseline=self.baseline_sum / self.judged if has_baseline and self.judged else None,
+            # A baseline that spoke for some windows only (a learned one) is compared with them.
+            judged_throughput=(
+                self.judged_throughput / self.judged if 0 < self.judged < self.windows else None
+            ),
         )
 
 

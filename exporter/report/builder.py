@@ -19,11 +19,18 @@ from functools import reduce
 from operator import add, attrgetter
 
 from exporter.analysis.algorithms import config_standard
-from exporter.analysis.baseline import Baseline
+from exporter.analysis.baseline import DRAFTING_OFF, Baseline
 from exporter.analysis.breakeven import Assessment, advise, advise_measured
 from exporter.analysis.findings import DecodeSample, Observations, evaluate
 from exporter.analysis.findings.draft_tokens import position_profile
+from exporter.analysis.load_bands import band_of
 from exporter.analysis.node import Moment, NodeMoments
+from exporter.analysis.plain_speed import (
+    DRAFTING_OFF_COST,
+    DRAFTING_OFF_WORDS,
+    MIN_BAND_WINDOWS,
+    PlainSpeed,
+)
 from exporter.analysis.schedule import advise_bands, schedule_text
 from exporter.analysis.thresholds import DEFAULT, MIN_WINDOWS, Thresholds
 from exporter.analysis.verdicts import implausible, judge
@@ -69,7 +76,10 @@ class ReportBuilder(RecordSink):
         baseline_option: str | None = None,
         thresholds: Thresholds = DEFAULT,
     ) -> None:
-        self.baseline = baseline
+        self.configured = baseline
+        # Node moments with drafting off, by load band: a baseline where none is configured.
+        self._drafting_off = PlainSpeed()
+        self._learned: Baseline | None = None
         self.expected_accept_length = expected_accept_length
         self.baseline_option = baseline_option
         self.thresholds = thresholds
@@ -227,6 +237,10 @@ class ReportBuilder(RecordSink):
         # A pipeline stage's running requests are one micro-batch's: no baseline fits them.
         self._run.pipelined = self._run.pipelined or moment.pipelined
         curve = None if moment.pipelined else self.baseline
+        if moment.steps == 0 and not moment.pipelined:
+            self._learn(running, tput)
+            if self.configured is None:
+                curve = None  # what drafting-off windows taught is not judged by itself
         base = curve.at(running) if curve and running and curve.covers(running) else None
         if running and tput is not None:
             index = band_index(running)
@@ -236,6 +250,26 @@ class ReportBuilder(RecordSink):
             self._run.bands[index].add_drafting(moment, base)
         if at is not None:
             self._series.add(at, (accept_length, tput, base, running, queued))
+
+    @property
+    def baseline(self) -> Baseline | None:
+        """The configured baseline, else the one learned so far from drafting-off windows,
+        as the daemon learns it (``state.speed``): windows before it was learned are not
+        judged, each after it at the loads it covers."""
+        return self.configured or self._learned
+
+    def _learn(self, running: int | None, tput: float | None) -> None:
+        """Fold a drafting-off moment; the curve is drawn again when a band reaches the
+        windows it needs, then every 64 moments (a busy log has hundreds of thousands)."""
+        if self.configured is not None or not running or tput is None:
+            return
+        speed = self._drafting_off
+        speed.add(running, tput)
+        band = speed.bands[band_of(running)].windows
+        if band == MIN_BAND_WINDOWS or (band > MIN_BAND_WINDOWS and band % 64 == 0):
+            self._learned = speed.baseline(
+                DRAFTING_OFF, DRAFTING_OFF_WORDS, factor=1 / (1 - DRAFTING_OFF_COST)
+            )
 
     def _close_run(self, config: ServerConfig) -> None:
         """The run so far is over (a restart, or the end of the log); judge it by the
@@ -360,6 +394,7 @@ class ReportBuilder(RecordSink):
             bands=bands,
             overall=overall,
             baseline=self.baseline.describe() if self.baseline else None,
+            baseline_source=self.baseline.kind if self.baseline else None,
             expected_accept_length=self.expected_accept_length,
             config=config,
             server_starts=self._runs.starts,

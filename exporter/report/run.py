@@ -119,7 +119,7 @@ class Run:
         return RunFigures(
             windows=self.accept_count,
             accept_length=self.accept_length,
-            throughput=band.mean_throughput if band else None,
+            throughput=band.compared_throughput if band else None,
             baseline=band.mean_baseline if band else None,
             running=band.median_running if band else None,
             baseline_option=baseline_option,

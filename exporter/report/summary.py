@@ -102,13 +102,21 @@ class BandStats:
     median_running: int
     mean_throughput: float
     mean_baseline: float | None
+    # Mean throughput of the windows the baseline spoke for, where it spoke for some only (a
+    # baseline learned from drafting-off windows judges neither those nor earlier ones).
+    judged_throughput: float | None = None
+
+    @property
+    def compared_throughput(self) -> float:
+        """The throughput the baseline is compared with: of the windows it spoke for."""
+        return self.mean_throughput if self.judged_throughput is None else self.judged_throughput
 
     @property
     def speedup(self) -> float | None:
         """Mean throughput over mean baseline of the same windows (``None`` without baseline)."""
         if not self.mean_baseline:
             return None
-        return self.mean_throughput / self.mean_baseline
+        return self.compared_throughput / self.mean_baseline
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +259,9 @@ class Report:
     # The newest run's bands alone: runs of one log may differ in setup or health, and a
     # band pooling them (a healthy run and a collapsed one) describes neither.
     newest_bands: tuple[BandStats, ...] = ()
+
+    # Where the baseline came from (analysis.baseline.SOURCES): configured, own_log, drafting_off.
+    baseline_source: str | None = None
 
     @property
     def span_seconds(self) -> float | None:
@@ -408,6 +419,7 @@ class Report:
             "verdicts": [v.to_json_dict() for v in self.verdicts],
             "runs": [run.to_json_dict() for run in self.runs],
             "baseline": self.baseline,
+            "baseline_source": self.baseline_source,
             "expected_accept_length": self.expected_accept_length,
             "config": self.config.to_json_dict(),
             "server_starts": self.server_starts,

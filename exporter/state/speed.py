@@ -25,6 +25,7 @@ from exporter.analysis.plain_speed import (
     DRAFTING,
     DRAFTING_OFF_COST,
     DRAFTING_OFF_MODE,
+    DRAFTING_OFF_WORDS,
     MODES,
     PLAIN,
     PlainSpeed,
@@ -106,9 +107,7 @@ class SpeedCounters:
             learn = learn or off
         if learn and self._configured is None:
             self._learned = bands[DRAFTING_OFF_MODE].baseline(
-                DRAFTING_OFF,
-                "learned from this node's windows with drafting off",
-                factor=1 / (1 - DRAFTING_OFF_COST),
+                DRAFTING_OFF, DRAFTING_OFF_WORDS, factor=1 / (1 - DRAFTING_OFF_COST)
             )
 
     def restart(self) -> None:
