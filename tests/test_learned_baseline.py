@@ -14,6 +14,7 @@ from exporter.analysis.load_bands import BAND_LABELS, PLAIN_BANDS, band_of
 from exporter.analysis.plain_speed import DRAFTING_OFF_COST, MIN_BAND_WINDOWS, PlainSpeed
 from exporter.cli import main
 from exporter.config import BaselineConfig, TargetConfig
+from exporter.exposition.landing import landing_page
 from exporter.report.learn import baseline_from_log, learn_log
 from exporter.simulate import generate
 from exporter.state.feed import LogFeed
@@ -233,3 +234,13 @@ def test_a_configured_baseline_is_named_configured_in_report_and_doctor(
     assert json.loads(capsys.readouterr().out)["baseline_source"] == "configured"
     main(["doctor", "--json", *curve, "--log-file", str(log)])
     assert json.loads(capsys.readouterr().out)["baseline"]["source"] == "configured"
+
+
+def test_the_landing_page_names_the_learned_baseline_and_the_speed_against_it() -> None:
+    target = Target.from_config(TargetConfig(name="node"))
+    lines = _busy_hours_off_then_drafting(1500.0)
+    LogFeed(target.state, engine="sglang").on_lines([line.encode() for line in lines])
+    page = landing_page([target], 1e9, time.time).decode()
+    learned = 2040.0 / (1 - DRAFTING_OFF_COST)
+    assert f"{1500 / learned:.2f}x the baseline (learned from this node's windows" in page
+    assert f"baseline: {learned:,.0f} tok/s" in page

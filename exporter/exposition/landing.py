@@ -12,10 +12,11 @@ from collections.abc import Callable, Iterable, Sequence
 
 from exporter import __version__
 from exporter.analysis.algorithms import off_cause
+from exporter.analysis.baseline import SOURCE_WORDS
 from exporter.clock import now as clock_now
 from exporter.engines.record import drafting_off
 from exporter.engines.server_config import ServerConfig
-from exporter.exposition.insight import inspect
+from exporter.exposition.insight import Insight, inspect
 from exporter.exposition.setup import setup_lines
 from exporter.exposition.watched import Watched
 from exporter.sources.tail.health import explain
@@ -66,6 +67,14 @@ def _accept_now(fresh: Iterable[LatestDecode]) -> str:
     return f"; accept length {mean:.2f} (lowest DP rank {min(lengths):.2f})"
 
 
+def _speed_now(target: Watched, insight: Insight) -> str:
+    """The speedup now, with where its baseline came from."""
+    if insight.speedup is None or target.baseline is None:
+        return ""
+    source = SOURCE_WORDS.get(target.baseline.kind, target.baseline.kind)
+    return f"; {insight.speedup:.2f}x the baseline ({source})"
+
+
 def _target_section(target: Watched, now: float, stale_after: float) -> str:
     snap = target.state.snapshot()
     fresh = snap.fresh_windows(now, stale_after)
@@ -89,6 +98,7 @@ def _target_section(target: Watched, now: float, stale_after: float) -> str:
         shown = "" if age < stale_after else f" (stale: older than {stale_after:g} s, not exported)"
         window = f"newest decode window {age:.0f} s ago{shown}"
         window += _accept_now(fresh.values())
+        window += _speed_now(target, insight)
         window += _speculation(insight.config, fresh.values())
     active = (
         "".join(

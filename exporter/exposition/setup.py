@@ -102,7 +102,11 @@ def _endpoints(
 def _baseline(target: Watched) -> str:
     baseline = target.baseline
     if baseline is None:
-        return "none configured: speed is not judged, only accept length"
+        return (
+            "none configured: speed is judged once one is learned from this node's windows "
+            "with drafting off, or against the fleet's plain peers in Prometheus (the mixin's "
+            "rules); until then only accept length"
+        )
     return f"{baseline.describe()}, {SOURCE_WORDS.get(baseline.kind, baseline.kind)}"
 
 
