@@ -113,3 +113,18 @@ def test_the_daemon_logs_what_it_found_once_the_server_answers(
 
         wait_for(said, timeout=20)
     assert "target default: engine: not known yet" in b"".join(logged).decode()
+
+
+def test_a_huge_algorithm_from_the_server_is_said_bounded(server: FakeSGLang) -> None:
+    """A 1 MB ``speculative_algorithm`` in /server_info made a 2 MB log line (and landing
+    page), which filled the daemon's stderr pipe and held its stop past 10 s."""
+    server.routes["/server_info"] = Route(
+        body=server_info(speculative_algorithm="EAGLE3" + "X" * 1_000_000),
+        content_type="application/json",
+    )
+    t = target(url=server.url)
+    assert t.upstream is not None
+    t.upstream.scrape_once()
+    seen = found(t)
+    assert seen["speculation"].startswith("EAGLE3XXX")
+    assert all(len(words) < 1_000 for words in seen.values()), {k: len(v) for k, v in seen.items()}

@@ -9,9 +9,12 @@ them, so a wrong URL or a missing baseline is seen in the first minute, not at t
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from exporter.analysis.baseline import SOURCE_WORDS
 from exporter.engines import registry
 from exporter.engines.server_config import ServerConfig, draft_seen
+from exporter.exposition.families import bounded
 from exporter.exposition.insight import merged_config
 from exporter.exposition.watched import Watched
 from exporter.redact import url_without_secrets
@@ -22,6 +25,8 @@ def setup_lines(target: Watched) -> list[tuple[str, str]]:
     """(what, as found) pairs, in the order an operator checks them."""
     upstream = target.upstream.snapshot() if target.upstream is not None else None
     config = merged_config(target, upstream)
+    if config.algorithm is not None:  # the server's text: a 1 MB one made a 2 MB log line
+        config = replace(config, algorithm=bounded(config.algorithm))
     engine = _engine(target, config, upstream)
     lines = [
         ("engine", _engine_words(target, engine)),
