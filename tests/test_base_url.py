@@ -20,10 +20,12 @@ import pytest
 from exporter.cli import build_parser, main
 from exporter.commands.doctor import diagnose
 from exporter.config import TargetConfig, load_config
+from exporter.exposition.setup import setup_lines
 from exporter.target import Target
 from tests.support.fake_sglang import FakeSGLang, Route, exposition, fake_sglang, server_info
 from tests.support.loglines import decode
 from tests.support.metrics import Clock, Scrape, render
+from tests.support.tools import free_port
 from tests.support.upstream_servers import TRTLLM_PATH, TrtllmMetrics, vllm_schema
 
 
@@ -187,3 +189,17 @@ def test_report_reads_the_servers_setup_from_its_base_url(
     assert main(["report", str(log), "--url", server.url]) == 0
     (setup,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("Speculation:")]
     assert setup.startswith("Speculation: EAGLE, 4 draft tokens, draft AQ-MedAI/Kimi-K2-Instruct")
+
+
+def test_a_server_that_does_not_answer_is_one_problem_not_two() -> None:
+    """Nothing listens: its server info is not asked of it as well, to be refused again."""
+    url = f"http://127.0.0.1:{free_port()}"
+    found = diagnose(doctor_args(url))
+    assert found.sources == {"metrics": "down (connection refused at /metrics)"}
+    assert [p for p in found.problems if "connection refused" in p] == [
+        f"{url} metrics: connection refused at /metrics"
+    ]
+    target = Target.from_config(TargetConfig(name="t", url=url))
+    assert target.upstream is not None
+    target.upstream.scrape_once()
+    assert dict(setup_lines(target))["server_info"] == "not asked while the server does not answer"

@@ -18,7 +18,9 @@ from exporter.exposition.families import bounded
 from exporter.exposition.insight import merged_config
 from exporter.exposition.watched import Watched
 from exporter.redact import url_without_secrets
-from exporter.sources.upstream import UpstreamScraper, UpstreamSnapshot
+from exporter.sources.upstream import EndpointStatus, UpstreamScraper, UpstreamSnapshot
+
+_UP = EndpointStatus(True, 0.0)
 
 
 def setup_lines(target: Watched) -> list[tuple[str, str]]:
@@ -94,6 +96,8 @@ def _endpoints(
             words = f"not asked yet ({shown})"
         elif name in scraper.absent:
             words = f"none: {scraper.absent[name]}"
+        elif status is None and not found.get("metrics", _UP).up:
+            words = "not asked while the server does not answer"
         elif status is None:
             words = "not asked: this engine serves none"
         elif status.up:

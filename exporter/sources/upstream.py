@@ -345,6 +345,8 @@ class UpstreamScraper:
         self._engine = None if engine in (None, "auto") else engine
         # What a base URL's endpoint answered where the engine has none: shown, not counted.
         self.absent: dict[str, str] = {}
+        # Whether the newest /metrics scrape found no server answering (refused, timed out).
+        self._unreachable = False
         self.interval = interval
         self.timeout = timeout
         self._token_file = token_file
@@ -408,6 +410,7 @@ class UpstreamScraper:
             key = (endpoint, exc.reason)
             self._errors[key] = self._errors.get(key, 0) + 1
             if endpoint == "metrics":
+                self._unreachable = exc.reason in ("refused", "timeout")
                 # A 404 where an engine serves /metrics: SGLang's turned off. Anywhere else
                 # the URL is wrong, and the server has nothing to fix.
                 missing = exc.status == 404 and exc.at_metrics
@@ -431,6 +434,8 @@ class UpstreamScraper:
             return EndpointStatus(False, time.monotonic() - started, error), snapshot
         self._tell(endpoint, None)
         self.absent.pop(endpoint, None)
+        if endpoint == "metrics":
+            self._unreachable = False
         return EndpointStatus(True, time.monotonic() - started), snapshot
 
     def _tell(self, endpoint: str, cause: str | None) -> None:
@@ -542,6 +547,8 @@ class UpstreamScraper:
         have none, and asking would only fill their access logs with 404s."""
         if not self.endpoints.server_info_optional:
             return True
+        if self._unreachable:  # the same server refused /metrics: one problem, said once
+            return False
         engine = self._engine or (snapshot.values.engine if snapshot.values else None)
         return engine is None or registry.engine(engine).server_info
 
