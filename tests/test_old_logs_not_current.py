@@ -22,7 +22,7 @@ from tests.support.daemon import RunningDaemon, healthy, run_daemon, specwatch_c
 from tests.support.files import append
 from tests.support.loglines import collapsed_drafter, crashed, decode_line
 from tests.support.metrics import Scrape
-from tests.support.waiting import wait_for
+from tests.support.waiting import PROCESS_TIMEOUT, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -183,7 +183,7 @@ def test_the_wall_clock_stepped_back_an_hour_does_not_freeze_the_window(
         text=True,
     )
     try:
-        wait_for(lambda: healthy(port) or proc.poll() is not None, timeout=15)
+        wait_for(lambda: healthy(port) or proc.poll() is not None, timeout=PROCESS_TIMEOUT)
         d = RunningDaemon(proc, port)
         append(log, decode_line(3.0))
         d.wait_metric("specwatch_accept_length", partial(eq, 3.0))

@@ -17,7 +17,7 @@ from exporter.daemon import THREAD_DIED_STATUS
 from tests.support.daemon import healthy, run_daemon, specwatch_cmd
 from tests.support.files import append
 from tests.support.loglines import decode_line
-from tests.support.waiting import wait_for
+from tests.support.waiting import PROCESS_TIMEOUT, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -48,7 +48,7 @@ def test_sigterm_under_fifty_scrapers_and_an_idle_client_ends_the_daemon_at_once
     stop, answered = threading.Event(), threading.Semaphore(0)
     scrapers = [threading.Thread(target=hammer, args=(port, stop, answered)) for _ in range(50)]
     try:
-        wait_for(lambda: healthy(port) or proc.poll() is not None, timeout=15)
+        wait_for(lambda: healthy(port) or proc.poll() is not None, timeout=PROCESS_TIMEOUT)
         # A client that connected and has not sent its request yet when the signal comes.
         with socket.create_connection(("127.0.0.1", port), timeout=5):
             for thread in scrapers:
@@ -107,7 +107,7 @@ def test_a_wait_woken_without_a_signal_does_not_end_the_daemon(tmp_path: Path, p
         [sys.executable, "-c", code, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     try:
-        wait_for(lambda: waiting_again.exists() or proc.poll() is not None, timeout=15)
+        wait_for(lambda: waiting_again.exists() or proc.poll() is not None, timeout=PROCESS_TIMEOUT)
         assert proc.poll() is None and healthy(port)  # woken, and back to waiting
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
@@ -135,7 +135,7 @@ def test_signals_arriving_while_it_stops_still_end_it_with_status_zero(
     cmd = specwatch_cmd("run", "--listen", f"127.0.0.1:{port}", "--log-file", str(log))
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: healthy(port) or proc.poll() is not None, timeout=15)
+        wait_for(lambda: healthy(port) or proc.poll() is not None, timeout=PROCESS_TIMEOUT)
         for signum in storm:
             proc.send_signal(signum)
         code = proc.wait(timeout=10)
@@ -197,7 +197,7 @@ def test_sigquit_and_sigxcpu_stop_it_with_a_log_line(
     cmd = specwatch_cmd("run", "--listen", f"127.0.0.1:{port}", "--log-file", str(log))
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: healthy(port) or proc.poll() is not None, timeout=15)
+        wait_for(lambda: healthy(port) or proc.poll() is not None, timeout=PROCESS_TIMEOUT)
         proc.send_signal(signum)
         assert proc.wait(timeout=10) == status
         stderr = proc.stderr.read() if proc.stderr else ""
@@ -234,7 +234,7 @@ def test_a_thread_that_dies_stops_the_daemon_with_a_failing_status(
         [sys.executable, "-c", code, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     try:
-        wait_for(lambda: healthy(port) or proc.poll() is not None, timeout=15)
+        wait_for(lambda: healthy(port) or proc.poll() is not None, timeout=PROCESS_TIMEOUT)
         wait_for(lambda: proc.poll() is not None or not healthy(port), timeout=15)
         assert proc.wait(timeout=10) == THREAD_DIED_STATUS
         stderr = proc.stderr.read().decode() if proc.stderr else ""

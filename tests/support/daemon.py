@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tests.support.metrics import Scrape, scrape
-from tests.support.waiting import wait_for
+from tests.support.waiting import PROCESS_TIMEOUT, wait_for
 
 
 def healthz(port: int) -> tuple[int, str] | None:
@@ -107,7 +107,7 @@ def run_daemon(
         text=True,
         env={**os.environ, **(env or {})},
     )
-    wait_for(lambda: ready(port) or proc.poll() is not None, timeout=15)
+    wait_for(lambda: ready(port) or proc.poll() is not None, timeout=PROCESS_TIMEOUT)
     if proc.poll() is not None:
         raise AssertionError(f"daemon exited {proc.returncode}: {_stderr(proc)}")
     try:
@@ -115,10 +115,12 @@ def run_daemon(
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
-            code = proc.wait(timeout=10)
+            code = proc.wait(timeout=PROCESS_TIMEOUT)
         except subprocess.TimeoutExpired:
             proc.kill()
-            raise AssertionError("daemon did not stop within 10 s of SIGTERM") from None
+            raise AssertionError(
+                f"daemon did not stop within {PROCESS_TIMEOUT} s of SIGTERM"
+            ) from None
         assert code == 0, f"daemon exited {code}: {_stderr(proc)}"
 
 
@@ -144,12 +146,12 @@ def live_simulation(
     with errors.open("w") as stderr:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr)
     try:
-        wait_for(lambda: log.exists() or proc.poll() is not None, timeout=15)
+        wait_for(lambda: log.exists() or proc.poll() is not None, timeout=PROCESS_TIMEOUT)
         assert proc.poll() is None, f"simulate exited {proc.returncode}: {errors.read_text()}"
         yield log
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        proc.wait(timeout=PROCESS_TIMEOUT)
 
 
 def simulated_log(folder: Path, scenario: str, engine: str = "sglang") -> Path:

@@ -12,6 +12,12 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
+# How long a process a test starts (the daemon, simulate) may take to come up, or to stop
+# once told. A second or two on a quiet machine, but past 15 s under a loaded machine's test
+# runs; the wait ends as soon as it is done, so only a process that never comes up or never
+# stops costs the whole of it. How fast it starts is measured in bench/, not here.
+PROCESS_TIMEOUT = 60.0
+
 
 def wait_for(
     check: Callable[[], T | None],
