@@ -242,10 +242,10 @@ WANTED_PANELS: dict[str, dict[str, tuple[set[str], tuple[str, ...]]]] = {
     },
     FLEET: {
         "worst accept lengths": ({"table"}, (r"bottomk\(", r"\bspecwatch_accept_length\{")),
-        "worst speedups": ({"table"}, (r"bottomk\(", r"\bspecwatch_speedup\{")),
+        "worst speedups": ({"table"}, (r"bottomk\(", r"\btarget:specwatch_speedup:avg5m\{")),
         "nodes slower than their baseline": (
             {"stat"},
-            (r"\bspecwatch_speedup\{", r"< bool 1\b"),
+            (r"\btarget:specwatch_speedup:avg5m\{", r"< bool 1\b"),
         ),
         "findings by code": ({"table"}, (r"count by \(code\b", r"\bspecwatch_finding\{")),
         "accept-length distribution over time": (

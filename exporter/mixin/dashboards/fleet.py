@@ -86,10 +86,16 @@ def with_model(expr: str) -> str:
     return f"{expr} * on ({per_target_labels()}) group_left ({MODEL}) {info}"
 
 
-def per_target(metric: str) -> str:
-    """One value per target, with its served model: DP ranks averaged, since the fleet ranks
-    nodes, not ranks."""
-    return f"avg by ({per_target_labels()}, {MODEL}) ({with_model(sel(metric, FLEET_SCOPE))})"
+def per_target(metric: str, *keep: str) -> str:
+    """One value per target, with its served model (and the ``keep`` labels): DP ranks
+    averaged, since the fleet ranks nodes, not ranks."""
+    labels = ", ".join((per_target_labels(), MODEL, *keep))
+    return f"avg by ({labels}) ({with_model(sel(metric, FLEET_SCOPE))})"
+
+
+# The rules' speedup: against the node's own baseline, else the fleet's plain peers, with the
+# baseline's source as a label.
+SPEEDUP = "target:specwatch_speedup:avg5m"
 
 
 def per_model(metric: str) -> str:
@@ -168,8 +174,9 @@ def glance_row() -> list[Item]:
         _count(
             "Nodes slower than baseline",
             "Targets whose throughput is below the non-speculative baseline at the same load "
-            "(speedup < 1): speculation costs them speed.",
-            across("sum", f"{per_target('specwatch_speedup')} < bool 1"),
+            "(speedup < 1, 5-minute mean, against their own baseline or the fleet's plain "
+            "peers): speculation costs them speed.",
+            across("sum", f"{per_target(SPEEDUP)} < bool 1"),
             "red",
             ("SpecDecodeSlowerThanBaseline",),
         ),
@@ -194,10 +201,12 @@ def worst_row() -> list[Item]:
     )
     speedup = grid(
         f"Lowest speedups (bottom {WORST})",
-        "Targets with the lowest throughput relative to their non-speculative baseline. "
-        "Below 1.0 speculation makes the node slower. Click a target to open it.",
+        "Targets with the lowest throughput relative to their non-speculative baseline "
+        "(5-minute mean), and where that baseline came from (source: configured, own_log, "
+        "fleet, drafting_off). Below 1.0 speculation makes the node slower. Click a target "
+        "to open it.",
         "short",
-        [table_query(f"bottomk({WORST}, {per_target('specwatch_speedup')})")],
+        [table_query(f"bottomk({WORST}, {per_target(SPEEDUP, 'source')})")],
         hidden,
         width=8,
         alerts=("SpecDecodeSlowerThanBaseline",),
