@@ -59,7 +59,8 @@ RATE_INTERVAL = "10s"
 # A series selector of a query: a specwatch series, a recording rule or ``up``, with its
 # matchers and offset; its range (``[10m]``) is left out, so the selector is an instant query.
 SELECTOR = re.compile(
-    r"(?<![\w:])((?:target|job):specwatch_\w+:\w+|specwatch_\w+|up)(\{[^}]*\})?(?:\[\w+\])?"
+    r"(?<![\w:])((?:target|job|target_band|served_model_hardware_band):specwatch_\w+:\w+"
+    r"|specwatch_\w+|up)(\{[^}]*\})?(?:\[\w+\])?"
     r"( offset \w+)?"
 )
 # A comparison filters series on purpose (``up == 0`` is empty while specwatch is up).
