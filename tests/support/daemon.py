@@ -107,7 +107,12 @@ def run_daemon(
         text=True,
         env={**os.environ, **(env or {})},
     )
-    wait_for(lambda: ready(port) or proc.poll() is not None, timeout=PROCESS_TIMEOUT)
+    try:
+        wait_for(lambda: ready(port) or proc.poll() is not None, timeout=PROCESS_TIMEOUT)
+    except AssertionError:  # never ready: not left running behind the failed test
+        proc.kill()
+        proc.wait()
+        raise
     if proc.poll() is not None:
         raise AssertionError(f"daemon exited {proc.returncode}: {_stderr(proc)}")
     try:
