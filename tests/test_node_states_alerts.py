@@ -100,7 +100,7 @@ SCENARIOS: dict[str, Scenario] = {
     "vllm-v0-collapsed": (
         [V0_START],
         V0Collapsed(),
-        {"SpecDecodeAcceptLengthCollapsed", "SpecDecodeAcceptLengthLow"},
+        {"SpecDecodeAcceptLengthCollapsed"},
     ),
 }
 

@@ -95,6 +95,12 @@ def recording_rules(config: MixinConfig) -> list[Group]:
                     "record": "target:specwatch_speedup:avg5m",
                     "expr": _speedup(config),
                 },
+                # The last minutes of the node's own speedup: whether a slow 5-minute mean is
+                # still the present.
+                {
+                    "record": "target:specwatch_speedup:avg2m",
+                    "expr": _pooled(config, "specwatch_speedup", "2m"),
+                },
                 # Present only while the newest decode window is fresh: the traffic guard.
                 {
                     "record": TRAFFIC,
@@ -299,12 +305,21 @@ def speculation_alerts(config: MixinConfig) -> list[Rule]:
     node = where(config)
     wasted = sel(config, "specwatch_finding", 'code="draft_tokens_excessive"')
     speedup = sel(config, "target:specwatch_speedup:avg5m")
+    speedup_now = sel(config, "target:specwatch_speedup:avg2m")
     off = _drafting_off(config)
+    # A recent mean collapsed within the last 5 minutes: the page's, whose tail the warnings'
+    # 5-minute means still hold after it resolves; they keep silent (the verdict is collapsed).
+    collapsed_lately = f"(min_over_time({recent}[5m]) <= {t.collapsed_accept_length} and {floor})"
+    # The daemon's judge found too few drafts behind the accept length to call it anything
+    # (a lookup drafter on traffic that never repeats): no acceptance alert, as no verdict.
+    verdict = sel(config, "specwatch_verdict", 'state="too_few_drafts"')
+    too_few = f"{verdict} == 1"
     return [
         _alert(
             config,
             "SpecDecodeAcceptLengthCollapsed",
-            f"{accept} <= {t.collapsed_accept_length}\nand\n{floor}\nand\n{traffic}\n",
+            f"{accept} <= {t.collapsed_accept_length}\nand\n{floor}\nand\n{traffic}\n"
+            f"unless ignoring (state)\n{too_few}\n",
             "critical",
             "Speculative decoding accepts no draft tokens.",
             f"Accept length on {{{{ $labels.target }}}} ({node}) averaged "
@@ -322,7 +337,8 @@ def speculation_alerts(config: MixinConfig) -> list[Rule]:
             f"(\n  {accept} < {t.low_accept_fraction} * {expected}\n"
             f"  and {recent} < {t.low_accept_fraction} * {expected}\n  or\n"
             f"  ({accept} < {floor} and {recent} < {floor} unless {expected})\n)\n"
-            f"and\n{floor}\nand\n{traffic}\n",
+            f"and\n{floor}\nand\n{traffic}\nunless\n{collapsed_lately}\n"
+            f"unless ignoring (state)\n{too_few}\n",
             "warning",
             "Speculative decoding accept length is below expectation.",
             f"Accept length on {{{{ $labels.target }}}} ({node}) averaged "
@@ -336,7 +352,10 @@ def speculation_alerts(config: MixinConfig) -> list[Rule]:
             config,
             "SpecDecodeSlowerThanBaseline",
             f"{speedup} < {t.slower_than_baseline_speedup:g}\nand ignoring (source)\n{traffic}\n"
-            f"unless ignoring (source)\n{off}\n",
+            f"unless ignoring (source)\n{off}\n"
+            # Its own last minutes no longer slow: the 5-minute mean's tail, not the present.
+            f"unless ignoring (source)\n{speedup_now} >= {t.slower_than_baseline_speedup:g}\n"
+            f"unless ignoring (source)\n{collapsed_lately}\n",
             "warning",
             "Speculative decoding is slower than serving without it.",
             f"{{{{ $labels.target }}}} ({node}) generates "

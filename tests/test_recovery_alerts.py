@@ -1,0 +1,138 @@
+"""A resolved page opens no ticket: after SpecDecodeAcceptLengthCollapsed resolves, neither
+SpecDecodeAcceptLengthLow nor SpecDecodeSlowerThanBaseline fires on the tail of its 5-minute
+mean, which still holds the collapse. Proven live: the real daemon follows a log that
+collapses and recovers (SGLang's lines, and vLLM's), a real Prometheus evaluates the shipped
+rules (every ``for:`` shrunk from minutes to seconds, the averaging windows left real).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support.daemon import run_daemon
+from tests.support.files import append
+from tests.support.loglines import decode_line, startup
+from tests.support.realprom import RunningPrometheus, running_prometheus
+from tests.support.tools import fast_rules, free_port, require_tool
+
+pytestmark = pytest.mark.e2e
+
+LINE_EVERY = 0.5
+BASELINE = "1:82,16:900,32:1210,48:1500"
+# Seconds the collapse lasts once it pages: long enough for the warnings' 5-minute means to
+# hold it for a minute after it ends.
+COLLAPSE_AFTER_PAGE = 25.0
+# Seconds watched after the page resolves: past the tails of both means.
+WATCH = 45.0
+WARNINGS = {"SpecDecodeAcceptLengthLow", "SpecDecodeSlowerThanBaseline"}
+PAGE = "SpecDecodeAcceptLengthCollapsed"
+
+
+class Node:
+    """A node whose drafter accepts nothing until ``recover()``, then accepts well again."""
+
+    def __init__(self, line: Callable[[bool], list[str]]) -> None:
+        self.healthy = False
+        self._line = line
+
+    def __call__(self) -> list[str]:
+        return self._line(self.healthy)
+
+
+def sglang(healthy: bool) -> list[str]:
+    stamp = f"[{datetime.now().strftime('%Y-%m-%d %H:%M:%S')} TP0]"
+    if healthy:
+        return [decode_line(3.0, running=48, queue=0, tput=1900, stamp=stamp)]
+    return [decode_line(1.0, running=48, queue=0, tput=700, stamp=stamp)]
+
+
+VLLM_START = (
+    "INFO 12-01 10:00:00 [core.py:58] Initializing a V1 LLM engine (v0.33.0) with config: "
+    "model='/models/target', speculative_config=SpeculativeConfig(method='eagle3', "
+    "model='/models/eagle3', num_spec_tokens=3), tokenizer='/models/target', "
+    "enforce_eager=False, seed=None"
+)
+
+
+def vllm(healthy: bool) -> list[str]:
+    """vLLM's engine line and its SpecDecoding line of one interval (its logging code's sums:
+    400 drafts of 3 tokens; all accepted, or none)."""
+    at = datetime.now().strftime("%m-%d %H:%M:%S")
+    tput, accepted, rates = (
+        (1400.0, 1200, "1.000, 1.000, 1.000")
+        if healthy
+        else (
+            520.0,
+            0,
+            "0.000, 0.000, 0.000",
+        )
+    )
+    return [
+        f"INFO {at} [loggers.py:111] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg "
+        f"generation throughput: {tput:.1f} tokens/s, Running: 32 reqs, Waiting: 0 reqs, GPU "
+        "KV cache usage: 41.2%, Prefix cache hit rate: 12.0%",
+        f"INFO {at} [metrics.py:82] SpecDecoding metrics: Mean acceptance length: "
+        f"{1 + accepted / 400:.2f}, Accepted throughput: {accepted / 10:.2f} tokens/s, Drafted "
+        f"throughput: 120.00 tokens/s, Accepted: {accepted} tokens, Drafted: 1200 tokens, "
+        f"Per-position acceptance rate: {rates}, Avg Draft acceptance rate: "
+        f"{accepted / 12:.1f}%",
+    ]
+
+
+NODES = {"sglang": (startup(), sglang), "vllm": ([VLLM_START], vllm)}
+
+
+@contextmanager
+def live(log: Path, node: Node) -> Iterator[None]:
+    stop = threading.Event()
+
+    def write() -> None:
+        while not stop.wait(LINE_EVERY):
+            append(log, *node())
+
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+def firing(prom: RunningPrometheus, target: str) -> set[str]:
+    query = f'ALERTS{{alertstate="firing",target="{target}"}}'
+    return {series["metric"]["alertname"] for series in prom.query(query)}
+
+
+@pytest.mark.parametrize("engine", sorted(NODES))
+def test_no_warning_fires_after_the_collapse_page_resolves(engine: str, tmp_path: Path) -> None:
+    require_tool("prometheus")
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(yaml.safe_dump(fast_rules()))
+    first, line = NODES[engine]
+    node = Node(line)
+    log = tmp_path / "server.log"
+    log.write_text("".join(f"{text}\n" for text in first))
+    args = ["--log-file", str(log), "--target", engine, "--baseline-curve", BASELINE]
+    with ExitStack() as stack:
+        stack.enter_context(run_daemon(args, port := free_port()))
+        stack.enter_context(live(log, node))
+        prom = stack.enter_context(running_prometheus(tmp_path, [f"127.0.0.1:{port}"], [rules]))
+        prom.wait_for(lambda: PAGE in firing(prom, engine), timeout=90)
+        time.sleep(COLLAPSE_AFTER_PAGE)
+        node.healthy = True
+        prom.wait_for(lambda: PAGE not in firing(prom, engine), timeout=90)
+        seen: set[str] = set()
+        deadline = time.monotonic() + WATCH
+        while time.monotonic() < deadline:
+            seen |= firing(prom, engine) & WARNINGS
+            time.sleep(1)
+        assert seen == set(), f"{sorted(seen)} fired after {PAGE} resolved"
