@@ -21,8 +21,10 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
+from exporter import clock
 from exporter.config import Config, parse_listen
 from exporter.exposition.collector import SpecwatchCollector
+from exporter.exposition.insight import inspect_now
 from exporter.exposition.landing import landing_page
 from exporter.exposition.server import WebServer, make_app
 from exporter.exposition.setup import setup_text
@@ -80,6 +82,7 @@ class Daemon:
             not_ready=self.not_ready,
         )
         self.web = WebServer(host, port, app, web if web and web.serves_tls else None)
+        self._judging = threading.Thread(target=self._judge_loop, name="judge", daemon=True)
 
     def _build_sources(self) -> Iterator[Source]:
         for target in self.targets:
@@ -166,6 +169,7 @@ class Daemon:
         for source in self._sources:
             source.start()
         self._scrapes.start()
+        self._judging.start()
         self.web.start()
         names = ", ".join(t.name for t in self.targets)
         log.info("listening on %s (port %d), targets: %s", self.config.listen, self.web.port, names)
@@ -181,7 +185,18 @@ class Daemon:
                 self._told[target.name] = text
                 log.info("target %s: %s", target.name, text)
 
+    def _judge_loop(self) -> None:
+        """Judge every target every ``JUDGE_SECONDS``, so a change of verdict is logged when
+        it happens, not when someone next scrapes; a failure is logged, never fatal."""
+        while not self.stopping.wait(JUDGE_SECONDS):
+            for target in self.targets:
+                try:
+                    inspect_now(target, clock.now(), self.config.stale_after)
+                except Exception:
+                    log.exception("judging target %s failed", target.name)
+
     def stop(self) -> None:
+        self.stopping.set()
         self.web.stop()
         self._scrapes.stop(timeout=1.0)  # a scrape in flight ends by its own timeout
         for source in self._sources:
@@ -212,6 +227,8 @@ _STOP_CHECK_SECONDS = 0.25
 _IGNORED_NOTE_SECONDS = 60.0
 # How often the main thread looks whether a target's setup changed, to log it.
 _SETUP_CHECK_SECONDS = 1.0
+# How often the daemon judges each target on its own (and logs a change of verdict).
+JUDGE_SECONDS = 5.0
 
 
 def serve(daemon: Daemon) -> int:

@@ -166,9 +166,14 @@ def test_vllm_and_sglang_names_map_to_their_family(name: str, family: str) -> No
     assert standard is not None and standard.family == family
 
 
-def test_unknown_names_have_no_standard_and_unseen_ones_the_default() -> None:
+def test_unknown_names_have_no_standard_and_an_unnamed_method_holds_for_every_method() -> None:
+    """Nothing names the method (vLLM's /metrics): judged by the lowest floor of any method,
+    never by EAGLE's (an n-gram drafter at 1.5 is not low)."""
     assert standard_for("custom_class") is None
-    assert standard_for(None) is standard_for("EAGLE")
+    unknown = standard_for(None)
+    assert unknown is not None and unknown.family == "unknown method"
+    assert unknown.floor == LOWEST_FLOOR == 1.2
+    assert "EAGLE" not in unknown.collapse_fix
 
 
 def test_floor_is_capped_for_few_draft_steps_and_collapse_stays_below_every_floor() -> None:

@@ -78,9 +78,13 @@ def test_healthy_vllm_is_nothing_wrong(server: FakeSGLang) -> None:
     code, report, _ = doctor_across(server, after)
     assert code == 0, report
     assert report["verdicts"] == [] and report["problems"] == []
-    assert report["notes"] == [
-        "accept length 3.60 from the server's counters between two scrapes 2 s apart"
-    ]
+    assert report["notes"][0] == (
+        "accept length 3.60 from the server's counters between two scrapes 2 s apart "
+        "(400 draft rounds)"
+    )
+    # vLLM's /metrics names no method: said, and only what holds for every method judged.
+    assert report["notes"][1].startswith("method unknown: nothing read names it")
+    assert report["verdict"]["method"]["known"] is False
     assert daemon_accept_length(server, after) == pytest.approx(3.6)
 
 
@@ -92,3 +96,27 @@ def test_idle_vllm_is_not_judged_and_says_so(server: FakeSGLang) -> None:
         "accept length not judged: /metrics gave no draft in the 2 s between two scrapes (an "
         "idle server, or speculation off); give --log-file to judge its history"
     ]
+
+
+def test_a_collapse_of_an_unnamed_method_is_told_without_naming_eagle(server: FakeSGLang) -> None:
+    """vLLM's /metrics names no method: a collapsed draft model is not told to fix "the EAGLE
+    draft" nor to try eagle3."""
+    after = {"drafts": 1400, "accepted": 1500, "per_position": (700, 500, 300)}
+    code, report, _ = doctor_across(server, after)
+    assert code == 3
+    [verdict] = report["verdicts"]
+    assert verdict["code"] == "accept_length_collapsed"
+    assert "EAGLE" not in verdict["why"] + verdict["fix"]
+    assert "eagle3" not in verdict["fix"]
+    assert "Nothing read names the speculative method" in verdict["fix"]
+    assert report["verdict"]["drafts"] == 400
+
+
+def test_an_unnamed_method_is_held_to_the_lowest_floor_not_eagles(server: FakeSGLang) -> None:
+    """1 + 200 / 400 = 1.5: low for EAGLE (1.8), healthy for n-gram (1.2); nothing says which,
+    so only what holds for every method is judged."""
+    after = {"drafts": 1400, "accepted": 1700, "per_position": (850, 550, 300)}
+    code, report, _ = doctor_across(server, after)
+    assert report["verdicts"] == []
+    assert report["verdict"]["state"] == "healthy"
+    assert code == 0

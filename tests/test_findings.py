@@ -208,7 +208,7 @@ def test_draft_token_advice_follows_the_measured_speedup() -> None:
     # at 57 vs 90 tok/s costs 2.5 / 0.63 = 3.95 steps per round, 0.20 per drafted token: about
     # 3 tokens do best.
     windows = tuple(DecodeSample(accept_length=2.5, cuda_graph=True) for _ in range(5))
-    config = ServerConfig(num_draft_tokens=16)
+    config = ServerConfig(algorithm="EAGLE3", num_draft_tokens=16)
     measured = _excessive(Observations(config=config, windows=windows, speedup=57 / 90))
     assert "Lower --speculative-num-draft-tokens to about 3 " in measured
     assert "measured speedup" in measured

@@ -102,7 +102,8 @@ def test_headline_says_which_way_and_by_how_much(
     code, out, err = report(capsys, str(LOGS / log), *baseline)
     assert code == 0
     assert err == ""  # no progress bar: stderr is not a terminal here
-    assert out.splitlines()[0] == headline
+    # Then what it was judged on, and since when.
+    assert out.splitlines()[0].startswith(f"{headline}. Judged on the newest ")
 
 
 def test_collapsed_drafter_evidence_and_bands(capsys: pytest.CaptureFixture[str]) -> None:

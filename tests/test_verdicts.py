@@ -79,13 +79,13 @@ def test_collapse_is_critical_and_slower_than_the_baseline(tmp_path: Path) -> No
     assert status == 3
     found = verdicts(data)
     assert found["accept_length_collapsed"]["severity"] == "critical"
-    assert (
-        "mean accept length 1.00 over 20 decode windows" in found["accept_length_collapsed"]["seen"]
+    assert found["accept_length_collapsed"]["seen"].startswith(
+        "mean accept length 1.00, at or below the collapse line of 1.05, over 20 decode windows"
     )
-    # 600 / 2370 = 0.253
-    assert found["slower_than_baseline"]["seen"] == (
-        "600 tok/s at 48 running requests against a baseline of 2,370 tok/s there (0.25x)."
-    )
+    # 600 / 2370 = 0.253: how slow it made the node is in the collapse's own words, not a
+    # ticket beside the page (the alert rules have it so too).
+    assert "600 tok/s, 0.25x the baseline." in found["accept_length_collapsed"]["seen"]
+    assert "slower_than_baseline" not in found
     assert data["run"]["speedup"] == pytest.approx(600 / 2370)
     assert "CRITICAL  accept_length_collapsed" in text
     assert "nothing wrong" not in text
@@ -157,8 +157,8 @@ def test_undertrained_drafter_warns_and_doctor_and_report_advise_the_same_count(
     assert set(found) == {"accept_length_low", "slower_than_baseline"}
     # 70% of the expected 3.5 is 2.45; the mean is 2.25.
     assert (
-        "mean accept length 2.25 over 12 decode windows, below 2.45"
-        in found["accept_length_low"]["seen"]
+        "mean accept length 2.25 over 12 decode windows (480 draft rounds, 2026-02-23 00:15:02 to "
+        "00:15:57 UTC), below 2.45" in found["accept_length_low"]["seen"]
     )
     assert (
         "55 tok/s at 1 running request against a baseline of 90 tok/s"
@@ -188,8 +188,8 @@ def test_mismatched_drafter_is_low_not_collapsed_and_slower(tmp_path: Path) -> N
     found = verdicts(data)
     assert set(found) == {"accept_length_low", "slower_than_baseline"}
     assert (
-        "mean accept length 1.10 over 9 decode windows, below 1.80"
-        in found["accept_length_low"]["seen"]
+        "mean accept length 1.10 over 9 decode windows (360 draft rounds, 2026-02-23 00:15:02 to "
+        "00:15:42 UTC), below 1.80" in found["accept_length_low"]["seen"]
     )
     assert "(0.63x)" in found["slower_than_baseline"]["seen"]
 
@@ -258,15 +258,13 @@ def test_restart_gives_a_line_per_run_and_the_headline_speaks_of_the_newest(tmp_
     data = report(log, "--baseline-curve", CURVE)
     old, new = data["runs"]
     assert old["accept_length"] == pytest.approx(1.0)
-    assert [v["code"] for v in old["verdicts"]] == [
-        "accept_length_collapsed",
-        "slower_than_baseline",
-    ]
+    assert [v["code"] for v in old["verdicts"]] == ["accept_length_collapsed"]
     assert old["speedup"] == pytest.approx(600 / 1500)
     assert (new["started_at"], new["accept_length"]) == ("2026-02-23T01:10:02", pytest.approx(3.2))
     assert new["verdicts"] == []
     assert data["headline"].startswith("Speculation is faster than the baseline")
-    assert data["headline"].endswith("(newest of 2 server runs; earlier runs differ)")
+    differ = "(newest of 2 server runs; earlier runs differ). Judged on the newest"
+    assert differ in data["headline"]
     result = subprocess.run(
         specwatch_cmd("report", log, "--baseline-curve", CURVE),
         capture_output=True,
@@ -279,8 +277,7 @@ def test_restart_gives_a_line_per_run_and_the_headline_speaks_of_the_newest(tmp_
     setup = "(EAGLE3, 4 draft tokens, draft /models/kimi-k25-eagle3)"
     assert (
         f"- 2026-02-23 00:10:49 to 2026-02-23 00:15:38 {setup}: accept length 1.00, 600 tok/s "
-        "at 48 running, 0.4x: Speculative decoding collapsed: no draft token is accepted; "
-        "Speculation is slower than serving without it"
+        "at 48 running, 0.4x: Speculative decoding collapsed: no draft token is accepted"
     ) in text
     assert (
         f"- 2026-02-23 01:10:49 to 2026-02-23 01:15:46 {setup}: accept length 3.20, 2,256 tok/s "
@@ -315,7 +312,7 @@ def test_doctor_judges_by_the_config_file_and_names_its_key(tmp_path: Path) -> N
         "--baseline-tok-s",
         "2370",
     )
-    assert "slower_than_baseline" in verdicts(data)
+    assert "0.25x the baseline" in verdicts(data)["accept_length_collapsed"]["seen"]
 
 
 @pytest.mark.parametrize(

@@ -206,7 +206,8 @@ def test_far_below_the_baseline_with_k_0_names_vllms_cuda_graph_mode(
     assert main(["doctor", "--log-file", log, "--json", "--baseline-curve", "1:82,96:4900"]) == 1
     [verdict] = json.loads(capsys.readouterr().out)["verdicts"]
     assert verdict["code"] == "drafting_off_below_baseline"
-    assert "(0.60x), with drafting off (per-batch-size schedule) in 30 of 40" in verdict["seen"]
+    # Judged on its newest 5 minutes of windows: 26 of their 34 had drafting off.
+    assert "(0.60x), with drafting off (per-batch-size schedule) in 26 of 34" in verdict["seen"]
     assert "VLLM_USE_V2_MODEL_RUNNER=1" in verdict["fix"]
     assert "num_speculative_tokens_per_batch_size" in verdict["fix"]
     assert "SGLANG" not in verdict["fix"]

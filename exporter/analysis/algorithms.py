@@ -242,9 +242,32 @@ _BY_NAME: dict[str, Standard] = {
 # Class-name fragments of MTP drafts loaded under SGLang's EAGLE (NEXTN is rewritten to it).
 _MTP_CLASSES = ("NextN", "MTP")
 
-DEFAULT = _EAGLE
-"""The standard while the algorithm is not known yet (no startup line, no ``/server_info``):
-the drafter most nodes run, as specwatch always judged it."""
+LOWEST_FLOOR = min(standard.floor for standard in _BY_NAME.values())
+"""A collapse must sit below every algorithm's floor, or a low drafter would be called collapsed."""
+
+UNKNOWN_METHOD = Standard(
+    family="unknown method",
+    floor=LOWEST_FLOOR,
+    has_draft_model=True,  # as most drafters: judged as if drafting costs a pass
+    collapse="the target rejects every token drafted, whatever the method",
+    collapse_fix=(
+        "Nothing read names the speculative method (vLLM's /metrics does not): read the "
+        "server's start-up log (doctor --log-file) or its draft config (--draft-config) for "
+        "the method's own fixes; whatever it is, check the drafter matches this target model "
+        "and version, or serve without speculation."
+    ),
+    low_fix=(
+        "Nothing read names the speculative method, so it is held only to the lowest floor "
+        "of any method: give the server's log (--log-file) or --draft-config to judge it by "
+        "its own, and --expected-accept-length for what this drafter should reach."
+    ),
+    fewer_tokens=_FEWER_STEPS,
+)
+"""The standard while nothing names the method (no start-up line, no ``/server_info``, vLLM's
+/metrics): only what holds for every method is judged, a collapse and the lowest floor."""
+DEFAULT = UNKNOWN_METHOD
+MOST_COMMON = _EAGLE
+"""The drafter most nodes run: the dashboards colour accept length by its floor."""
 
 
 def standard_for(algorithm: str | None, draft_architecture: str | None = None) -> Standard | None:
@@ -280,7 +303,3 @@ def floor_for(standard: Standard, active_steps: int | None) -> float:
     if active_steps is None:
         return standard.floor
     return min(standard.floor, 1.0 + STEP_SHARE * active_steps)
-
-
-LOWEST_FLOOR = min(standard.floor for standard in _BY_NAME.values())
-"""A collapse must sit below every algorithm's floor, or a low drafter would be called collapsed."""

@@ -25,6 +25,8 @@ import functools
 from dataclasses import dataclass
 from typing import Literal
 
+from exporter.engines import registry
+
 Verdict = Literal["more", "fewer", "ok"]
 
 # Cost of one drafted token in decode steps when no measured speedup is available; the
@@ -52,7 +54,12 @@ class Assessment:
 # Every /metrics scrape asks again for the same inputs until the next decode window arrives;
 # the answer (60 bisection steps, then a scan of candidate counts) is a pure function of them.
 @functools.lru_cache(maxsize=64)
-def assess(accept_length: float, num_draft_tokens: int, speedup: float | None = None) -> Assessment:
+def assess(
+    accept_length: float,
+    num_draft_tokens: int,
+    speedup: float | None = None,
+    engine: str | None = None,
+) -> Assessment:
     """Break-even verdict for ``num_draft_tokens`` given the observed accept length and speedup.
 
     ``speedup`` is measured throughput over the non-speculative baseline at the same load
@@ -75,7 +82,7 @@ def assess(accept_length: float, num_draft_tokens: int, speedup: float | None = 
     verdict: Verdict = "ok" if best == n else ("fewer" if best < n else "more")
     return Assessment(
         verdict=verdict,
-        explanation=_explain(length, n, speedup, alpha, cost, best, verdict),
+        explanation=_explain(length, n, speedup, alpha, cost, best, verdict, engine),
         per_position_acceptance=alpha,
         cost_per_draft_token=cost,
         suggested_num_draft_tokens=best,
@@ -85,7 +92,10 @@ def assess(accept_length: float, num_draft_tokens: int, speedup: float | None = 
 
 
 def advise(
-    accept_length: float | None, num_draft_tokens: int | None, speedup: float | None
+    accept_length: float | None,
+    num_draft_tokens: int | None,
+    speedup: float | None,
+    engine: str | None = None,
 ) -> Assessment | None:
     """The draft-token advice of ``doctor``, ``report`` and the daemon's finding alike.
 
@@ -94,10 +104,13 @@ def advise(
     """
     if accept_length is None or num_draft_tokens is None or num_draft_tokens < 2:
         return None
-    return assess(accept_length, num_draft_tokens, speedup if speedup and speedup > 0 else None)
+    faster = speedup if speedup and speedup > 0 else None
+    return assess(accept_length, num_draft_tokens, faster, engine)
 
 
-def advise_measured(rates: tuple[float, ...], speedup: float | None) -> Assessment:
+def advise_measured(
+    rates: tuple[float, ...], speedup: float | None, engine: str | None = None
+) -> Assessment:
     """The draft-token advice where the engine logs acceptance by position (vLLM): the same
     count and estimate as the ``draft_positions_unprofitable`` finding, no fitted curve."""
     advice = assess_positions(rates, speedup if speedup and speedup > 0 else None)
@@ -112,14 +125,16 @@ def advise_measured(rates: tuple[float, ...], speedup: float | None) -> Assessme
             "the drafter itself needs fixing (or speculation turned off)."
         )
     elif verdict == "ok":
-        advice_text = f"{n} draft tokens is about right (estimated {advice.expected_speedup:.2f}x)."
+        advice_text = (
+            f"{count_of(n, engine)} is about right (estimated {advice.expected_speedup:.2f}x)."
+        )
     else:
         advice_text = (
-            f"Fewer draft tokens would help: about {best} (estimated "
+            f"Fewer draft tokens would help: about {count_of(best, engine)} (estimated "
             f"{advice.expected_speedup:.2f}x)."
         )
     parts = [
-        _yield_and_cost(length, n, speedup if advice.cost_measured else None, cost),
+        _yield_and_cost(length, n, speedup if advice.cost_measured else None, cost, engine),
         f"A draft position pays only if accepted more than {cost:.0%} of the time; measured "
         f"acceptance by position: {', '.join(f'{rate:.2f}' for rate in rates)}.",
         advice_text,
@@ -177,25 +192,28 @@ def _explain(
     cost: float,
     best: int,
     verdict: Verdict,
+    engine: str | None = None,
 ) -> str:
     drafts = n - 1
     parts = [
-        _yield_and_cost(length, n, speedup, cost),
+        _yield_and_cost(length, n, speedup, cost, engine),
         # Two rates, said so that they cannot read as one figure contradicting the other: the
         # last position is reached only when every draft before it was accepted.
         f"A draft position pays only if accepted more than {cost:.0%} of the time; position "
         f"{drafts} is accepted about {_percent(alpha**drafts)} of the time (each draft about "
         f"{alpha:.0%} of the times the one before it was).",
-        _advice(n, alpha, cost, best, verdict),
+        _advice(n, alpha, cost, best, verdict, engine),
     ]
     return " ".join(parts)
 
 
-def _yield_and_cost(length: float, n: int, speedup: float | None, cost: float) -> str:
+def _yield_and_cost(
+    length: float, n: int, speedup: float | None, cost: float, engine: str | None = None
+) -> str:
     """What a round yields of its ``n`` draft tokens, and what a drafted token costs."""
     drafts = n - 1
     text = (
-        f"Each verify round yields {length:.2f} tokens from {n} draft tokens: "
+        f"Each verify round yields {length:.2f} tokens from {count_of(n, engine)}: "
         f"{length - 1:.2f} of {drafts} proposed drafts accepted ({(length - 1) / drafts:.0%})."
     )
     if speedup is None:
@@ -209,18 +227,36 @@ def _yield_and_cost(length: float, n: int, speedup: float | None, cost: float) -
     )
 
 
-def _advice(n: int, alpha: float, cost: float, best: int, verdict: Verdict) -> str:
+def count_of(n: int, engine: str | None) -> str:
+    """``n`` verified positions a round in the terms of ``engine``: SGLang's ``5 draft
+    tokens`` (--speculative-num-draft-tokens), vLLM's ``4 speculative tokens``
+    (num_speculative_tokens, the tokens drafted); every engine's word is its ``fixes``'
+    ``draft_count`` template, SGLang's by default."""
+    own = registry.BY_NAME.get(engine or "")
+    template = own.fixes.get("draft_count") if own is not None else None
+    return (template or "{count} draft tokens").format(count=n, steps=n - 1)
+
+
+def _advice(
+    n: int, alpha: float, cost: float, best: int, verdict: Verdict, engine: str | None = None
+) -> str:
     estimate = expected_speedup(alpha, cost, best)
     if verdict == "ok":
-        return f"{n} draft tokens is about right (estimated {estimate:.2f}x)."
+        return f"{count_of(n, engine)} is about right (estimated {estimate:.2f}x)."
     if best == 1:
         return (
             "No draft-token count is expected to beat the baseline with this drafter: "
             "the drafter itself needs fixing (or speculation turned off)."
         )
     if verdict == "fewer":
-        return f"Fewer draft tokens would help: about {best} (estimated {estimate:.2f}x)."
-    return f"More draft tokens would help: try up to {best} (estimated {estimate:.2f}x)."
+        return (
+            f"Fewer draft tokens would help: about {count_of(best, engine)} "
+            f"(estimated {estimate:.2f}x)."
+        )
+    return (
+        f"More draft tokens would help: try up to {count_of(best, engine)} "
+        f"(estimated {estimate:.2f}x)."
+    )
 
 
 def _percent(fraction: float) -> str:

@@ -56,6 +56,7 @@ def _summed(
     lengths: list[float] = []
     count = 0
     pipelined = False
+    off = 0  # ranks with drafting off: every one of them, and the moment drafted nothing
     for at, record in ranks:
         if now is not None and at is not None and now - at > stale_after:
             continue
@@ -68,12 +69,15 @@ def _summed(
         waiting = record.queued_requests
         queued = None if queued is None or waiting is None else queued + waiting
         length = record.accept_length
-        if length is not None and not (record.extra and drafting_off(record)):
+        if record.extra and drafting_off(record):
+            off += 1
+        elif length is not None:
             lengths.append(length)
     if not count:
         return Moment(now, None, None, None, None)
     accept = sum(lengths) / len(lengths) if lengths else None
-    return Moment(now, accept, running, tput, queued, pipelined=pipelined)
+    steps = 0 if off == count else None
+    return Moment(now, accept, running, tput, queued, steps, pipelined)
 
 
 def _latest(ranks: Iterable[tuple[float | None, StatsRecord]]) -> float | None:

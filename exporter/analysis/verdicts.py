@@ -2,27 +2,24 @@
 
 Findings name a cause from the configuration; verdicts judge what the node did: an accept
 length collapsed or below expectation, throughput under the non-speculative baseline, or a
-baseline that cannot be right. ``specwatch doctor`` and ``specwatch report`` judge a server run
-with :func:`judge`, by the thresholds the shipped alert rules use (``analysis.thresholds``),
-so a one-shot tool never contradicts the page an on-call just got.
+baseline that cannot be right. Their words live here; whether one holds is decided in
+``analysis.judge``, by the thresholds the shipped alert rules use (``analysis.thresholds``), so
+a one-shot tool never contradicts the page an on-call just got.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from exporter.analysis import algorithms
-from exporter.analysis.algorithms import Standard, floor_for, off_cause
+from exporter.analysis.algorithms import UNKNOWN_METHOD, Standard, off_cause
 from exporter.analysis.findings import (
     CRITICAL,
-    OFF_SHARE,
-    SEVERITY_ORDER,
     WARNING,
     Finding,
     judgement_json,
     slow_with_drafting_off,
 )
-from exporter.analysis.thresholds import DEFAULT, MIN_WINDOWS, Thresholds
+from exporter.analysis.thresholds import Thresholds
 
 # A verify round costs at least one plain decode step and yields ``accept_length`` tokens, so
 # speculation can be at most ``accept_length`` times faster than no speculation. Above that
@@ -50,7 +47,8 @@ class Verdict:
 
 @dataclass(frozen=True, slots=True)
 class RunFigures:
-    """What one server run did, as plain numbers (node-wide: DP ranks summed)."""
+    """The judged windows' figures, as plain numbers (node-wide: DP ranks summed), in the
+    shape the verdicts' words are written for (``analysis.judge`` fills it)."""
 
     windows: int  # decode windows that logged an accept length
     accept_length: float | None  # mean over those windows
@@ -62,25 +60,12 @@ class RunFigures:
     # What the accept length was measured over, when not the log's decode windows (doctor
     # --url: the server's counters between two scrapes).
     basis: str | None = None
-    # Whether windows that draft amid drafting-off ones are probes (``ServerConfig.probes``).
-    probes: bool = True
+    # The judged log windows in words (their count, drafts and span), when the judge says.
+    windows_text: str | None = None
 
     @property
     def measured_over(self) -> str:
-        return self.basis or f"{self.windows} decode windows"
-
-    @property
-    def mostly_off(self) -> bool:
-        """Drafting was off (adaptive, or a schedule at k = 0) in at least ``OFF_SHARE`` of
-        the decode windows: the run's speed is that of a server not speculating."""
-        total = self.windows + self.drafting_off
-        return total > 0 and self.drafting_off / total >= OFF_SHARE
-
-    @property
-    def probing_only(self) -> bool:
-        """Drafting was off in nearly every window: the windows with it on are adaptive's
-        probes, judged by the finding adaptive_drafter_given_up, not by accept length."""
-        return self.probes and self.mostly_off
+        return self.basis or self.windows_text or f"{self.windows} decode windows"
 
     @property
     def speedup(self) -> float | None:
@@ -89,82 +74,57 @@ class RunFigures:
         return self.throughput / self.baseline
 
 
-def judge(
-    run: RunFigures,
-    expected_accept_length: float | None,
-    thresholds: Thresholds = DEFAULT,
-    standard: Standard | None = algorithms.DEFAULT,
-    steps: int | None = None,
-    engine: str | None = None,
-) -> list[Verdict]:
-    """The verdicts that hold for ``run``, most severe first.
-
-    ``standard`` is the run's algorithm's (``None``: an algorithm specwatch does not know,
-    judged on speed only), ``steps`` its draft steps, which cap the floor, and ``engine`` the
-    engine that logged it (the fix of a slow run with drafting off is in its terms).
-    """
-    if run.windows + run.drafting_off < MIN_WINDOWS:
-        return []
-    accept = None
-    judged = run.windows >= MIN_WINDOWS and not run.probing_only
-    if standard is not None and judged and run.accept_length is not None:
-        accept = _accept_length(run, expected_accept_length, thresholds, standard, steps)
-    speed = _baseline_implausible(run) or (
-        _slow_with_drafting_off(run, thresholds, engine)
-        if run.mostly_off
-        else _slower_than_baseline(run, thresholds)
-    )
-    found = [accept, speed]
-    verdicts = [v for v in found if v is not None]
-    return sorted(verdicts, key=lambda v: SEVERITY_ORDER[v.severity])
-
-
 def implausible(run: RunFigures) -> bool:
     """The baseline cannot be right for this run: its speedup is no evidence of anything."""
-    return _baseline_implausible(run) is not None
+    return baseline_implausible(run) is not None
 
 
-def _accept_length(
-    run: RunFigures,
-    expected: float | None,
-    thresholds: Thresholds,
-    standard: Standard,
-    steps: int | None,
-) -> Verdict | None:
+def collapsed(run: RunFigures, thresholds: Thresholds, standard: Standard) -> Verdict:
+    """The drafter accepts nothing: every round yields the target's own token only."""
     length = run.accept_length
     assert length is not None
-    speed = _speed_note(run)
-    if length <= thresholds.collapsed_accept_length:
-        return Verdict(
-            code="accept_length_collapsed",
-            severity=CRITICAL,
-            summary="Speculative decoding collapsed: no draft token is accepted",
-            seen=(
-                f"mean accept length {length:.2f} over {run.measured_over} (collapsed "
-                f"at <= {thresholds.collapsed_accept_length:g}){speed}."
-            ),
-            why=(
-                f"Every verify round yields only the target's own token ({standard.collapse}), "
-                "so each round pays for drafting and verifying for nothing: the node is slower "
-                "than it would be without speculation."
-            ),
-            fix=standard.collapse_fix,
-        )
-    limit = thresholds.low_accept_limit(expected, floor_for(standard, steps))
-    if limit is None or length >= limit:
-        return None
-    basis = (
-        f" ({thresholds.low_accept_fraction:.0%} of the expected {expected:g})"
-        if expected is not None
-        else f", the floor of {standard.family} drafters (no --expected-accept-length given)"
+    return Verdict(
+        code="accept_length_collapsed",
+        severity=CRITICAL,
+        summary="Speculative decoding collapsed: no draft token is accepted",
+        seen=(
+            f"mean accept length {length:.2f}, at or below the collapse line of "
+            f"{thresholds.collapsed_accept_length:g}, over {run.measured_over}{_speed_note(run)}."
+        ),
+        why=(
+            f"Every verify round yields only the target's own token ({standard.collapse}), "
+            "so each round pays for drafting and verifying for nothing: the node is slower "
+            "than it would be without speculation."
+        ),
+        fix=standard.collapse_fix,
     )
+
+
+def low(
+    run: RunFigures,
+    expected: float | None,
+    limit: float,
+    standard: Standard,
+    thresholds: Thresholds,
+    drift: str = "",
+) -> Verdict:
+    """The drafter accepts less than it should: a share of the expected accept length, else
+    its algorithm's floor; ``drift`` says where it fell from, when it fell slowly."""
+    length = run.accept_length
+    assert length is not None
+    if expected is not None:
+        basis = f" ({thresholds.low_accept_fraction:.0%} of the expected {expected:g})"
+    elif standard is UNKNOWN_METHOD:
+        basis = ", the lowest floor of any method (the method is not known)"
+    else:
+        basis = f", the floor of {standard.family} drafters (no --expected-accept-length given)"
     return Verdict(
         code="accept_length_low",
         severity=WARNING,
         summary="Accept length below expectation",
         seen=(
             f"mean accept length {length:.2f} over {run.measured_over}, below "
-            f"{limit:.2f}{basis}{speed}."
+            f"{limit:.2f}{basis}{drift}{_speed_note(run)}."
         ),
         why=(
             "Each round yields fewer tokens than this drafter should, and the gain over "
@@ -174,7 +134,31 @@ def _accept_length(
     )
 
 
-def _slower_than_baseline(run: RunFigures, thresholds: Thresholds) -> Verdict | None:
+def drifting(run: RunFigures, reference: float, share: float, standard: Standard) -> Verdict:
+    """A slow fall from the node's own earlier level, not yet below the low limit."""
+    length = run.accept_length
+    assert length is not None
+    return Verdict(
+        code="accept_length_drifting",
+        severity=WARNING,
+        summary="Accept length drifting down from the node's own earlier level",
+        seen=(
+            f"mean accept length {length:.2f} over {run.measured_over}, below {share:.0%} of "
+            f"the {reference:.2f} this run accepted in its first hour{_speed_note(run)}."
+        ),
+        why=(
+            "The drafter is no longer as good at this traffic as it was: the prompts moved "
+            "away from what it drafts well, or something it depends on changed. Left alone, "
+            "a drift ends below the low limit."
+        ),
+        fix=(
+            "Compare the traffic now with that of the run's first hour (a new client, longer "
+            f"or other prompts); {standard.low_fix}"
+        ),
+    )
+
+
+def slower_than_baseline(run: RunFigures, thresholds: Thresholds) -> Verdict | None:
     speedup = run.speedup
     if speedup is None or speedup >= thresholds.slower_than_baseline_speedup:
         return None
@@ -199,7 +183,7 @@ def _slower_than_baseline(run: RunFigures, thresholds: Thresholds) -> Verdict | 
     )
 
 
-def _slow_with_drafting_off(
+def drafting_off_slow(
     run: RunFigures, thresholds: Thresholds, engine: str | None
 ) -> Verdict | None:
     """A run that mostly did not draft is judged against the baseline with the tolerance for
@@ -231,7 +215,7 @@ def _as_verdict(finding: Finding) -> Verdict:
     )
 
 
-def _baseline_implausible(run: RunFigures) -> Verdict | None:
+def baseline_implausible(run: RunFigures) -> Verdict | None:
     speedup, length = run.speedup, run.accept_length
     if speedup is None or length is None:
         return None

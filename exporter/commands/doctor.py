@@ -20,7 +20,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from exporter.analysis.algorithms import config_standard
 from exporter.analysis.baseline import Baseline
 from exporter.analysis.findings import (
     CRITICAL,
@@ -31,8 +30,17 @@ from exporter.analysis.findings import (
     Observations,
     evaluate,
 )
+from exporter.analysis.judge import (
+    Case,
+    Judgement,
+    Method,
+    SpeedBaseline,
+    judge,
+    method_of,
+    one_stretch,
+)
 from exporter.analysis.thresholds import DEFAULT, MIN_WINDOWS, Thresholds
-from exporter.analysis.verdicts import RunFigures, Verdict, judge
+from exporter.analysis.verdicts import Verdict
 from exporter.commands import (
     COMMANDS,
     Judging,
@@ -120,6 +128,7 @@ class Diagnosis:
     run: RunSummary | None = None  # the newest server run of the log, when one was read
     notes: list[str] = field(default_factory=list)  # what was judged, in plain words
     baseline: Baseline | None = None  # what speed is judged against, and where it came from
+    judgement: Judgement | None = None  # the node's state now (``analysis.judge``)
 
     def exit_status(self) -> int:
         severities = {f.severity for f in self.findings} | {v.severity for v in self.verdicts}
@@ -130,6 +139,7 @@ class Diagnosis:
     def to_json_dict(self) -> dict[str, Any]:
         return {
             "status": self.exit_status(),
+            "verdict": self.judgement.to_json_dict() if self.judgement else None,
             "verdicts": [v.to_json_dict() for v in self.verdicts],
             "findings": [f.to_json_dict() for f in self.findings],
             "run": self.run.to_json_dict() if self.run else None,
@@ -162,6 +172,7 @@ class Probe:
     engine: str | None  # whose metric names /metrics used
     gap: float | None  # seconds between two /metrics scrapes, when counters needed two
     scraper: UpstreamScraper  # where each endpoint was found, and what was absent
+    drafts: float | None = None  # draft rounds the counters counted between the two
 
 
 def probe(url: str, timeout: float, token_file: str | None, gap: float) -> Probe:
@@ -174,6 +185,7 @@ def probe(url: str, timeout: float, token_file: str | None, gap: float) -> Probe
     scraper = UpstreamScraper(url=base_url(url), timeout=timeout, token_file=token_file)
     snap = scraper.scrape_once()
     waited = None
+    drafts = None
     values = snap.values
     if values is not None and values.accept_length is None and values.drafts_total is not None:
         print(
@@ -184,8 +196,12 @@ def probe(url: str, timeout: float, token_file: str | None, gap: float) -> Probe
         )
         time.sleep(gap)
         snap, waited = scraper.scrape_once(), gap
+        first = values.drafts_total
+        later = snap.values.drafts_total if snap.values is not None else None
+        if first is not None and later is not None and later >= first:
+            drafts = later - first
     engine = snap.values.engine if snap.values is not None else None
-    return Probe(snap, engine, waited, scraper)
+    return Probe(snap, engine, waited, scraper, drafts)
 
 
 def diagnose(args: argparse.Namespace) -> Diagnosis:
@@ -227,7 +243,9 @@ def diagnose(args: argparse.Namespace) -> Diagnosis:
     else:
         observations = Observations(config=config, **upstream)
         if found is not None:
-            _judge_scrape(found, config, judging, thresholds, diagnosis)
+            told = found.snapshot.config is not None and found.snapshot.config.algorithm
+            source = "server" if told else "draft config"
+            _judge_scrape(found, config, judging, thresholds, diagnosis, source)
     if not observations.windows and upstream_window is not None:
         observations = replace(observations, windows=(upstream_window,))
     diagnosis.findings = evaluate(observations)
@@ -263,8 +281,10 @@ def _judge_scrape(
     judging: Judging,
     thresholds: Thresholds,
     diagnosis: Diagnosis,
+    source: str,
 ) -> None:
-    """The node judged from its /metrics alone, by the rules the daemon's alerts use."""
+    """The node judged from its /metrics alone, by the rules the daemon's alerts use;
+    ``source`` says where its method was read, if anything named it."""
     snap = found.snapshot
     values = snap.values
     if snap.metrics_endpoint != "ok" or values is None:
@@ -288,8 +308,7 @@ def _judge_scrape(
         )
         return
     running = None if values.running_requests is None else int(values.running_requests)
-    # Under pipeline parallelism the gauge's running requests are one micro-batch's.
-    curve = None if config.pipelined else judging.baseline
+    curve = judging.baseline
     baseline = curve.at(running) if curve and running and curve.covers(running) else None
     # Adaptive speculation has drafting off (0 steps in force): one token a round by design.
     off = config.active_steps == 0
@@ -298,38 +317,53 @@ def _judge_scrape(
         if found.gap is not None
         else "the server's /metrics gauge"
     )
-    figures = RunFigures(
-        windows=0 if off else MIN_WINDOWS,
-        accept_length=None if off else values.accept_length,
-        throughput=values.gen_throughput if running else None,
-        baseline=baseline,
-        running=running,
-        baseline_option=judging.baseline_option,
-        drafting_off=MIN_WINDOWS if off else 0,
-        basis=basis,
+    stretch = one_stretch(
+        time.time(),
+        MIN_WINDOWS,
+        None if off else values.accept_length,
+        found.drafts,
+        running,
+        values.gen_throughput if running else None,
+        baseline,
+        off,
     )
-    standard = config_standard(config)
-    diagnosis.verdicts = judge(
-        figures,
-        judging.expected_accept_length,
-        thresholds,
-        standard,
-        config.num_steps,
-        config.engine or found.engine,
+    engine = config.engine or found.engine
+    config = replace(config, engine=engine)
+    judgement = judge(
+        Case(
+            stretches=(stretch,),
+            method=method_of(config, source),
+            expected_accept_length=judging.expected_accept_length,
+            thresholds=thresholds,
+            baseline=None if curve is None else SpeedBaseline(curve.kind, judging.baseline_option),
+            pipelined=config.pipelined,
+            probes=config.probes,
+            basis=basis,
+            counted=found.drafts is not None,
+        )
     )
+    diagnosis.judgement = judgement
+    diagnosis.verdicts = list(judgement.verdicts)
     if off:
         diagnosis.notes.append(
             f"speculation off (adaptive): {basis} shows 0 draft steps in force, so each round "
             "yields one token by design; judged by speed, not by accept length"
         )
     else:
-        diagnosis.notes.append(f"accept length {values.accept_length:.2f} from {basis}")
-    if judging.baseline and config.pipelined:
-        diagnosis.notes.append(
-            f"speed not compared with the baseline: with {config.pipeline_stages} pipeline "
-            "stages the running-requests gauge counts one micro-batch, the throughput the "
-            "whole pipeline"
-        )
+        drafts = f" ({found.drafts:,.0f} draft rounds)" if found.drafts is not None else ""
+        diagnosis.notes.append(f"accept length {values.accept_length:.2f} from {basis}{drafts}")
+    diagnosis.notes += [_method_note(judgement.method), *judgement.notes]
+
+
+def _method_note(method: Method) -> str:
+    """Which method the node is judged as, and where that was read; or that nothing said."""
+    if method.known:
+        return f"method {method.algorithm}, from the {method.source or 'configuration'}"
+    return (
+        "method unknown: nothing read names it (/metrics does not), so only what holds for "
+        "every method is judged: a collapse, the lowest floor of any method, speed; give "
+        "--log-file or --draft-config to judge it by its own"
+    )
 
 
 def _judge_log(report: Report, diagnosis: Diagnosis) -> None:
@@ -352,6 +386,7 @@ def _judge_windows(report: Report, diagnosis: Diagnosis) -> None:
         return
     run = report.newest
     diagnosis.run = run
+    diagnosis.judgement = report.judgement
     diagnosis.verdicts = list(report.verdicts)
     if report.not_judged is not None:
         diagnosis.problems.append(f"log: speculation not judged: {report.not_judged}")

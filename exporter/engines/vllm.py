@@ -410,8 +410,8 @@ def _spec_values(body: str, k: int | None = None) -> _Spec | Unrecognized:
     positions = _positions(raw.get("per_position"))
     if positions is not None and len(positions) > MAX_POSITIONS:
         return Unrecognized("bad_value")
-    drafts = _drafts(accepted, drafted, positions, k)
     logged = _finite(raw.get("accept_length"))
+    drafts = _drafts(accepted, drafted, positions, k, logged)
     length = _accept_length(logged, accepted, drafts, positions)
     rate = accepted / drafted if drafted else None  # vLLM's own rate is nan then
     # 0.8.3 and 0.8.4 log no mean; 0.8.5 one without the bonus token.
@@ -427,26 +427,77 @@ def _positions(raw: str | None) -> tuple[float, ...] | None:
 
 
 def _drafts(
-    accepted: int, drafted: int, positions: tuple[float, ...] | None, k: int | None
+    accepted: int,
+    drafted: int,
+    positions: tuple[float, ...] | None,
+    k: int | None,
+    logged: float | None = None,
 ) -> int | None:
-    """Draft rounds, which vLLM counts but logs only through its rates.
+    """Draft rounds, which vLLM counts but logs only through what it derives from them.
 
-    A round proposes at most ``k`` tokens, so there were at least drafted / k rounds, exactly
-    that many while every round proposed ``k``. Rounds near a request's end propose fewer, and
-    then the per-position rates tell: every accepted token is counted at one position, so they
-    sum to accepted per round (each to three decimals). drafted / k stands while it agrees
-    with them; else their count does.
+    Every round proposes 1 to ``k`` tokens, so there were drafted / k to drafted rounds. Of
+    those counts, the true one is the count ``n`` that prints as vLLM printed: its mean
+    acceptance length ``1 + accepted / n`` to two decimals, each per-position rate
+    ``count_i / n`` to three, with whole ``count_i`` that sum to ``accepted`` (each accepted
+    token is counted at its position once) and never grow with the position. n-gram and
+    suffix drafts are often shorter than ``k``, so drafted / k alone is wrong for them.
+    Where several counts fit, the one nearest to what the numbers say; with nothing accepted
+    they say nothing, and the fewest rounds stand (drafted / k).
     """
     width = len(positions) if positions else k
     fewest = -(-drafted // width) if width else None
+    if not accepted:
+        return fewest
+    low, high = max(fewest or 1, 1), max(drafted, 1)
+    bonus = None if logged is None or _without_bonus(logged, positions) else logged
+    if bonus is not None and bonus - 1 > 0.005:
+        low = max(low, math.ceil(accepted / (bonus - 1 + 0.005 + 1e-9)))
+        high = min(high, math.floor(accepted / (bonus - 1 - 0.005 - 1e-9)))
     share = sum(positions) if positions else 0.0
-    if not accepted or share <= 0 or positions is None:
-        return fewest
-    slack = len(positions) * 0.0005
-    low, high = accepted / (share + slack), accepted / max(share - slack, 1e-9)
-    if fewest is not None and low <= fewest <= high:
-        return fewest
-    return max(fewest or 1, round(accepted / share))
+    guess = (
+        accepted / share if share > 0 else accepted / (bonus - 1) if bonus and bonus > 1 else None
+    )
+    if guess is None or high < low:
+        return fewest if guess is None else max(fewest or 1, round(guess))
+    if high - low > _MAX_CANDIDATES:
+        return round(guess)
+    fits = [n for n in range(low, high + 1) if _prints_as(n, accepted, positions, bonus)]
+    if not fits:
+        return max(fewest or 1, round(guess))
+    return min(fits, key=lambda n: abs(n - guess))
+
+
+# Round counts tried one by one; past this the estimate stands (a line of that many would
+# have to print a mean with far fewer accepted tokens than rounds).
+_MAX_CANDIDATES = 100_000
+
+
+def _prints_as(
+    rounds: int, accepted: int, positions: tuple[float, ...] | None, mean: float | None
+) -> bool:
+    """Whether ``rounds`` rounds print the line as vLLM printed it: the mean (``%.2f``) and
+    each per-position rate (``{:.3f}``) of whole counts that sum to ``accepted`` and never
+    grow with the position. Formatted as vLLM formats, so a count on a rounding boundary is
+    told right."""
+    if mean is not None and f"{1 + accepted / rounds:.2f}" != f"{mean:.2f}":
+        return False
+    if not positions:
+        return True
+    least = most = 0
+    ceiling = rounds
+    for rate in positions:
+        printed = f"{rate:.3f}"
+        near = range(
+            max(0, math.floor((rate - 0.0006) * rounds)),
+            min(ceiling, math.ceil((rate + 0.0006) * rounds)) + 1,
+        )
+        counts = [count for count in near if f"{count / rounds:.3f}" == printed]
+        if not counts:
+            return False
+        least += counts[0]
+        most += counts[-1]
+        ceiling = counts[-1]
+    return least <= accepted <= most
 
 
 def _accept_length(

@@ -82,6 +82,9 @@ class Vllm:
     fixes: Mapping[str, str] = {
         "eagle3_algorithm": '"method": "eagle3" in --speculative-config',
         "speculative_tokens": "num_speculative_tokens in --speculative-config",
+        # A count of verified positions a round (``count``), as vLLM counts it: the tokens
+        # drafted (``steps``), its num_speculative_tokens.
+        "draft_count": "{steps} speculative tokens",
         "log_stats": "without --disable-log-stats, at the default log level",
         "api_servers": (
             "logs no stats with more than one API server: give specwatch its URL (run --url; "

@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector
 
 from exporter import __version__
 from exporter.analysis.findings import drafts_only_accept_rate, window_accept_rate
+from exporter.analysis.judge import STATES
 from exporter.analysis.load_bands import BAND_LABELS
 from exporter.clock import now as clock_now
 from exporter.engines.record import StatsRecord, UpstreamValues, drafting_off
@@ -367,6 +368,10 @@ def _render_insight(
         out.add("speculative_info", {**base, **spec_labels}, 1)
     for finding in insight.findings:
         out.add("finding", {**base, "code": finding.code, "severity": finding.severity}, 1)
+    if insight.verdict is not None:
+        for state in STATES:
+            out.add("verdict", {**base, "state": state}, float(state == insight.verdict.state))
+        out.add("verdict_since_timestamp_seconds", base, insight.verdict.since)
     _render_upstream_health(out, base, insight)
     _render_custom(out, base, target, stale_after)
 

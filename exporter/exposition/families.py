@@ -181,6 +181,15 @@ FAMILIES: dict[str, tuple[str, str]] = {
         "gauge",
         "1 for each active finding (codes in docs/metrics.md, Findings); absent otherwise.",
     ),
+    "verdict": (
+        "gauge",
+        "The node's state now, one series per state of a fixed set (docs/metrics.md, "
+        "Verdict): 1 for the state that holds, 0 for the others.",
+    ),
+    "verdict_since_timestamp_seconds": (
+        "gauge",
+        "When the state specwatch_verdict shows began (Unix seconds).",
+    ),
     "upstream_up": ("gauge", "1 if the newest scrape of the server's endpoint succeeded."),
     "upstream_scrape_duration_seconds": ("gauge", "Duration of the newest upstream scrape."),
     "upstream_scrape_errors": ("counter", "Failed upstream scrapes, by endpoint and reason."),

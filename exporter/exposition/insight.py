@@ -21,12 +21,23 @@ from exporter.analysis.findings import (
     drafting_off_share,
     evaluate,
 )
+from exporter.analysis.judge import (
+    Case,
+    Judgement,
+    SpeedBaseline,
+    Stretch,
+    judge,
+    method_of,
+    one_stretch,
+)
 from exporter.analysis.node import node_totals
+from exporter.analysis.thresholds import MIN_WINDOWS
 from exporter.engines.record import UpstreamValues
 from exporter.engines.server_config import ServerConfig
 from exporter.exposition.watched import Watched
 from exporter.sources.upstream import UpstreamSnapshot
 from exporter.state.target_state import LatestDecode, TargetSnapshot
+from exporter.state.verdict import Verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +52,9 @@ class Insight:
     accept_floor: float | None = None
     # Share of recent decode windows adaptive speculation ran with drafting off.
     drafting_off_share: float | None = None
+    # The judge's state now (``analysis.judge``), and since when (``state.verdict``).
+    judgement: Judgement | None = None
+    verdict: Verdict | None = None
 
 
 def merged_config(target: Watched, upstream: UpstreamSnapshot | None) -> ServerConfig:
@@ -96,18 +110,72 @@ def inspect(
         log_watched=bool(target.config.log_files),
         requests=target.state.requests.snapshot(now).recent,
     )
+    judgement = _judgement(target, observations.config, fallback, now, stale_after)
+    findings = _findings(observations)
+    verdict = target.state.verdict.observe(judgement, findings, now)
     off_share = drafting_off_share(observations.windows)
     # Drafting off nearly always: the windows with it on are probes, not the drafter's level.
     probing = observations.config.probes and off_share is not None and off_share >= OFF_SHARE
     return Insight(
         observations.config,
-        _findings(observations),
+        findings,
         upstream,
         fallback,
         baseline_tok_s,
         speedup,
         None if probing else config_floor(observations.config),
         off_share if observations.config.adaptive else None,
+        judgement,
+        verdict,
+    )
+
+
+def inspect_now(target: Watched, now: float, stale_after: float) -> Insight:
+    """``inspect`` of the target's state as of ``now``: the daemon's own check, which logs a
+    change of verdict even while nothing scrapes or reads the landing page."""
+    snap = target.state.snapshot()
+    return inspect(target, snap, snap.fresh_windows(now, stale_after), now, stale_after)
+
+
+def _judgement(
+    target: Watched,
+    config: ServerConfig,
+    fallback: UpstreamValues | None,
+    now: float,
+    stale_after: float,
+) -> Judgement:
+    """The judge's word on the target: its log's stretches, else the upstream gauges that
+    stand in for a silent log (their drafts not counted here)."""
+    stretches: tuple[Stretch, ...] = target.state.evidence.stretches()
+    counted = True
+    if (not stretches or stretches[-1].end < now - stale_after) and fallback is not None:
+        running = fallback.running_requests
+        base = target.baseline.at(running) if target.baseline is not None and running else None
+        off = config.active_steps == 0
+        gauge = one_stretch(
+            now,
+            MIN_WINDOWS,
+            None if off else fallback.accept_length,
+            None,
+            running,
+            fallback.gen_throughput,
+            base,
+            off,
+        )
+        stretches, counted = (*stretches, gauge), False
+    known = target.baseline
+    baseline = None if known is None else SpeedBaseline(known.kind, "baseline")
+    return judge(
+        Case(
+            stretches=stretches,
+            method=method_of(config, "log" if target.config.log_files else "server"),
+            expected_accept_length=target.config.expected_accept_length,
+            baseline=baseline,
+            pipelined=config.pipelined,
+            probes=config.probes,
+            counted=counted,
+            now=now,
+        )
     )
 
 

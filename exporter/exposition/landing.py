@@ -1,7 +1,8 @@
 """The landing page ``/``: per target, what an on-call wants to know first.
 
-Whether each log path is followed (and why not), how old the newest decode window is, and the
-active findings: enough to tell a sidecar pointed at the wrong file from an idle server without
+The verdict on the node first (its state, since when, and the fix), then whether each log
+path is followed (and why not), how old the newest decode window is, and the active
+findings: enough to tell a sidecar pointed at the wrong file from an idle server without
 reading ``/metrics``. Built per request from the same snapshots the collector renders.
 """
 
@@ -9,10 +10,12 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timezone
 
 from exporter import __version__
 from exporter.analysis.algorithms import off_cause
 from exporter.analysis.baseline import SOURCE_WORDS
+from exporter.analysis.judge import STATES
 from exporter.clock import now as clock_now
 from exporter.engines.record import drafting_off
 from exporter.engines.server_config import ServerConfig
@@ -75,6 +78,26 @@ def _speed_now(target: Watched, insight: Insight) -> str:
     return f"; {insight.speedup:.2f}x the baseline ({source})"
 
 
+def _verdict(insight: Insight) -> str:
+    """The node's state first: what, since when, on what, and the fix when something is
+    wrong (the words of the daemon's log line for it)."""
+    judgement, verdict = insight.judgement, insight.verdict
+    if judgement is None or verdict is None:
+        return ""
+    since = datetime.fromtimestamp(verdict.since, tz=timezone.utc)
+    text = (
+        f"<p><strong>Verdict: {html.escape(verdict.state)}</strong> "
+        f"({html.escape(STATES[verdict.state])}) since {since:%Y-%m-%d %H:%M:%S} UTC: "
+        f"{html.escape(judgement.head)}. {html.escape(judgement.judged_on())}</p>"
+    )
+    told = judgement.verdict
+    if told is not None:
+        text += f"<p>Seen: {html.escape(told.seen)}</p><p>Fix: {html.escape(told.fix)}</p>"
+    elif judgement.notes:
+        text += f"<p>{html.escape('; '.join(judgement.notes))}.</p>"
+    return text
+
+
 def _target_section(target: Watched, now: float, stale_after: float) -> str:
     snap = target.state.snapshot()
     fresh = snap.fresh_windows(now, stale_after)
@@ -113,6 +136,7 @@ def _target_section(target: Watched, now: float, stale_after: float) -> str:
     )
     return (
         f"<h3>{html.escape(target.name)}</h3>"
+        f"{_verdict(insight)}"
         f"<p>Found:</p><ul>{setup}</ul>"
         f"<p>Logs:</p><ul>{logs}</ul>"
         f"<p>{window}</p>"

@@ -23,8 +23,9 @@ from exporter.analysis.baseline import DRAFTING_OFF, Baseline
 from exporter.analysis.breakeven import Assessment, advise, advise_measured
 from exporter.analysis.findings import DecodeSample, Observations, evaluate
 from exporter.analysis.findings.draft_tokens import position_profile
+from exporter.analysis.judge import Case, SpeedBaseline, judge, method_of, window_counts
 from exporter.analysis.load_bands import band_of
-from exporter.analysis.node import Moment, NodeMoments
+from exporter.analysis.node import Moment, NodeMoments, speaks_for_node
 from exporter.analysis.plain_speed import (
     DRAFTING_OFF_COST,
     DRAFTING_OFF_WORDS,
@@ -33,7 +34,7 @@ from exporter.analysis.plain_speed import (
 )
 from exporter.analysis.schedule import advise_bands, schedule_text
 from exporter.analysis.thresholds import DEFAULT, MIN_WINDOWS, Thresholds
-from exporter.analysis.verdicts import implausible, judge
+from exporter.analysis.verdicts import implausible
 from exporter.engines import ending
 from exporter.engines.record import (
     OLD_SPEC_FORM,
@@ -197,6 +198,7 @@ class ReportBuilder(RecordSink):
             for record in decodes
             if (value := record.accept_length) is not None and not (off and drafting_off(record))
         ]
+        self._stretch_windows(decodes, ats)
         ranks = set(map(_DP_RANK, decodes))
         if accepts:
             self._accept_values.update(accepts)
@@ -216,6 +218,24 @@ class ReportBuilder(RecordSink):
         self._dp_ranks |= ranks - {None}
         for moment in self._node.add(decodes, ats):
             self._add_moment(moment)
+
+    def _stretch_windows(self, decodes: list[StatsRecord], ats: list[float | None]) -> None:
+        """Each window's draft rounds into the run's stretches, as the judge weighs them."""
+        interval = self._runs.config.decode_log_interval
+        stretches = self._run.stretches
+        for record, at in zip(decodes, ats, strict=True):
+            if speaks_for_node(record):
+                off = bool(record.extra) and drafting_off(record)
+                counts = record.draft_counts
+                figures = window_counts(
+                    record.accept_length,
+                    None if counts is None else counts.drafts,
+                    None if counts is None else counts.accepted_tokens,
+                    record.running_requests,
+                    interval,
+                )
+                drafts, accepted = figures if figures is not None else (None, None)
+                stretches.add_window(at, drafts, accepted, off)
 
     def _bin_accept_lengths(self) -> Counter[int]:
         """Every accept length counted so far, by hundredths."""
@@ -248,6 +268,8 @@ class ReportBuilder(RecordSink):
             self._bands[index].add(running, tput, base)
             self._run.bands[index].add(running, tput, base)
             self._run.bands[index].add_drafting(moment, base)
+        off = moment.steps == 0
+        self._run.stretches.add_moment(at, running, tput, None if moment.pipelined else base, off)
         if at is not None:
             self._series.add(at, (accept_length, tput, base, running, queued))
 
@@ -278,19 +300,25 @@ class ReportBuilder(RecordSink):
         run = self._run
         if run.stats_lines or run.started_at is not None:
             figures = run.figures(self.baseline is not None, self.baseline_option)
-            figures = replace(figures, probes=config.probes)
-            standard = config_standard(config)
             # A run whose start line was not read takes its engine from its stats lines.
-            engine = config.engine or self._engine
-            verdicts = judge(
-                figures,
-                self.expected_accept_length,
-                self.thresholds,
-                standard,
-                config.num_steps,
-                engine,
-            )
-            self._done.append(run.summary(figures, verdicts, replace(config, engine=engine)))
+            config = replace(config, engine=config.engine or self._engine)
+            judgement = judge(self.case(run, config))
+            self._done.append(run.summary(figures, judgement, config))
+
+    def case(self, run: Run, config: ServerConfig) -> Case:
+        """What the judge judges of ``run``: its stretches, under its own configuration."""
+        baseline = None
+        if self.baseline is not None:
+            baseline = SpeedBaseline(self.baseline.kind, self.baseline_option)
+        return Case(
+            stretches=run.stretches.items(),
+            method=method_of(config, "log"),
+            expected_accept_length=self.expected_accept_length,
+            thresholds=self.thresholds,
+            baseline=baseline,
+            pipelined=run.pipelined or config.pipelined,
+            probes=config.probes,
+        )
 
     # Results --------------------------------------------------------------------------------
     @property
@@ -338,8 +366,11 @@ class ReportBuilder(RecordSink):
             return None
         rates = position_profile(self.observations(config).windows)
         if rates is not None and config.num_draft_tokens == len(rates) + 1:
-            return advise_measured(rates, self.advice_speedup())
-        return advise(self._run.accept_length, config.num_draft_tokens, self.advice_speedup())
+            return advise_measured(rates, self.advice_speedup(), config.engine or self._engine)
+        engine = config.engine or self._engine
+        return advise(
+            self._run.accept_length, config.num_draft_tokens, self.advice_speedup(), engine
+        )
 
     def schedule(self, config: ServerConfig) -> str | None:
         """The newest run's draft steps that pay per concurrency band, in its engine's terms

@@ -5,8 +5,9 @@ from __future__ import annotations
 import random
 
 from exporter.analysis.findings import ending_summary
+from exporter.analysis.judge import Judgement, Stretches
 from exporter.analysis.ranks import RankAccepts
-from exporter.analysis.verdicts import RunFigures, Verdict
+from exporter.analysis.verdicts import RunFigures
 from exporter.engines.record import StatsRecord, logged_seconds
 from exporter.engines.server_config import ServerConfig
 from exporter.report.bands import BANDS, BandAccumulator
@@ -42,6 +43,7 @@ class Run:
         self.pipelined = False
         self.bands = [BandAccumulator() for _ in BANDS]
         self.ranks = RankAccepts()  # the whole run's, by DP rank
+        self.stretches = Stretches()  # its decode windows by the minute, for the judge
         # Records not yet handed to the evidence: see ``evidence``.
         self.unfed: list[StatsRecord] = []
         self._batched = 0  # records of the batches already handed over
@@ -127,7 +129,7 @@ class Run:
         )
 
     def summary(
-        self, figures: RunFigures, verdicts: list[Verdict], config: ServerConfig
+        self, figures: RunFigures, judgement: Judgement, config: ServerConfig
     ) -> RunSummary:
         ending = self.evidence.ending
         return RunSummary(
@@ -144,7 +146,8 @@ class Run:
             throughput=figures.throughput,
             baseline=figures.baseline,
             speedup=figures.speedup,
-            verdicts=tuple(verdicts),
+            verdicts=judgement.verdicts,
+            judgement=judgement,
             drafting_off=self.drafting_off,
             ranks=self.ranks.figures(),
             ended=None if ending is None else ending_summary(ending, bool(self.windows)),

@@ -13,8 +13,9 @@ from itertools import pairwise
 from typing import Any
 
 from exporter.analysis.algorithms import off_cause
-from exporter.analysis.breakeven import Assessment
-from exporter.analysis.findings import CRITICAL, DRAFTING_OFF_SLOW, OFF_SHARE, Finding
+from exporter.analysis.breakeven import Assessment, count_of
+from exporter.analysis.findings import CRITICAL, DRAFTING_OFF_SLOW, Finding
+from exporter.analysis.judge import Judgement
 from exporter.analysis.ranks import RankAccept
 from exporter.analysis.request_share import NO_BENEFIT_ACCEPT_LENGTH, RecentShare, logged_time
 from exporter.analysis.thresholds import MIN_WINDOWS
@@ -144,6 +145,8 @@ class RunSummary:
     ended: str | None = None
     # Logged by pipeline stages (--pp-size): its speed is not compared with a baseline.
     pipelined: bool = False
+    # Its state over its newest windows, since when, and its past (``analysis.judge``).
+    judgement: Judgement | None = None
 
     def setup(self, with_engine: bool = False) -> str:
         """``EAGLE3, 4 draft tokens, draft /models/x``: what this run speculated with; with
@@ -152,7 +155,7 @@ class RunSummary:
         parts = [f"{engine.title} " if engine else ""]
         parts[0] += self.algorithm or "algorithm unknown"
         if self.num_draft_tokens is not None:
-            parts.append(f"{self.num_draft_tokens} draft tokens")
+            parts.append(count_of(self.num_draft_tokens, self.engine))
         if self.draft_model:
             parts.append(f"draft {self.draft_model}")
         return ", ".join(parts)
@@ -169,9 +172,13 @@ class RunSummary:
 
     @property
     def mostly_off(self) -> bool:
-        """Drafting was off in at least ``OFF_SHARE`` of the decode windows: the run's speed
-        is that of a server not speculating (``RunFigures.mostly_off``)."""
-        return bool(self.decode_windows) and self.drafting_off / self.decode_windows >= OFF_SHARE
+        """The judge held its newest windows to the drafting-off tolerance: the node's speed
+        now is that of a server not speculating."""
+        judgement = self.judgement
+        return judgement is not None and (
+            judgement.state in ("drafting_off", DRAFTING_OFF_SLOW)
+            or any(v.code == DRAFTING_OFF_SLOW for v in judgement.verdicts)
+        )
 
     @property
     def costly_off(self) -> bool:
@@ -207,6 +214,7 @@ class RunSummary:
             "num_draft_tokens": self.num_draft_tokens,
             "engine": self.engine,
             "ended": self.ended,
+            "verdict": self.judgement.to_json_dict() if self.judgement else None,
         }
 
 
@@ -279,6 +287,11 @@ class Report:
         return self.newest.verdicts if self.newest else ()
 
     @property
+    def judgement(self) -> Judgement | None:
+        """The newest run's state now, since when, and its past (``analysis.judge``)."""
+        return self.newest.judgement if self.newest else None
+
+    @property
     def latest_start(self) -> float | None:
         """When the newest of several runs started."""
         return self.newest.started_at if self.newest and len(self.runs) > 1 else None
@@ -305,8 +318,12 @@ class Report:
         """The answer in plain words, about the newest run: a critical state first (a crash,
         a collapse), then whether speculation is faster than none."""
         text = self._speed_headline()
-        if self.critical:
-            text = f"{'; '.join(item.summary for item in self.critical)}. {text}"
+        now = self.judgement
+        heads = [f.summary for f in self.findings if f.severity == CRITICAL]
+        if now is not None and now.severity == CRITICAL:
+            heads.insert(0, now.head)
+        if heads:
+            text = f"{'; '.join(heads)}. {text}"
         run = self.newest
         if run is not None and run.drafting_off:
             text = text.removesuffix(".")
@@ -316,6 +333,8 @@ class Report:
             )
         if self.earlier_runs_differ:
             text += f" (newest of {len(self.runs)} server runs; earlier runs differ)"
+        if now is not None and now.span is not None:
+            text = f"{text.removesuffix('.')}. {now.judged_on()}"
         return text
 
     @property
@@ -349,7 +368,10 @@ class Report:
         if reason is not None:
             return f"Not judged: {reason}."
         run = self.newest
-        if run is None or run.throughput is None or run.running is None:
+        now = run.judgement if run is not None else None
+        throughput = now.throughput if now is not None else None
+        running = now.running if now is not None else None
+        if run is None or throughput is None or running is None:
             if self.stats_lines == 0:
                 return "No stats lines in the log: nothing could be judged."
             if self.config.prefill_only:
@@ -361,34 +383,40 @@ class Report:
                 "No decode windows with running requests in the log (an idle server): accept "
                 "length and speed were not judged."
             )
-        load = f"{_tok_s(run.throughput)} tok/s at {run.running} running"
+        load = f"{_tok_s(throughput)} tok/s at {running} running"
         if run.pipelined or self.config.pipelined:
             return (
                 f"Speculation does {load}: a pipeline stage's line counts the running "
                 "requests of one micro-batch and the whole pipeline's throughput, so speed is "
                 "not compared with a baseline."
             )
-        if run.speedup is None or run.baseline is None:
+        assert now is not None
+        speedup, baseline, accept = now.speedup, now.baseline, now.accept_length
+        if speedup is None or baseline is None:
             return (
                 f"Speculation does {load}; no baseline was given to compare with "
                 "(--baseline-tok-s, --baseline-curve or --baseline-bench)."
             )
-        versus = f"{load} vs {_tok_s(run.baseline)} tok/s baseline"
+        versus = f"{load} vs {_tok_s(baseline)} tok/s baseline"
         if run.baseline_implausible:
             return (
                 f"The baseline looks wrong, so speed is not judged: {versus} would be "
-                f"{ratio(run.speedup)}, impossible at accept length {run.accept_length or 0:.2f}"
-                if run.speedup > (run.accept_length or 0)
+                f"{ratio(speedup)}, impossible at accept length {accept or 0:.2f}"
+                if speedup > (accept or 0)
                 else f"The baseline looks wrong, so speed is not judged: {versus} would be "
-                f"{ratio(run.speedup)}, slower than any speculation"
+                f"{ratio(speedup)}, slower than any speculation"
             )
         if run.mostly_off:
-            return f"{_compared_off(run.speedup, run.costly_off)}, {versus}"
-        return f"{_compared(run.speedup)}, {versus}"
+            return f"{_compared_off(speedup, run.costly_off)}, {versus}"
+        return f"{_compared(speedup)}, {versus}"
 
     def conclusions(self) -> list[str]:
         """Plain-language conclusions beyond the headline, most important first."""
         out = [f"{v.severity.upper()}: {v.summary}: {v.seen} {v.fix}" for v in self.verdicts]
+        now = self.judgement
+        if now is not None:
+            out += [f"Not judged: {note}." for note in now.notes]
+            out += [f"Earlier in this run: {episode.text()}." for episode in now.past]
         if self.breakeven is not None:
             out.append(f"Draft tokens: {self.breakeven.explanation}")
         if self.schedule is not None:
@@ -417,6 +445,7 @@ class Report:
             "headline": self.headline,
             "not_judged": self.not_judged,
             "verdicts": [v.to_json_dict() for v in self.verdicts],
+            "verdict": self.judgement.to_json_dict() if self.judgement else None,
             "runs": [run.to_json_dict() for run in self.runs],
             "baseline": self.baseline,
             "baseline_source": self.baseline_source,

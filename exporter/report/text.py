@@ -6,6 +6,7 @@ import textwrap
 from collections.abc import Iterable
 from datetime import datetime, timezone
 
+from exporter.analysis.breakeven import count_of
 from exporter.analysis.ranks import RankAccept
 from exporter.engines.server_config import ServerConfig
 from exporter.report.summary import BandStats, Report, RunSummary, ratio
@@ -50,7 +51,11 @@ def _overview(report: Report) -> list[str]:
     if config.algorithm or config.num_draft_tokens:
         lines.append(
             f"Speculation: {config.algorithm or 'unknown algorithm'}, "
-            f"{config.num_draft_tokens or '?'} draft tokens"
+            + (
+                count_of(config.num_draft_tokens, config.engine)
+                if config.num_draft_tokens
+                else "? draft tokens"
+            )
             + _draft(config)
             + (
                 f"; adaptive speculation, {config.active_steps} steps at the end of the log"

@@ -17,10 +17,11 @@ from typing import Any, NamedTuple
 
 from exporter.analysis.baseline import Baseline
 from exporter.analysis.findings import DecodeSample, Observations
-from exporter.analysis.node import NodeMoments
+from exporter.analysis.judge import Stretch, Stretches, window_counts
+from exporter.analysis.node import NodeMoments, speaks_for_node
 from exporter.analysis.ranks import RankAccepts
 from exporter.engines.ending import Ending
-from exporter.engines.record import StatsRecord
+from exporter.engines.record import StatsRecord, drafting_off
 from exporter.engines.server_config import ServerConfig
 
 # Decode windows the findings judge: the daemon's evidence keeps these, and so does each run
@@ -54,6 +55,7 @@ class Evidence:
         started_at: float | None = None,
         max_windows: int = RECENT_WINDOWS,
         node_loads: bool = True,
+        baseline: Baseline | None = None,
     ) -> None:
         """``node_loads=False`` for a reader that never asks for :meth:`recent_speedup` (a
         target without a baseline): folding DP ranks into node moments is then skipped, and it
@@ -72,6 +74,11 @@ class Evidence:
         self._silent_prefills = 0
         self._ending: Ending | None = None
         self._ranks = RankAccepts(recent=RANK_WINDOWS)
+        # The run's windows by the minute, for the judge (``analysis.judge``), with the
+        # baseline at each moment's load; ``interval``: SGLang's decode log interval.
+        self._stretches = Stretches()
+        self._baseline = baseline
+        self.interval: int | None = None
 
     def add_record(self, record: StatsRecord, at: float) -> None:
         """Count one recognised stats record seen at ``at``."""
@@ -113,6 +120,7 @@ class Evidence:
         windows after a traceback show it ended nothing."""
         self._windows.extend(decodes)
         self._ranks.add(decodes)
+        self._stretch(decodes, at)
         if self._ending is not None and not self._ending.final:
             self._ending = None
         self._last_decode_at = at
@@ -124,8 +132,31 @@ class Evidence:
             running, tput = moment.running, moment.throughput
             if running and tput is not None and not moment.pipelined:
                 closed.append(NodeLoad(running, tput, moment.steps == 0))
+                base = self._baseline.at(running) if self._baseline is not None else None
+                self._stretches.add_moment(at, running, tput, base, moment.steps == 0)
         self._loads.extend(closed)
         return closed
+
+    def _stretch(self, decodes: Sequence[StatsRecord], at: float) -> None:
+        """Each window's draft rounds into the run's stretches, as the judge weighs them."""
+        for record in decodes:
+            if speaks_for_node(record):
+                counts = record.draft_counts
+                figures = window_counts(
+                    record.accept_length,
+                    None if counts is None else counts.drafts,
+                    None if counts is None else counts.accepted_tokens,
+                    record.running_requests,
+                    self.interval,
+                )
+                drafts, accepted = figures if figures is not None else (None, None)
+                off = bool(record.extra) and drafting_off(record)
+                self._stretches.add_window(at, drafts, accepted, off)
+
+    def stretches(self) -> tuple[Stretch, ...]:
+        """The run's stretches so far, oldest first (copies)."""
+        with self._lock:
+            return self._stretches.items()
 
     def recent_speedup(self, baseline: Baseline | None) -> float | None:
         """Mean node throughput over mean baseline of the recent windows, or ``None``.

@@ -26,6 +26,7 @@ from exporter.state.evidence import Evidence
 from exporter.state.requests import RequestStats
 from exporter.state.runs import RunTracker
 from exporter.state.speed import SpeedCounters
+from exporter.state.verdict import VerdictTrack
 
 # Upper bounds of `specwatch_accept_length_windows`.
 ACCEPT_LENGTH_BUCKETS: tuple[float, ...] = (1.0, 1.05, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8)
@@ -116,6 +117,9 @@ class TargetState:
         self._ended_at: float | None = None
         self._decode_windows = {True: 0, False: 0}
         self._speed = SpeedCounters(baseline)
+        self._baseline = baseline
+        # The judge's state now and since when, told once per change (``state.verdict``).
+        self.verdict = VerdictTrack(name)
         self._buckets = [0] * len(ACCEPT_LENGTH_BUCKETS)
         self._accept_sum = 0.0
         self._accept_count = 0
@@ -160,6 +164,7 @@ class TargetState:
         config = self.tracker.config
         records = self.tracker.stamped(records)
         decodes = [record for record in records if record.kind == "decode"]
+        self.evidence.interval = config.decode_log_interval
         loads = self.evidence.add_records(records, now, decodes)
         with self._lock:
             self._stats_lines["decode"] += len(decodes)
@@ -312,7 +317,9 @@ class TargetState:
             self.evidence.add_ending(end)
 
     def _new_evidence(self) -> Evidence:
-        return Evidence(started_at=clock.now(), node_loads=self._node_loads)
+        return Evidence(
+            started_at=clock.now(), node_loads=self._node_loads, baseline=self._baseline
+        )
 
     def add_skipped(self, reason: str) -> None:
         with self._lock:

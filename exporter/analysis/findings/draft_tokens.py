@@ -48,7 +48,7 @@ def draft_tokens_excessive(obs: Observations) -> Finding | None:
         return None
     mean = obs.accept_length if obs.accept_length is not None else fmean(lengths)
     rate = drafts_only_accept_rate(mean, tokens)
-    advice = advise(mean, tokens, obs.speedup)
+    advice = advise(mean, tokens, obs.speedup, obs.config.engine)
     if rate is None or rate >= LOW_DRAFTS_ONLY_RATE or advice is None:
         return None
     return Finding(

@@ -133,7 +133,7 @@ def accept_length_steps() -> Steps:
     """Red at or below collapse, orange below the floor of the drafters most nodes run (each
     algorithm has its own floor: the alerts read it from specwatch_accept_length_floor)."""
     t = mixin().thresholds
-    floor = algorithms.DEFAULT.floor
+    floor = algorithms.MOST_COMMON.floor
     return ((None, "red"), (t.collapsed_accept_length, "orange"), (floor, "green"))
 
 

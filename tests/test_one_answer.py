@@ -1,0 +1,85 @@
+"""One answer: ``doctor``, ``report`` (text, JSON, HTML) and the daemon's verdict series give
+the same state on the same log, over every simulated scenario (SGLang's and vLLM's lines) and
+over logs written from the engines' own code.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from exporter.cli import main
+from exporter.config import BaselineConfig, TargetConfig
+from exporter.exposition.insight import inspect_now
+from exporter.simulate.scenarios import SCENARIOS
+from exporter.state.feed import LogFeed
+from exporter.target import Target
+from tests.support import speclogs
+from tests.support.files import write_log
+
+CURVE = "1:82,4:330,16:900,48:1500,96:2040,128:2370"
+# What the scenarios are (``specwatch simulate --help``), as the one answer must say it.
+EXPECTED = {
+    "healthy": "healthy",
+    "collapsed": "collapsed",
+    "eagle-flag": "collapsed",
+    "mismatched": "accept_length_low",
+    "adaptive": "drafting_off",
+    "adaptive-given-up": "drafting_off_below_baseline",
+    "ngram": "healthy",
+    "mtp": "healthy",
+    "recovery": "healthy",  # its collapse was the run before the restart
+}
+
+
+def answers(capsys: pytest.CaptureFixture[str], log: str, tmp: Path) -> dict[str, str]:
+    """The state each consumer gives ``log``."""
+    main(["doctor", "--log-file", log, "--json", "--baseline-curve", CURVE])
+    doctor = json.loads(capsys.readouterr().out)["verdict"]["state"]
+    assert main(["report", log, "--json", "--baseline-curve", CURVE]) == 0
+    report = json.loads(capsys.readouterr().out)["verdict"]["state"]
+    assert main(["report", log, "--baseline-curve", CURVE]) == 0
+    text = capsys.readouterr().out
+    html = tmp / "report.html"
+    assert main(["report", log, "--baseline-curve", CURVE, "--html", str(html)]) == 0
+    capsys.readouterr()
+    target = Target.from_config(TargetConfig(name="node", baseline=BaselineConfig(curve=CURVE)))
+    LogFeed(target.state).on_lines(Path(log).read_bytes().splitlines())
+    insight = inspect_now(target, time.time(), 3600)
+    assert insight.verdict is not None
+    said = f"; {doctor.replace('_', ' ')} since "
+    return {
+        "doctor": doctor,
+        "report json": report,
+        "report text": doctor if said in text else f"not in text: {text[:300]}",
+        "report html": doctor if said in html.read_text() else "not in html",
+        "daemon": insight.verdict.state,
+    }
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_every_consumer_gives_the_same_state_on_a_simulated_scenario(
+    scenario: str, engine: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = str(tmp_path / "server.log")
+    code = main(["simulate", "--scenario", scenario, "--engine", engine, "--out", log])
+    if code != 0:
+        pytest.skip(f"{scenario} has no {engine} form")  # the simulator said which
+    capsys.readouterr()
+    said = answers(capsys, log, tmp_path)
+    assert len(set(said.values())) == 1, said
+    if engine == "sglang" and scenario in EXPECTED:
+        assert said["doctor"] == EXPECTED[scenario]
+
+
+def test_every_consumer_gives_the_same_state_on_sglangs_own_adaptive_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for lines in (speclogs.healthy_adaptive(), speclogs.given_up_adaptive()):
+        log = write_log(tmp_path, lines)
+        said = answers(capsys, log, tmp_path)
+        assert len(set(said.values())) == 1, said
