@@ -13,13 +13,16 @@ from collections.abc import Iterable
 
 import pytest
 
+from exporter import clock
 from exporter.config import BaselineConfig, TargetConfig
 from exporter.engines.record import DraftCounts, StatsRecord
 from exporter.exposition.collector import SpecwatchCollector
 from exporter.exposition.insight import inspect_now
 from exporter.exposition.landing import landing_page
 from exporter.target import Target
+from tests.support.fake_sglang import Route, fake_sglang
 from tests.support.records import decode
+from tests.support.upstream_servers import vllm_schema
 
 T0 = 1_800_000_000.0
 STALE = 60.0
@@ -159,3 +162,30 @@ def test_a_drift_over_hours_is_exported_and_logged_as_a_warning(
     [warning] = [text for level, text in lines(caplog.records) if level == logging.WARNING]
     assert "verdict drifting (was healthy)" in warning
     assert "3.20 this run accepted in its first hour" in warning
+
+
+def test_a_scraped_vllm_is_judged_on_the_drafts_its_counters_count() -> None:
+    """A vLLM only scraped: n-gram drafting a few times between scrapes, none accepted, is too
+    few drafts; thousands of rounds with none accepted are a collapse."""
+    with fake_sglang() as server:
+        node = Target.from_config(TargetConfig(name="v", metrics_url=f"{server.url}/metrics"))
+        drafts, accepted, positions = 1000.0, 1500.0, (700.0, 500.0, 300.0)
+        assert node.upstream is not None
+        for _ in range(4):
+            server.routes["/metrics"] = Route(
+                body=vllm_schema("vllm:", drafts, accepted, positions)
+            )
+            node.upstream.scrape_once()
+            insight = inspect_now(node, clock.now(), STALE)
+            drafts += 7  # seven n-gram drafts, none accepted
+        assert insight.judgement is not None
+        assert insight.judgement.state == "too_few_drafts"
+        assert insight.judgement.drafts == 21
+        for _ in range(3):
+            drafts += 2000
+            server.routes["/metrics"] = Route(
+                body=vllm_schema("vllm:", drafts, accepted, positions)
+            )
+            node.upstream.scrape_once()
+            insight = inspect_now(node, clock.now(), STALE)
+        assert insight.judgement is not None and insight.judgement.state == "collapsed"

@@ -144,11 +144,22 @@ def _judgement(
     now: float,
     stale_after: float,
 ) -> Judgement:
-    """The judge's word on the target: its log's stretches, else the upstream gauges that
-    stand in for a silent log (their drafts not counted here)."""
+    """The judge's word on the target: its log's stretches; for a target only scraped, the
+    scrapes' counted drafts (``VerdictTrack.fold_scrape``); else the upstream gauges that
+    stand in for a silent log (their drafts not counted)."""
     stretches: tuple[Stretch, ...] = target.state.evidence.stretches()
     counted = True
-    if (not stretches or stretches[-1].end < now - stale_after) and fallback is not None:
+    upstream = target.upstream.snapshot() if target.upstream is not None else None
+    scraped: tuple[Stretch, ...] = ()
+    if upstream is not None and upstream.scraped_at is not None and upstream.values is not None:
+        values = upstream.values
+        running = values.running_requests
+        base = target.baseline.at(running) if target.baseline is not None and running else None
+        scraped = target.state.verdict.fold_scrape(upstream.scraped_at, values, base)
+    if not target.config.log_files and scraped:
+        # Scraped only, its counters counting drafts (vLLM): judged on the rounds they count.
+        stretches = scraped
+    elif (not stretches or stretches[-1].end < now - stale_after) and fallback is not None:
         running = fallback.running_requests
         base = target.baseline.at(running) if target.baseline is not None and running else None
         off = config.active_steps == 0

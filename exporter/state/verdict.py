@@ -17,7 +17,8 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from exporter.analysis.findings import CRITICAL, WARNING, Finding
-from exporter.analysis.judge import STATE_ADVICE, STATES, Judgement
+from exporter.analysis.judge import STATE_ADVICE, STATES, Judgement, Stretch, Stretches
+from exporter.engines.record import UpstreamValues
 
 log = logging.getLogger("specwatch.verdict")
 
@@ -41,6 +42,11 @@ class VerdictTrack:
         self._lock = threading.Lock()
         self._now: Verdict | None = None
         self._told: set[str] = set()
+        # The server's counters, folded per scrape (``fold_scrape``).
+        self._scrapes = Stretches()
+        self._scraped_at: float | None = None
+        self._totals: tuple[float | None, float | None] = (None, None)
+        self._counted = False
 
     def observe(self, judgement: Judgement, findings: Iterable[Finding], now: float) -> Verdict:
         """Take the judge's word as of ``now``: the state, since when, logged if it changed.
@@ -61,6 +67,33 @@ class VerdictTrack:
         for finding in fresh:
             _log_finding(self._target, finding)
         return Verdict(judgement.state, since)
+
+    def fold_scrape(
+        self, at: float, values: UpstreamValues, baseline: float | None
+    ) -> tuple[Stretch, ...]:
+        """The stretches of the server's own counters, one window per new scrape: the draft
+        rounds and accepted tokens counted since the scrape before (vLLM's counters), and its
+        load. Empty while the server counts no drafts (SGLang's gauge)."""
+        with self._lock:
+            if at != self._scraped_at:
+                self._fold(at, values, baseline)
+            return self._scrapes.items() if self._counted else ()
+
+    def _fold(self, at: float, values: UpstreamValues, baseline: float | None) -> None:
+        self._scraped_at = at
+        drafts, accepted = values.drafts_total, values.accepted_tokens_total
+        before, self._totals = self._totals, (drafts, accepted)
+        if drafts is None or accepted is None or before[0] is None or before[1] is None:
+            return
+        rounds, taken = drafts - before[0], accepted - before[1]
+        if rounds < 0 or taken < 0:
+            return  # the server restarted: its counters begin again
+        self._counted = True
+        if rounds > 0:
+            self._scrapes.add_window(at, rounds, taken, False)
+        self._scrapes.add_moment(
+            at, values.running_requests, values.gen_throughput, baseline, False
+        )
 
     def current(self) -> Verdict | None:
         with self._lock:
