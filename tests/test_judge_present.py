@@ -183,3 +183,29 @@ def test_window_means_are_weighed_by_their_drafts(
     rounds = busy.drafts + sum(q.drafts for q in quiet)
     accepted = busy.accepted + sum(q.accepted for q in quiet)
     assert doctor["verdict"]["accept_length"] == pytest.approx(1 + accepted / rounds, abs=0.002)
+
+
+RECORDED = Path(__file__).parent / "recordings" / "vllm-0.24.0"
+
+
+@pytest.mark.parametrize(
+    ("scenario", "state"),
+    [
+        ("healthy", "healthy"),
+        ("collapsed", "collapsed"),
+        # n-gram on traffic that never repeats: a handful of drafts, 1.07 by vLLM's counters.
+        ("ngram", "too_few_drafts"),
+        ("cuda-graphs-off", "healthy"),
+    ],
+)
+def test_a_real_vllm_servers_log_is_judged_on_its_drafts(
+    scenario: str, state: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = str(RECORDED / scenario / "server.log.gz")
+    main(["doctor", "--log-file", log, "--json"])
+    doctor = json.loads(capsys.readouterr().out)
+    assert doctor["verdict"]["state"] == state
+    if state == "too_few_drafts":
+        assert doctor["verdicts"] == []
+        # Nothing to size the drafter by either: no draft-token advice on a few dozen drafts.
+        assert not [note for note in doctor["notes"] if note.startswith("draft tokens:")]

@@ -23,7 +23,14 @@ from exporter.analysis.baseline import DRAFTING_OFF, Baseline
 from exporter.analysis.breakeven import Assessment, advise, advise_measured
 from exporter.analysis.findings import DecodeSample, Observations, evaluate
 from exporter.analysis.findings.draft_tokens import position_profile
-from exporter.analysis.judge import Case, SpeedBaseline, judge, method_of, window_counts
+from exporter.analysis.judge import (
+    MIN_DRAFTS,
+    Case,
+    SpeedBaseline,
+    judge,
+    method_of,
+    window_counts,
+)
 from exporter.analysis.load_bands import band_of
 from exporter.analysis.node import Moment, NodeMoments, speaks_for_node
 from exporter.analysis.plain_speed import (
@@ -364,6 +371,8 @@ class ReportBuilder(RecordSink):
         self._fold_held()
         if config.adaptive or self._run.accept_count < MIN_WINDOWS:
             return None
+        if sum(stretch.drafts for stretch in self._run.stretches.items()) < MIN_DRAFTS:
+            return None  # too few drafts to judge the drafter: none to size it by either
         rates = position_profile(self.observations(config).windows)
         if rates is not None and config.num_draft_tokens == len(rates) + 1:
             return advise_measured(rates, self.advice_speedup(), config.engine or self._engine)
