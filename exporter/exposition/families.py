@@ -103,10 +103,10 @@ FAMILIES: dict[str, tuple[str, str]] = {
     ),
     "band_gen_throughput_tokens_per_second": (
         "summary",
-        "Generation throughput of node moments (DP ranks summed) by load band (running "
-        "requests: 1, 2, 3-4 ... 257-512, 513+) and mode: plain (a server without "
-        "speculation), drafting, drafting_off. With served_model and hardware, what the "
-        "mixin's rules learn a fleet baseline from.",
+        "Generation throughput of each decode window of the whole node (DP ranks summed), by "
+        "the node's running requests (band: 1, 2, 3-4 ... 257-512, 513+) and mode: plain (a "
+        "server without speculation), drafting, drafting_off. With served_model and "
+        "hardware, what a fleet's baseline is learned from.",
     ),
     "windows_vs_baseline": (
         "counter",
