@@ -17,8 +17,8 @@ Paths of the machine (the models, the installed engine, Python) are replaced by 
 such as ``$MODELS`` in everything written, so a recording says nothing about where it was made.
 
 Usage:
-  python3 record.py --engine vllm --models DIR --out DIR [--scenario NAME ...]
-                    [--duration 60] [--left-out FILE] [--python python3]
+  python3 record.py --engine {vllm,sglang} --models DIR --out DIR [--scenario NAME ...]
+                    [--duration 60] [--tail S] [--port N] [--left-out FILE]
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -139,7 +140,146 @@ VLLM_ENV = {
     "VLLM_USE_FLASHINFER_SAMPLER": "0",
 }
 
+
+def sglang_spec(algorithm: str, draft: str | None = None) -> list[str]:
+    """Three draft steps of one token each, four tokens verified: k = 3 drafted per round."""
+    flags = ["--speculative-algorithm", algorithm]
+    if draft:
+        flags += ["--speculative-draft-model-path", draft]
+    return [
+        *flags,
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "4",
+    ]
+
+
+def sglang_scenarios(models: str) -> list[Scenario]:
+    same = sglang_spec("STANDALONE", f"{models}/draft-same")
+    return [
+        Scenario(
+            "healthy",
+            same,
+            (),
+            "a draft model (STANDALONE) with the target's weights: under greedy sampling the "
+            "draft proposes what the target picks",
+        ),
+        Scenario(
+            "collapsed",
+            sglang_spec("STANDALONE", f"{models}/draft-other"),
+            ("accept_length_collapsed",),
+            "a draft model of the same shape with other random weights: almost nothing is "
+            "accepted (accept length about 1.0)",
+        ),
+        Scenario(
+            "eagle3",
+            sglang_spec("EAGLE3", f"{models}/eagle3-head"),
+            ("accept_length_collapsed",),
+            "an EAGLE-3 head with random weights served as EAGLE3, as it should be: the head "
+            "loads and runs, and its random guesses are rejected (accept length about 1.0)",
+        ),
+        Scenario(
+            "eagle3-as-eagle",
+            sglang_spec("EAGLE", f"{models}/eagle3-head"),
+            ("eagle3_draft_with_eagle_algorithm", "accept_length_collapsed"),
+            "the same EAGLE-3 head served with --speculative-algorithm EAGLE, the wrong flag: "
+            "recorded to see whether the engine refuses, crashes or runs at 1.00",
+        ),
+        Scenario(
+            "cuda-graphs-off",
+            [*same, "--disable-cuda-graph"],
+            ("cuda_graph_disabled",),
+            "the healthy draft with --disable-cuda-graph",
+        ),
+        Scenario(
+            "ngram",
+            [
+                "--speculative-algorithm",
+                "NGRAM",
+                "--speculative-num-draft-tokens",
+                "4",
+                "--speculative-ngram-max-bfs-breadth",
+                "1",
+            ],
+            ("accept_length_collapsed",),
+            "n-gram lookup over the tokens seen so far, on prompts of random words. SGLang "
+            "verifies on every decode step whether or not the lookup matched, so its own "
+            "counters give accept length 1.00 (a collapse), not vLLM's few drafts below the floor",
+        ),
+    ]
+
+
+def sglang_command(python: str, models: str, scenario: Scenario) -> list[str]:
+    graphs = (
+        [] if "--disable-cuda-graph" in scenario.flags else ["--cuda-graph-max-bs-decode", "16"]
+    )
+    return [
+        python,
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        f"{models}/target",
+        "--served-model-name",
+        "tiny-llama",
+        "--host",
+        HOST,
+        "--port",
+        str(PORT),
+        "--dtype",
+        "bfloat16",
+        "--context-length",
+        "1024",
+        "--max-running-requests",
+        "32",
+        # Several servers may share the GPU; the cap keeps each one's KV pool small.
+        "--mem-fraction-static",
+        "0.5",
+        "--max-total-tokens",
+        "65536",
+        "--disable-radix-cache",
+        # FlashAttention 3, FlashInfer and the grammar engines are left out of what is carried.
+        "--attention-backend",
+        "triton",
+        "--sampling-backend",
+        "pytorch",
+        "--grammar-backend",
+        "none",
+        "--enable-metrics",
+        "--decode-log-interval",
+        "40",
+        "--random-seed",
+        "0",
+        *graphs,
+        *scenario.flags,
+    ]
+
+
+SGLANG_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "DO_NOT_TRACK": "1",
+    "PYTHONUNBUFFERED": "1",
+}
+
 ENGINES = {
+    "sglang": {
+        "package": "sglang",
+        "scenarios": sglang_scenarios,
+        "command": sglang_command,
+        "env": SGLANG_ENV,
+        # SGLang logs a decode line every --decode-log-interval batches, not on a clock.
+        "stats_interval_env": None,
+        "info": ["/get_model_info", "/v1/models", "/server_info", "/get_server_info"],
+        # Its own running figures (the accept length it averages), read again at the end.
+        "final_info": ["/server_info"],
+        "counters": re.compile(
+            r"^sglang:(spec_\w+|generation_tokens_total|prompt_tokens_total|num_requests_total"
+            r"|cuda_graph\w*)"
+        ),
+    },
     "vllm": {
         "package": "vllm",
         "scenarios": vllm_scenarios,
@@ -247,10 +387,19 @@ def drive(seconds: float, seed: int) -> Traffic:
     return traffic
 
 
-def wait_ready(proc: subprocess.Popen[bytes]) -> float | None:
+def read_json(path: str) -> dict[str, Any]:
+    """An info endpoint's answer: its status and JSON body, secrets blanked."""
+    status, body = http_get(path)
+    try:
+        return {"status": status, "body": blank_secrets(json.loads(body))}
+    except ValueError:
+        return {"status": status, "body": body[:2000]}
+
+
+def wait_ready(proc: subprocess.Popen[bytes], timeout: float) -> float | None:
     """Seconds until /health answers 200, or None when the server died or never answered."""
     started = time.monotonic()
-    while time.monotonic() - started < READY_TIMEOUT_S:
+    while time.monotonic() - started < timeout:
         if proc.poll() is not None:
             return None
         if http_get("/health", timeout=2.0)[0] == 200:
@@ -357,7 +506,9 @@ def record(args: argparse.Namespace, engine: dict[str, Any], scenario: Scenario)
     out.mkdir(parents=True, exist_ok=True)
     raw_log = out / "server.log"
     command = engine["command"](args.python, models, scenario)
-    engine_env = engine["env"] | {engine["stats_interval_env"]: str(args.stats_interval)}
+    engine_env = dict(engine["env"])
+    if engine["stats_interval_env"]:
+        engine_env[engine["stats_interval_env"]] = str(args.stats_interval)
     env = dict(os.environ) | engine_env | scenario.env
     print(f"[record] {scenario.name}: {' '.join(command)}", flush=True)
     started = time.monotonic()
@@ -371,26 +522,23 @@ def record(args: argparse.Namespace, engine: dict[str, Any], scenario: Scenario)
             start_new_session=True,
         )
     snaps = Snapshots(started, args.snapshot_every)
-    ready_s = wait_ready(proc)
+    ready_s = wait_ready(proc, args.ready_timeout)
     info: dict[str, Any] = {}
     traffic = Traffic()
     if ready_s is not None:
         snaps.take()
         snaps.start()
-        for path in engine["info"]:
-            status, body = http_get(path)
-            try:
-                info[path] = {"status": status, "body": blank_secrets(json.loads(body))}
-            except ValueError:
-                info[path] = {"status": status, "body": body[:2000]}
+        info = {path: read_json(path) for path in engine["info"]}
         traffic = drive(args.duration, seed=len(scenario.name))
-        time.sleep(2 * args.stats_interval + 2)  # the last busy interval and one idle one
+        # the last busy interval and one idle one
+        time.sleep(args.tail if args.tail is not None else 2 * args.stats_interval + 2)
         snaps.halt.set()
         snaps.join()
     else:
         tail = raw_log.read_text("utf-8", "replace").splitlines()[-40:]
         print("[record] the server never became ready; its log ends:", *tail, sep="\n")
     final = snaps.take() if ready_s is not None else None
+    final_info = {path: read_json(path) for path in engine.get("final_info", [])} if final else {}
     returncode = stop(proc)
     scrub = Scrubber(
         {
@@ -398,6 +546,7 @@ def record(args: argparse.Namespace, engine: dict[str, Any], scenario: Scenario)
             args.site or "": "$SITE",
             sys.prefix: "$PYTHON_PREFIX",
             str(Path.home()): "$HOME",
+            tempfile.gettempdir() + "/": "$TMP/",
         },
         socket.gethostname(),
     )
@@ -432,6 +581,7 @@ def record(args: argparse.Namespace, engine: dict[str, Any], scenario: Scenario)
         "final_counters": None
         if final is None
         else final_counters(final["body"], engine["counters"]),
+        "final_info": final_info,
     }
     (out / "manifest.json").write_text(scrub(json.dumps(manifest, indent=2)) + "\n")
     print(f"[record] {scenario.name}: ready {ready_s}, traffic {traffic}, exit {returncode}")
@@ -448,6 +598,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--stats-interval", type=int, default=10, help="the engine's, seconds")
     parser.add_argument("--snapshot-every", type=float, default=5.0, help="seconds")
     parser.add_argument("--port", type=int, default=PORT)
+    parser.add_argument("--ready-timeout", type=float, default=READY_TIMEOUT_S, help="seconds")
+    parser.add_argument(
+        "--tail", type=float, help="seconds to wait after traffic (default: two stats intervals)"
+    )
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--site", help="where the engine was installed (scrubbed from logs)")
     parser.add_argument("--workdir", default="/tmp", help="the server's working directory")
