@@ -25,6 +25,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent / "recordings"
 # vLLM's own line prefix: "INFO 12-02 00:56:34 [file.py:12] ..." (month-day, no year).
 VLLM_TIME = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d-\d\d \d\d:\d\d:\d\d) ")
+# SGLang's: "[2026-12-02 02:17:22] ..." or "[2026-12-02 02:17:22 TP0] ...".
+SGLANG_TIME = re.compile(r"^\[\d{4}-(\d\d-\d\d \d\d:\d\d:\d\d)[\] .,]")
 SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})?$")
 
 
@@ -33,9 +35,9 @@ class Counters:
     """Speculative-decoding counters, as the engine counts them."""
 
     drafts: float
-    draft_tokens: float
+    draft_tokens: float | None  # None: the engine does not count them (SGLang)
     accepted: float
-    accepted_at: tuple[float, ...]
+    accepted_at: tuple[float, ...]  # empty: the engine does not count by position (SGLang)
 
     @property
     def accept_length(self) -> float | None:
@@ -43,9 +45,12 @@ class Counters:
         return 1 + self.accepted / self.drafts if self.drafts else None
 
     def minus(self, earlier: Counters) -> Counters:
+        tokens = None
+        if self.draft_tokens is not None and earlier.draft_tokens is not None:
+            tokens = self.draft_tokens - earlier.draft_tokens
         return Counters(
             self.drafts - earlier.drafts,
-            self.draft_tokens - earlier.draft_tokens,
+            tokens,
             self.accepted - earlier.accepted,
             tuple(a - b for a, b in zip(self.accepted_at, earlier.accepted_at, strict=True)),
         )
@@ -75,6 +80,30 @@ def vllm_counters(samples: dict[str, float]) -> Counters:
         totals.get("spec_decode_num_accepted_tokens_total", 0.0),
         tuple(at[p] for p in sorted(at)),
     )
+
+
+def sglang_counters(samples: dict[str, float]) -> Counters:
+    """SGLang's counters from sample lines: verify calls are its drafts; of the tokens it
+    generated, each request's first comes from prefill and each verify call yields one of
+    the target's own, so the rest are accepted drafts. It counts no drafted tokens and
+    nothing by position."""
+    totals: dict[str, float] = {}
+    for key, value in samples.items():
+        match = SAMPLE.match(key)
+        assert match, key
+        name = match["name"].removeprefix("sglang:")
+        totals[name] = totals.get(name, 0.0) + value
+    verify = totals.get("spec_verify_calls_total", 0.0)
+    generated = totals.get("generation_tokens_total", 0.0)
+    requests = totals.get("num_requests_total", 0.0)
+    return Counters(verify, None, generated - verify - requests, ())
+
+
+COUNTERS = {"vllm": vllm_counters, "sglang": sglang_counters}
+COUNTER_NAMES = {
+    "vllm": re.compile(r"^vllm:spec_decode_"),
+    "sglang": re.compile(r"^sglang:(spec_verify_calls|generation_tokens|num_requests)_total"),
+}
 
 
 def exposition_samples(body: str) -> dict[str, float]:
@@ -121,7 +150,13 @@ class Recording:
 
     @property
     def k(self) -> int:
-        """Draft tokens proposed per round, as the command line asked."""
+        """Draft tokens proposed per round, as the command line asked (vLLM), or draft steps
+        per round, as SGLang said it runs them (its ``spec_num_steps``)."""
+        if self.engine == "sglang":
+            steps = exposition_samples(self.snapshots[-1].body)
+            return int(
+                next(v for key, v in steps.items() if key.startswith("sglang:spec_num_steps"))
+            )
         command = self.manifest["command"]
         config = json.loads(command[command.index("--speculative-config") + 1])
         return int(config["num_speculative_tokens"])
@@ -129,8 +164,29 @@ class Recording:
     @cached_property
     def final(self) -> Counters:
         """The engine's own counters at the end of the run (its last ``/metrics``)."""
-        assert self.engine == "vllm", f"no counter reader for {self.engine}"
-        return vllm_counters(self.manifest["final_counters"])
+        return self.counters(self.manifest["final_counters"])
+
+    def counters(self, samples: dict[str, float]) -> Counters:
+        wanted = COUNTER_NAMES[self.engine]
+        return COUNTERS[self.engine](
+            {k: v for k, v in samples.items() if wanted.match(k) and "_created" not in k}
+        )
+
+    @property
+    def engine_accept_length(self) -> float | None:
+        """The run's accept length as the engine itself gives it: vLLM's from its counters;
+        SGLang's own running average from ``/server_info`` at the end, which counts the
+        drafts it accepted, also those past a request's last token that its token counters
+        never see."""
+        if self.engine != "sglang":
+            return self.final.accept_length
+        body = self.manifest["final_info"]["/server_info"]["body"]
+        return float(body["internal_states"][0]["avg_spec_accept_length"])
+
+    @cached_property
+    def info(self) -> dict[str, dict[str, Any]]:
+        """What the info endpoints answered when the server was ready."""
+        return json.loads((self.folder / "info.json").read_text())  # type: ignore[no-any-return]
 
     @cached_property
     def snapshots(self) -> list[Snapshot]:
@@ -138,13 +194,7 @@ class Recording:
             return [Snapshot(**json.loads(line)) for line in lines]
 
     def counters_at(self, snapshot: Snapshot) -> Counters:
-        return vllm_counters(
-            {
-                key: value
-                for key, value in exposition_samples(snapshot.body).items()
-                if key.startswith("vllm:spec_decode_") and "_created" not in key
-            }
-        )
+        return self.counters(exposition_samples(snapshot.body))
 
     def log_lines(self) -> list[str]:
         with gzip.open(self.log, "rt", encoding="utf-8") as text:
@@ -162,7 +212,7 @@ def line_times(lines: list[str]) -> list[float]:
     first: datetime | None = None
     last = 0.0
     for line in lines:
-        match = VLLM_TIME.search(line)
+        match = VLLM_TIME.search(line) or SGLANG_TIME.search(line)
         if match:
             stamp = datetime.strptime(f"2000-{match[1]}", "%Y-%m-%d %H:%M:%S")
             first = first or stamp
@@ -195,8 +245,16 @@ class SnapshotServer:
 
 
 @contextmanager
-def serve_snapshots(routes: dict[str, list[Snapshot]]) -> Iterator[SnapshotServer]:
-    """``routes``: a path prefix (``/healthy``) -> the snapshots its ``/metrics`` answers."""
+def serve_snapshots(
+    routes: dict[str, list[Snapshot]], info: dict[str, dict[str, Any]] | None = None
+) -> Iterator[SnapshotServer]:
+    """``routes``: a path prefix (``/healthy``) -> the snapshots its ``/metrics`` answers;
+    ``info``: a path (``/server_info``) -> the recorded status and JSON body it answers, as the
+    engine's own info endpoints did (404 for any other path)."""
+    answers = {
+        path: (int(item["status"]), json.dumps(item["body"]).encode())
+        for path, item in (info or {}).items()
+    }
     state = {prefix: 0 for prefix in routes}
     lock = threading.Lock()
     served: list[int] = []
@@ -206,6 +264,14 @@ def serve_snapshots(routes: dict[str, list[Snapshot]]) -> Iterator[SnapshotServe
             pass
 
         def do_GET(self) -> None:
+            if self.path in answers:
+                status, payload = answers[self.path]
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+                return
             prefix, _, rest = self.path.rpartition("/")
             if rest != "metrics" or prefix not in routes:
                 self.send_error(404)
