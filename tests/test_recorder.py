@@ -59,7 +59,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             "/health": b"",
             "/metrics": exposition(),
             "/version": b'{"version": "9.9.9"}',
-            "/server_info": json.dumps({"api_key": "SECRET", "port": port}).encode(),
+            "/server_info": json.dumps({"api_key": "SECRET", "hf_token": "SECRET", "port": port,
+                "speculative_num_draft_tokens": 4}).encode(),
         }
         self.answer(200, bodies[self.path]) if self.path in bodies else self.answer(404, b"{}")
 
@@ -163,7 +164,10 @@ def test_nothing_of_the_machine_or_a_secret_is_kept(recorded: Path) -> None:
         assert SECRET not in text, name
         assert str(recorded.parents[2]) not in text, name  # the models, site and output
         assert re.search(rf"\b{re.escape(socket.gethostname())}\b", text) is None, name
-    assert json.loads(kept["info.json"])["/server_info"]["body"]["api_key"] == "<blanked>"
+    server_info = json.loads(kept["info.json"])["/server_info"]["body"]
+    assert server_info["api_key"] == server_info["hf_token"] == "<blanked>"
+    # a count of tokens is no secret: the replay's doctor --url reads the configuration
+    assert server_info["speculative_num_draft_tokens"] == 4
     manifest = json.loads(kept["manifest.json"])
     assert "$MODELS/target" in manifest["command"]
     assert "$MODELS/target" in kept["server.log.gz"] and "$HOST" in kept["server.log.gz"]

@@ -47,7 +47,9 @@ HOST = "127.0.0.1"
 READY_TIMEOUT_S = 300.0
 CONCURRENCY = 16
 MAX_TOKENS = 48
-SECRET_KEYS = re.compile(r"(api_key|token|secret|password)", re.IGNORECASE)
+# Keys whose values are secrets: an API key, a token (hf_token), a password. Not a key that
+# counts tokens (max_total_tokens): the configuration a recording keeps must stay readable.
+SECRET_KEYS = re.compile(r"(api_key|secret|password|(^|_)token$)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
