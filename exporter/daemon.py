@@ -37,6 +37,9 @@ from exporter.target import Target
 
 log = logging.getLogger("specwatch")
 
+# Targets whose start-up summary is logged (all are on the landing page); a node serves a few.
+SETUP_LOGGED = 8
+
 
 class Source(Protocol):
     ready: threading.Event  # set once lines written from then on are read as new
@@ -178,8 +181,19 @@ class Daemon:
     def tell_setup(self) -> None:
         """Log what each target found (engine, algorithm, draft count, endpoints, baseline)
         at start and whenever it changes: the first minute after pointing specwatch at a
-        server is when a wrong URL or a missing baseline is cheapest to see."""
-        for target in self.targets:
+        server is when a wrong URL or a missing baseline is cheapest to see.
+
+        Only the first ``SETUP_LOGGED`` targets are told: a DaemonSet's sixty targets wrote
+        over 100 kB of these lines in their first seconds (a full stderr pipe stalls the
+        process); the landing page shows every target's."""
+        if not self._told and len(self.targets) > SETUP_LOGGED:
+            log.info(
+                "%d targets: the setup of the first %d is logged, every one's is on the landing "
+                "page",
+                len(self.targets),
+                SETUP_LOGGED,
+            )
+        for target in self.targets[:SETUP_LOGGED]:
             text = setup_text(target)
             if self._told.get(target.name) != text:
                 self._told[target.name] = text

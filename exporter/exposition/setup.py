@@ -47,11 +47,7 @@ def _engine(target: Watched, config: ServerConfig, upstream: UpstreamSnapshot | 
     if target.config.engine != "auto":
         return target.config.engine
     values = upstream.values if upstream is not None else None
-    return (
-        config.engine
-        or target.state.snapshot().engine
-        or (values.engine if values is not None else None)
-    )
+    return config.engine or target.state.engine or (values.engine if values is not None else None)
 
 
 def _engine_words(target: Watched, engine: str | None) -> str:

@@ -270,6 +270,12 @@ class TargetState:
         return self._speculating
 
     @property
+    def engine(self) -> str | None:
+        """The engine of the newest stats line, without a snapshot: the start-up summary asks
+        for it every second, and a snapshot copies the whole state under its lock."""
+        return self._engine
+
+    @property
     def baseline(self) -> Baseline | None:
         """What speed is judged against: the configured baseline, else one learned from this
         node's windows with drafting off (once a band has enough of them)."""
