@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -196,6 +197,8 @@ def test_server_info_gives_config_with_effective_running_cap() -> None:
     info = server_info(speculative_algorithm="eagle", log_level="warning", decode_log_interval=40)
     config = from_server_info(json.loads(info))
     assert config == ServerConfig(
+        engine="sglang",  # only SGLang serves /server_info
+        served_model="moonshotai/Kimi-K2.5",  # its model_path, no served_model_name given
         algorithm="EAGLE",
         draft_model_path="AQ-MedAI/Kimi-K2-Instruct-eagle3",
         num_steps=3,
@@ -288,7 +291,7 @@ def test_local_draft_path_is_read_when_it_exists(tmp_path: Path) -> None:
     config = with_local_draft(ServerConfig(algorithm="EAGLE", draft_model_path=str(folder)))
     assert config.draft_architecture == "LlamaForCausalLMEagle3"
     remote = ServerConfig(draft_model_path="org/does-not-exist-here")
-    assert with_local_draft(remote) == remote
+    assert with_local_draft(remote) == replace(remote, draft_config="absent")
 
 
 def test_merged_prefers_known_newer_fields() -> None:

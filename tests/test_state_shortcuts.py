@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from exporter.analysis.baseline import Baseline
+from exporter.analysis.load_bands import band_of
 from exporter.config import BaselineConfig, TargetConfig
 from exporter.engines.record import LogLine, StatsRecord
 from exporter.engines.server_config import ServerConfig
@@ -80,7 +81,7 @@ def test_a_batch_leaves_the_state_as_its_records_added_one_by_one(
     max_dp_ranks: int,
     restored: list[StatsRecord],
 ) -> None:
-    with mock.patch("time.time", return_value=T0):  # when their evidence starts
+    with mock.patch("exporter.clock.now", return_value=T0):  # when their evidence starts
         batched = TargetState("t", max_dp_ranks)
         single = TargetState("t", max_dp_ranks)
     for state in (batched, single):
@@ -147,7 +148,7 @@ def test_the_sink_applies_held_records_before_anything_else_reaches_the_state(
 ) -> None:
     """Drift and restarts land between the records they came between: a restart starts the
     findings evidence afresh, and the last 200 outcomes decide the drift share."""
-    with mock.patch("time.time", return_value=T0):
+    with mock.patch("exporter.clock.now", return_value=T0):
         held, direct = TargetState("t"), TargetState("t")
         sink = StateSink(held)
         for call, value in calls:
@@ -180,7 +181,7 @@ def test_a_sink_given_a_read_s_records_in_one_call_ends_as_given_them_one_by_one
     calls: list[tuple[str, Any]], bootstrap: bool
 ) -> None:
     """Live and bootstrap sinks alike, records between drift, skips and restarts."""
-    with mock.patch("time.time", return_value=T0):
+    with mock.patch("exporter.clock.now", return_value=T0):
         together, apart = TargetState("t"), TargetState("t")
         sinks = [BootstrapSink(s, T0 - 5) if bootstrap else StateSink(s) for s in (together, apart)]
         for call, value in calls:
@@ -219,7 +220,7 @@ def test_a_decode_of_a_tp_rank_past_0_neither_shows_nor_refreshes_the_last_decod
 def test_without_a_baseline_node_loads_are_skipped_and_nothing_observable_changes(
     batches: list[tuple[list[StatsRecord], float]],
 ) -> None:
-    with mock.patch("time.time", return_value=T0):
+    with mock.patch("exporter.clock.now", return_value=T0):
         full, lean = TargetState("t"), TargetState("t", node_loads=False)
     for records, at in batches:
         full.add_records(records, at)
@@ -232,7 +233,9 @@ def test_without_a_baseline_node_loads_are_skipped_and_nothing_observable_change
     assert repr(observations[0]) == repr(observations[1])
 
 
-def test_only_a_target_with_a_baseline_keeps_the_node_loads_of_its_speedup() -> None:
+def test_every_target_keeps_its_node_loads_for_its_speed_by_band() -> None:
+    """With a baseline they measure the speedup; without one they still feed the per-band
+    throughput a fleet's or a drafting-off baseline is learned from."""
     measured = Target.from_config(TargetConfig(baseline=BaselineConfig(tok_s=500)))
     plain = Target.from_config(TargetConfig())
     ranks = [
@@ -244,4 +247,6 @@ def test_only_a_target_with_a_baseline_keeps_the_node_loads_of_its_speedup() -> 
             target.state.add_records(ranks, T0)
     assert measured.baseline is not None
     assert measured.state.evidence.recent_speedup(measured.baseline) == 1.6
-    assert plain.state.evidence.recent_speedup(BASELINE) is None
+    assert plain.baseline is None
+    band = plain.state.band_speed()["plain"].bands[band_of(16)]
+    assert (band.windows, band.tok_s_sum) == (2, 1600.0)
