@@ -52,6 +52,8 @@ DOCUMENTED_FLAGS = {
     "--model-path", "--speculative-algorithm", "--speculative-draft-model-path",
     "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens",
     "--enable-metrics", "--host", "--port", "--api-key", "--log-requests", "--output-file",
+    # vllm serve, named by the rendered alerts' fixes (the PrometheusRule)
+    "--speculative-config",
     # docker run, and the options of the Dockerfile's RUN and HEALTHCHECK instructions
     "--read-only", "--tmpfs", "--network", "--mount", "--interval", "--timeout", "--start-period",
     "--retries",
