@@ -58,10 +58,6 @@ SHORT_NGRAM_DRAFTS = (
     "num_speculative_tokens, so drafts rebuilt from drafted tokens and the rounded mean "
     "acceptance length (16) fall short of the engine's 23, and the accept length follows"
 )
-UNKNOWN_METHOD = (
-    "with no /server_info (vLLM has none) the method is unknown, yet the collapse is explained "
-    "as an EAGLE draft rejected by the target, with EAGLE-3 fixes"
-)
 SHUTDOWN_TRACEBACKS = (
     "SGLang stopped with SIGINT (Ctrl-C, a container stop) prints KeyboardInterrupt tracebacks "
     "from its scheduler and detokenizer, then 'Finished server process': a clean stop, read "
@@ -437,7 +433,6 @@ def test_doctor_on_the_url_gives_the_accept_length_of_the_engines_counters(
 
 
 @pytest.mark.e2e
-@pytest.mark.xfail(strict=True, reason=UNKNOWN_METHOD)
 def test_doctor_on_the_url_does_not_blame_an_eagle_draft_it_cannot_see() -> None:
     """vLLM's /metrics does not name the method; a collapsed draft model is not an EAGLE."""
     rec = RECORDINGS["vllm-0.24.0/collapsed"]

@@ -50,7 +50,10 @@ def test_every_format_holds_together_as_vllm_computes_it(fmt: str) -> None:
         positions = counts.accept_rate_by_position
         if positions is None:
             continue  # the 0.8.3 line has neither per-position rates nor draft rounds
-        assert counts.drafts == counts.draft_tokens // len(positions)
+        # Drafts may be shorter than k (vLLM counts rounds, not full drafts): never longer, and
+        # never empty.
+        assert counts.drafts is not None
+        assert counts.drafts * len(positions) >= counts.draft_tokens >= counts.drafts
         assert record.accept_length is not None
         assert record.accept_length == pytest.approx(
             1 + counts.accepted_tokens / counts.drafts, abs=0.006
