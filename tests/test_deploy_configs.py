@@ -94,7 +94,12 @@ def test_repository_paths_named_in_deploy_files_exist() -> None:
         for ref in _REPO_PATH.findall(path.read_text(encoding="utf-8", errors="replace"))
     }
     assert len(referenced) > 5, "the pattern no longer finds the references"
-    missing = [(where, ref) for where, ref in sorted(referenced) if not (REPO / ref).exists()]
+    # A path is the repository's, or (a link of a page in docs/) its own folder's.
+    missing = [
+        (where, ref)
+        for where, ref in sorted(referenced)
+        if not ((REPO / ref).exists() or (REPO / where).parent.joinpath(ref).exists())
+    ]
     assert not missing, missing
 
 

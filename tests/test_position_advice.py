@@ -101,7 +101,8 @@ def test_the_draft_token_note_reads_the_measured_acceptance_as_the_finding_does(
     assert "to 2 " in finding["fix"] and "estimated 1.81x" in finding["fix"]
     [note] = [n for n in report["notes"] if n.startswith("draft tokens: ")]
     assert "measured acceptance by position: 0.80, 0.60, 0.04, 0.02, 0.01" in note
-    assert "Fewer draft tokens would help: about 3 (estimated 1.81x)" in note
+    # In vLLM's own terms, as the finding's fix: 2 speculative tokens (3 verified positions).
+    assert "Fewer draft tokens would help: about 2 speculative tokens (estimated 1.81x)" in note
     assert "about 9%" not in note
     [schedule] = [n for n in report["notes"] if n.startswith("Draft steps by load")]
     assert "8-31 running: 2 (5 now, est. 1.81x)" in schedule

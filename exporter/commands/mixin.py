@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     # pydantic and grafana-foundation-sdk: imported only by the command that needs them.
-    from exporter.mixin.render import render, write
+    from exporter.mixin.render import MAKE_MIXIN, render, write
     from exporter.mixin_config import load_mixin_config
     from exporter.settings import ConfigError
 
@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out: {args.out} is not a directory")
     try:
-        made_by = "specwatch mixin" + (f" --config {args.config}" if args.config else "")
+        # Without a config it renders exactly the repository's copy, and says so alike.
+        made_by = f"specwatch mixin --config {args.config}" if args.config else MAKE_MIXIN
         written = write(render(config, made_by), args.out)
     except OSError as exc:
         raise UsageError(f"--out: cannot write {exc.filename}: {exc.strerror}") from None
