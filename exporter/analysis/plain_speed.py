@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from exporter.analysis.baseline import Baseline
+from exporter.analysis.baseline import DRAFTING_OFF, Baseline
 from exporter.analysis.load_bands import PLAIN_BANDS, band_of
 
 # Windows a band needs from one source before its throughput stands for the band: a decode
@@ -128,3 +128,10 @@ def curve_text(points: list[LearnedPoint]) -> str:
 def _number(value: float) -> str:
     """Running requests to a tenth, tok/s to a whole token: what the figures can tell."""
     return f"{round(value, 1):g}" if value < 100 else f"{round(value):d}"
+
+
+def drafting_off_baseline(speed: PlainSpeed) -> Baseline | None:
+    """The baseline a node's drafting-off moments teach: their throughput divided by
+    ``1 - DRAFTING_OFF_COST``, for the bands with enough of them; one rule for the daemon,
+    ``doctor`` and ``report``."""
+    return speed.baseline(DRAFTING_OFF, DRAFTING_OFF_WORDS, factor=1 / (1 - DRAFTING_OFF_COST))

@@ -19,7 +19,7 @@ from functools import reduce
 from operator import add, attrgetter
 
 from exporter.analysis.algorithms import config_standard
-from exporter.analysis.baseline import DRAFTING_OFF, Baseline
+from exporter.analysis.baseline import Baseline
 from exporter.analysis.breakeven import Assessment, advise, advise_measured
 from exporter.analysis.findings import DecodeSample, Observations, evaluate
 from exporter.analysis.findings.draft_tokens import position_profile
@@ -34,10 +34,9 @@ from exporter.analysis.judge import (
 from exporter.analysis.load_bands import band_of
 from exporter.analysis.node import Moment, NodeMoments, speaks_for_node
 from exporter.analysis.plain_speed import (
-    DRAFTING_OFF_COST,
-    DRAFTING_OFF_WORDS,
     MIN_BAND_WINDOWS,
     PlainSpeed,
+    drafting_off_baseline,
 )
 from exporter.analysis.schedule import advise_bands, schedule_text
 from exporter.analysis.thresholds import DEFAULT, MIN_WINDOWS, Thresholds
@@ -296,9 +295,7 @@ class ReportBuilder(RecordSink):
         speed.add(running, tput)
         band = speed.bands[band_of(running)].windows
         if band == MIN_BAND_WINDOWS or (band > MIN_BAND_WINDOWS and band % 64 == 0):
-            self._learned = speed.baseline(
-                DRAFTING_OFF, DRAFTING_OFF_WORDS, factor=1 / (1 - DRAFTING_OFF_COST)
-            )
+            self._learned = drafting_off_baseline(speed)
 
     def _close_run(self, config: ServerConfig) -> None:
         """The run so far is over (a restart, or the end of the log); judge it by the

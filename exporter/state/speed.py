@@ -19,16 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from exporter.analysis.baseline import DRAFTING_OFF, Baseline
+from exporter.analysis.baseline import Baseline
 from exporter.analysis.node import speaks_for_node
 from exporter.analysis.plain_speed import (
     DRAFTING,
-    DRAFTING_OFF_COST,
     DRAFTING_OFF_MODE,
-    DRAFTING_OFF_WORDS,
     MODES,
     PLAIN,
     PlainSpeed,
+    drafting_off_baseline,
 )
 from exporter.engines.record import StatsRecord, logged_seconds
 from exporter.state.evidence import NodeLoad
@@ -106,9 +105,7 @@ class SpeedCounters:
             bands[DRAFTING_OFF_MODE if off else moment_mode].add(running, tput)
             learn = learn or off
         if learn and self._configured is None:
-            self._learned = bands[DRAFTING_OFF_MODE].baseline(
-                DRAFTING_OFF, DRAFTING_OFF_WORDS, factor=1 / (1 - DRAFTING_OFF_COST)
-            )
+            self._learned = drafting_off_baseline(bands[DRAFTING_OFF_MODE])
 
     def restart(self) -> None:
         """A new server run: no line of it has a predecessor to measure a gap from."""
