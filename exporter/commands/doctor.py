@@ -30,6 +30,7 @@ from exporter.analysis.findings import (
     Observations,
     evaluate,
 )
+from exporter.analysis.findings.server_life import metrics_left_off
 from exporter.analysis.judge import (
     Case,
     Judgement,
@@ -256,13 +257,14 @@ def diagnose(args: argparse.Namespace) -> Diagnosis:
 
 
 def _check_endpoints(url: str, found: Probe, diagnosis: Diagnosis) -> None:
-    """Each endpoint as found, and a failure as a problem, but SGLang's /metrics answering 404:
-    the metrics_endpoint_disabled finding says that one with its fix."""
+    """Each endpoint as found, and a failure as a problem, but a /metrics answering 404 from
+    a server whose engine serves it only when switched on: the metrics_endpoint_disabled
+    finding says that one with its fix."""
     snap = found.snapshot
-    known_sglang = snap.config is not None and snap.config.engine == "sglang"
+    left_off = snap.config is not None and metrics_left_off(snap.config) is not None
     for name, status in snap.endpoints.items():
         diagnosis.sources[name] = "ok" if status.up else f"down ({status.error})"
-        disabled = name == "metrics" and snap.metrics_endpoint == "missing" and known_sglang
+        disabled = name == "metrics" and snap.metrics_endpoint == "missing" and left_off
         if not status.up and not disabled:
             diagnosis.problems.append(
                 f"{found.scraper.endpoints.base or url} {name}: {status.error}"

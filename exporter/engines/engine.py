@@ -118,6 +118,10 @@ class Engine(Protocol):
     # (SGLang's speculative_num_steps, vLLM's num_speculative_tokens): how the start-up
     # summary says what the server drafts, in the words of the flags that set it.
     draft_settings: Mapping[str, str]
+    # The flag that turns its /metrics on, where it serves none unless told (SGLang's
+    # ``--enable-metrics``); None where its /metrics is always served. A 404 at /metrics from
+    # such an engine's server is that switch left off; from any other, a wrong URL.
+    metrics_switch: str | None
 
     # Fix texts by the change they name, in this engine's own flags; findings join every
     # engine's phrase: ``eagle3_algorithm``, ``speculative_tokens``, ``log_stats``. An engine

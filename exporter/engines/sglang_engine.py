@@ -212,6 +212,7 @@ class SGLang:
     name = NAME
     title = "SGLang"
     server_info = True
+    metrics_switch: str | None = "--enable-metrics"
     draft_settings = MappingProxyType(
         {
             "speculative_num_steps": "num_steps",

@@ -19,6 +19,7 @@ class Trtllm:
     name = "trtllm"
     title = "TensorRT-LLM"
     server_info = False
+    metrics_switch: str | None = None
     draft_settings = MappingProxyType({"max_draft_len": "num_steps"})
     markers: tuple[bytes, ...] = ()
     start_markers: tuple[bytes, ...] = ()

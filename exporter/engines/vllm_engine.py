@@ -76,6 +76,7 @@ class Vllm:
     name = vllm.NAME
     title = "vLLM"
     server_info = False
+    metrics_switch: str | None = None
     draft_settings = MappingProxyType({"num_speculative_tokens": "num_steps"})
     markers = _OWN_MARKERS
     start_markers = vllm.EVENT_MARKERS  # the engine's configuration and the API server's arguments

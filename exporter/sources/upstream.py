@@ -587,6 +587,14 @@ def _tried_text(tried: list[tuple[str, ScrapeError]]) -> str:
     return ", ".join(f"{exc} at {urlsplit(url).path or '/'}" for url, exc in tried)
 
 
+# What a 404 at /metrics may also mean: an engine that serves it only when switched on.
+_SWITCHES = "".join(
+    f"; {engine.title} serves /metrics only when started with {engine.metrics_switch}"
+    for engine in registry.ENGINES
+    if engine.metrics_switch
+)
+
+
 def _none_answered(endpoint: str, tried: list[tuple[str, ScrapeError]]) -> ScrapeError:
     """The failure of an endpoint none of whose URLs answered: what was tried and, for 404s,
     what to give instead (a wrong URL is the likely cause, not the server)."""
@@ -596,8 +604,7 @@ def _none_answered(endpoint: str, tried: list[tuple[str, ScrapeError]]) -> Scrap
     if len(not_found) == len(tried):
         text += (
             ": no metrics there; give the server's base URL (url:, --url) or its metrics URL "
-            "(metrics_url:, --metrics-url); SGLang serves /metrics only when started with "
-            "--enable-metrics"
+            f"(metrics_url:, --metrics-url){_SWITCHES}"
             if endpoint == "metrics"
             else ": no server info there; give the server's base URL (url:, --url)"
         )

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from exporter.analysis.algorithms import engine_fix, own_fix
 from exporter.analysis.findings.shapes import Finding, Observations
+from exporter.engines import registry
 from exporter.engines.ending import Ending
+from exporter.engines.engine import Engine
+from exporter.engines.server_config import ServerConfig
 
 SILENT_PREFILLS = 3  # real prefill batches with no decode line since
 SILENT_SECONDS = 120.0
@@ -164,28 +167,40 @@ def log_format_unrecognized(obs: Observations) -> Finding | None:
     )
 
 
+def metrics_left_off(config: ServerConfig) -> Engine | None:
+    """The engine whose switch for ``/metrics`` this server may have left off: the one that
+    logged its run, where that engine serves ``/metrics`` only when told (its
+    ``metrics_switch``) and the server's arguments do not say it was told. Elsewhere a 404 at
+    ``/metrics`` is a wrong URL, and the server has nothing to fix. Arguments that name no
+    engine yet say their metrics are off only in an engine that has such a switch."""
+    if config.enable_metrics:
+        return None
+    engine = registry.BY_NAME.get(config.engine or "")
+    if engine is None and config.enable_metrics is False:
+        engine = next((each for each in registry.ENGINES if each.metrics_switch), None)
+    return engine if engine is not None and engine.metrics_switch else None
+
+
 def metrics_endpoint_disabled(obs: Observations) -> Finding | None:
-    """SGLang's metrics are off: its arguments say so, or its ``/metrics`` answers 404 (or
-    holds none of its series). Only of a server known to be SGLang that does not say its
-    metrics are on: elsewhere a 404 means a wrong URL, and the server has nothing to fix
-    (the endpoint's own error says what was tried and what to give)."""
+    """The server's metrics are off: its arguments say so, or its ``/metrics`` answers 404 (or
+    holds none of its series) while its engine serves them only when switched on (the
+    endpoint's own error says what was tried and what to give otherwise)."""
+    engine = metrics_left_off(obs.config)
+    if engine is None or engine.metrics_switch is None:
+        return None
     if obs.config.enable_metrics is False:
-        seen = "enable_metrics=False in the server arguments."
-    elif (
-        obs.metrics_endpoint in ("missing", "empty")
-        and obs.config.engine == "sglang"
-        and obs.config.enable_metrics is None
-    ):
+        seen = f"The server's arguments leave {engine.metrics_switch} off."
+    elif obs.metrics_endpoint in ("missing", "empty"):
         seen = f"/metrics is {obs.metrics_endpoint}."
     else:
         return None
     return Finding(
         code="metrics_endpoint_disabled",
-        summary="SGLang's /metrics endpoint is off",
+        summary=f"{engine.title}'s /metrics endpoint is off",
         seen=seen,
         why=(
-            "specwatch still works from the log, but SGLang's own gauges (queue, CUDA-graph "
-            "pass counters) are a second source when the log is quiet or rotated away."
+            f"specwatch still works from the log, but {engine.title}'s own gauges are a "
+            "second source when the log is quiet or rotated away."
         ),
-        fix="Restart the server with --enable-metrics.",
+        fix=f"Restart the server with {engine.metrics_switch}.",
     )

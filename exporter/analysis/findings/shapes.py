@@ -11,6 +11,7 @@ from statistics import fmean
 from exporter.analysis.ranks import RankAccept
 from exporter.analysis.request_share import RecentShare
 from exporter.analysis.thresholds import DEFAULT, Thresholds
+from exporter.engines import registry
 from exporter.engines.ending import Ending
 from exporter.engines.record import SPEC_STEPS, StatsRecord, drafting_off
 from exporter.engines.server_config import ServerConfig
@@ -82,7 +83,9 @@ EXPLANATIONS: dict[str, str] = {
         "stats interval is off. Log at info with a decode log interval."
     ),
     "metrics_endpoint_disabled": (
-        "The server's /metrics endpoint is missing: start it with --enable-metrics."
+        "The server's /metrics endpoint is missing: start it with "
+        + " or ".join(each.metrics_switch for each in registry.ENGINES if each.metrics_switch)
+        + "."
     ),
     "log_format_unrecognized": (
         "Stats lines the parser cannot read: the log format drifted after an upgrade."
