@@ -17,9 +17,9 @@ import random
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from exporter.simulate.formats import DEFAULT_ERA, ERAS
+from exporter.engines.sglang_sim.eras import DEFAULT_ERA, ERAS
+from exporter.engines.sglang_sim.startup import startup
 from exporter.simulate.scenarios import SCENARIOS
-from exporter.simulate.startup import startup
 
 # Prompt words; "decode" and "batch" appear, so prompts brush against the stats markers.
 PROMPT = (

@@ -15,8 +15,8 @@ from exporter.analysis.breakeven import (
     DEFAULT_COST_PER_DRAFT_TOKEN,
     assess,
     expected_speedup,
-    per_position_acceptance,
 )
+from exporter.engines.chain import per_position_acceptance
 
 
 def test_undertrained_drafter_with_16_tokens_should_use_fewer() -> None:

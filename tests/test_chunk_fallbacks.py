@@ -12,8 +12,9 @@ import pytest
 
 from exporter.engines.record import LogLine, StatsRecord
 from exporter.engines.sglang_chunk import FALLBACKS
+from exporter.engines.sglang_sim.eras import ERAS
 from exporter.parse.pipeline import LineProcessor, RecordSink
-from exporter.simulate import ERAS, generate
+from exporter.simulate import generate
 from exporter.state.feed import StateSink
 from exporter.state.target_state import TargetState
 from tests.support.docs import doc

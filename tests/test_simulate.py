@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
+from exporter.engines.sglang_sim.eras import ERAS
 from exporter.parse.envelopes import EnvelopeDecoder
-from exporter.simulate import ERAS, SCENARIOS, events, generate
+from exporter.simulate import SCENARIOS, events, generate
 from exporter.simulate.envelope import wrap
 
 DURATION = 240.0  # seconds of simulated log: 40+ decode windows for every scenario

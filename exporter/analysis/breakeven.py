@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from exporter.engines import registry
+from exporter.engines.chain import accepted_drafts, per_position_acceptance
 
 Verdict = Literal["more", "fewer", "ok"]
 
@@ -150,31 +151,10 @@ def advise_measured(
     )
 
 
-def per_position_acceptance(accept_length: float, num_draft_tokens: int) -> float:
-    """Solve ``1 + a + a**2 + ... + a**(N-1) = AL`` for ``a`` in [0, 1] by bisection."""
-    target = accept_length - 1.0
-    if target <= 0:
-        return 0.0
-    if target >= num_draft_tokens - 1:
-        return 1.0
-    low, high = 0.0, 1.0
-    for _ in range(60):
-        mid = (low + high) / 2
-        if _accepted_drafts(mid, num_draft_tokens) < target:
-            low = mid
-        else:
-            high = mid
-    return (low + high) / 2
-
-
 def expected_speedup(alpha: float, cost_per_draft_token: float, num_draft_tokens: int) -> float:
     """Tokens per round over round cost; 1 token per 1 step (no speculation) at ``n == 1``."""
-    tokens = 1.0 + _accepted_drafts(alpha, num_draft_tokens)
+    tokens = 1.0 + accepted_drafts(alpha, num_draft_tokens)
     return tokens / (1.0 + cost_per_draft_token * (num_draft_tokens - 1))
-
-
-def _accepted_drafts(alpha: float, num_draft_tokens: int) -> float:
-    return sum(alpha**i for i in range(1, num_draft_tokens))
 
 
 def _cost_per_draft_token(accept_length: float, n: int, speedup: float | None) -> float:

@@ -1,4 +1,4 @@
-"""``specwatch simulate``: write a realistic SGLang server log for one incident scenario.
+"""``specwatch simulate``: write a realistic server log for one incident scenario.
 
 Two modes. By default the whole log is written at once with simulated, reproducible stamps
 (same seed, same bytes). With ``--real-time`` (implied by ``--rate`` or ``--speed``) lines are
@@ -17,19 +17,21 @@ from typing import TextIO
 from exporter.commands import COMMANDS
 from exporter.commands.usage import UsageError
 from exporter.simulate import (
-    DEFAULT_ERA,
+    DEFAULT_ENGINE,
     ENGINES,
     ENVELOPES,
-    ERAS,
     FORMATS,
     SCENARIOS,
-    engine_events,
+    events,
     generate,
     logging_requests,
+    playable,
+    refusal,
     scenario,
-    vllm,
+    simulation,
 )
 from exporter.simulate.realtime import speed_for_rate, write_live
+from exporter.simulate.scenarios import Scenario
 
 DEFAULT_DURATION = 300.0
 
@@ -62,14 +64,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--engine",
         choices=ENGINES,
-        default="sglang",
-        help="the server to simulate (default sglang)",
+        default=DEFAULT_ENGINE,
+        help=f"the server to simulate (default {DEFAULT_ENGINE})",
     )
+    defaults = ", ".join(f"{simulation(name).default_format} for {name}" for name in ENGINES)
     parser.add_argument(
         "--format-version",
-        choices=[*ERAS, *vllm.FORMATS],
-        help=f"how the stats lines are written (default {DEFAULT_ERA}, or "
-        f"{vllm.DEFAULT_FORMAT} with --engine vllm)",
+        choices=[fmt for formats in FORMATS.values() for fmt in formats],
+        help=f"how the stats lines are written (default: {defaults})",
     )
     parser.add_argument(
         "--envelope",
@@ -80,8 +82,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--log-requests",
         choices=("text", "json"),
-        help="the server logs each finished request (SGLang --log-requests, in this "
-        "--log-requests-format); the hidden-share scenario logs them as text unless told",
+        help="the server logs each finished request, in this format (where its engine can); "
+        "the hidden-share scenario logs them as text unless told",
     )
     parser.add_argument("--real-time", action="store_true", help="pace lines like a live server")
     parser.add_argument("--speed", type=float, help="real-time speed factor (implies --real-time)")
@@ -102,18 +104,13 @@ def run(args: argparse.Namespace) -> int:
         _positive(args, name)
     if args.speed is not None and args.rate is not None:
         raise UsageError("--rate and --speed both set the pace; give one of them")
-    chosen = scenario(args.scenario)
-    _check_engine(args)
-    if args.log_requests is not None:
-        chosen = logging_requests(chosen, args.log_requests)
+    chosen = _playable(args)
     with _output(args.out) as out:
         if args.real_time or args.speed is not None or args.rate is not None:
             speed = args.speed or 1.0
             if args.rate is not None:
-                speed = speed_for_rate(chosen, args.rate, args.engine)
-            source = engine_events(
-                chosen, engine=args.engine, seed=args.seed, fmt=args.format_version
-            )
+                speed = speed_for_rate(chosen, args.rate, simulation(args.engine))
+            source = events(chosen, engine=args.engine, seed=args.seed, fmt=args.format_version)
             write_live(source, out, envelope=args.envelope, speed=speed, duration=args.duration)
         else:
             lines = generate(
@@ -129,19 +126,25 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_engine(args: argparse.Namespace) -> None:
-    """Scenario and format must exist for the chosen engine; one line names what does."""
-    if args.engine == "vllm" and args.log_requests is not None:
-        raise UsageError("--log-requests is SGLang's: vLLM logs no finished requests")
-    if args.engine == "vllm" and args.scenario not in vllm.VLLM_SCENARIOS:
-        known = ", ".join(vllm.VLLM_SCENARIOS)
-        raise UsageError(f"--scenario {args.scenario} is SGLang's own; with vLLM: {known}")
+def _playable(args: argparse.Namespace) -> Scenario:
+    """The scenario as asked, which the engine must be able to play in the format asked;
+    one line names what it can otherwise."""
+    chosen = scenario(args.scenario)
+    why = refusal(chosen, args.engine)
+    if why is not None:
+        known = ", ".join(playable(args.engine))
+        raise UsageError(f"--scenario {args.scenario}: {why}; with {args.engine}: {known}")
+    if args.log_requests is not None:
+        chosen = logging_requests(chosen, args.log_requests)
+        if (why := refusal(chosen, args.engine)) is not None:
+            raise UsageError(f"--log-requests: {why}")
     formats = FORMATS[args.engine]
     if args.format_version is not None and args.format_version not in formats:
         raise UsageError(
             f"--format-version {args.format_version} is not {args.engine}'s; "
             f"known: {', '.join(formats)}"
         )
+    return chosen
 
 
 @contextmanager

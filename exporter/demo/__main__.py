@@ -1,7 +1,7 @@
 """``python -m exporter.demo``: run the stack, narrate until the deadline or Ctrl-C, clean up.
 
 Environment: ``DEMO_SECONDS`` (stop after this many seconds), ``DEMO_SCENARIO`` (another
-simulator scenario).
+simulator scenario), ``DEMO_ENGINE`` (another engine whose log the simulator writes).
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from exporter.demo.loopback import fetch
 from exporter.demo.narrator import Narrator, read_metrics
 from exporter.demo.prometheus import alert_states
 from exporter.demo.stack import Demo
-from exporter.simulate import ENGINES, SCENARIOS
-from exporter.simulate.vllm import VLLM_SCENARIOS
+from exporter.simulate import DEFAULT_ENGINE, ENGINES, playable
 
 POLL_SECONDS = 3.0
 
@@ -74,11 +73,11 @@ def main() -> int:
         print("demo: DEMO_SECONDS must be a positive number of seconds", file=sys.stderr)
         return 2
     scenario = os.environ.get("DEMO_SCENARIO", "recovery")
-    engine = os.environ.get("DEMO_ENGINE", "sglang")
+    engine = os.environ.get("DEMO_ENGINE", DEFAULT_ENGINE)
     if engine not in ENGINES:
         print(f"demo: DEMO_ENGINE must be one of {', '.join(ENGINES)}", file=sys.stderr)
         return 2
-    known = VLLM_SCENARIOS if engine == "vllm" else tuple(SCENARIOS)
+    known = playable(engine)
     if scenario not in known:
         print(f"demo: DEMO_SCENARIO must be one of {', '.join(known)}", file=sys.stderr)
         return 2

@@ -17,7 +17,8 @@ from exporter.demo.loopback import Ports, fetch, wait_until
 from exporter.demo.processes import Processes
 from exporter.demo.prometheus import prometheus_settled
 from exporter.demo.webhook import start_webhook, stop_webhook
-from exporter.simulate import SCENARIOS
+from exporter.engines import registry
+from exporter.simulate import DEFAULT_ENGINE, SCENARIOS
 
 
 def alerting_tools() -> tuple[str, str] | None:
@@ -30,7 +31,7 @@ def alerting_tools() -> tuple[str, str] | None:
 
 
 class Demo:
-    def __init__(self, workdir: Path, scenario: str, engine: str = "sglang") -> None:
+    def __init__(self, workdir: Path, scenario: str, engine: str = DEFAULT_ENGINE) -> None:
         self.workdir = workdir
         self.scenario = SCENARIOS[scenario]
         self.engine = engine
@@ -47,7 +48,7 @@ class Demo:
         """Exporter first (so it reads the new log from its first byte), then the server."""
         log = self.workdir / f"{self.engine}-server.log"
         say(f"specwatch demo: scenario '{self.scenario.name}' ({self.scenario.summary})")
-        say(f"  simulated {'vLLM' if self.engine == 'vllm' else 'SGLang'} log: {log}")
+        say(f"  simulated {registry.engine(self.engine).title} log: {log}")
         exporter = self.processes.spawn("exporter", self._exporter_argv(log))
         up = wait_until(
             lambda: exporter.proc.poll() is not None or fetch(self.metrics_url) is not None, 20

@@ -8,6 +8,7 @@ restart, not a negative rate, and a position label is hostile input until it is 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -19,6 +20,9 @@ MAX_ACCEPT_LENGTH = 64.0
 # Positions beyond this are not a real drafter (k is single-digit in practice); each position
 # is a series of specwatch's own, so the label's values stay bounded whatever the server says.
 MAX_POSITIONS = 32
+# A target's metrics_prefix as the config takes it and detection accepts it: a metric name's
+# start, where a server writes an engine's schema under names of its own.
+PREFIX_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_:]{0,62}[_:]$")
 
 
 def total(samples: Samples, names: Iterable[str]) -> float | None:

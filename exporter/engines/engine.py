@@ -15,6 +15,7 @@ from typing import Protocol, runtime_checkable
 
 from exporter.engines.events import Event
 from exporter.engines.record import LogLine, RequestRecord, StatsRecord, UpstreamValues
+from exporter.engines.simulation import Simulation
 
 # A /metrics exposition: samples by metric name, each its labels and value.
 Samples = Mapping[str, list[tuple[dict[str, str], float]]]
@@ -137,6 +138,9 @@ class Engine(Protocol):
     # old to new (SGLang's ``sglang:`` and ``sglang_``), applied to a scrape before any reader
     # claims it.
     metric_name_folds: Mapping[str, str]
+    # How it writes a scenario's server runs as its log (``specwatch simulate``, the demo,
+    # the tests and benchmarks); None for an engine whose log is not read.
+    simulation: Simulation | None
 
     def no_accept_length(self, algorithm: str | None, started: bool) -> str:
         """Why a run of its log shows no accept length, in its words: ``algorithm`` is the

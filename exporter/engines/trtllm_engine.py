@@ -12,6 +12,7 @@ from types import MappingProxyType
 
 from exporter.engines.engine import BandSteps, Deliveries, LogReader, UpstreamReader
 from exporter.engines.events import Event
+from exporter.engines.simulation import Simulation
 from exporter.engines.trtllm_upstream import PREFIX, TrtllmUpstream, algorithm
 
 
@@ -34,6 +35,7 @@ class Trtllm:
 
     off_cause = ""
     metric_name_folds: Mapping[str, str] = {}
+    simulation: Simulation | None = None
 
     def no_accept_length(self, algorithm: str | None, started: bool) -> str:
         return "specwatch reads no TensorRT-LLM log"

@@ -15,6 +15,8 @@ from exporter.engines.events import (
     StatsLoggingOff,
 )
 from exporter.engines.record import LogLine, StatsRecord, Unrecognized
+from exporter.engines.simulation import Simulation
+from exporter.engines.vllm_sim import SIMULATION
 from exporter.engines.vllm_upstream import VllmUpstream
 
 _OWN_MARKERS = vllm.STATS_MARKERS + vllm.EVENT_MARKERS
@@ -109,6 +111,7 @@ class Vllm:
 
     off_cause = "per-batch-size schedule"
     metric_name_folds: Mapping[str, str] = {}
+    simulation: Simulation | None = SIMULATION
 
     def no_accept_length(self, algorithm: str | None, started: bool) -> str:
         """A start seen without a speculative method says it does not speculate; 0.8.3 and

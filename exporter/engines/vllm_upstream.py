@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass
 
 from exporter.engines.counters import (
+    PREFIX_RE,
     Rates,
     accept_length,
     accept_ratio,
@@ -62,8 +63,6 @@ _BOUNDS = {
     **dict.fromkeys(KV_USAGE, "ratio"),
 }
 _BOUNDED_ENDS = tuple(_BOUNDS)
-# A prefix as the config takes it and detection accepts it: a metric name's start.
-PREFIX_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_:]{0,62}[_:]$")
 LLAMA_CPP_PREFIX = "llamacpp:"
 _LLAMA_CPP = ServerConfig(algorithm="llama.cpp")
 _DRAFTS_NAME = re.compile(rf"^(.{{1,64}}?){DRAFTS}(?:_total)?$")

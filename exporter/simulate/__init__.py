@@ -1,46 +1,48 @@
-"""A realistic SGLang server log for each incident scenario (``specwatch simulate``).
+"""A realistic server log for each incident scenario (``specwatch simulate``).
 
 The simulator is the demo's server, the end-to-end tests' load and the benchmarks' input, so
-it writes real line formats (per SGLang era, optionally in a container envelope) with values
-that agree with each other. Python users call :func:`generate`; the intended values of each
-scenario are in :data:`SCENARIOS`.
+it writes real line formats (per release, optionally in a container envelope) with values
+that agree with each other. Each engine writes its own lines (its ``simulation``); this
+package chooses the engine from the registry, cuts, stamps and wraps what it writes. Python
+users call :func:`generate`; the intended values of each scenario are in :data:`SCENARIOS`.
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
-from itertools import chain
+from itertools import takewhile
+from types import MappingProxyType
 
 from exporter.engines import registry
-from exporter.simulate import vllm
+from exporter.engines.simulation import SimulatedLine, Simulation
 from exporter.simulate.envelope import ENVELOPES, wrap
-from exporter.simulate.events import LogEvent
-from exporter.simulate.formats import DEFAULT_ERA, ERAS, Era
 from exporter.simulate.scenarios import SCENARIOS, Scenario, logging_requests
-from exporter.simulate.startup import startup
-from exporter.simulate.traffic import Traffic
 
 __all__ = [
-    "DEFAULT_ERA",
+    "DEFAULT_ENGINE",
     "ENGINES",
     "ENVELOPES",
-    "ERAS",
     "FORMATS",
     "SCENARIOS",
     "events",
     "generate",
     "logging_requests",
+    "playable",
+    "refusal",
     "scenario",
+    "simulation",
 ]
 
-# The formats of each engine whose logs the simulator writes; it offers the registry's
-# engines it has been taught (an engine specwatch only scrapes has no log to write).
-FORMATS: dict[str, tuple[str, ...]] = {"sglang": tuple(ERAS), "vllm": tuple(vllm.FORMATS)}
-ENGINES = tuple(name for name in registry.NAMES if name in FORMATS)
-
-RESTART_SECONDS = 4.0  # between the last line of one server run and the next launch
+# Every engine whose log is read writes it (an engine specwatch only scrapes has none).
+SIMULATIONS: Mapping[str, Simulation] = MappingProxyType(
+    {engine.name: engine.simulation for engine in registry.ENGINES if engine.simulation}
+)
+ENGINES = tuple(SIMULATIONS)
+# The formats (``--format-version``) of each engine.
+FORMATS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {name: tuple(each.formats) for name, each in SIMULATIONS.items()}
+)
 
 
 def scenario(name: str) -> Scenario:
@@ -51,44 +53,52 @@ def scenario(name: str) -> Scenario:
         raise KeyError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}") from None
 
 
+def simulation(engine: str) -> Simulation:
+    """The simulation of ``engine``; a KeyError names the engines that have one."""
+    try:
+        return SIMULATIONS[engine]
+    except KeyError:
+        raise KeyError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}") from None
+
+
+def refusal(chosen: Scenario, engine: str) -> str | None:
+    """Why ``engine`` cannot play ``chosen``, in its words; None when it can."""
+    writer = simulation(engine)
+    return next(filter(None, (writer.cannot(phase) for phase in chosen.phases)), None)
+
+
+def playable(engine: str) -> tuple[str, ...]:
+    """The scenarios ``engine`` can play."""
+    return tuple(name for name, each in SCENARIOS.items() if refusal(each, engine) is None)
+
+
+# Written unless an engine is named: the first that plays every scenario, so that every
+# scenario runs without one.
+DEFAULT_ENGINE = next(name for name in ENGINES if len(playable(name)) == len(SCENARIOS))
+
+
 def events(
-    chosen: Scenario, *, seed: int = 0, era: Era | None = None, duration: float | None = None
-) -> Iterator[LogEvent]:
-    """Lines in time order on a simulated clock starting at 0; ``duration`` None is endless."""
-    era = era or ERAS[DEFAULT_ERA]
-    rng = random.Random(seed)
-    offset = 0.0
-    for index, phase in enumerate(chosen.phases):
-        boot = startup(phase.deployment, era, rng, offset, warm=index > 0)
-        first_request = boot[-1].offset + 1.0
-        until = None if phase.traffic_seconds is None else first_request + phase.traffic_seconds
-        traffic = Traffic(phase, era, rng, now=first_request)
-        for event in chain(boot, traffic.events(until)):
-            if duration is not None and event.offset > duration:
-                return
-            yield event
-        offset = traffic.now + RESTART_SECONDS
-
-
-def engine_events(
     chosen: Scenario,
     *,
-    engine: str = "sglang",
+    engine: str = DEFAULT_ENGINE,
     seed: int = 0,
     fmt: str | None = None,
     duration: float | None = None,
-) -> Iterator[LogEvent]:
-    """:func:`events` for SGLang (``fmt`` an era of :data:`ERAS`) or vLLM (one of
-    ``vllm.FORMATS``); a KeyError names what that engine knows."""
-    if engine == "vllm":
-        fmt = fmt or vllm.DEFAULT_FORMAT
-        if fmt not in vllm.FORMATS:
-            raise KeyError(f"unknown vLLM format {fmt!r}; known: {', '.join(vllm.FORMATS)}")
-        return vllm.events(chosen, seed=seed, fmt=fmt, duration=duration)
-    fmt = fmt or DEFAULT_ERA
-    if fmt not in ERAS:
-        raise KeyError(f"unknown SGLang format {fmt!r}; known: {', '.join(ERAS)}")
-    return events(chosen, seed=seed, era=ERAS[fmt], duration=duration)
+) -> Iterator[SimulatedLine]:
+    """Lines in time order on a simulated clock starting at 0; ``duration`` None is endless.
+
+    A KeyError names what ``engine`` knows: its formats, or why it cannot play ``chosen``.
+    """
+    writer = simulation(engine)
+    fmt = fmt or writer.default_format
+    if fmt not in writer.formats:
+        raise KeyError(f"unknown {engine} format {fmt!r}; known: {', '.join(writer.formats)}")
+    if (why := refusal(chosen, engine)) is not None:
+        raise KeyError(f"scenario {chosen.name!r} cannot be played by {engine}: {why}")
+    lines = writer.lines(chosen.phases, seed=seed, fmt=fmt)
+    if duration is None:
+        return lines
+    return takewhile(lambda line: line.offset <= duration, lines)
 
 
 def generate(
@@ -99,19 +109,21 @@ def generate(
     fmt: str | None = None,
     start: datetime | None = None,
     envelope: str = "plain",
-    engine: str = "sglang",
+    engine: str = DEFAULT_ENGINE,
     log_requests: str | None = None,
 ) -> Iterator[str]:
     """The log's physical lines (without newline), stamped from ``start``.
 
-    ``start`` defaults to a fixed base time per era, so the same seed gives the same bytes.
-    ``log_requests`` (``text`` or ``json``): the server logs each finished request so.
+    ``start`` defaults to a fixed base time per format, so the same seed gives the same
+    bytes. ``log_requests`` (``text`` or ``json``): the server logs each finished request so.
     """
     chosen = scenario(name)
     if log_requests is not None:
         chosen = logging_requests(chosen, log_requests)
-    source = engine_events(chosen, engine=engine, seed=seed, fmt=fmt, duration=duration)
-    base = start or (vllm.BASE_TIME if engine == "vllm" else ERAS[fmt or DEFAULT_ERA].base_time)
+    writer = simulation(engine)
+    fmt = fmt or writer.default_format
+    source = events(chosen, engine=engine, seed=seed, fmt=fmt, duration=duration)
+    base = start or writer.base_time(fmt)
     for event in source:
         moment = base + timedelta(seconds=event.offset)
         yield from wrap(event.render(moment), event.stream, moment, envelope)

@@ -14,33 +14,24 @@ from datetime import datetime
 from itertools import chain
 from typing import TextIO
 
-from exporter.simulate import vllm
+from exporter.engines.simulation import SimulatedLine, Simulation
 from exporter.simulate.envelope import wrap
-from exporter.simulate.events import VLLM_TAG, LogEvent
-from exporter.simulate.scenarios import DECODE_LOG_INTERVAL, Scenario
-
-READY = "The server is fired up and ready to roll!"
-_READY_LINES = (READY, VLLM_TAG + vllm.READY)
+from exporter.simulate.scenarios import Scenario
 
 
-def speed_for_rate(
-    chosen: Scenario, decode_lines_per_second: float, engine: str = "sglang"
-) -> float:
-    """The speed at which the scenario's first run writes this many decode lines per second."""
-    if engine == "vllm":
-        return decode_lines_per_second * vllm.STATS_INTERVAL
-    window_seconds = DECODE_LOG_INTERVAL * chosen.phases[0].behaviour.step_seconds
-    return decode_lines_per_second * window_seconds
+def speed_for_rate(chosen: Scenario, stats_lines_per_second: float, writer: Simulation) -> float:
+    """The speed at which the scenario's first run writes this many stats lines per second."""
+    return stats_lines_per_second * writer.window_seconds(chosen.phases[0])
 
 
 def schedule(
-    source: Iterator[LogEvent], *, origin: float, speed: float
-) -> Iterator[tuple[float, LogEvent]]:
+    source: Iterator[SimulatedLine], *, origin: float, speed: float
+) -> Iterator[tuple[float, SimulatedLine]]:
     """Pair each line with its wall-clock time: startup back-dated, traffic from ``origin``."""
-    backlog: list[LogEvent] = []
+    backlog: list[SimulatedLine] = []
     for event in source:
         backlog.append(event)
-        if event.message in _READY_LINES:
+        if event.ready:
             break
     ready = backlog[-1].offset if backlog else 0.0
     for event in chain(backlog, source):
@@ -49,7 +40,7 @@ def schedule(
 
 
 def write_live(
-    source: Iterator[LogEvent],
+    source: Iterator[SimulatedLine],
     out: TextIO,
     *,
     envelope: str,

@@ -1,9 +1,9 @@
 """Incident scenarios for the simulator, with the values each one intends.
 
-Every scenario models the same node (an 8-GPU SGLang server with an EAGLE-3 drafter) so that one
-baseline curve fits all of them. The intended values live here, in data, because the tests and
-the demo must read the expectations from the same place the generator does instead of
-re-deriving them from its output.
+Every scenario models the same node (an 8-GPU server with an EAGLE-3 drafter) so that one
+baseline curve fits all of them; each engine's simulation writes it in its own lines. The
+intended values live here, in data, because the tests and the demo must read the expectations
+from the same place the generator does instead of re-deriving them from its output.
 """
 
 from __future__ import annotations
@@ -12,63 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
+from exporter.engines.simulation import Behaviour, Deployment, Phase
+
 # Non-speculative throughput of the node by running requests (2,370 tok/s at concurrency 128,
 # 82 tok/s single-stream). Piecewise linear, clamped at both ends.
 NODE_BASELINE: tuple[tuple[int, float], ...] = ((1, 82.0), (48, 1500.0), (128, 2370.0))
 # The undertrained scenario's node measured its own single-stream baseline: 90 tok/s.
 UNDERTRAINED_BASELINE: tuple[tuple[int, float], ...] = ((1, 90.0),)
-
-DECODE_LOG_INTERVAL = 40  # SGLang's default --decode-log-interval
-
-
-@dataclass(frozen=True, slots=True)
-class Deployment:
-    """The speculative flags a server was started with, as they appear in ``server_args``."""
-
-    algorithm: str
-    draft_model_path: str | None  # None: a drafter without a model (NGRAM)
-    draft_architecture: str | None
-    num_steps: int
-    eagle_topk: int
-    num_draft_tokens: int
-    disable_cuda_graph: bool = False
-    cuda_graph_max_bs: int = 48
-    enable_metrics: bool = True
-    log_requests: str | None = None  # --log-requests-format "text" or "json"; None: not logged
-    # --speculative-adaptive with SGLang's default tiers: drafting off from 64 running on.
-    adaptive: bool = False
-    max_running_requests: int = 48  # SGLang's reset for speculative decoding when unset
-
-
-@dataclass(frozen=True, slots=True)
-class Behaviour:
-    """What the traffic looks like once the server is up: the values the decode lines carry."""
-
-    accept_length: float  # mean per decode window (1.00 = no draft token accepted)
-    accept_jitter: float  # standard deviation of the per-window accept length
-    running: int
-    queued: int
-    gen_throughput: float  # tokens/s at `running`, the mean over windows
-    # Share of requests (one class of traffic) that accept no draft token; the others make up
-    # the window's accept length.
-    no_benefit_share: float = 0.0
-    # Adaptive speculation that has given up on the drafter: drafting off, with a probe of
-    # one draft step every this many windows (its accept length is ``accept_length``).
-    probe_every: int | None = None
-
-    @property
-    def step_seconds(self) -> float:
-        """Wall time of one draft+verify round, which is what ties throughput to accept length."""
-        return self.running * self.accept_length / self.gen_throughput
-
-
-@dataclass(frozen=True, slots=True)
-class Phase:
-    """A server run: its flags, its traffic, and how many seconds of traffic it lasts."""
-
-    deployment: Deployment
-    behaviour: Behaviour
-    traffic_seconds: float | None = None  # None: until the end of the log
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +38,7 @@ class Scenario:
 
 
 def logging_requests(chosen: Scenario, form: str) -> Scenario:
-    """``chosen`` with every server run started with ``--log-requests`` in ``form``."""
+    """``chosen`` with every server run logging its finished requests in ``form``."""
     phases = tuple(
         replace(phase, deployment=replace(phase.deployment, log_requests=form))
         for phase in chosen.phases

@@ -1,4 +1,4 @@
-"""A vLLM server with speculative decoding for the same scenarios: startup, stats, access lines.
+"""vLLM's server for a scenario: start-up, stats and access lines (the engine's ``simulation``).
 
 vLLM logs a pair of lines per stats interval (the engine line, then ``SpecDecoding metrics:``)
 from its API-server process, whose tag it colours even in files. The values agree the way
@@ -10,16 +10,15 @@ accepted, so their sum is the accept length minus one.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from types import MappingProxyType
 
-from exporter.analysis.breakeven import per_position_acceptance
-from exporter.simulate.events import VLLM_TAG, LogEvent
-from exporter.simulate.scenarios import Phase, Scenario
+from exporter.engines.chain import per_position_acceptance
+from exporter.engines.simulation import Phase
 
-# The scenarios whose incident is the drafter's, not an SGLang flag: they happen on vLLM alike.
-VLLM_SCENARIOS = ("healthy", "collapsed", "mismatched", "recovery")
+TAG = "\x1b[0;36m(APIServer pid=1)\x1b[0;0m "  # its process tag, in ANSI cyan even in files
 # VLLM_LOG_STATS_INTERVAL as a node watched closely sets it (vLLM's default is 10 s).
 STATS_INTERVAL = 5.0
 READY = "INFO:     Application startup complete."
@@ -39,29 +38,64 @@ FORMATS: Mapping[str, str] = MappingProxyType(
 DEFAULT_FORMAT = "vllm-0.11"
 
 
-def events(
-    chosen: Scenario, *, seed: int = 0, fmt: str = DEFAULT_FORMAT, duration: float | None = None
-) -> Iterator[LogEvent]:
-    """The scenario on vLLM, in time order from 0; ``duration`` None is endless."""
-    if chosen.name not in VLLM_SCENARIOS:
-        raise KeyError(
-            f"scenario {chosen.name!r} is SGLang's own; on vLLM: {', '.join(VLLM_SCENARIOS)}"
-        )
-    rng = random.Random(seed)
-    offset = 0.0
-    for phase in chosen.phases:
-        now = offset
-        for event in _startup(phase, offset):
-            now = event.offset
-            yield event
-        until = None if phase.traffic_seconds is None else now + phase.traffic_seconds
-        while until is None or now < until:
-            now += STATS_INTERVAL * rng.gauss(1.0, 0.01)
-            for event in _interval(phase, rng, now, fmt):
-                if duration is not None and event.offset > duration:
-                    return
+@dataclass(frozen=True, slots=True)
+class LogEvent:
+    """A vLLM line before it has a time: ``(APIServer pid=1) INFO 05-06 06:11:23
+    [metrics.py:101] message`` from its logger (``file``), or a bare line (uvicorn's)."""
+
+    offset: float  # seconds since the first line of the log
+    message: str
+    file: str | None = None  # the ``file:line`` its formatter names; None: printed bare
+    stream: str = "stderr"
+
+    @property
+    def ready(self) -> bool:
+        return self.message == TAG + READY
+
+    def render(self, moment: datetime) -> str:
+        if self.file is None:
+            return self.message
+        return f"{TAG}INFO {moment.strftime('%m-%d %H:%M:%S')} [{self.file}] {self.message}"
+
+
+class VllmSimulation:
+    formats: Mapping[str, str] = FORMATS
+    default_format = DEFAULT_FORMAT
+
+    def base_time(self, fmt: str) -> datetime:
+        return BASE_TIME
+
+    def cannot(self, phase: Phase) -> str | None:
+        """The scenarios whose incident is the drafter's happen on vLLM alike; those of a
+        flag it lacks, or lines it never writes, do not."""
+        deployment = phase.deployment
+        if deployment.log_requests is not None:
+            return "vLLM logs no finished requests"
+        if deployment.adaptive:
+            return "vLLM has no adaptive speculation"
+        if deployment.algorithm != "EAGLE3":
+            return "the simulated vLLM server drafts with EAGLE-3 alone"
+        if deployment.disable_cuda_graph or not deployment.enable_metrics:
+            return "the simulated vLLM server runs CUDA graphs and serves /metrics"
+        return None
+
+    def lines(self, phases: Sequence[Phase], *, seed: int, fmt: str) -> Iterator[LogEvent]:
+        rng = random.Random(seed)
+        offset = 0.0
+        for phase in phases:
+            now = offset
+            for event in _startup(phase, offset):
+                now = event.offset
                 yield event
-        offset = now + RESTART_SECONDS
+            until = None if phase.traffic_seconds is None else now + phase.traffic_seconds
+            while until is None or now < until:
+                now += STATS_INTERVAL * rng.gauss(1.0, 0.01)
+                yield from _interval(phase, rng, now, fmt)
+            offset = now + RESTART_SECONDS
+
+    def window_seconds(self, phase: Phase) -> float:
+        """A pair of stats lines every stats interval, whatever the load."""
+        return STATS_INTERVAL
 
 
 def _startup(phase: Phase, at: float) -> list[LogEvent]:
@@ -71,20 +105,20 @@ def _startup(phase: Phase, at: float) -> list[LogEvent]:
         f"model='{deployment.draft_model_path}', num_spec_tokens={deployment.num_steps})"
     )
     return [
-        LogEvent(at, "vLLM API server version 0.11.0", vllm_file="api_server.py:1839"),
+        LogEvent(at, "vLLM API server version 0.11.0", file="api_server.py:1839"),
         LogEvent(
             at + 2.0,
             f"Initializing a V1 LLM engine (v0.11.0) with config: model='{MODEL}', "
             f"speculative_config={spec}, tensor_parallel_size=8, enforce_eager=False, "
             f"seed=0, served_model_name={MODEL}, enable_prefix_caching=True",
-            vllm_file="core.py:77",
+            file="core.py:77",
         ),
         LogEvent(
             at + 12.0,
             "Starting vLLM API server 0 on http://0.0.0.0:8000",
-            vllm_file="api_server.py:1912",
+            file="api_server.py:1912",
         ),
-        LogEvent(at + 12.5, VLLM_TAG + READY, bare=True, stream="stdout"),
+        LogEvent(at + 12.5, TAG + READY, stream="stdout"),
     ]
 
 
@@ -103,9 +137,8 @@ def _interval(phase: Phase, rng: random.Random, now: float, fmt: str) -> list[Lo
     lines = [
         LogEvent(
             now - rng.uniform(0.0, STATS_INTERVAL),
-            f"{VLLM_TAG}INFO:     10.0.3.{rng.randint(2, 40)}:{rng.randint(32768, 60999)} - "
+            f"{TAG}INFO:     10.0.3.{rng.randint(2, 40)}:{rng.randint(32768, 60999)} - "
             '"POST /v1/chat/completions HTTP/1.1" 200 OK',
-            bare=True,
             stream="stdout",
         )
         for _ in range(finished)
@@ -118,9 +151,9 @@ def _interval(phase: Phase, rng: random.Random, now: float, fmt: str) -> list[Lo
         f"GPU KV cache usage: {rng.uniform(20, 40):.1f}%, "
         f"Prefix cache hit rate: {rng.uniform(30, 50):.1f}%"
     )
-    lines.append(LogEvent(now, engine, vllm_file="loggers.py:271"))
+    lines.append(LogEvent(now, engine, file="loggers.py:271"))
     body = spec_body(fmt, drafts, drafts * k, accepted, positions)
-    lines.append(LogEvent(now, f"SpecDecoding metrics: {body}", vllm_file="metrics.py:101"))
+    lines.append(LogEvent(now, f"SpecDecoding metrics: {body}", file="metrics.py:101"))
     return lines
 
 
@@ -145,3 +178,6 @@ def spec_body(fmt: str, drafts: int, drafted: int, accepted: int, positions: lis
     if fmt == "vllm-0.8.3":
         return f"Draft acceptance rate: {rate}, {counts}"
     raise KeyError(f"unknown vLLM format {fmt!r}; known: {', '.join(FORMATS)}")
+
+
+SIMULATION = VllmSimulation()

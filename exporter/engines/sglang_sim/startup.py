@@ -12,9 +12,9 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from exporter.simulate.events import LogEvent, access
-from exporter.simulate.formats import Era, PrefillBatch
-from exporter.simulate.scenarios import DECODE_LOG_INTERVAL, Deployment
+from exporter.engines.sglang_sim.eras import Era, PrefillBatch
+from exporter.engines.sglang_sim.lines import READY, LogEvent, access
+from exporter.engines.simulation import Deployment
 
 MODEL_PATH = "moonshotai/Kimi-K2.5"
 TARGET_ARCHITECTURE = "KimiK25ForConditionalGeneration"
@@ -24,6 +24,7 @@ MAX_RUNNING_REQUESTS = 48  # SGLang's reset for speculative decoding when the fl
 MAX_TOTAL_NUM_TOKENS = 114688
 CONTEXT_LEN = 262144
 CHUNKED_PREFILL_SIZE = 8192
+DECODE_LOG_INTERVAL = 40  # SGLang's default --decode-log-interval
 # The candidate steps of SGLang's default adaptive tier for batch size 1, which its
 # initialization line lists.
 ADAPTIVE_FIRST_TIER = (1, 3, 5, 7)
@@ -109,7 +110,7 @@ class _Clock:
 def startup(
     deployment: Deployment, era: Era, rng: random.Random, offset: float, *, warm: bool
 ) -> list[LogEvent]:
-    """Every line from launch to ``The server is fired up and ready to roll!``, in order.
+    """Every line from launch to SGLang's ready line (``READY``), in order.
 
     ``warm`` is a restart with weights in the page cache: the same lines, shorter times.
     """
@@ -231,5 +232,5 @@ def _http_ready(clock: _Clock, rng: random.Random, era: Era) -> list[LogEvent]:
         access(clock.after(1.0), local, "GET /model_info", "200 OK"),
         LogEvent(clock.after(1.0), era.prefill_line(warmup), rank="TP0"),
         access(clock.after(0.2), local, "POST /generate", "200 OK"),
-        LogEvent(clock.after(0.05), "The server is fired up and ready to roll!"),
+        LogEvent(clock.after(0.05), READY),
     ]

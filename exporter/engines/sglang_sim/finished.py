@@ -13,7 +13,7 @@ import json
 import random
 from typing import Any
 
-from exporter.simulate.events import LogEvent
+from exporter.engines.sglang_sim.lines import LogEvent
 
 # The routing header SGLang logs by default; a class of traffic the drafter does not fit.
 ROUTING_HEADER = "x-smg-routing-key"

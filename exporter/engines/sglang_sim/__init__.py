@@ -1,0 +1,1 @@
+"""SGLang's simulated server: the lines it logs for a scenario (``writer.SIMULATION``)."""
