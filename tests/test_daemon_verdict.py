@@ -86,6 +86,7 @@ def test_a_collapse_is_exported_logged_as_an_error_once_and_shown_first(
         "slower_than_baseline",
         "drafting_off_below_baseline",
         "baseline_implausible",
+        "interleaved",
         "too_few_drafts",
         "no_decode",
         "drafting_off",

@@ -18,7 +18,7 @@ from exporter.simulate.scenarios import SCENARIOS
 from exporter.state.feed import LogFeed
 from exporter.target import Target
 from tests.support import speclogs
-from tests.support.files import write_log
+from tests.support.files import interleaved, write_log
 
 CURVE = "1:82,4:330,16:900,48:1500,96:2040,128:2370"
 # What the scenarios are (``specwatch simulate --help``), as the one answer must say it.
@@ -83,3 +83,38 @@ def test_every_consumer_gives_the_same_state_on_sglangs_own_adaptive_lines(
         log = write_log(tmp_path, lines)
         said = answers(capsys, log, tmp_path)
         assert len(set(said.values())) == 1, said
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (("healthy", "sglang"), ("collapsed", "sglang")),
+        (("healthy", "sglang"), ("collapsed", "vllm")),
+    ],
+)
+def test_every_consumer_gives_no_state_of_two_servers_mixed_in_one_log(
+    first: tuple[str, str],
+    second: tuple[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Two servers appending to one file, one healthy, one collapsed: doctor, report and the
+    daemon all say ``interleaved``, none healthy or collapsed from their mix."""
+    logs = []
+    for seed, (scenario, engine) in enumerate((first, second)):
+        out = tmp_path / f"{seed}.log"
+        flags = ["--scenario", scenario, "--engine", engine, "--seed", str(seed)]
+        assert main(["simulate", *flags, "--out", str(out)]) == 0
+        logs.append(out.read_text().splitlines())
+    log = write_log(tmp_path, interleaved(logs[0], logs[1]))
+    capsys.readouterr()
+    main(["doctor", "--log-file", log, "--json", "--baseline-curve", CURVE])
+    doctor = json.loads(capsys.readouterr().out)["verdict"]["state"]
+    assert main(["report", log, "--json", "--baseline-curve", CURVE]) == 0
+    report = json.loads(capsys.readouterr().out)["verdict"]["state"]
+    target = Target.from_config(TargetConfig(name="node", baseline=BaselineConfig(curve=CURVE)))
+    LogFeed(target.state).on_lines(Path(log).read_bytes().splitlines())
+    insight = inspect_now(target, time.time(), 3600)
+    assert insight.verdict is not None
+    assert [doctor, report, insight.verdict.state] == ["interleaved"] * 3
+    assert "interleaved_servers" in {finding.code for finding in insight.findings}

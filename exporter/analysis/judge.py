@@ -50,6 +50,7 @@ STATES: dict[str, str] = {
     "slower_than_baseline": "warning",
     "drafting_off_below_baseline": "warning",
     "baseline_implausible": "warning",
+    "interleaved": "warning",
     "too_few_drafts": "info",
     "no_decode": "info",
     "drafting_off": "ok",
@@ -328,6 +329,9 @@ class Case:
     # the present are the past, and a node without newer ones has no decode to judge. None:
     # the newest window's time (a log read whole).
     now: float | None = None
+    # Whether the windows are two servers' lines in one log (``state.streams``), so no one
+    # server's: then nothing is judged of them.
+    interleaved: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -433,6 +437,10 @@ _CODES = {
     "baseline_implausible": "baseline_implausible",
 }
 _STATE_WORDS = {
+    "interleaved": (
+        "two servers write to this one log, so its windows are a mix of both's, judged as "
+        "neither's (finding interleaved_servers)"
+    ),
     "too_few_drafts": "too few drafts to judge the drafter",
     "no_decode": "no decode window to judge",
     "drafting_off": "drafting off at this load (by design), within what keeping speculation "
@@ -441,6 +449,10 @@ _STATE_WORDS = {
 }
 # What the daemon logs on entering a state without a verdict of its own.
 STATE_ADVICE = {
+    "interleaved": (
+        "give each server a log file of its own and point a target at each (finding "
+        "interleaved_servers)"
+    ),
     "too_few_drafts": "wait for traffic the drafter drafts for; nothing is judged until then",
     "no_decode": "nothing to do if the server is idle; else check the log path and log level",
     "drafting_off": "nothing to do: drafting comes back on when the load drops",
@@ -544,6 +556,8 @@ def judge(case: Case) -> Judgement:
     reference = _earlier_level(case)
     now = _newest_stretch(case, reference)
     figures = _figures(now)
+    if case.interleaved:
+        return _interleaved(case, figures)
     state, found, notes = _decide(figures, case, MIN_DRAFTS, reference)
     since = _since(case, state, reference, len(now))
     past = _past(case, state, reference, len(now))
@@ -568,6 +582,28 @@ def judge(case: Case) -> Judgement:
         method=case.method,
         past=past,
         notes=tuple(notes),
+        baseline_source=case.baseline.source if case.baseline is not None else None,
+    )
+
+
+def _interleaved(case: Case, figures: _Figures) -> Judgement:
+    """Windows of two servers read as one: their mean is neither's, so no accept length,
+    speed or state of the drafter is given, only what was judged over."""
+    span = None if figures.first is None or figures.last is None else (figures.first, figures.last)
+    return Judgement(
+        state="interleaved",
+        since=None,
+        span=span,
+        windows=figures.windows,
+        drafts=figures.drafts,
+        off_windows=figures.off,
+        accept_length=None,
+        speedup=None,
+        throughput=None,
+        baseline=None,
+        running=None,
+        verdicts=(),
+        method=case.method,
         baseline_source=case.baseline.source if case.baseline is not None else None,
     )
 

@@ -109,8 +109,10 @@ def inspect(
         observations,
         log_watched=bool(target.config.log_files),
         requests=target.state.requests.snapshot(now).recent,
+        interleaving=snap.interleaving,
     )
-    judgement = _judgement(target, observations.config, fallback, now, stale_after)
+    interleaved = snap.interleaving is not None
+    judgement = _judgement(target, observations.config, fallback, now, stale_after, interleaved)
     findings = _findings(observations)
     verdict = target.state.verdict.observe(judgement, findings, now)
     off_share = drafting_off_share(observations.windows)
@@ -143,10 +145,12 @@ def _judgement(
     fallback: UpstreamValues | None,
     now: float,
     stale_after: float,
+    interleaved: bool = False,
 ) -> Judgement:
     """The judge's word on the target: its log's stretches; for a target only scraped, the
     scrapes' counted drafts (``VerdictTrack.fold_scrape``); else the upstream gauges that
-    stand in for a silent log (their drafts not counted)."""
+    stand in for a silent log (their drafts not counted). ``interleaved``: two servers
+    write its log (``Case.interleaved``)."""
     stretches: tuple[Stretch, ...] = target.state.evidence.stretches()
     counted = True
     upstream = target.upstream.snapshot() if target.upstream is not None else None
@@ -186,6 +190,7 @@ def _judgement(
             probes=config.probes,
             counted=counted,
             now=now,
+            interleaved=interleaved,
         )
     )
 

@@ -50,6 +50,36 @@ class RecordSink(Protocol):
         return None
 
 
+class _SideSink:
+    """What a reader of another engine than the source's delivers: its records and finished
+    requests; its lines are counted by the source's own reader's batch, and its start-up
+    lines belong to no run of this source."""
+
+    def __init__(self, sink: RecordSink) -> None:
+        self._sink = sink
+
+    def on_record(self, record: StatsRecord) -> None:
+        self._sink.on_record(record)
+
+    def on_records(self, records: Sequence[StatsRecord]) -> None:
+        self._sink.on_records(records)
+
+    def on_unrecognized(self, reason: str) -> None:
+        self._sink.on_unrecognized(reason)
+
+    def on_skipped(self, reason: str) -> None:
+        self._sink.on_skipped(reason)
+
+    def on_event(self, line: LogLine) -> None:
+        return None
+
+    def on_fallback(self, reason: str) -> None:
+        return None
+
+    def on_request(self, record: RequestRecord) -> None:
+        self._sink.on_request(record)
+
+
 class LineProcessor:
     """Feed one file stream's raw lines through envelope decoding and its engine's reader.
 
@@ -59,6 +89,12 @@ class LineProcessor:
     server start decides again (a node moved from SGLang to vLLM writing to the same file):
     its lines are read, never dropped as the old engine's noise; one stray line of another
     engine's format switches nothing.
+
+    Stats lines that another engine formatted itself are read too, by a reader of that
+    engine kept beside the source's own, in their place in the batch: two servers of two
+    engines writing one file must show as two streams (``state.streams``), not as one server
+    whose other half is silently dropped. Only their records and requests are delivered: a
+    start-up line of a server the source is not read as says nothing of the source's run.
     """
 
     def __init__(self, sink: RecordSink, engine: str = "auto", envelope: str | None = None) -> None:
@@ -70,6 +106,11 @@ class LineProcessor:
         # What starts a server of the engines this source could change to (none when configured).
         self._others: tuple[bytes, ...] = ()
         self._auto = engine == "auto"
+        # Readers of the other engines, made when a line of theirs first comes, and the bytes
+        # their lines carry: a batch without any is never looked at twice.
+        self._side: dict[str, LogReader | None] = {}
+        self._side_markers: tuple[bytes, ...] = ()
+        self._not_own: tuple[bytes, ...] = ()  # both: what keeps a batch from being read whole
         if not self._auto:
             self._decide(engine)
 
@@ -82,9 +123,14 @@ class LineProcessor:
             self._reader.finish()  # the old engine's held line belongs to its own run
         self.engine = chosen.name
         self._reader = chosen.log_reader(self._sink, clean)
+        side = self._side.pop(chosen.name, None)
+        if side is not None:
+            side.finish()
+        others = [engine for engine in registry.ENGINES if engine is not chosen]
+        self._side_markers = tuple(marker for engine in others for marker in engine.markers)
         if self._auto:
-            others = (engine.start_markers for engine in registry.ENGINES if engine is not chosen)
-            self._others = tuple(marker for markers in others for marker in markers)
+            self._others = tuple(marker for engine in others for marker in engine.start_markers)
+        self._not_own = self._others + self._side_markers
 
     def _other_engine_at(self, lines: list[bytes], blob: bytes) -> tuple[int, str] | None:
         """The first line where another engine's server starts, and that engine."""
@@ -114,6 +160,23 @@ class LineProcessor:
                 self._decide(owner.name)
                 return
 
+    def _side_lines(self, lines: list[bytes], blob: bytes) -> list[tuple[int, str]]:
+        """Where lines that another engine formatted itself stand in the batch, and whose."""
+        if not any(marker in blob for marker in self._side_markers):
+            return []
+        found = []
+        for at, line in enumerate(lines):
+            if any(marker in line for marker in self._side_markers):
+                owner = registry.owner(clean(line.decode("utf-8", "replace")), line)
+                if owner is not None and owner.name != self.engine:
+                    found.append((at, owner.name))
+        return found
+
+    def _side_reader(self, name: str) -> LogReader | None:
+        if name not in self._side:
+            self._side[name] = registry.engine(name).log_reader(_SideSink(self._sink), clean)
+        return self._side[name]
+
     @property
     def sink(self) -> RecordSink:
         return self._sink
@@ -135,6 +198,9 @@ class LineProcessor:
         """The source has ended: deliver what a reader still holds (vLLM's last engine line)."""
         if self._reader is not None:
             self._reader.finish()
+        for side in self._side.values():
+            if side is not None:
+                side.finish()
 
     def reset(self) -> None:
         """A new file (rotation, truncation): its envelope is detected afresh."""
@@ -171,9 +237,28 @@ class LineProcessor:
     def _read(self, lines: list[bytes], blob: bytes) -> None:
         if self._reader is None or not lines:
             return
+        side = self._side_lines(lines, blob)
+        if side:
+            self._read_apart(lines, side)
+            return
         # Terminal debris is rare, and the same scan spares cleaning each line of a tidy batch.
         tidy = not any(debris in blob for debris in DEBRIS)
         self._reader.read(lines, blob, tidy)
+
+    def _read_apart(self, lines: list[bytes], side: list[tuple[int, str]]) -> None:
+        """A batch holding other engines' lines: each run of the source's own lines, then
+        each other line by its own engine's reader, in the order they were written."""
+        start = 0
+        for at, name in side:
+            if at > start:
+                self._read(lines[start:at], b"\n".join([b"", *lines[start:at], b""]))
+            reader = self._side_reader(name)
+            if reader is not None:
+                line = lines[at]
+                reader.read([line], b"\n".join([b"", line, b""]), False)
+            start = at + 1
+        if start < len(lines):
+            self._read(lines[start:], b"\n".join([b"", *lines[start:], b""]))
 
     def process_clipped(self, line: bytes) -> None:
         """A line over the line cap, of which only its head and tail were kept (see
@@ -188,7 +273,7 @@ class LineProcessor:
         take whole (SGLang's, tidy and long) is never split into lines; anything else is split
         and read as lines."""
         reader = self._reader
-        switching = any(marker in framed for marker in self._others)
+        switching = any(marker in framed for marker in self._not_own)
         if reader is not None and self._decoder.kind == "plain" and not switching:
             count = framed.count(b"\n") - 1
             tidy = not any(debris in framed for debris in DEBRIS)

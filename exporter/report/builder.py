@@ -59,6 +59,7 @@ from exporter.report.series import Downsampler
 from exporter.report.summary import AcceptStats, BandStats, Report, RequestSummary, RunSummary
 from exporter.state.requests import NO_REQUESTS, RequestStats
 from exporter.state.runs import RunTracker
+from exporter.state.streams import StreamWatch
 
 SERIES_FIELDS = ("accept_length", "gen_throughput", "baseline", "running", "queued")
 MAX_RUNS = 100  # a crash-looping server restarts thousands of times; the newest runs tell
@@ -108,6 +109,8 @@ class ReportBuilder(RecordSink):
         self._dp_ranks: set[int] = set()  # of decode windows
         self._series = Downsampler(SERIES_FIELDS)
         self._runs = RunTracker()
+        # The servers writing the log, told apart: two at once are judged as neither.
+        self._streams = StreamWatch()
         self._run = Run()
         self._done: deque[RunSummary] = deque(maxlen=MAX_RUNS)
         self._node = NodeMoments()
@@ -141,6 +144,7 @@ class ReportBuilder(RecordSink):
 
     def on_event(self, line: LogLine) -> None:
         self._fold_held()
+        self._streams.observe(line)
         config = self._runs.config  # the closing run's, before a new start replaces it
         if self._runs.observe(line):
             self._close_run(config)
@@ -164,6 +168,7 @@ class ReportBuilder(RecordSink):
     def _fold(self, records: list[StatsRecord]) -> None:
         """Fold records of one run in a few passes over them, most in C, to the same result
         as one by one: a call per record and field cost more than the folding itself."""
+        self._streams.add(records)
         records = list(self._runs.stamped(records))
         self._engine = records[-1].engine
         self._run.hold(records)
@@ -315,6 +320,7 @@ class ReportBuilder(RecordSink):
         if self.baseline is not None:
             baseline = SpeedBaseline(self.baseline.kind, self.baseline_option)
         return Case(
+            interleaved=self.interleaved,
             stretches=run.stretches.items(),
             method=method_of(config, "log"),
             expected_accept_length=self.expected_accept_length,
@@ -325,6 +331,11 @@ class ReportBuilder(RecordSink):
         )
 
     # Results --------------------------------------------------------------------------------
+    @property
+    def interleaved(self) -> bool:
+        """Whether two servers write the log now (``state.streams``)."""
+        return self._streams.interleaving() is not None
+
     @property
     def config(self) -> ServerConfig:
         """The newest run's configuration, from its startup lines."""
@@ -350,6 +361,7 @@ class ReportBuilder(RecordSink):
             requests=self._requests.snapshot(self._request_at).recent,
             ranks=run.ranks.figures(),
             thresholds=self.thresholds,
+            interleaving=self._streams.interleaving(),
         )
 
     def request_summary(self) -> RequestSummary | None:
@@ -366,7 +378,7 @@ class ReportBuilder(RecordSink):
         """One draft-token count for the run; none under adaptive speculation, which runs no
         one count (its steps follow the batch size), nor from too few windows to judge."""
         self._fold_held()
-        if config.adaptive or self._run.accept_count < MIN_WINDOWS:
+        if config.adaptive or self._run.accept_count < MIN_WINDOWS or self.interleaved:
             return None
         if sum(stretch.drafts for stretch in self._run.stretches.items()) < MIN_DRAFTS:
             return None  # too few drafts to judge the drafter: none to size it by either
@@ -382,8 +394,8 @@ class ReportBuilder(RecordSink):
         """The newest run's draft steps that pay per concurrency band, in its engine's terms
         (``analysis.schedule``); chains only."""
         self._fold_held()
-        if config.eagle_topk not in (None, 1):
-            return None
+        if config.eagle_topk not in (None, 1) or self.interleaved:
+            return None  # a mix of two servers' windows sizes neither's drafts
         # No schedule from a speed that is no evidence (a baseline that cannot be right), nor
         # for a drafter that accepts nothing: its fix is the drafter, not its step count.
         figures = self._run.figures(self.baseline is not None, self.baseline_option)

@@ -15,6 +15,7 @@ from exporter.parse import ranges
 from exporter.parse.custom_rules import CustomRuleSet
 from exporter.parse.pipeline import LineProcessor
 from exporter.sources.tail.events import TailEvents
+from exporter.state.streams import StreamWatch
 from exporter.state.target_state import TargetState
 
 # The most of a backlog one catch-up takes on: the helpers' spool files stay under the
@@ -30,8 +31,10 @@ class StateSink:
     price of a few records, which is what lets the daemon catch up on a long log quickly.
     """
 
-    def __init__(self, state: TargetState) -> None:
+    def __init__(self, state: TargetState, streams: StreamWatch | None = None) -> None:
         self.state = state
+        # The source's servers, told apart (``state.streams``); one per source.
+        self.streams = streams or state.watch_streams()
         self._pending: list[StatsRecord] = []
         self._requests: list[RequestRecord] = []
         # When the lines being read were written at the latest (see ``TailEvents
@@ -59,6 +62,7 @@ class StateSink:
     def on_event(self, line: LogLine) -> None:
         """Startup and configuration lines; the findings engine consumes them."""
         self.flush()
+        self.streams.observe(line)
         self.state.add_event(line, self.written_by)
 
     def on_fallback(self, reason: str) -> None:
@@ -72,6 +76,7 @@ class StateSink:
         for a live log); the source calls it after each read."""
         if self._pending:
             pending, self._pending = self._pending, []
+            self.streams.add(pending)
             self.state.add_records(pending, self.written_by)
         if self._requests:
             requests, self._requests = self._requests, []
@@ -85,8 +90,10 @@ class BootstrapSink(StateSink):
     Windows take the file's mtime as their time, so a log that stopped long ago stays stale.
     """
 
-    def __init__(self, state: TargetState, mtime: float) -> None:
-        super().__init__(state)
+    def __init__(
+        self, state: TargetState, mtime: float, streams: StreamWatch | None = None
+    ) -> None:
+        super().__init__(state, streams)
         self._mtime = mtime
         self.written_by = mtime  # a server's end in the tail is as old as the file
 
@@ -94,11 +101,13 @@ class BootstrapSink(StateSink):
         pass
 
     def on_record(self, record: StatsRecord) -> None:
+        self.streams.add((record,))
         self.state.restore_window(record, self._mtime)
 
     def on_records(self, records: Sequence[StatsRecord]) -> None:
+        self.streams.add(records)
         for record in records:
-            self.on_record(record)
+            self.state.restore_window(record, self._mtime)
 
     def on_unrecognized(self, reason: str) -> None:
         pass
@@ -176,7 +185,8 @@ class LogFeed(TailEvents):
             self._sink.flush()  # the last replayed records become current now, not next read
 
     def on_bootstrap(self, lines: list[bytes], mtime: float) -> None:
-        bootstrap = LineProcessor(BootstrapSink(self._state, mtime), self._engine)
+        sink = BootstrapSink(self._state, mtime, self._sink.streams)
+        bootstrap = LineProcessor(sink, self._engine)
         bootstrap.process(lines)
         bootstrap.finish()
 

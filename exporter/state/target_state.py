@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from exporter import clock
 from exporter.analysis.baseline import Baseline
+from exporter.analysis.findings import Interleaving
 from exporter.analysis.node import speaks_for_node
 from exporter.analysis.plain_speed import PlainSpeed
 from exporter.engines import ending
@@ -26,6 +27,7 @@ from exporter.state.evidence import Evidence
 from exporter.state.requests import RequestStats
 from exporter.state.runs import RunTracker
 from exporter.state.speed import SpeedCounters
+from exporter.state.streams import StreamWatch
 from exporter.state.verdict import VerdictTrack
 
 # Upper bounds of `specwatch_accept_length_windows`.
@@ -84,9 +86,14 @@ class TargetSnapshot:
     windows_vs_baseline: dict[str, int] | None
     # Long batches read line by line instead of whole, by reason (see engines.sglang_chunk).
     chunk_fallbacks: dict[str, int]
+    # Two servers' lines in one of its logs (``state.streams``): no window is one server's.
+    interleaving: Interleaving | None = None
 
     def fresh_windows(self, now: float, stale_after: float) -> dict[int | None, LatestDecode]:
-        """Windows young enough to be shown as current (younger than ``stale_after``)."""
+        """Windows young enough to be shown as current (younger than ``stale_after``); none
+        while two servers write one log: the newest window is either's, in turn."""
+        if self.interleaving is not None:
+            return {}
         return {k: w for k, w in self.windows.items() if now - w.observed_at < stale_after}
 
 
@@ -140,6 +147,21 @@ class TargetState:
         # Configuration from startup lines and recent windows for findings; both thread-safe.
         self.tracker = RunTracker()
         self.evidence = self._new_evidence()
+        self._streams: list[StreamWatch] = []  # one per log source
+
+    def watch_streams(self) -> StreamWatch:
+        """A new log source's watch over the servers writing it."""
+        watch = StreamWatch()
+        with self._lock:
+            self._streams.append(watch)
+        return watch
+
+    def interleaving(self) -> Interleaving | None:
+        """Two servers' lines in one of the target's logs, as the first source showing it
+        saw them; None while each log is one server's."""
+        with self._lock:
+            watches = list(self._streams)
+        return _first_seen(watches)
 
     # --- log events -------------------------------------------------------------------------
     def add_lines(self, count: int) -> None:
@@ -400,4 +422,10 @@ class TargetState:
                 generated_tokens=self._speed.generated_tokens,
                 windows_vs_baseline=self._windows_vs_baseline(),
                 chunk_fallbacks=dict(self._fallbacks),
+                interleaving=_first_seen(self._streams),
             )
+
+
+def _first_seen(watches: Sequence[StreamWatch]) -> Interleaving | None:
+    """What the first of the sources that shows two servers saw."""
+    return next((seen for watch in watches if (seen := watch.interleaving()) is not None), None)

@@ -20,3 +20,18 @@ def write_log(tmp_path: Path, lines: list[str]) -> str:
     path = tmp_path / "server.log"
     path.write_text("\n".join(lines) + "\n")
     return str(path)
+
+
+def interleaved(first: list[str], second: list[str], alone: int = 0) -> list[str]:
+    """Two servers appending to one file: ``first``'s first ``alone`` lines, then the rest of
+    both, each line where its share of the file puts it (both write until the end)."""
+    rest, merged = first[alone:], list(first[:alone])
+    i = j = 0
+    while i < len(rest) or j < len(second):
+        if j >= len(second) or (i < len(rest) and i * len(second) <= j * len(rest)):
+            merged.append(rest[i])
+            i += 1
+        else:
+            merged.append(second[j])
+            j += 1
+    return merged

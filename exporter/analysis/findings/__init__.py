@@ -34,6 +34,7 @@ from exporter.analysis.findings.draft_tokens import (
 from exporter.analysis.findings.server_life import (
     decode_stats_not_logged,
     ending_summary,
+    interleaved_servers,
     log_format_unrecognized,
     metrics_endpoint_disabled,
     server_ended,
@@ -47,7 +48,9 @@ from exporter.analysis.findings.shapes import (
     WARNING,
     DecodeSample,
     Finding,
+    Interleaving,
     Observations,
+    Stream,
     drafts_only_accept_rate,
     judgement_json,
     window_accept_rate,
@@ -69,7 +72,9 @@ __all__ = [
     "WARNING",
     "DecodeSample",
     "Finding",
+    "Interleaving",
     "Observations",
+    "Stream",
     "drafting_off_below_baseline",
     "drafting_off_share",
     "drafts_only_accept_rate",
@@ -82,7 +87,15 @@ __all__ = [
 
 
 def evaluate(obs: Observations) -> list[Finding]:
-    """All findings that hold for ``obs``, most severe first."""
+    """All findings that hold for ``obs``, most severe first.
+
+    A log carrying two servers' lines (``obs.interleaving``) is judged on nothing the two
+    mixed: its windows and its start-up lines are half one server's, half the other's; only
+    what each line says alone (an end, unreadable lines, the endpoint) is judged beside it.
+    """
+    if obs.interleaving is not None:
+        alone = (interleaved_servers, server_ended, log_format_unrecognized)
+        return _sorted([finding for rule in alone if (finding := rule(obs)) is not None])
     rules = (
         server_ended,
         dp_rank_accept_length,
@@ -98,5 +111,8 @@ def evaluate(obs: Observations) -> list[Finding]:
         adaptive_drafter_given_up,
         requests_without_benefit,
     )
-    found = [finding for rule in rules if (finding := rule(obs)) is not None]
+    return _sorted([finding for rule in rules if (finding := rule(obs)) is not None])
+
+
+def _sorted(found: list[Finding]) -> list[Finding]:
     return sorted(found, key=lambda f: SEVERITY_ORDER[f.severity])

@@ -1,10 +1,11 @@
 """Findings about the server's life rather than its speculation: it ended or crashed, its
-decode stats are not logged, its log format drifted, its /metrics endpoint is off."""
+decode stats are not logged, its log format drifted, its /metrics endpoint is off, two servers
+write its log."""
 
 from __future__ import annotations
 
 from exporter.analysis.algorithms import engine_fix, own_fix
-from exporter.analysis.findings.shapes import Finding, Observations
+from exporter.analysis.findings.shapes import Finding, Observations, Stream
 from exporter.engines import registry
 from exporter.engines.ending import Ending
 from exporter.engines.engine import Engine
@@ -204,3 +205,66 @@ def metrics_endpoint_disabled(obs: Observations) -> Finding | None:
         ),
         fix=f"Restart the server with {engine.metrics_switch}.",
     )
+
+
+# How each sign of two servers of one engine in one log reads in a finding's evidence.
+_SAME_ENGINE_SIGNS = {
+    "serving_while_starting": (
+        "decode lines went on while the later one was still starting (a server decodes "
+        "nothing before it says it is ready), so the earlier one is still serving"
+    ),
+    "both_ready": "both servers said they were ready",
+}
+
+
+def interleaved_servers(obs: Observations) -> Finding | None:
+    """One log file carries two servers' lines: no figure of it is one server's."""
+    seen = obs.interleaving
+    if seen is None:
+        return None
+    if seen.sign == "engines":
+        parts = [f"{s.lines} are {_title(s.engine)}'s{_lengths(s)}" for s in seen.streams]
+        evidence = (
+            f"Of the newest {seen.recent} stats lines, {' and '.join(parts)}, alternating: "
+            "each engine's own stats lines keep coming between the other's."
+        )
+    else:
+        engine = _title(seen.starts[-1][0]) if seen.starts else "server"
+        times = ", ".join(time.replace("T", " ") if time else "?" for _, time in seen.starts)
+        lines = "; ".join(f"{s.lines} {_title(s.engine)}'s{_lengths(s)}" for s in seen.streams)
+        evidence = (
+            f"{len(seen.starts)} {engine} server starts ({times}) with no end logged between "
+            f"them, and {_SAME_ENGINE_SIGNS.get(seen.sign, seen.sign)}. The newest "
+            f"{seen.recent} stats lines: {lines}."
+        )
+    return Finding(
+        code="interleaved_servers",
+        summary="Two servers write to this one log file",
+        seen=evidence,
+        why=(
+            "specwatch reads a log as one server's: two servers' lines in one file make one "
+            "accept length and throughput that flip between theirs at every line, so a "
+            "collapsed drafter can read as healthy and a healthy one as collapsed. While both "
+            "write here, no accept length, throughput or verdict is given for this log."
+        ),
+        fix=(
+            "Give each server a log file of its own (its own --log-file or redirection per "
+            "process; each container's own log, not one shared file) and point a specwatch "
+            "target at each (targets: in the config file, one per server)."
+        ),
+    )
+
+
+def _title(engine: str) -> str:
+    known = registry.BY_NAME.get(engine)
+    return known.title if known is not None else engine
+
+
+def _lengths(stream: Stream) -> str:
+    """A stream's accept lengths, as a parenthesis: one value, or their range and mean."""
+    low, high, mean = stream.accept_low, stream.accept_high, stream.accept_mean
+    if low is None or high is None or mean is None:
+        return ""
+    if high - low < 0.01:
+        return f" (accept length {mean:.2f})"
+    return f" (accept length {low:.2f} to {high:.2f}, mean {mean:.2f})"

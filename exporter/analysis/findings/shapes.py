@@ -38,6 +38,7 @@ SEVERITIES: dict[str, str] = {
     "adaptive_drafter_given_up": WARNING,
     "requests_without_benefit": WARNING,
     "drafting_off_below_baseline": WARNING,
+    "interleaved_servers": WARNING,
 }
 # What each finding means and what to do, in a line: the dashboards show it beside the code
 # (they are rendered from this table) and docs/metrics.md's Findings table says it at length.
@@ -110,6 +111,10 @@ EXPLANATIONS: dict[str, str] = {
         "Drafting is off at this load (by design) and the node runs well below the baseline: "
         "keeping speculation ready costs too much. Apply the engine's remedy it names."
     ),
+    "interleaved_servers": (
+        "Two servers write to one log file: its figures are a mix of both, so no accept "
+        "length or verdict is given for it. Give each server its own log and target."
+    ),
 }
 
 
@@ -175,6 +180,33 @@ class DecodeSample:
 
 
 @dataclass(frozen=True, slots=True)
+class Stream:
+    """The stats lines of one engine among a log's recent ones, and their accept lengths."""
+
+    engine: str
+    lines: int  # stats lines among the recent ones
+    windows: int  # decode windows with an accept length among them
+    accept_low: float | None = None
+    accept_high: float | None = None
+    accept_mean: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Interleaving:
+    """One log file carrying two servers' streams (``state.streams``), and what showed it.
+
+    ``sign`` is ``engines`` (two engines' own stats lines alternate), ``serving_while_starting``
+    (decode lines went on while a second server of the engine started, none ending between)
+    or ``both_ready`` (two servers started with no ending between and both became ready).
+    """
+
+    sign: str
+    streams: tuple[Stream, ...]  # by engine, the most lines first
+    recent: int  # the recent stats lines the streams were counted in
+    starts: tuple[tuple[str, str | None], ...] = ()  # (engine, logged time) of open starts
+
+
+@dataclass(frozen=True, slots=True)
 class Observations:
     """Everything the rules need, as plain values (no I/O, no clocks).
 
@@ -201,6 +233,7 @@ class Observations:
     requests: RecentShare | None = None
     ranks: tuple[RankAccept, ...] = ()  # accept length by DP rank, where ranks log their own
     thresholds: Thresholds = DEFAULT  # the alert rules' (a --mixin-config may change them)
+    interleaving: Interleaving | None = None  # two servers' lines in one log, when seen
 
 
 def drafts_only_accept_rate(

@@ -1,0 +1,150 @@
+"""Whether one log source carries two servers' streams (docs/reliability.md).
+
+Two servers writing one file (``>> server.log`` from two launches, two containers' logs
+merged) look to every reader like one server whose accept length flips at every line: a
+collapsed one can read as healthy, and the judge would average the two. What tells them apart
+is only what the lines show, so each source keeps a :class:`StreamWatch`:
+
+- **two engines** (``engines``): stats lines that SGLang and vLLM each formatted themselves
+  keep alternating among the source's recent stats lines. A node moved from one engine to the
+  other changes once, and is one server.
+- **two starts of one engine, no ending between, both alive**: a second server start
+  (SGLang's ``server_args=``, vLLM's engine configuration) with no end of the first logged
+  between, and then either decode lines of that engine going on for ``BOOT_SECONDS`` while the
+  second one is still starting (``serving_while_starting``: it cannot serve before it says it
+  is ready, so they are the first one's), or both servers saying they are ready
+  (``both_ready``). A server killed without a word and started again says ready once, and
+  writes nothing while it starts, so a restart is one server. Only an engine that says when
+  its server is ready (SGLang's "fired up and ready to roll") can be told so.
+
+DP ranks are one server: a start line of a rank other than 0 (vLLM's ``EngineCore_DP1``) is
+not a server start, and ranks' stats lines are one engine's.
+
+The same-engine sign holds until a server's end is logged; the engines' sign while both
+engines' lines keep coming.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, deque
+from collections.abc import Sequence
+from itertools import pairwise
+from statistics import fmean
+
+from exporter.analysis.findings import Interleaving, Stream
+from exporter.engines import ending, registry
+from exporter.engines.events import ServerArgsEvent, ServerReady
+from exporter.engines.record import LogLine, StatsRecord, logged_seconds
+
+# The newest stats lines whose engines are compared: a minute or so of a busy node's lines,
+# several of vLLM's 10 s windows among them.
+RECENT = 256
+# Lines each of two engines must have among them, and how often the engine must change:
+# once is a node moved to another engine; back and forth is two servers.
+MIN_LINES = 2
+MIN_CHANGES = 4
+# Decode lines this long after a second start, before it is ready, are another server's (a
+# starting server's warm-up request decodes for a second or two just before it says ready).
+BOOT_SECONDS = 10.0
+# Open starts remembered (each with its time, for the finding's evidence).
+MAX_STARTS = 8
+
+ENGINES_SIGN = "engines"
+SERVING_SIGN = "serving_while_starting"
+READY_SIGN = "both_ready"
+
+
+class StreamWatch:
+    """One source's lines as streams of servers; thread-safe (a tailer writes, scrapes read)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # (engine, accept length or None) of the newest stats lines.
+        self._recent: deque[tuple[str, float | None]] = deque(maxlen=RECENT)
+        # Server starts (engine, logged time) since the last end logged, oldest first.
+        self._starts: deque[tuple[str, str | None]] = deque(maxlen=MAX_STARTS)
+        self._announcing: set[str] = set()  # engines whose servers said they were ready here
+        self._readies = 0  # ready lines since the newest start
+        self._boot: tuple[float, float] | None = None  # first, last decode while it starts
+        self._sign: str | None = None  # a same-engine sign, held until an end is logged
+
+    def observe(self, line: LogLine) -> None:
+        """A start-up or ending line of the source's own engine (``parse.pipeline`` hands on
+        no other engine's)."""
+        engine = registry.BY_NAME.get(line.engine)
+        event = engine.parse_event(line.message) if engine is not None else None
+        end = ending.parse(line.message, line.time)
+        with self._lock:
+            if end is not None and end.final:
+                self._starts.clear()
+                self._sign = None
+                self._readies = 0
+                self._boot = None
+            if isinstance(event, ServerArgsEvent) and line.dp_rank in (None, 0):
+                self._starts.append((line.engine, line.time))
+                self._readies = 0
+                self._boot = None
+            elif isinstance(event, ServerReady):
+                self._announcing.add(line.engine)
+                self._readies += 1
+                if self._readies >= 2 and len(self._open()) >= 2:
+                    self._sign = self._sign or READY_SIGN
+
+    def add(self, records: Sequence[StatsRecord]) -> None:
+        """Stats lines read, in the order written, of whichever engine wrote them."""
+        if not records:
+            return
+        newest = records[-RECENT:]
+        with self._lock:
+            self._recent.extend((r.engine, r.accept_length) for r in newest)
+            if self._sign is None and self._readies == 0 and len(self._open()) >= 2:
+                self._while_starting(records)
+
+    def _open(self) -> list[tuple[str, str | None]]:
+        """The starts of the newest start's engine since the last end; under the lock."""
+        if not self._starts:
+            return []
+        engine = self._starts[-1][0]
+        return [start for start in self._starts if start[0] == engine]
+
+    def _while_starting(self, records: Sequence[StatsRecord]) -> None:
+        """Decode lines of the newest start's engine before it says it is ready: another
+        server's, once they go on for ``BOOT_SECONDS``. Under the lock."""
+        engine = self._starts[-1][0]
+        if engine not in self._announcing:
+            return  # an engine that never says ready: its start cannot be told from serving
+        times = [
+            at
+            for r in records
+            if r.kind == "decode" and r.engine == engine and (at := logged_seconds(r.time))
+        ]
+        if not times:
+            return
+        first = times[0] if self._boot is None else self._boot[0]
+        self._boot = (first, times[-1])
+        if times[-1] - first >= BOOT_SECONDS:
+            self._sign = SERVING_SIGN
+
+    def interleaving(self) -> Interleaving | None:
+        """What shows two servers in this source now, or None."""
+        with self._lock:
+            recent = list(self._recent)
+            sign = self._sign
+            starts = tuple(self._open()) if sign is not None else ()
+        counts = Counter(engine for engine, _ in recent)
+        changes = sum(1 for (a, _), (b, _) in pairwise(recent) if a != b)
+        top = counts.most_common(2)
+        if len(top) == 2 and top[1][1] >= MIN_LINES and changes >= MIN_CHANGES:
+            sign = ENGINES_SIGN
+        if sign is None:
+            return None
+        streams = tuple(_stream(engine, lines, recent) for engine, lines in counts.most_common())
+        return Interleaving(sign, streams, len(recent), starts)
+
+
+def _stream(engine: str, lines: int, recent: list[tuple[str, float | None]]) -> Stream:
+    lengths = [length for each, length in recent if each == engine and length is not None]
+    if not lengths:
+        return Stream(engine, lines, 0)
+    return Stream(engine, lines, len(lengths), min(lengths), max(lengths), fmean(lengths))
