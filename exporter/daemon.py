@@ -6,6 +6,7 @@ daemon only starts and stops these parts; it holds no metric logic of its own.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import signal
@@ -39,6 +40,9 @@ log = logging.getLogger("specwatch")
 
 # Targets whose start-up summary is logged (all are on the landing page); a node serves a few.
 SETUP_LOGGED = 8
+# How long a scrape waits for the lines written before it to be read (a pass stuck on a hung
+# mount must not hold every scrape); past it, the scrape shows what was read.
+SYNC_SECONDS = 0.5
 
 
 class Source(Protocol):
@@ -57,6 +61,7 @@ class Daemon:
         self.exit_status = 0
         self._told: dict[str, str] = {}  # each target's setup as last logged
         self.fault: str | None = None  # a thread that died: the process must not go on
+        self.signals_taken_by: int | None = None  # the thread in serve(), signals blocked
         self.targets = [
             Target.from_config(
                 t, config.custom_rules, config.max_dp_ranks, config.max_traffic_classes
@@ -81,11 +86,17 @@ class Daemon:
             self.registry,
             functools.partial(landing_page, self.targets, config.stale_after),
             web.guard if web else None,
-            content=lambda: list(collector.collect()),
+            content=functools.partial(self._content, collector),
             not_ready=self.not_ready,
         )
         self.web = WebServer(host, port, app, web if web and web.serves_tls else None)
         self._judging = threading.Thread(target=self._judge_loop, name="judge", daemon=True)
+
+    def _content(self, collector: SpecwatchCollector) -> object:
+        """What a scrape or the landing page shows, once every line written before it was
+        read: the tail loop reads a written file at its next tick, or now, for a scrape."""
+        self._tail_loop.sync(SYNC_SECONDS)
+        return list(collector.collect())
 
     def _build_sources(self) -> Iterator[Source]:
         for target in self.targets:
@@ -114,7 +125,7 @@ class Daemon:
         service manager should restart the pair rather than keep a sidecar watching nothing."""
         log.warning("standard input ended (the server's output closed); exiting with status 1")
         self.exit_status = 1
-        self.stopping.set()
+        self._stop_soon()
 
     def thread_died(self, args: threading.ExceptHookArgs) -> None:
         """A thread ended by an exception: specwatch stops with status 70 (EX_SOFTWARE).
@@ -134,7 +145,16 @@ class Daemon:
         )
         self.fault = f"thread {name} died: {args.exc_type.__name__}"
         self.exit_status = THREAD_DIED_STATUS
+        self._stop_soon()
+
+    def _stop_soon(self) -> None:
+        """Another thread asks the process to stop: the thread waiting for signals in
+        serve(), if any, is woken by one of its own."""
         self.stopping.set()
+        waiting = self.signals_taken_by
+        if waiting is not None:
+            with contextlib.suppress(OSError):  # it has ended meanwhile
+                signal.pthread_kill(waiting, _WAKE)
 
     def not_ready(self) -> str | None:
         """Why /healthz must not answer 200, or None once every log source follows.
@@ -172,11 +192,11 @@ class Daemon:
         for source in self._sources:
             source.start()
         self._scrapes.start()
-        self._judging.start()
         self.web.start()
         names = ", ".join(t.name for t in self.targets)
         log.info("listening on %s (port %d), targets: %s", self.config.listen, self.web.port, names)
         self.tell_setup()
+        self._judging.start()
 
     def tell_setup(self) -> None:
         """Log what each target found (engine, algorithm, draft count, endpoints, baseline)
@@ -201,13 +221,16 @@ class Daemon:
 
     def _judge_loop(self) -> None:
         """Judge every target every ``JUDGE_SECONDS``, so a change of verdict is logged when
-        it happens, not when someone next scrapes; a failure is logged, never fatal."""
+        it happens, not when someone next scrapes; a failure is logged, never fatal. Then
+        log any target's setup that changed (an engine found in the log, an endpoint
+        answering): one thread wakes for both."""
         while not self.stopping.wait(JUDGE_SECONDS):
             for target in self.targets:
                 try:
                     inspect_now(target, clock.now(), self.config.stale_after)
                 except Exception:
                     log.exception("judging target %s failed", target.name)
+            self.tell_setup()
 
     def stop(self) -> None:
         self.stopping.set()
@@ -235,13 +258,16 @@ _IGNORED = {
     signal.SIGUSR2: "specwatch has no use for it",
     signal.SIGALRM: "specwatch sets no alarm",
 }
-_SIGNALS = {*_STOPPING, *_IGNORED}
-# How soon the main thread notices that another thread asked to stop (standard input ended).
-_STOP_CHECK_SECONDS = 0.25
+# Sent by the daemon to its own main thread when another thread asks it to stop (standard
+# input ended, a thread died); taken like the others, so the main thread sleeps until a signal
+# instead of waking a few times a second to look.
+_WAKE = signal.SIGRTMIN
+_SIGNALS = {*_STOPPING, *_IGNORED, _WAKE}
+# A last resort only: how often the main thread looks whether it should stop unwoken.
+_STOP_CHECK_SECONDS = 5.0
 _IGNORED_NOTE_SECONDS = 60.0
-# How often the main thread looks whether a target's setup changed, to log it.
-_SETUP_CHECK_SECONDS = 1.0
-# How often the daemon judges each target on its own (and logs a change of verdict).
+# How often the daemon judges each target on its own (and logs a change of verdict), and
+# looks whether a target's setup changed, to log it.
 JUDGE_SECONDS = 5.0
 
 
@@ -254,27 +280,26 @@ def serve(daemon: Daemon) -> int:
     the signal to a busy worker thread, and the handler then waits until the main thread
     next wakes up. SIGHUP, SIGUSR1, SIGUSR2 and SIGALRM are ignored (each said at most once a
     minute; before, all but SIGHUP killed the daemon without a log line): the configuration
-    is read once, at start. SIGQUIT logs every thread's stack, then stops.
+    is read once, at start. SIGQUIT logs every thread's stack, then stops. Another thread
+    that asks to stop wakes the main thread with SIGRTMIN, so it sleeps until a signal comes.
     They stay blocked after the stop: the process is ending, and a supervisor's second
     SIGTERM (or a SIGHUP) taken with the default action would kill it with status 143 or 129.
     """
     signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    daemon.signals_taken_by = threading.get_ident()
     threading.excepthook = daemon.thread_died
     ignored = _IgnoredSignals()
     try:
         daemon.start()
-        told_at = time.monotonic()
         while not daemon.stopping.is_set():
             received = signal.sigtimedwait(_SIGNALS, _STOP_CHECK_SECONDS)
-            if time.monotonic() - told_at >= _SETUP_CHECK_SECONDS:
-                daemon.tell_setup()
-                told_at = time.monotonic()
-            if received is None or received.si_signo not in _SIGNALS:
-                continue  # timed out, or woken with no signal (a profiler attaching by ptrace)
+            if received is None or received.si_signo not in _SIGNALS or received.si_signo == _WAKE:
+                continue  # timed out, woken to stop, or with no signal (a profiler attaching)
             if not ignored.take(received):
                 _stopping_signal(daemon, signal.Signals(received.si_signo))
                 break
     finally:
+        daemon.signals_taken_by = None
         daemon.stop()
         threading.excepthook = threading.__excepthook__
     return daemon.exit_status

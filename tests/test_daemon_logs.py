@@ -46,6 +46,19 @@ def test_file_present_at_start_is_read_from_end_but_tail_sets_current_state(
         assert s.value("specwatch_log_lines_total") == 1
 
 
+def test_a_scrape_shows_every_line_written_before_it(tmp_path: Path, port: int) -> None:
+    """The tail loop reads a written log at its next tick (a pass costs as much for one line
+    as for many); a scrape does not wait for it: each one here comes right after a write."""
+    log = tmp_path / "server.log"
+    log.touch()
+    with run_daemon(["--log-file", str(log)], port) as d:
+        for n in range(1, 11):
+            append(log, decode_line(1.0 + n / 4))
+            s = d.scrape()
+            assert s.value(DECODES, kind="decode") == n
+            assert s.value("specwatch_accept_length") == 1.0 + n / 4
+
+
 def test_old_tail_at_start_is_not_presented_as_current(tmp_path: Path, port: int) -> None:
     log = tmp_path / "server.log"
     append(log, decode_line(1.0))

@@ -317,7 +317,7 @@ def test_a_write_wakes_the_tailer_of_its_file_not_every_tailer_in_its_directory(
     busy, quiet = tmp_path / "busy.log", tmp_path / "quiet.log"
     busy.touch()
     quiet.touch()
-    loop = TailLoop()
+    loop = TailLoop(coalesce=0.1)
     loop.start()
     busy_rec = Recorder()
     tailers = [
@@ -339,3 +339,64 @@ def test_a_write_wakes_the_tailer_of_its_file_not_every_tailer_in_its_directory(
         loop.stop()
     assert tailers[0].steps > 3
     assert tailers[1].steps == 1  # its first; its poll is 30 s away
+
+
+def test_a_write_is_read_at_the_next_tick_or_at_once_when_a_scrape_syncs(tmp_path: Path) -> None:
+    """A pass costs as much for one line as for many, so a written file waits for the loop's
+    next tick; a scrape must still show every line written before it: ``sync()`` reads them
+    now and returns once they were handed on."""
+    log = tmp_path / "server.log"
+    log.touch()
+    loop = TailLoop(coalesce=30.0)
+    loop.start()
+    rec = Recorder()
+    tailer = FileTailer(str(log), rec, poll_interval=30.0, loop=loop)
+    try:
+        tailer.start()
+        wait_for(lambda: rec.bootstraps, what="bootstrap")
+        assert loop.active
+        append(log, raw=b"one\n")
+        time.sleep(0.3)
+        assert rec.lines == []  # held for the tick, 30 s away
+        assert loop.sync(timeout=5.0)
+        assert rec.lines == [b"one"]
+        append(log, raw=b"two\n")
+        assert loop.sync(timeout=5.0)
+        assert rec.lines == [b"one", b"two"]
+        assert loop.sync(timeout=5.0)  # nothing written since: returns at once
+    finally:
+        tailer.stop()
+        loop.stop()
+
+
+def test_files_written_within_one_tick_are_read_together(tmp_path: Path) -> None:
+    """100 logs of a few lines a second each had a pass (and a wake-up) of their own every
+    100 ms; a tick now reads every file written since the last one, one after another."""
+    logs = [tmp_path / f"server-{n}.log" for n in range(10)]
+    for log in logs:
+        log.touch()
+    loop = TailLoop(coalesce=0.5)
+    loop.start()
+    recorders = [Recorder() for _ in logs]
+    tailers = [
+        CountingTailer(str(log), rec, poll_interval=30.0, loop=loop)
+        for log, rec in zip(logs, recorders, strict=True)
+    ]
+    try:
+        for tailer in tailers:
+            tailer.start()
+        wait_for(lambda: all(t.ready.is_set() for t in tailers), what="first passes")
+        start = time.monotonic()
+        for round_ in range(6):
+            for log in logs:
+                append(log, raw=f"{log.name} {round_}\n".encode())
+                time.sleep(0.02)
+        expected = [[f"{log.name} {n}".encode() for n in range(6)] for log in logs]
+        wait_for(lambda: [r.lines for r in recorders] == expected, what="every line")
+        spent = time.monotonic() - start
+    finally:
+        for tailer in tailers:
+            tailer.stop()
+        loop.stop()
+    ticks = spent / 0.5 + 1
+    assert all(t.steps - 1 <= ticks for t in tailers), ([t.steps for t in tailers], spent)

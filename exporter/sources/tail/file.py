@@ -3,8 +3,8 @@
 Design (after mtail, Fluent Bit and Vector; see the module docs of ``exporter.sources.tail``):
 
 - Polling is the source of truth; directory notifications only end a sleep early. Every
-  tailer of a process is stepped by one ``TailLoop`` thread (``loop.py``), which also holds
-  woken passes back to one per ``COALESCE`` seconds per file.
+  tailer of a process is stepped by one ``TailLoop`` thread (``loop.py``), which reads the
+  files written to at its next tick (``COALESCE``), or at once when a scrape asks.
 - A file is known by ``(st_dev, st_ino)``, never by its path. When the path (or the glob's
   newest new match) names another file, the old descriptor is read to its end, the new file is
   read from byte 0, and the old descriptor stays open for ``rotate_wait`` seconds so writers
@@ -63,7 +63,8 @@ PASS_BUDGET_BYTES = 16 * CHUNK_BYTES
 """Most bytes read from one file per pass, so a flood never starves stop() or other files."""
 
 IDLE_INTERVAL = 1.0
-"""Longest sleep while idle, used only when directory notifications can wake the tailer."""
+"""Seconds between passes while directory notifications can wake the tailer: polling stays the
+truth (a notification lost, a write over NFS), at this pace."""
 
 FINGERPRINT_BYTES = 64
 """Bytes of a followed file kept at its start and just before the read offset, compared on
@@ -207,7 +208,6 @@ class FileTailer:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._started = False
-        self._interval = poll_interval
         self.ready = threading.Event()
         """Set after the first pass: the file is open (at its end, or at byte 0 with
         ``from_beginning``) or known missing, so every byte written from now on is read as new."""
@@ -249,14 +249,11 @@ class FileTailer:
             return math.inf
         if read >= PASS_BUDGET_BYTES:
             return 0.0
-        self._interval = self._next_interval(self._interval, read > 0)
-        return self._interval
-
-    def _next_interval(self, interval: float, busy: bool) -> float:
-        """Back off while idle, but only when a directory watch will cut the sleep short."""
-        if busy or not self._notified:
+        if not self._notified:
             return self._poll_interval
-        return min(interval * 2, max(IDLE_INTERVAL, self._poll_interval))
+        # A write will bring the next pass forward (to the loop's next tick): a poll after
+        # every busy pass would read a server's lines a few at a time again.
+        return max(IDLE_INTERVAL, self._poll_interval)
 
     def _safe_pass(self) -> int:
         with self._lock:

@@ -3,10 +3,15 @@
 A thread per file made 100 logs 100 threads taking turns at the interpreter lock, each woken
 by every line its server wrote. Here each file (a ``Job``: ``step()`` makes one pass and says
 how soon it wants the next) has a due time, and one thread sleeps until the earliest, or until
-inotify (``wakeup.Inotify``) says a watched directory changed. A woken file's pass comes at
-most once per ``COALESCE`` seconds: a server writing a line at a time is read a batch at a
-time, and while a woken pass waits, further notifications are left queued in the kernel and
-read together before it.
+inotify (``wakeup.Inotify``) says a watched directory changed.
+
+A pass costs the same for one line as for a hundred (most of it is waking a thread on a busy
+node and walking code gone cold since the last), so passes are few: a notification brings a
+file's pass forward only to the loop's next tick (every ``COALESCE`` seconds), where every
+file written since the last tick is read, one after another; while a tick is pending, further
+notifications are left queued in the kernel and read together at it. What a scrape shows is
+still current: ``sync()``, called before rendering, reads the queued notifications and makes
+the pass of every file written since its last, at once, and waits for them.
 
 Passes of different files run one after another, each bounded by the tailer's read budget.
 """
@@ -26,9 +31,14 @@ from exporter.sources.tail.wakeup import Inotify
 
 log = logging.getLogger(__name__)
 
-COALESCE = 0.1
-"""Least seconds from the start of one pass of a file to a pass woken by a notification.
-Passes that a full read budget asks for, and polls, are not held back."""
+COALESCE = 1.0
+"""Seconds between the loop's ticks: a file written to is read at the next tick (or at the
+next ``sync()``, whichever comes first). Passes that a full read budget asks for, and polls,
+are not held back."""
+
+GRID = 0.05
+"""Other passes (polls, idle checks) are due on multiples of this many seconds, so that the
+files whose passes fell due together stay together and share one wake-up."""
 
 
 class Job(Protocol):
@@ -40,12 +50,17 @@ class Job(Protocol):
 class TailLoop:
     """Runs every added job's passes in one thread; notifications only bring them forward."""
 
-    def __init__(self, notify: bool = True) -> None:
+    def __init__(self, notify: bool = True, coalesce: float = COALESCE) -> None:
         self._notify = notify
+        self._coalesce = coalesce
         self._lock = threading.Lock()
+        self._passed = threading.Condition(self._lock)  # a pass ended (for sync())
         self._due: dict[Job, float] = {}
-        self._started: dict[Job, float] = {}  # when each job's last pass began
-        self._woken: set[Job] = set()  # brought forward by a notification, pass not made yet
+        self._woken: set[Job] = set()  # brought forward by a notification, pass not begun
+        self._running: Job | None = None  # the job whose pass is in progress
+        self._passes = 0  # passes begun so far
+        self._begun: dict[Job, int] = {}  # the number of each job's latest pass
+        self._syncing = 0  # sync() calls waiting
         self._dir_of: dict[Job, str] = {}
         self._names_of: dict[Job, frozenset[bytes] | None] = {}  # None: any file there
         self._jobs_in: dict[str, set[Job]] = {}
@@ -77,6 +92,7 @@ class TailLoop:
             thread, self._thread = self._thread, None
             self._stopping = True
             self._poke()
+            self._passed.notify_all()
         if thread is not None:
             thread.join(timeout)
 
@@ -90,9 +106,46 @@ class TailLoop:
         """Make no further pass of ``job`` (one in progress ends on its own)."""
         with self._lock:
             self._due.pop(job, None)
-            self._started.pop(job, None)
+            self._begun.pop(job, None)
             self._woken.discard(job)
             self._leave_dir(job)
+            self._passed.notify_all()
+
+    def sync(self, timeout: float) -> bool:
+        """Read what was written to any followed file before this call, now: the pass of
+        every file a notification named since its last pass, waited for (at most ``timeout``
+        seconds; False when that ran out). A scrape calls it before rendering, so what it
+        shows never waits for the next tick. Files followed by polling alone (no
+        notifications) are read on their own schedule."""
+        with self._lock:
+            if self._thread is None or self._stopping or threading.current_thread() is self._thread:
+                return True
+            if self._inotify is not None:
+                self._take_notifications(self._inotify)
+            if not self._woken:
+                return True
+            wanted = set(self._woken)
+            for job in wanted:
+                self._due[job] = 0.0
+            asked = self._passes
+            self._poke()
+            deadline = time.monotonic() + timeout
+            self._syncing += 1
+            try:
+                while not self._stopping and any(self._pending(job, asked) for job in wanted):
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    self._passed.wait(left)
+            finally:
+                self._syncing -= 1
+            return True
+
+    def _pending(self, job: Job, asked: int) -> bool:
+        """Whether ``job`` has yet to end a pass begun after ``asked`` passes."""
+        if job not in self._due:
+            return False
+        return self._running is job or self._begun.get(job, 0) <= asked
 
     def watch(self, job: Job, directory: str | None, names: frozenset[bytes] | None = None) -> bool:
         """Have changes to the files ``names`` (None: any) of ``directory`` bring ``job``'s
@@ -143,8 +196,8 @@ class TailLoop:
                 with self._lock:
                     if self._stopping:
                         return
-                    # While a woken pass waits, more notifications change nothing: they stay
-                    # in the kernel's queue and are read together before that pass.
+                    # While a tick is pending, more notifications change nothing: they stay
+                    # in the kernel's queue and are read together at it.
                     listen = inotify is not None and not self._woken
                     wait = min(self._due.values(), default=math.inf) - time.monotonic()
                 if listen != listening and inotify is not None:
@@ -159,36 +212,39 @@ class TailLoop:
                         with contextlib.suppress(BlockingIOError):
                             os.read(control[0], 4096)
                 if inotify is not None:
-                    self._take_notifications(inotify)
+                    with self._lock:  # a tailer stopping elsewhere may be unwatching meanwhile
+                        self._take_notifications(inotify)
                 self._run_due()
         finally:
             self._close(inotify, control)
 
     def _take_notifications(self, inotify: Inotify) -> None:
-        """Bring forward the passes of the jobs in every changed directory."""
-        with self._lock:  # a tailer stopping elsewhere may be unwatching meanwhile
-            try:
-                changed = inotify.changed()
-            except OSError:
-                log.debug("reading notifications failed", exc_info=True)
-                changed = None
-            if changed is None:  # overflowed: anything may have changed
-                jobs = set(self._due)
-            else:
-                jobs = self._concerned(changed)
-                for name in changed:
-                    if not inotify.watching(name):  # removed: forget it, the job asks again
-                        for job in self._jobs_in.pop(name, set()):
-                            self._dir_of.pop(job, None)
-                            self._names_of.pop(job, None)
-            for job in jobs:
-                due = self._due.get(job)
-                if due is None:
-                    continue
-                soonest = self._started.get(job, -math.inf) + COALESCE
-                if soonest < due:
-                    self._due[job] = soonest
-                    self._woken.add(job)
+        """Bring the passes of the jobs in every changed directory forward to the next tick
+        (called with the lock held)."""
+        try:
+            changed = inotify.changed()
+        except OSError:
+            log.debug("reading notifications failed", exc_info=True)
+            changed = None
+        if changed is None:  # overflowed: anything may have changed
+            jobs = set(self._due)
+        else:
+            jobs = self._concerned(changed)
+            for name in changed:
+                if not inotify.watching(name):  # removed: forget it, the job asks again
+                    for job in self._jobs_in.pop(name, set()):
+                        self._dir_of.pop(job, None)
+                        self._names_of.pop(job, None)
+        if not jobs:
+            return
+        tick = (math.floor(time.monotonic() / self._coalesce) + 1) * self._coalesce
+        for job in jobs:
+            due = self._due.get(job)
+            if due is None:
+                continue
+            if tick < due or self._running is job:  # mid-pass: it may have read before
+                self._due[job] = min(tick, due) if self._running is not job else tick
+                self._woken.add(job)
 
     def _concerned(self, changed: dict[str, set[bytes] | None]) -> set[Job]:
         """The jobs watching a file that changed, or a directory that did."""
@@ -210,11 +266,27 @@ class TailLoop:
                 if job not in self._due or self._stopping:
                     continue
                 self._woken.discard(job)
-                self._started[job] = time.monotonic()
+                self._passes += 1
+                self._begun[job] = self._passes
+                self._running = job
             delay = self._step(job)
             with self._lock:
+                self._running = None
                 if job in self._due:
-                    self._due[job] = time.monotonic() + delay
+                    after = self._after(delay)
+                    # Woken again while it ran: the notification's tick stands, if sooner.
+                    woken = job in self._woken
+                    self._due[job] = min(after, self._due[job]) if woken else after
+                if self._syncing:
+                    self._passed.notify_all()
+
+    @staticmethod
+    def _after(delay: float) -> float:
+        """When a pass asked for ``delay`` seconds from now is due: at once, never, or on
+        the grid."""
+        if delay <= 0 or math.isinf(delay):
+            return time.monotonic() + delay
+        return math.ceil((time.monotonic() + delay) / GRID) * GRID
 
     @staticmethod
     def _step(job: Job) -> float:
@@ -235,5 +307,6 @@ class TailLoop:
                 self._jobs_in.clear()
             if self._control is control:
                 self._control = None
+            self._passed.notify_all()
         for fd in control:
             os.close(fd)
