@@ -369,6 +369,30 @@ def test_a_write_is_read_at_the_next_tick_or_at_once_when_a_scrape_syncs(tmp_pat
         loop.stop()
 
 
+def test_every_sync_reads_the_lines_written_before_it(tmp_path: Path) -> None:
+    """A file whose own check fell due before the tick was left for that check: a scrape
+    right after a write missed the line, for up to a second."""
+    log = tmp_path / "server.log"
+    log.touch()
+    loop = TailLoop(coalesce=30.0)
+    loop.start()
+    rec = Recorder()
+    tailer = FileTailer(str(log), rec, loop=loop)  # checked every second while quiet
+    written: list[bytes] = []
+    try:
+        tailer.start()
+        wait_for(lambda: rec.bootstraps, what="bootstrap")
+        for n in range(30):
+            time.sleep(0.05)
+            written.append(f"line {n}".encode())
+            append(log, raw=written[-1] + b"\n")
+            assert loop.sync(timeout=5.0)
+            assert rec.lines == written
+    finally:
+        tailer.stop()
+        loop.stop()
+
+
 def test_files_written_within_one_tick_are_read_together(tmp_path: Path) -> None:
     """100 logs of a few lines a second each had a pass (and a wake-up) of their own every
     100 ms; a tick now reads every file written since the last one, one after another."""

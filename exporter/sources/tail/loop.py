@@ -56,7 +56,7 @@ class TailLoop:
         self._lock = threading.Lock()
         self._passed = threading.Condition(self._lock)  # a pass ended (for sync())
         self._due: dict[Job, float] = {}
-        self._woken: set[Job] = set()  # brought forward by a notification, pass not begun
+        self._woken: set[Job] = set()  # written to (a notification said), pass not begun
         self._running: Job | None = None  # the job whose pass is in progress
         self._passes = 0  # passes begun so far
         self._begun: dict[Job, int] = {}  # the number of each job's latest pass
@@ -242,9 +242,9 @@ class TailLoop:
             due = self._due.get(job)
             if due is None:
                 continue
-            if tick < due or self._running is job:  # mid-pass: it may have read before
-                self._due[job] = min(tick, due) if self._running is not job else tick
-                self._woken.add(job)
+            # Mid-pass, it may have read before the write: the pass after it is due.
+            self._due[job] = tick if self._running is job else min(tick, due)
+            self._woken.add(job)
 
     def _concerned(self, changed: dict[str, set[bytes] | None]) -> set[Job]:
         """The jobs watching a file that changed, or a directory that did."""
