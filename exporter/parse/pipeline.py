@@ -127,7 +127,13 @@ class LineProcessor:
         if side is not None:
             side.finish()
         others = [engine for engine in registry.ENGINES if engine is not chosen]
-        self._side_markers = tuple(marker for engine in others for marker in engine.markers)
+        # Their stats lines (their starts are ``_others``, and a side reader's events are dropped).
+        self._side_markers = tuple(
+            marker
+            for engine in others
+            for marker in engine.markers
+            if marker not in engine.start_markers
+        )
         if self._auto:
             self._others = tuple(marker for engine in others for marker in engine.start_markers)
         self._not_own = self._others + self._side_markers
