@@ -61,6 +61,7 @@ LISTED_ALERTS = {
     "SpecDecodeLogFormatUnrecognized": "warning",
     "SpecwatchUpstreamDown": "warning",
     "SpecwatchLogNotFollowed": "warning",
+    "SpecwatchLogInterleaved": "warning",
     "SpecwatchDown": "warning",
     "SpecwatchAbsent": "critical",
 }

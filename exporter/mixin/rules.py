@@ -552,6 +552,20 @@ def exporter_alerts(config: MixinConfig) -> list[Rule]:
             "on the log are blind for this target.",
             for_="5m",
         ),
+        # Two servers in one log: specwatch withholds the log's accept length, throughput
+        # and verdict (the finding interleaved_servers), so nothing else can fire for them.
+        _alert(
+            config,
+            "SpecwatchLogInterleaved",
+            f"{_finding(config, 'interleaved_servers')}\n",
+            "warning",
+            "Two servers write to one log that specwatch follows.",
+            f"specwatch at {node} reads the lines of two servers in the log of "
+            "{{ $labels.target }}: their figures would be a mix, so no accept length, "
+            "throughput or verdict is given for it, and the accept-length and speed alerts "
+            "cannot fire for either server. Give each server a log file and a target of its own.",
+            for_="5m",
+        ),
         _alert(
             config,
             "SpecwatchDown",
