@@ -21,7 +21,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from exporter.analysis.thresholds import STALE_AFTER
 from exporter.engines import registry
 from exporter.engines.counters import MAX_ACCEPT_LENGTH, PREFIX_RE
-from exporter.engines.server_config import from_draft_config
+from exporter.engines.draft_config import from_draft_config
 from exporter.parse.custom_rules import CustomRule, CustomRuleSet
 from exporter.settings import ConfigError, Strict, load_yaml, plain_problem
 from exporter.smallfile import read_small_file

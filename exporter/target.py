@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 from exporter.analysis.baseline import Baseline
 from exporter.config import TargetConfig
-from exporter.engines.server_config import ServerConfig, from_draft_config
+from exporter.engines.draft_config import DraftLookups, from_draft_config
+from exporter.engines.server_config import ServerConfig
 from exporter.parse.custom_rules import CustomRule, CustomRuleSet
 from exporter.sources.upstream import UpstreamScraper
 from exporter.state.requests import DEFAULT_MAX_CLASSES, RequestStats
@@ -20,6 +21,9 @@ class Target:
     state: TargetState
     configured_baseline: Baseline | None = None
     draft: ServerConfig = field(default_factory=ServerConfig)  # from draft_config, if given
+    # The draft config.json answers for the paths its server names, its tailer's and
+    # scraper's alike; no other target's.
+    drafts: DraftLookups = field(default_factory=DraftLookups)
     upstream: UpstreamScraper | None = None
     custom_rules: CustomRuleSet | None = None
 
@@ -54,6 +58,7 @@ class Target:
                 bench_file=config.baseline.bench_file,
                 log=config.baseline.log,
             )
+        drafts = DraftLookups()
         return cls(
             config=config,
             # Node loads feed the throughput by load band (fleet peers, drafting-off windows)
@@ -64,15 +69,17 @@ class Target:
                 node_loads=True,
                 requests=RequestStats(config.request_label_header, max_traffic_classes),
                 baseline=baseline,
+                drafts=drafts,
             ),
             configured_baseline=baseline,
             draft=from_draft_config(config.draft_config) if config.draft_config else ServerConfig(),
-            upstream=_scraper(config),
+            drafts=drafts,
+            upstream=_scraper(config, drafts),
             custom_rules=CustomRuleSet(list(custom_rules)) if custom_rules else None,
         )
 
 
-def _scraper(config: TargetConfig) -> UpstreamScraper | None:
+def _scraper(config: TargetConfig, drafts: DraftLookups) -> UpstreamScraper | None:
     """A scraper when the target has upstream URLs; it scrapes in its own thread once started."""
     if not (config.url or config.metrics_url or config.server_info_url):
         return None
@@ -87,4 +94,5 @@ def _scraper(config: TargetConfig) -> UpstreamScraper | None:
         token_env=config.bearer_token_env,
         metrics_prefix=config.metrics_prefix,
         target=config.name,
+        drafts=drafts,
     )

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from exporter.analysis.baseline import Baseline
 from exporter.config import TargetConfig
+from exporter.engines.draft_config import with_local_draft
 from exporter.engines.record import StatsRecord
+from exporter.engines.server_config import ServerConfig
 from exporter.exposition.collector import SpecwatchCollector
 from exporter.exposition.families import LABEL_VALUE_MAX, bounded
 from exporter.state.target_state import TargetSnapshot, TargetState
@@ -34,6 +37,24 @@ def test_fresh_window_is_exported_with_target_label() -> None:
     assert s.value("specwatch_cuda_graph", target="node-a") == 1
     assert s.value("specwatch_gen_throughput_tokens_per_second", target="node-a") == 600
     assert s.value("specwatch_last_decode_timestamp_seconds", target="node-a") == T0
+
+
+def test_draft_config_errors_sum_each_targets_own(tmp_path: Path) -> None:
+    """A path a target's server names is read and counted by that target alone; the family
+    (no target label) sums them."""
+    draft = tmp_path / "draft"
+    draft.mkdir()
+    (draft / "config.json").write_text("[]")  # not a JSON object
+    named = ServerConfig(draft_model_path=str(draft))
+    one, two, quiet = make_target("one"), make_target("two"), make_target("quiet")
+    for target in (one, one, two):
+        with_local_draft(named, target.drafts)
+    scrape = render([one, two, quiet], Clock())
+    assert scrape.value("specwatch_draft_config_errors_total", reason="invalid") == 2
+    assert scrape.value("specwatch_draft_config_errors_total", reason="permission") == 0
+    assert (
+        render([quiet], Clock()).value("specwatch_draft_config_errors_total", reason="invalid") == 0
+    )
 
 
 def test_window_vanishes_after_stale_after_but_counters_stay() -> None:

@@ -197,6 +197,7 @@ from datetime import datetime, timezone
 
 from exporter.engines.events import ServerArgsEvent
 from exporter.engines.record import LogLine, StatsRecord
+from exporter.engines.server_config import ServerConfig
 
 _PREFIX = "toyllm| "
 
@@ -283,7 +284,10 @@ class Toy:
 
     def parse_event(self, message):
         if message.startswith("start "):
-            return ServerArgsEvent({"speculative_algorithm": message.split()[1]})
+            return ServerArgsEvent(ServerConfig(engine=self.name, algorithm=message.split()[1]))
+        return None
+
+    def read_server_info(self, info):
         return None
 
     def upstream_reader(self, prefix=None):

@@ -9,7 +9,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exporter.engines.server_config import from_server_info
+from exporter.engines.sglang_config import from_server_info
 from exporter.sources.upstream import ScrapeError, parse_metrics, parse_server_info
 from exporter.state.feed import LogFeed
 from exporter.state.target_state import TargetState

@@ -16,10 +16,11 @@ import pytest
 
 from exporter.analysis.findings.configuration import graphs_off_by_configuration
 from exporter.engines.record import LogLine
-from exporter.engines.server_config import ConfigTracker, ServerConfig
+from exporter.engines.server_config import ServerConfig
 from exporter.engines.sglang import classify
 from exporter.engines.sglang_startup import parse_event
 from exporter.sources.upstream import UpstreamScraper
+from exporter.state.runs import ConfigTracker
 from tests.support.daemon import doctor
 from tests.support.fake_sglang import API_KEY, Route, exposition, fake_sglang
 from tests.support.loglines import stamp

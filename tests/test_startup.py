@@ -11,6 +11,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from exporter.analysis.findings.configuration import eagle3_draft_evidence
+from exporter.engines.draft_config import (
+    DraftConfigError,
+    DraftLookups,
+    from_draft_config,
+    with_local_draft,
+)
 from exporter.engines.events import (
     MaxRunningReset,
     MemoryPlan,
@@ -19,17 +25,12 @@ from exporter.engines.events import (
     WeightsLoaded,
 )
 from exporter.engines.record import LogLine
-from exporter.engines.server_config import (
-    ConfigTracker,
-    DraftConfigError,
-    ServerConfig,
-    from_draft_config,
-    from_server_info,
-    with_local_draft,
-)
+from exporter.engines.server_config import ServerConfig
 from exporter.engines.sglang import classify
+from exporter.engines.sglang_config import from_server_info
 from exporter.engines.sglang_startup import parse_event, parse_server_args
 from exporter.redact import is_secret_name
+from exporter.state.runs import ConfigTracker
 from tests.support.fake_sglang import server_info
 
 # Shaped like SGLang's dataclass repr (Feb 2026 field names), with the awkward cases a real
@@ -288,10 +289,35 @@ def test_bad_draft_config_is_a_clear_error(
 
 def test_local_draft_path_is_read_when_it_exists(tmp_path: Path) -> None:
     folder = _write_draft(tmp_path / "kimi-k25-draft")
-    config = with_local_draft(ServerConfig(algorithm="EAGLE", draft_model_path=str(folder)))
-    assert config.draft_architecture == "LlamaForCausalLMEagle3"
+    drafts = DraftLookups()
+    named = ServerConfig(algorithm="EAGLE", draft_model_path=str(folder))
+    assert with_local_draft(named, drafts).draft_architecture == "LlamaForCausalLMEagle3"
     remote = ServerConfig(draft_model_path="org/does-not-exist-here")
-    assert with_local_draft(remote) == replace(remote, draft_config="absent")
+    assert with_local_draft(remote, drafts) == replace(remote, draft_config="absent")
+
+
+def test_each_target_reads_and_counts_its_own_draft_paths(tmp_path: Path) -> None:
+    """No answer or failure of one target's draft paths is another's: two targets naming the
+    same unreadable path count it once each, and a third never counts it."""
+    folder = tmp_path / "draft"
+    folder.mkdir()
+    (folder / "config.json").write_text("[]")  # not a JSON object
+    one, two, third = DraftLookups(), DraftLookups(), DraftLookups()
+    named = ServerConfig(draft_model_path=str(folder))
+    for drafts in (one, one, two):
+        assert with_local_draft(named, drafts).draft_config == "invalid"
+    assert one.failure_counts() == two.failure_counts() == {"invalid": 1}
+    assert third.failure_counts() == {}
+
+
+def test_a_targets_draft_answers_are_bounded(tmp_path: Path) -> None:
+    drafts = DraftLookups()
+    first = ServerConfig(draft_model_path=str(_write_draft(tmp_path / "first")))
+    assert with_local_draft(first, drafts).draft_config == "read"
+    for index in range(DraftLookups.SIZE):
+        with_local_draft(ServerConfig(draft_model_path=f"org/draft-{index}"), drafts)
+    (tmp_path / "first" / "config.json").unlink()  # forgotten, so read again: gone now
+    assert with_local_draft(first, drafts).draft_config == "absent"
 
 
 def test_merged_prefers_known_newer_fields() -> None:
@@ -317,7 +343,10 @@ SERVER_ARGS_DICT = (
 def test_sglang_0_5_23_dict_of_server_args_is_read_as_the_repr_is() -> None:
     event = parse_event(SERVER_ARGS_DICT)
     assert isinstance(event, ServerArgsEvent)
-    args = event.args
+    config = event.config
+    assert (config.engine, config.algorithm, config.num_draft_tokens) == ("sglang", "NGRAM", 8)
+    assert config.served_model == "kimi: k2.5"
+    args = parse_server_args(SERVER_ARGS_DICT)
     assert args["speculative_algorithm"] == "NGRAM"
     assert args["speculative_num_draft_tokens"] == 8
     assert args["lora_paths"] == ["a,b", "c"]
@@ -336,7 +365,7 @@ def test_a_cut_dict_of_server_args_keeps_its_complete_fields() -> None:
 def test_server_args_event_from_full_line() -> None:
     event = parse_event(SERVER_ARGS)
     assert isinstance(event, ServerArgsEvent)
-    assert event.args["speculative_algorithm"] == "EAGLE"
+    assert event.config.algorithm == "EAGLE"
 
 
 _values = st.recursive(

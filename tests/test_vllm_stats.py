@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from exporter.engines import registry, sglang_startup
 from exporter.engines.events import ServerArgsEvent
 from exporter.engines.record import LogLine, StatsRecord, Unrecognized
-from exporter.engines.server_config import from_server_args
 from exporter.engines.vllm import MAX_PENDING, VllmParser
 from exporter.parse.pipeline import LineProcessor
 from tests.support.sinks import ListSink
@@ -212,7 +211,7 @@ def test_the_engine_configuration_line_is_a_startup_event_with_the_draft_setup()
     assert sglang_startup.parse_event(event.message) is None
     parsed = registry.engine(event.engine).parse_event(event.message)
     assert isinstance(parsed, ServerArgsEvent)
-    config = from_server_args(parsed.args)
+    config = parsed.config
     assert (config.algorithm, config.num_steps, config.num_draft_tokens) == ("EAGLE3", 3, 4)
     assert config.draft_model_path == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
     assert config.disable_cuda_graph is True

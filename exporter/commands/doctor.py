@@ -54,13 +54,14 @@ from exporter.commands import (
 from exporter.commands.usage import UsageError
 from exporter.config import check_http_url
 from exporter.engines import registry
-from exporter.engines.server_config import (
+from exporter.engines.draft_config import (
     DraftConfigError,
-    ServerConfig,
+    DraftLookups,
     draft_seen,
     from_draft_config,
     with_local_draft,
 )
+from exporter.engines.server_config import ServerConfig
 from exporter.parse.reader import ReadError, read_logs
 from exporter.report.builder import ReportBuilder
 from exporter.report.summary import Report, RunSummary
@@ -234,7 +235,7 @@ def diagnose(args: argparse.Namespace) -> Diagnosis:
         except DraftConfigError as exc:
             raise UsageError(f"--draft-config: {exc}") from None
         diagnosis.sources["draft_config"] = "ok"
-    config = with_local_draft(config)
+    config = with_local_draft(config, DraftLookups())
     if log is not None:
         report = log.finish((args.log_file,))
         diagnosis.sources["log"] = f"{report.stats_lines} stats lines"

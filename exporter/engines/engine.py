@@ -11,10 +11,11 @@ engine's own code, with no lookup in between.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from exporter.engines.events import Event
 from exporter.engines.record import LogLine, RequestRecord, StatsRecord, UpstreamValues
+from exporter.engines.server_config import ServerConfig
 from exporter.engines.simulation import Simulation
 
 # A /metrics exposition: samples by metric name, each its labels and value.
@@ -165,6 +166,11 @@ class Engine(Protocol):
 
     def parse_event(self, message: str) -> Event | None:
         """The start-up event in the message of one of its lines, if any."""
+        ...
+
+    def read_server_info(self, info: Mapping[str, Any]) -> ServerConfig | None:
+        """Its server's ``/server_info`` JSON in specwatch's terms; None for an engine whose
+        server has none (``server_info`` false)."""
         ...
 
     def upstream_reader(self, prefix: str | None = None) -> UpstreamReader | None:

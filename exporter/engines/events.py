@@ -7,19 +7,18 @@ into these (``parse_event``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+
+from exporter.engines.server_config import ServerConfig
 
 
 @dataclass(frozen=True, slots=True)
 class ServerArgsEvent:
     """An engine's resolved configuration at start (SGLang's ``server_args=ServerArgs(...)``,
-    vLLM's engine configuration line), in SGLang's argument names, secrets already removed:
-    it begins a server run."""
+    vLLM's engine configuration line), read by that engine into specwatch's terms, its
+    ``engine`` set so that fixes name its own flags: it begins a server run."""
 
-    args: Mapping[str, Any]
-    engine: str | None = None  # whose start it is, so fixes name that engine's own flags
+    config: ServerConfig
 
 
 @dataclass(frozen=True, slots=True)

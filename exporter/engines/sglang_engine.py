@@ -12,11 +12,13 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
+from typing import Any
 
 from exporter.engines import ending
 from exporter.engines.engine import BandSteps, Deliveries, UpstreamReader
 from exporter.engines.events import Event
 from exporter.engines.record import LogLine, StatsRecord, Unrecognized
+from exporter.engines.server_config import ServerConfig
 from exporter.engines.sglang import (
     EVENT_MARKERS,
     NAME,
@@ -26,6 +28,7 @@ from exporter.engines.sglang import (
     classify,
 )
 from exporter.engines.sglang_chunk import ChunkReader
+from exporter.engines.sglang_config import from_server_info
 from exporter.engines.sglang_requests import (
     REQUEST_HEADS,
     REQUEST_MARKERS,
@@ -280,6 +283,9 @@ class SGLang:
 
     def parse_event(self, message: str) -> Event | None:
         return parse_event(message)
+
+    def read_server_info(self, info: Mapping[str, Any]) -> ServerConfig | None:
+        return from_server_info(info)
 
     def upstream_reader(self, prefix: str | None = None) -> UpstreamReader | None:
         """SGLang's names (either spelling, see ``sources.upstream``); no other prefix."""

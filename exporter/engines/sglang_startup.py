@@ -27,7 +27,7 @@ from exporter.engines.events import (
     ServerReady,
     WeightsLoaded,
 )
-from exporter.engines.sglang import NAME
+from exporter.engines.sglang_config import start_config
 from exporter.redact import is_secret_name
 
 SERVER_ARGS_OPEN = "server_args=ServerArgs("
@@ -54,7 +54,7 @@ def parse_event(message: str) -> Event | None:
     """The typed event an SGLang message carries, or ``None`` for any other line (another
     engine's start-up lines are that engine's to read)."""
     if opens_server_args(message):
-        return ServerArgsEvent(parse_server_args(message), NAME)
+        return ServerArgsEvent(start_config(parse_server_args(message)))
     if "Load weight end." in message:
         match = _WEIGHTS.search(message)
         return WeightsLoaded(match.group(1)) if match else None

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
+from typing import Any
 
 from exporter.engines.engine import BandSteps, Deliveries, LogReader, UpstreamReader
 from exporter.engines.events import Event
+from exporter.engines.server_config import ServerConfig
 from exporter.engines.simulation import Simulation
 from exporter.engines.trtllm_upstream import PREFIX, TrtllmUpstream, algorithm
 
@@ -47,6 +49,9 @@ class Trtllm:
         return False
 
     def log_reader(self, sink: Deliveries, clean: Callable[[str], str]) -> LogReader | None:
+        return None
+
+    def read_server_info(self, info: Mapping[str, Any]) -> ServerConfig | None:
         return None
 
     def parse_event(self, message: str) -> Event | None:

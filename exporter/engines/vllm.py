@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 
 from exporter.engines import ending
@@ -32,6 +32,7 @@ from exporter.engines.record import (
     StatsRecord,
     Unrecognized,
 )
+from exporter.engines.server_config import ServerConfig
 
 NAME = "vllm"
 STATS_MARKERS: tuple[bytes, ...] = (
@@ -257,36 +258,37 @@ def starts_engine(text: str) -> bool:
     return match is not None and text.startswith((NON_DEFAULT_ARGS, *ENGINE_CONFIG), match.end())
 
 
-def engine_config_args(message: str) -> dict[str, object] | None:
-    """The engine's speculative setup as SGLang's argument names, for the shared config.
+def engine_config(message: str) -> ServerConfig | None:
+    """The engine's speculative setup as specwatch's ``ServerConfig``; None for a line that is
+    not vLLM's engine configuration.
 
-    vLLM drafts ``num_spec_tokens`` in a chain: SGLang's ``num_steps`` with top-k 1, and
-    ``num_draft_tokens`` counting the verified positions, one more. ``enforce_eager`` is
-    SGLang's ``disable_cuda_graph``. None for a line that is not vLLM's engine configuration.
+    vLLM drafts ``num_spec_tokens`` in a chain: that many draft steps with top-k 1, and one
+    more verified position a round. ``enforce_eager`` turns its CUDA graphs off.
     """
     if not message.startswith(ENGINE_CONFIG):
         return None
-    args: dict[str, object] = {}
+    config = ServerConfig(engine=NAME)
     eager = _EAGER.search(message)
     if eager is not None:
-        args["disable_cuda_graph"] = eager.group(1) == "True"
+        config = replace(config, disable_cuda_graph=eager.group(1) == "True")
     served = _SERVED_MODEL.search(message)
     if served is not None:
-        args["served_model_name"] = served.group(1)
+        config = replace(config, served_model=served.group(1))
     spec = _SPEC_CONFIG.search(message)
     if spec is not None:
         method, model, tokens = spec["method"], spec["model"], int(spec["tokens"])
         if method is None:  # V0 names the draft model only
             method = "ngram" if spec["draft"] == "[ngram]" else "draft_model"
             model = None if spec["draft"] == "[ngram]" else spec["draft"]
-        args.update(
-            speculative_algorithm=algorithm(method),
-            speculative_draft_model_path=model or None,
-            speculative_num_steps=tokens,
-            speculative_eagle_topk=1,
-            speculative_num_draft_tokens=tokens + 1,
+        config = replace(
+            config,
+            algorithm=algorithm(method),
+            draft_model_path=model or None,
+            num_steps=tokens,
+            eagle_topk=1,
+            num_draft_tokens=tokens + 1,
         )
-    return args
+    return config
 
 
 def algorithm(method: str) -> str:

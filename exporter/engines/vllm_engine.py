@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
+from typing import Any
 
 from exporter.engines import ending, vllm
 from exporter.engines.engine import BandSteps, Deliveries, UpstreamReader
@@ -15,6 +16,7 @@ from exporter.engines.events import (
     StatsLoggingOff,
 )
 from exporter.engines.record import LogLine, StatsRecord, Unrecognized
+from exporter.engines.server_config import ServerConfig
 from exporter.engines.simulation import Simulation
 from exporter.engines.vllm_sim import SIMULATION
 from exporter.engines.vllm_upstream import VllmUpstream
@@ -135,6 +137,9 @@ class Vllm:
     def log_reader(self, sink: Deliveries, clean: Callable[[str], str]) -> VllmReader:
         return VllmReader(sink, clean)
 
+    def read_server_info(self, info: Mapping[str, Any]) -> ServerConfig | None:
+        return None
+
     def parse_event(self, message: str) -> Event | None:
         """The engine configuration line: vLLM's start, the same restart as SGLang's
         ``server_args`` in other names; the API servers' word that no stats are logged."""
@@ -143,8 +148,8 @@ class Vllm:
         schedule = vllm.speculation_schedule(message)
         if schedule is not None:
             return SpeculationSchedule(schedule)
-        args = vllm.engine_config_args(message)
-        return None if args is None else ServerArgsEvent(args, self.name)
+        config = vllm.engine_config(message)
+        return None if config is None else ServerArgsEvent(config)
 
     def upstream_reader(self, prefix: str | None = None) -> UpstreamReader:
         """vLLM's counter schema under ``prefix`` (llama.cpp, Ray Serve), or found."""

@@ -20,12 +20,9 @@ from exporter.analysis.findings import drafts_only_accept_rate, window_accept_ra
 from exporter.analysis.judge import STATES
 from exporter.analysis.load_bands import BAND_LABELS
 from exporter.clock import now as clock_now
+from exporter.engines.draft_config import DRAFT_CONFIG_REASONS
 from exporter.engines.record import StatsRecord, UpstreamValues, drafting_off
-from exporter.engines.server_config import (
-    DRAFT_CONFIG_REASONS,
-    ServerConfig,
-    draft_config_failures,
-)
+from exporter.engines.server_config import ServerConfig
 from exporter.exposition.families import Families
 from exporter.exposition.insight import Insight, inspect
 from exporter.exposition.watched import Watched
@@ -79,7 +76,9 @@ class SpecwatchCollector(Collector):
         now = self._clock()
         families = Families()
         families.add("build_info", {"version": __version__}, 1)
-        failures = draft_config_failures()
+        failures: Counter[str] = Counter()
+        for target in self._targets:
+            failures.update(target.drafts.failure_counts())
         for reason in (r for r in DRAFT_CONFIG_REASONS if r != "absent"):  # a hub id
             families.add("draft_config_errors", {"reason": reason}, failures.get(reason, 0))
         for target in self._targets:

@@ -13,7 +13,8 @@ from dataclasses import replace
 
 from exporter.analysis.baseline import SOURCE_WORDS
 from exporter.engines import registry
-from exporter.engines.server_config import ServerConfig, draft_seen
+from exporter.engines.draft_config import draft_seen
+from exporter.engines.server_config import ServerConfig
 from exporter.exposition.families import bounded
 from exporter.exposition.insight import merged_config
 from exporter.exposition.watched import Watched

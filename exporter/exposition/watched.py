@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from exporter.analysis.baseline import Baseline
+from exporter.engines.draft_config import DraftLookups
 from exporter.engines.server_config import ServerConfig
 from exporter.parse.custom_rules import CustomRuleSet
 from exporter.sources.upstream import UpstreamScraper
@@ -47,6 +48,8 @@ class Watched(Protocol):
     def baseline(self) -> Baseline | None: ...
     @property
     def draft(self) -> ServerConfig: ...
+    @property
+    def drafts(self) -> DraftLookups: ...
     @property
     def upstream(self) -> UpstreamScraper | None: ...
     @property

@@ -37,8 +37,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from exporter import clock
 from exporter.engines import registry
+from exporter.engines.draft_config import DraftLookups, with_local_draft
+from exporter.engines.engine import Engine
 from exporter.engines.record import UpstreamValues
-from exporter.engines.server_config import ServerConfig, from_server_info, with_local_draft
+from exporter.engines.server_config import ServerConfig
 from exporter.redact import drop_secrets, url_without_secrets
 from exporter.smallfile import read_small_file
 from exporter.sources import resolve, upstream_checks
@@ -329,6 +331,7 @@ class UpstreamScraper:
         target: str | None = None,
         url: str | None = None,
         engine: str | None = None,
+        drafts: DraftLookups | None = None,
     ) -> None:
         """``metrics_prefix``: the start of the server's metric names when they are not its
         engine's own (the config's ``metrics_prefix``); only engines that can read names
@@ -336,13 +339,15 @@ class UpstreamScraper:
         endpoint that stops answering is logged (``doctor`` prints its own problems).
         ``url``: the server's base URL, from which the endpoints not given are found
         (:mod:`exporter.sources.endpoints`). ``engine``: the configured engine, when not
-        ``auto``: server info is asked only of an engine that serves it."""
+        ``auto``: server info is asked only of an engine that serves it. ``drafts``: the
+        target's draft-config answers, shared with its tailer (its own when not given)."""
         self.endpoints = find_endpoints(url, metrics_url, server_info_url)
         # The URL of each endpoint in use: the first candidate until one answers as an engine.
         self.metrics_url = next(iter(self.endpoints.metrics), None)
         self.server_info_url = next(iter(self.endpoints.server_info), None)
         self._found: set[str] = set()
         self._engine = None if engine in (None, "auto") else engine
+        self.drafts = drafts or DraftLookups()
         # What a base URL's endpoint answered where the engine has none: shown, not counted.
         self.absent: dict[str, str] = {}
         # Whether the newest /metrics scrape found no server answering (refused, timed out).
@@ -515,7 +520,7 @@ class UpstreamScraper:
             self._say_disagreement(values.disagreement)
         # The exposition's word on the server's setup (TensorRT-LLM's config info), which
         # /server_info, scraped next, refines.
-        config = None if values.config is None else with_local_draft(values.config)
+        config = None if values.config is None else with_local_draft(values.config, self.drafts)
         return replace(snapshot, values=values, metrics_endpoint="ok", config=config)
 
     def _say_disagreement(self, disagreement: str) -> None:
@@ -552,6 +557,15 @@ class UpstreamScraper:
         engine = self._engine or (snapshot.values.engine if snapshot.values else None)
         return engine is None or registry.engine(engine).server_info
 
+    def _server_info_engine(self, snapshot: UpstreamSnapshot) -> Engine | None:
+        """Whose ``/server_info`` this is: the engine known, where it serves one; else, the
+        engine not known yet, the one that does."""
+        known = self._engine or (snapshot.values.engine if snapshot.values else None)
+        engine = registry.BY_NAME.get(known or "")
+        if engine is not None and engine.server_info:
+            return engine
+        return next((each for each in registry.ENGINES if each.server_info), None)
+
     def _scrape_server_info(self, snapshot: UpstreamSnapshot) -> UpstreamSnapshot:
         token = self._token()
         candidates = (
@@ -569,10 +583,14 @@ class UpstreamScraper:
                 continue
             self.server_info_url = url
             self._found.add("server_info")
-            config = with_local_draft(from_server_info(parse_server_info(body)))
+            engine = self._server_info_engine(snapshot)
+            told = engine.read_server_info(parse_server_info(body)) if engine else None
+            config = with_local_draft(told or ServerConfig(), self.drafts)
             return replace(snapshot, config=(snapshot.config or ServerConfig()).merged(config))
         if self.endpoints.server_info_optional and "server_info" not in self._found:
-            raise Absent(_tried_text(tried) + ": no server info there (only SGLang serves one)")
+            raise Absent(
+                f"{_tried_text(tried)}: no server info there (only {_INFO_TITLES} has one)"
+            )
         raise _none_answered("server_info", tried)
 
 
@@ -587,6 +605,8 @@ def _tried_text(tried: list[tuple[str, ScrapeError]]) -> str:
     return ", ".join(f"{exc} at {urlsplit(url).path or '/'}" for url, exc in tried)
 
 
+# The engines whose servers answer /server_info, said where a base URL's has none.
+_INFO_TITLES = " or ".join(engine.title for engine in registry.ENGINES if engine.server_info)
 # What a 404 at /metrics may also mean: an engine that serves it only when switched on.
 _SWITCHES = "".join(
     f"; {engine.title} serves /metrics only when started with {engine.metrics_switch}"

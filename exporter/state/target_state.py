@@ -21,6 +21,7 @@ from exporter.analysis.findings import Interleaving
 from exporter.analysis.node import speaks_for_node
 from exporter.analysis.plain_speed import PlainSpeed
 from exporter.engines import ending
+from exporter.engines.draft_config import DraftLookups
 from exporter.engines.record import LogLine, StatsRecord, drafting_off, drafting_off_count
 from exporter.engines.server_config import ServerConfig
 from exporter.state.evidence import Evidence
@@ -107,10 +108,12 @@ class TargetState:
         node_loads: bool = True,
         requests: RequestStats | None = None,
         baseline: Baseline | None = None,
+        drafts: DraftLookups | None = None,
     ) -> None:
         """``node_loads``: whether the evidence keeps the node loads that
         ``Evidence.recent_speedup`` compares with a baseline (not needed without one).
-        ``requests``: the finished requests' distribution (thread-safe on its own)."""
+        ``requests``: the finished requests' distribution (thread-safe on its own).
+        ``drafts``: the target's draft-config answers, shared with its scraper."""
         self.name = name
         self.requests = requests or RequestStats()
         self._lock = threading.Lock()
@@ -145,7 +148,7 @@ class TargetState:
         self._node_loads = node_loads
         self._speculating = False  # this server run drafts (see ``_speculative``)
         # Configuration from startup lines and recent windows for findings; both thread-safe.
-        self.tracker = RunTracker()
+        self.tracker = RunTracker(drafts)
         self.evidence = self._new_evidence()
         self._streams: list[StreamWatch] = []  # one per log source
 
