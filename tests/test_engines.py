@@ -348,19 +348,30 @@ sys.exit(main(["run", "--engine", "nosuch"]))
 """
 
 
-@pytest.mark.e2e
-def test_an_engine_is_added_by_adding_its_module(tmp_path: Path) -> None:
-    for package in ("exporter", "tests"):
-        shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__py*"))
-    (tmp_path / "exporter" / "engines" / "toyllm.py").write_text(_TOY_ENGINE, encoding="utf-8")
-    result = subprocess.run(
-        [sys.executable, "-c", _USE_IT],
-        cwd=tmp_path,
-        env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
+DOCS_CHECK = "tests/test_engines.py::test_the_docs_offer_the_registered_engines"
+
+
+def _in_copy(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=root,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+@pytest.mark.e2e
+def test_an_engine_is_added_by_adding_its_module(tmp_path: Path) -> None:
+    for package in ("exporter", "tests", "docs"):
+        shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__py*"))
+    (tmp_path / "exporter" / "engines" / "toyllm.py").write_text(_TOY_ENGINE, encoding="utf-8")
+    result = _in_copy(tmp_path, "-c", _USE_IT)
+    # The docs are the one place a person writes: their check reads the registry, so an
+    # engine nobody documented fails it by name.
+    docs = _in_copy(tmp_path, "-m", "pytest", "-q", "-p", "no:cacheprovider", DOCS_CHECK)
+    assert docs.returncode == 1 and "'toyllm'" in docs.stdout, docs.stdout
     lines = result.stdout.splitlines()
     assert lines == [
         "('sglang', 'toyllm', 'trtllm', 'vllm')",
