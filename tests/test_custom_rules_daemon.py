@@ -16,6 +16,7 @@ from tests.support.custom_rules import documented_rules
 from tests.support.daemon import run_daemon, specwatch_cmd
 from tests.support.files import append
 from tests.support.loglines import PROF_LINE
+from tests.support.proc import SCRAPE_TIMEOUT
 
 pytestmark = pytest.mark.e2e
 
@@ -106,16 +107,14 @@ def test_a_catastrophic_pattern_neither_stalls_scrapes_nor_signals(
         hostile = ["a" * n + "!" for n in (40, 64, 1000, 500_000)]
         append(log, *hostile, PROF_LINE)
         name = "specwatch_custom_eagle3_prof_reports_total"
-        d.wait_metric(name, lambda v: v == 1, 5, sync="no sync")  # read past them
+        d.wait_metric(name, lambda v: v == 1, sync="no sync")  # read past them
         append(log, *hostile)
-        started = time.monotonic()
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as answer:
+        # Frozen, the scrape and the stop never come: Prometheus' scrape timeout is ample.
+        url = f"http://127.0.0.1:{port}/metrics"
+        with urllib.request.urlopen(url, timeout=SCRAPE_TIMEOUT) as answer:
             assert answer.status == 200
-        assert time.monotonic() - started < 2
         d.proc.send_signal(signal.SIGTERM)
-        started = time.monotonic()
-        assert d.proc.wait(timeout=2) == 0
-        assert time.monotonic() - started < 2
+        assert d.proc.wait(timeout=SCRAPE_TIMEOUT) == 0
 
 
 @pytest.mark.parametrize(

@@ -324,6 +324,6 @@ def test_a_backlog_with_a_read_only_temp_directory_is_read_whole_and_reported_up
         up = scrape.value("specwatch_log_source_up", path=str(log), reason="ok")
         assert up == 1
         assert healthz(port) == (200, "ok\n")
-    stderr = daemon.proc.stderr.read() if daemon.proc.stderr else ""
+    stderr = daemon.logged
     assert "Traceback" not in stderr
     assert stderr.count(f"cannot spool in {read_only}") == 2  # at start, and at the backlog

@@ -53,7 +53,7 @@ def test_paths_that_cannot_be_followed_are_named_in_the_log_the_metrics_and_the_
         d.wait_metric(up, lambda v: v == 1, path=str(late), reason="ok")
         d.wait_metric("specwatch_accept_length", lambda v: v == 2.5)
         assert s.value("specwatch_log_lines_total") == 0  # nothing read from the others
-    stderr = d.proc.stderr.read() if d.proc.stderr else ""
+    stderr = d.logged
     warnings = [line for line in stderr.splitlines() if "level=WARNING" in line]
     for path, words in (
         (folder, "is a directory"),
@@ -118,7 +118,7 @@ def test_a_log_that_stays_followed_logs_no_warning(tmp_path: Path, port: int) ->
             append(log, decode_line(2.0 + i))
             d.wait_metric("specwatch_accept_length", partial(eq, 2.0 + i))
     wait_for(lambda: d.proc.poll() is not None)
-    stderr = d.proc.stderr.read() if d.proc.stderr else ""
+    stderr = d.logged
     assert "level=WARNING" not in stderr
 
 
@@ -141,6 +141,4 @@ def test_a_followed_log_whose_folder_becomes_unsearchable_stays_up_while_it_is_r
             assert scrape.values("specwatch_log_source_up") == [1]
         finally:
             folder.chmod(0o755)
-    assert "reading on from the open file" in (
-        daemon.proc.stderr.read() if daemon.proc.stderr else ""
-    )
+    assert "reading on from the open file" in daemon.logged

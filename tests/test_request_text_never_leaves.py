@@ -82,8 +82,8 @@ def test_the_daemon_serves_and_logs_no_request_text(tmp_path: Path) -> None:
         scrape = daemon.wait_metric("specwatch_requests_finished_total", lambda v: v == 121)
         with urllib.request.urlopen(f"http://127.0.0.1:{daemon.port}/metrics", timeout=5) as r:
             text = r.read().decode()
-        daemon.proc.terminate()
-        _, own_log = daemon.proc.communicate(timeout=10)
+        assert daemon.stop() == 0
+        own_log = daemon.logged
 
     assert scrape.value("specwatch_requests_clipped_total", target="default") == 1
     assert (

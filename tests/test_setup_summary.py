@@ -4,8 +4,6 @@ source. A wrong URL or a missing baseline shows in the first minute, not at the 
 
 from __future__ import annotations
 
-import contextlib
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +17,6 @@ from tests.support.daemon import run_daemon
 from tests.support.fake_sglang import FakeSGLang, Route, exposition, fake_sglang, server_info
 from tests.support.tools import free_port
 from tests.support.upstream_servers import vllm_schema
-from tests.support.waiting import wait_for
 
 
 @pytest.fixture
@@ -100,19 +97,9 @@ def test_the_daemon_logs_what_it_found_once_the_server_answers(
         f"{server.url}/metrics; server_info: found at {server.url}/server_info; "
         "baseline: 1,500 tok/s (single value), configured"
     )
-    logged: list[bytes] = []
     with run_daemon(args, port) as daemon:
-        assert daemon.proc.stderr is not None
-        fd = daemon.proc.stderr.fileno()
-        os.set_blocking(fd, False)
-
-        def said() -> bool:
-            with contextlib.suppress(BlockingIOError):
-                logged.append(os.read(fd, 1 << 16))
-            return expected in b"".join(logged).decode()
-
-        wait_for(said, timeout=20)
-    assert "target default: engine: not known yet" in b"".join(logged).decode()
+        daemon.output.wait_line(expected, timeout=20)
+    assert "target default: engine: not known yet" in daemon.logged
 
 
 def test_a_huge_algorithm_from_the_server_is_said_bounded(server: FakeSGLang) -> None:

@@ -207,7 +207,7 @@ def test_a_draft_path_the_file_system_refuses_costs_nothing_but_a_count(
             arch = "" if refused else "LlamaForCausalLMEagle3"
             info = {**TARGET, "draft_architecture": arch}
             assert scrape.value("specwatch_speculative_info", **info) == 1
-        assert "Traceback" not in (daemon.proc.stderr.read() if daemon.proc.stderr else "")
+        assert "Traceback" not in daemon.logged
 
 
 def test_server_info_nested_too_deep_is_garbage_not_a_traceback(tmp_path: Path, port: int) -> None:
@@ -228,7 +228,7 @@ def test_server_info_nested_too_deep_is_garbage_not_a_traceback(tmp_path: Path, 
             daemon.wait_metric(
                 "specwatch_upstream_scrape_errors_total", lambda v: (v or 0) >= 3, **errors
             )
-        stderr = daemon.proc.stderr.read() if daemon.proc.stderr else ""
+        stderr = daemon.logged
     assert "Traceback" not in stderr
 
 

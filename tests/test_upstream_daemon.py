@@ -92,7 +92,7 @@ def test_secrets_reach_neither_metrics_nor_logs(tmp_path: Path, port: int, token
                 "specwatch_finding", lambda v: v == 1, code="eagle3_draft_with_eagle_algorithm"
             )
             pages = [page(port, "/metrics"), page(port, "/")]
-        logged = d.proc.stderr.read() if d.proc.stderr else ""
+        logged = d.logged
     assert f"Bearer {API_KEY}" in server.seen_auth  # the token was used...
     assert "listening on" in logged  # ...and the daemon's log was captured
     for secret in (API_KEY, "sk-live-0123456789", "Bearer"):

@@ -152,7 +152,7 @@ def test_a_bad_new_file_keeps_the_one_before_and_a_good_one_applies(
         replace(web, tls_yaml(server, f"basic_auth_users:\n  bob: '{hashed('b-pass')}'\n"))
         assert (fetch(port, auth=("bob", "b-pass")) or [0])[0] == 200
         assert (fetch(port, auth=("alice", "a-pass")) or [0])[0] == 401
-    errors = daemon.proc.stderr.read() if daemon.proc.stderr else ""
+    errors = daemon.logged
     assert f"web config {web}: basic_auth_users.bob: not a bcrypt hash" in errors
     assert "keeping the web config read before" in errors
     assert "plain-text" not in errors
@@ -175,7 +175,7 @@ def test_a_certificate_replaced_by_a_fifo_keeps_the_one_before_and_answers(
             answer = fetch(port, path)
             assert answer is not None and answer[0] == 200
             assert answer[1] == der_before
-    errors = daemon.proc.stderr.read() if daemon.proc.stderr else ""
+    errors = daemon.logged
     assert f"cert_file: cannot read {server[0]}: not a regular file" in errors
     assert "keeping the web config read before" in errors
 
@@ -220,7 +220,7 @@ def test_a_node_exporter_web_config_starts_and_names_what_is_not_enforced(
         assert answer is not None and answer[0] == 200
         assert answer[2].getheader("X-Frame-Options") == "deny"
         assert fetch(port, auth=("prometheus", "scrape")) is Refused  # no client certificate
-    errors = daemon.proc.stderr.read() if daemon.proc.stderr else ""
+    errors = daemon.logged
     warnings = [line for line in errors.splitlines() if "WARNING" in line]
     assert any("curve_preferences: not enforced" in line for line in warnings), errors
     assert any("http2: not enforced" in line for line in warnings), errors

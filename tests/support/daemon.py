@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import collections
 import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 from tests.support.metrics import Scrape, scrape
 from tests.support.waiting import PROCESS_TIMEOUT, wait_for
@@ -33,10 +37,103 @@ def healthy(port: int) -> bool:
     return answer is not None and answer[0] == 200
 
 
+class Output:
+    """What a process writes, read on a thread as it comes: a pipe nobody reads fills at 64 KiB
+    and then blocks the writer (a daemon logging for sixty targets stalled so).
+
+    Bounded: the first ``HEAD`` characters and the last ``TAIL`` are kept, the middle of a
+    longer output is dropped (and said so), so a test reads a start-up line and a late one
+    alike and a chatty process costs no more memory than that.
+    """
+
+    HEAD = 256 << 10
+    TAIL = 768 << 10
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        self._lock = threading.Condition(threading.RLock())
+        self._head: list[str] = []
+        self._head_size = 0
+        self._tail: collections.deque[str] = collections.deque()
+        self._tail_size = 0
+        self._dropped = 0
+        self._ended = False
+        self._thread = threading.Thread(target=self._drain, name="daemon-output", daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        for line in self._stream:
+            with self._lock:
+                self._keep(line)
+                self._lock.notify_all()
+        self._stream.close()
+        with self._lock:  # the end: a waiter stops waiting
+            self._ended = True
+            self._lock.notify_all()
+
+    def _keep(self, line: str) -> None:
+        if self._head_size + len(line) <= self.HEAD and not self._tail:
+            self._head.append(line)
+            self._head_size += len(line)
+            return
+        self._tail.append(line)
+        self._tail_size += len(line)
+        while self._tail_size > self.TAIL:
+            dropped = self._tail.popleft()
+            self._tail_size -= len(dropped)
+            self._dropped += len(dropped)
+
+    @property
+    def text(self) -> str:
+        """All that was kept so far, the dropped middle marked."""
+        with self._lock:
+            middle = [f"[... {self._dropped} characters dropped ...]\n"] if self._dropped else []
+            return "".join([*self._head, *middle, *self._tail])
+
+    def wait_line(self, needle: str, timeout: float = 10) -> str:
+        """The first line kept that contains ``needle``, waiting (on the writes, not on a
+        clock) until one is written; fails at the deadline or at the end of the output."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while True:
+                found = next((x for x in self.text.splitlines() if needle in x), None)
+                left = deadline - time.monotonic()
+                if found is not None or left <= 0 or self._ended:
+                    break
+                self._lock.wait(left)
+        assert found is not None, f"no line with {needle!r} within {timeout} s: {self.text}"
+        return found
+
+    def close(self, timeout: float = PROCESS_TIMEOUT) -> None:
+        """Wait for the end of the output (the process has exited, or closed its end)."""
+        self._thread.join(timeout)
+
+
 class RunningDaemon:
-    def __init__(self, proc: subprocess.Popen[str], port: int) -> None:
+    def __init__(self, proc: subprocess.Popen[str], port: int, output: Output) -> None:
         self.proc = proc
         self.port = port
+        self.output = output
+
+    @property
+    def logged(self) -> str:
+        """Its log (stderr, and stdout should it write any) so far; whole once it stopped."""
+        return self.output.text
+
+    def stop(self, signum: int = signal.SIGTERM) -> int:
+        """Send ``signum`` (once), wait for the exit, read the rest of the log; the status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signum)
+        try:
+            code = self.proc.wait(timeout=PROCESS_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(
+                f"daemon did not stop within {PROCESS_TIMEOUT} s of {signal.Signals(signum).name}"
+            ) from None
+        self.output.close()
+        return code
 
     def scrape(self) -> Scrape:
         return scrape(self.port)
@@ -103,10 +200,12 @@ def run_daemon(
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
         env={**os.environ, **(env or {})},
     )
+    assert proc.stdout is not None
+    daemon = RunningDaemon(proc, port, Output(proc.stdout))
     try:
         wait_for(lambda: ready(port) or proc.poll() is not None, timeout=PROCESS_TIMEOUT)
     except AssertionError:  # never ready: not left running behind the failed test
@@ -114,19 +213,13 @@ def run_daemon(
         proc.wait()
         raise
     if proc.poll() is not None:
-        raise AssertionError(f"daemon exited {proc.returncode}: {_stderr(proc)}")
+        daemon.output.close()
+        raise AssertionError(f"daemon exited {proc.returncode}: {daemon.logged}")
     try:
-        yield RunningDaemon(proc, port)
+        yield daemon
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            code = proc.wait(timeout=PROCESS_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            raise AssertionError(
-                f"daemon did not stop within {PROCESS_TIMEOUT} s of SIGTERM"
-            ) from None
-        assert code == 0, f"daemon exited {code}: {_stderr(proc)}"
+        code = daemon.stop()
+        assert code == 0, f"daemon exited {code}: {daemon.logged}"
 
 
 @contextmanager
@@ -166,7 +259,3 @@ def simulated_log(folder: Path, scenario: str, engine: str = "sglang") -> Path:
     cmd = specwatch_cmd("simulate", *flags)
     subprocess.run(cmd, check=True, timeout=60)
     return log
-
-
-def _stderr(proc: subprocess.Popen[str]) -> str:
-    return proc.stderr.read() if proc.stderr is not None else ""
