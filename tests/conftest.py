@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -14,11 +15,19 @@ from hypothesis import HealthCheck, settings
 from exporter.cpus import usable_cpus
 from tests.support.tools import TOOLS_BIN, free_port
 
+# The test run keeps bytecode (``__pycache__``, ignored by git) even where the environment says
+# not to (PYTHONDONTWRITEBYTECODE): without it each pytest worker rewrites and compiles every
+# test module again (5 CPU-s a worker) and every ``specwatch`` a test starts compiles the
+# exporter again (0.3 CPU-s a start, hundreds of starts). Set here, before any test module is
+# imported, and for the processes tests start in ``pytest_configure``.
+sys.dont_write_bytecode = False
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """Put the pinned Prometheus tools first on the PATH, for every process a test starts
     (``promtool`` by name, the demo's Prometheus): the versions tests prove are those."""
     os.environ["PATH"] = os.pathsep.join([str(TOOLS_BIN), os.environ.get("PATH", "")])
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 # Property tests' effort, set here and nowhere else (a test's own ``@settings`` names no
