@@ -178,8 +178,8 @@ def test_the_wall_clock_stepped_back_an_hour_does_not_freeze_the_window(
     args = ["run", "--listen", f"127.0.0.1:{port}", "--log-file", str(log)]
     proc = subprocess.Popen(
         [sys.executable, "-c", code, *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
     )
     try:

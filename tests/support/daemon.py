@@ -110,10 +110,18 @@ class Output:
 
 
 class RunningDaemon:
-    def __init__(self, proc: subprocess.Popen[str], port: int, output: Output) -> None:
+    """A started ``specwatch run``; what it writes to a piped stdout (its log, where stderr
+    goes there too) is drained into ``output`` as it comes."""
+
+    def __init__(self, proc: subprocess.Popen[str], port: int) -> None:
         self.proc = proc
         self.port = port
-        self.output = output
+        self._output = Output(proc.stdout) if proc.stdout is not None else None
+
+    @property
+    def output(self) -> Output:
+        assert self._output is not None, "started without its output piped"
+        return self._output
 
     @property
     def logged(self) -> str:
@@ -132,7 +140,8 @@ class RunningDaemon:
             raise AssertionError(
                 f"daemon did not stop within {PROCESS_TIMEOUT} s of {signal.Signals(signum).name}"
             ) from None
-        self.output.close()
+        if self._output is not None:
+            self._output.close()
         return code
 
     def scrape(self) -> Scrape:
@@ -204,8 +213,7 @@ def run_daemon(
         text=True,
         env={**os.environ, **(env or {})},
     )
-    assert proc.stdout is not None
-    daemon = RunningDaemon(proc, port, Output(proc.stdout))
+    daemon = RunningDaemon(proc, port)
     try:
         wait_for(lambda: ready(port) or proc.poll() is not None, timeout=PROCESS_TIMEOUT)
     except AssertionError:  # never ready: not left running behind the failed test
