@@ -59,12 +59,14 @@ def running(args: list[str]) -> Iterator[subprocess.Popen[bytes]]:
 
 
 @contextmanager
-def daemon(log: Path, *flags: str) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
-    """``specwatch run`` on ``log`` with a free loopback port, healthy when the block starts."""
+def daemon(log: Path | None, *flags: str) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """``specwatch run`` on ``log`` (or on what ``flags`` say) with a free loopback port,
+    healthy when the block starts."""
     port = free_port()
-    args = ["run", "--log-file", str(log), "--listen", f"127.0.0.1:{port}", *flags]
+    logs = [] if log is None else ["--log-file", str(log)]
+    args = ["run", *logs, "--listen", f"127.0.0.1:{port}", *flags]
     with running(args) as proc:
-        wait_healthy(port)
+        wait_healthy(port, timeout=60)
         yield proc, port
 
 

@@ -2,15 +2,26 @@
 
 Runs the real ``specwatch run`` on a live simulated log (``specwatch simulate``), then measures
 from outside the process, as an operator would. Each scraper is a process of its own (as each
-Prometheus server is) that requests ``/metrics`` back to back on a new connection each time.
+Prometheus server is) that requests ``/metrics`` (or ``/``) back to back on a new connection
+each time.
+
+With ``--targets N``, a node of N servers instead (``fleet.py``): N live logs, one decode line
+a second each, and with ``--upstream`` each server's ``/metrics`` and ``/server_info`` on
+loopback. It then times one scraper alone (the CPU each scrape costs the daemon, beyond what
+it spends meanwhile without scrapes), scrapes 2 s apart (every target changed since the one
+before, as between two scrapes of a Prometheus), 10 scrapers at once, and one scraper beside
+10 clients polling the landing page ``/``.
 
     .venv/bin/python bench/daemon_bench.py [--scrapers 10] [--requests 300] [--idle-seconds 30]
+    .venv/bin/python bench/daemon_bench.py --targets 256 --upstream [--requests 40]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
+import math
 import multiprocessing
 import statistics
 import tempfile
@@ -19,6 +30,8 @@ from multiprocessing.synchronize import Event
 from pathlib import Path
 
 from benchlib import cpu_seconds, daemon, fetch, memory_kib, percentile, running
+from fleet import Writers, upstreams
+from fleet import config as fleet_config
 from prometheus_client.parser import text_string_to_metric_families
 
 
@@ -32,25 +45,47 @@ def series_per_target(text: str) -> dict[str, int]:
     return counts
 
 
-def scraper(port: int, requests: int, go: Event, out: multiprocessing.Queue[list[float]]) -> None:
-    """One scraper process: ``requests`` scrapes back to back, each timed to its last byte."""
+def get(port: int, path: str) -> bytes:
+    """The body of a GET of ``path`` on a new connection."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", path)
+    body = conn.getresponse().read()
+    conn.close()
+    return body
+
+
+def timed_get(port: int, path: str) -> float:
+    """Seconds until the last byte of a GET of ``path`` on a new connection; infinite for a
+    request refused, dropped or not answered in 30 s."""
+    start = time.perf_counter()
+    try:
+        get(port, path)
+    except (OSError, http.client.HTTPException):
+        return math.inf
+    return time.perf_counter() - start
+
+
+def scraper(
+    port: int, requests: int, go: Event, out: multiprocessing.Queue[list[float]], path: str
+) -> None:
+    """One scraper process: ``requests`` GETs of ``path`` back to back, or until the others
+    are done when ``requests`` is 0."""
     go.wait()
-    latencies = []
-    for _ in range(requests):
-        start = time.perf_counter()
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        conn.request("GET", "/metrics")
-        conn.getresponse().read()
-        conn.close()
-        latencies.append(time.perf_counter() - start)
+    latencies: list[float] = []
+    while requests == 0 or len(latencies) < requests:
+        latencies.append(timed_get(port, path))
+        if requests == 0 and not go.is_set():
+            break
     out.put(latencies)
 
 
-def scrape_latencies(port: int, scrapers: int, requests: int) -> list[float]:
+def scrape_latencies(
+    port: int, scrapers: int, requests: int, path: str = "/metrics"
+) -> list[float]:
     go = multiprocessing.Event()
     out: multiprocessing.Queue[list[float]] = multiprocessing.Queue()
     procs = [
-        multiprocessing.Process(target=scraper, args=(port, requests, go, out))
+        multiprocessing.Process(target=scraper, args=(port, requests, go, out, path))
         for _ in range(scrapers)
     ]
     for proc in procs:
@@ -63,13 +98,105 @@ def scrape_latencies(port: int, scrapers: int, requests: int) -> list[float]:
     return latencies
 
 
+def beside_pollers(port: int, pollers: int, requests: int) -> tuple[list[float], int]:
+    """``requests`` scrapes one after another while ``pollers`` clients poll ``/`` back to
+    back; and how many pages they got meanwhile."""
+    go = multiprocessing.Event()
+    out: multiprocessing.Queue[list[float]] = multiprocessing.Queue()
+    procs = [
+        multiprocessing.Process(target=scraper, args=(port, 0, go, out, "/"))
+        for _ in range(pollers)
+    ]
+    for proc in procs:
+        proc.start()
+    time.sleep(0.5)
+    go.set()
+    time.sleep(1)  # the pollers are at it
+    lat = [timed_get(port, "/metrics") for _ in range(requests)]
+    go.clear()
+    pages = sum(1 for _ in procs for value in out.get() if value != math.inf)
+    for proc in procs:
+        proc.join()
+    return lat, pages
+
+
+def summary(lat: list[float]) -> str:
+    """Percentiles; a request never answered counts as infinitely slow, and is counted."""
+    failed = sum(1 for value in lat if value == math.inf)
+    return (
+        f"p50 {percentile(lat, 0.5) * 1000:.1f} ms, p99 {percentile(lat, 0.99) * 1000:.1f} ms, "
+        f"max {max(lat) * 1000:.1f} ms" + (f", {failed} not answered" if failed else "")
+    )
+
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def fleet(args: argparse.Namespace) -> int:
+    """A node of ``args.targets`` servers: scrape latency and CPU alone, among 10 scrapers
+    and beside 10 clients polling ``/``."""
+    with contextlib.ExitStack() as stack:
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        url = stack.enter_context(upstreams()) if args.upstream else None
+        config = fleet_config(folder, args.targets, url)
+        stack.enter_context(Writers(folder, args.targets))
+        proc, port = stack.enter_context(
+            daemon(None, "--config", str(config), "--log-level", "warning")
+        )
+        time.sleep(args.warm_seconds)  # every log read, every upstream scraped
+        body = get(port, "/metrics")
+        print(f"load average {loadavg()}; {args.targets} targets, upstream {bool(url)}")
+        print(
+            f"one scrape: {len(body) / 1024:.0f} KiB, "
+            f"{len(series_per_target(body.decode()))} targets"
+        )
+        before, t0 = cpu_seconds(proc.pid), time.monotonic()
+        time.sleep(args.quiet_seconds)  # what the daemon spends without scrapes
+        quiet = (cpu_seconds(proc.pid) - before) / (time.monotonic() - t0)
+        before, t0 = cpu_seconds(proc.pid), time.monotonic()
+        alone = [timed_get(port, "/metrics") for _ in range(args.requests)]
+        spent = cpu_seconds(proc.pid) - before - quiet * (time.monotonic() - t0)
+        print(f"/metrics, one scraper, {len(alone)} scrapes: {summary(alone)}")
+        print(
+            f"  CPU per scrape {spent / len(alone) * 1000:.1f} ms "
+            f"(without scrapes: {quiet * 100:.1f}% of a core)"
+        )
+        spaced, spent = [], 0.0
+        for _ in range(args.spaced):  # every log has written since the scrape before
+            time.sleep(2)
+            before = cpu_seconds(proc.pid)
+            spaced.append(timed_get(port, "/metrics"))
+            spent += cpu_seconds(proc.pid) - before
+        print(
+            f"/metrics 2 s apart (every target changed), {len(spaced)} scrapes: "
+            f"{summary(spaced)}; CPU per scrape {spent / len(spaced) * 1000:.0f} ms"
+        )
+        crowd = scrape_latencies(port, args.scrapers, max(1, args.requests // args.scrapers))
+        print(f"/metrics, {args.scrapers} scrapers at once, {len(crowd)} scrapes: {summary(crowd)}")
+        lat, pages = beside_pollers(port, args.scrapers, args.requests)
+        print(
+            f"/metrics beside {args.scrapers} clients polling /, {len(lat)} scrapes: "
+            f"{summary(lat)}; {pages} pages served meanwhile"
+        )
+        print(f"load average {loadavg()}; resident {memory_kib(proc.pid, 'VmRSS') / 1024:.1f} MiB")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scrapers", type=int, default=10)
     parser.add_argument("--requests", type=int, default=300, help="per scraper")
     parser.add_argument("--idle-seconds", type=float, default=30)
     parser.add_argument("--scenario", default="undertrained")
+    parser.add_argument("--targets", type=int, default=0, help="a node of this many servers")
+    parser.add_argument("--upstream", action="store_true", help="each with its /metrics")
+    parser.add_argument("--warm-seconds", type=float, default=20)
+    parser.add_argument("--quiet-seconds", type=float, default=10)
+    parser.add_argument("--spaced", type=int, default=10, help="scrapes 2 s apart")
     args = parser.parse_args()
+    if args.targets:
+        return fleet(args)
 
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "server.log"
