@@ -27,7 +27,7 @@ from exporter.config import Config, parse_listen
 from exporter.exposition.collector import SpecwatchCollector
 from exporter.exposition.insight import inspect_now
 from exporter.exposition.landing import landing_page
-from exporter.exposition.server import WebServer, make_app
+from exporter.exposition.server import LeanMetrics, WebServer, make_app
 from exporter.exposition.setup import setup_text
 from exporter.exposition.webreload import LiveWebConfig
 from exporter.parse import ranges
@@ -73,8 +73,9 @@ class Daemon:
         self.registry = CollectorRegistry(
             auto_describe=False, support_collectors_without_names=True
         )
+        process = CollectorRegistry()  # the process's own series, before specwatch's
         for extra in (ProcessCollector, PlatformCollector, GCCollector):
-            extra(registry=self.registry)
+            self.registry.register(extra(registry=process))
         collector = SpecwatchCollector(self.targets, config.stale_after)
         self.registry.register(collector)
         self._tail_loop = TailLoop()  # one thread follows every log file
@@ -84,10 +85,11 @@ class Daemon:
         web = LiveWebConfig(config.web_config) if config.web_config else None
         app = make_app(
             self.registry,
-            functools.partial(landing_page, self.targets, config.stale_after),
+            functools.partial(landing_page, self.targets, config.stale_after, view=collector.view),
             web.guard if web else None,
             content=functools.partial(self._content, collector),
             not_ready=self.not_ready,
+            lean=LeanMetrics(functools.partial(self._exposition, collector), process),
         )
         self.web = WebServer(host, port, app, web if web and web.serves_tls else None)
         self._judging = threading.Thread(target=self._judge_loop, name="judge", daemon=True)
@@ -97,6 +99,11 @@ class Daemon:
         read: the tail loop reads a written file at its next tick, or now, for a scrape."""
         self._tail_loop.sync(SYNC_SECONDS)
         return list(collector.collect())
+
+    def _exposition(self, collector: SpecwatchCollector, form: str) -> str:
+        """The specwatch families of a scrape, once every line written before it was read."""
+        self._tail_loop.sync(SYNC_SECONDS)
+        return collector.exposition(form)
 
     def _build_sources(self) -> Iterator[Source]:
         for target in self.targets:

@@ -1,8 +1,10 @@
 """The one Collector: renders every target's snapshot into docs/metrics.md's metrics per scrape.
 
-Nothing is stored in prometheus_client metric objects: each scrape builds fresh families from
-snapshots, so a value that went stale simply is not rendered (instead of lingering as if
-current), and a scrape never waits on a tailer or an upstream.
+Nothing is stored in prometheus_client metric objects: each scrape reads every target's
+snapshot, so a value that went stale simply is not rendered (instead of lingering as if
+current), and a scrape never waits on a tailer or an upstream. A target whose inputs have not
+changed since its last render is not rendered again (see SpecwatchCollector): a node of many
+servers pays for the ones that moved.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
@@ -23,8 +26,9 @@ from exporter.clock import now as clock_now
 from exporter.engines.draft_config import DRAFT_CONFIG_REASONS
 from exporter.engines.record import StatsRecord, UpstreamValues, drafting_off
 from exporter.engines.server_config import ServerConfig
-from exporter.exposition.families import Families
+from exporter.exposition.families import FAMILIES, Families, P
 from exporter.exposition.insight import Insight, inspect
+from exporter.exposition.text import header, sample_lines
 from exporter.exposition.watched import Watched
 from exporter.sources.upstream import ENDPOINTS, REASONS
 from exporter.sources.upstream_checks import DROP_REASONS
@@ -54,8 +58,42 @@ WINDOW_GAUGES: tuple[tuple[str, Callable[[LatestDecode], float | None]], ...] = 
 )
 
 
+# How long a target's render is reused while nothing it reads has changed. Its values are
+# re-read on every scrape (the key below); only what the judge derives from the passing of
+# time alone (a finding's recent windows ageing out) may lag this long, and a window that goes
+# stale ends the reuse at that moment.
+REUSE_SECONDS = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class TargetView:
+    """One target as rendered at ``now``: what the landing page shows of it too."""
+
+    snap: TargetSnapshot
+    fresh: dict[int | None, LatestDecode]
+    insight: Insight
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Render:
+    key: tuple[object, ...]  # everything the render read, compared to reuse it
+    now: float
+    until: float  # reused before this moment only
+    view: TargetView | None  # None: the render failed
+    families: Families
+    lines: dict[str, str]  # family name -> this target's sample lines
+
+
 class SpecwatchCollector(Collector):
-    """Renders all targets; safe to call from concurrent scrape threads."""
+    """Renders all targets; safe to call from concurrent scrape threads.
+
+    Each target's render is kept with the inputs it read (its state's snapshot, its
+    upstream's published snapshot, its custom series, its baseline) and reused by the next
+    scrape that finds the same inputs, before REUSE_SECONDS and before any of its windows or
+    upstream values would go stale: a node of many servers re-renders only those whose logs
+    or upstreams moved. A target is rendered by one thread at a time; no lock spans targets.
+    """
 
     def __init__(
         self,
@@ -68,12 +106,51 @@ class SpecwatchCollector(Collector):
         self._clock = clock
         self._render_errors: Counter[str] = Counter()
         self._errors_lock = threading.Lock()
+        self._renders: list[_Render | None] = [None] * len(targets)
+        self._locks = [threading.Lock() for _ in targets]
+        self._index = {id(target): number for number, target in enumerate(targets)}
 
     def describe(self) -> Iterable[Metric]:
         return []  # collect() is cheap but has no fixed shape; skip registration-time checks
 
     def collect(self) -> Iterator[Metric]:
-        now = self._clock()
+        families = self._top()
+        for render in self._current(self._clock()):
+            families.merge(render.families)
+        yield from families
+
+    def exposition(self, form: str) -> str:
+        """The specwatch families in ``form`` (``text`` or ``openmetrics``, without its
+        ``# EOF``): each target's lines as last rendered, when still current."""
+        renders = self._current(self._clock())
+        top = self._top()
+        chunks: dict[str, list[str]] = {
+            name: [sample_lines(top.samples(name))] for name in top.names()
+        }
+        kinds: dict[str, tuple[str, str]] = {}
+        for render in renders:
+            for name, text in render.lines.items():
+                if name not in chunks:
+                    chunks[name] = []
+                    kinds[name] = render.families.kind(name)
+                chunks[name].append(text)
+        declared = [P + short for short in FAMILIES if P + short in chunks]
+        custom = [name for name in chunks if name not in DECLARED]
+        out = []
+        for name in (*declared, *custom):
+            kind, doc = kinds.get(name) or top.kind(name)
+            out.append(header(name, kind, doc, form))
+            out += chunks[name]
+        return "".join(out)
+
+    def view(self, target: Watched) -> TargetView | None:
+        """``target`` as last rendered, rendered again if that is not current; None when its
+        render fails."""
+        number = self._index[id(target)]
+        return self._current_one(number, target, self._clock()).view
+
+    def _top(self) -> Families:
+        """The process-wide series, before any target's."""
         families = Families()
         families.add("build_info", {"version": __version__}, 1)
         failures: Counter[str] = Counter()
@@ -81,36 +158,125 @@ class SpecwatchCollector(Collector):
             failures.update(target.drafts.failure_counts())
         for reason in (r for r in DRAFT_CONFIG_REASONS if r != "absent"):  # a hub id
             families.add("draft_config_errors", {"reason": reason}, failures.get(reason, 0))
-        for target in self._targets:
-            families.merge(self._render_guarded(target, now))
-            failed = self._render_errors[target.name]
-            families.add("render_errors", {"target": target.name}, failed)
-        yield from families
+        return families
 
-    def _render_guarded(self, target: Watched, now: float) -> Families:
+    def _current(self, now: float) -> list[_Render]:
+        return [self._current_one(n, t, now) for n, t in enumerate(self._targets)]
+
+    def _current_one(self, number: int, target: Watched, now: float) -> _Render:
+        """The newest render of ``target``, or a new one when something it read changed."""
+        try:
+            snap = target.state.snapshot()
+            key = self._key(target, snap)
+        except Exception:
+            with self._locks[number]:
+                return self._failed(number, target, now)
+        last = self._renders[number]
+        if last is not None and last.now <= now < last.until and last.key == key:
+            return last
+        with self._locks[number]:  # a render at a time per target: the others wait on it
+            last = self._renders[number]
+            if last is not None and last.now <= now < last.until and last.key == key:
+                return last
+            return self._render(number, target, snap, key, now)
+
+    def _key(self, target: Watched, snap: TargetSnapshot) -> tuple[object, ...]:
+        """What a render reads besides the clock. Everything else a target holds (its
+        evidence, tracker, requests, band speeds) changes only with a line read, which
+        changes the snapshot's line count."""
+        upstream = target.upstream.snapshot() if target.upstream is not None else None
+        rules = target.custom_rules
+        custom = None
+        if rules is not None:
+            custom = (rules.samples(self._stale_after), rules.dropped_counts())
+        return (snap, upstream, target.baseline, target.draft, custom)
+
+    def _render(
+        self,
+        number: int,
+        target: Watched,
+        snap: TargetSnapshot,
+        key: tuple[object, ...],
+        now: float,
+    ) -> _Render:
         """One target's series, or none: a bug there must not cost the other targets theirs,
         nor show half a target as if it were whole."""
         rendered = Families()
         try:
-            render_target(rendered, target, target.state.snapshot(), now, self._stale_after)
+            view = render_target(rendered, target, snap, now, self._stale_after)
         except Exception:
-            with self._errors_lock:
-                self._render_errors[target.name] += 1
-                first = self._render_errors[target.name] == 1
-            # The traceback once; a persistent bug must not flood the log at every scrape.
-            log.log(
-                logging.ERROR if first else logging.DEBUG,
-                "rendering target %s failed; left out of this scrape",
-                target.name,
-                exc_info=True,
-            )
-            return Families()
-        return rendered
+            return self._failed(number, target, now)
+        until = _reusable_until(target, view, self._stale_after)
+        return self._kept(number, target, _Render(key, now, until, view, rendered, {}))
+
+    def _failed(self, number: int, target: Watched, now: float) -> _Render:
+        """A render that failed: none of the target's series but its count of failures,
+        tried again at the next scrape."""
+        with self._errors_lock:
+            self._render_errors[target.name] += 1
+            first = self._render_errors[target.name] == 1
+        # The traceback once; a persistent bug must not flood the log at every scrape.
+        log.log(
+            logging.ERROR if first else logging.DEBUG,
+            "rendering target %s failed; left out of this scrape",
+            target.name,
+            exc_info=True,
+        )
+        return self._kept(number, target, _Render((), now, now, None, Families(), {}))
+
+    def _kept(self, number: int, target: Watched, render: _Render) -> _Render:
+        """``render`` with its count of failures and its text, as the newest."""
+        families = render.families
+        families.add("render_errors", {"target": target.name}, self._render_errors[target.name])
+        render.lines.update(_lines(families, self._renders[number]))
+        self._renders[number] = render
+        return render
+
+
+DECLARED = frozenset(P + short for short in FAMILIES)
+
+
+def _lines(rendered: Families, last: _Render | None) -> dict[str, str]:
+    """Each family's sample lines; those of a family whose samples equal the last render's
+    are that render's text (most of a target's families, such as its error counters, change
+    far less often than its windows)."""
+    lines = {}
+    for name in rendered.names():
+        samples = rendered.samples(name)
+        if last is not None and name in last.lines and last.families.samples(name) == samples:
+            lines[name] = last.lines[name]
+        else:
+            lines[name] = sample_lines(samples)
+    return lines
+
+
+def judged(target: Watched, now: float, stale_after: float) -> TargetView:
+    """``target`` as of ``now``, judged afresh."""
+    snap = target.state.snapshot()
+    fresh = snap.fresh_windows(now, stale_after)
+    return TargetView(snap, fresh, inspect(target, snap, fresh, now, stale_after), now)
+
+
+def _reusable_until(target: Watched, view: TargetView, stale_after: float) -> float:
+    """The moment a render of ``view`` stops being current: REUSE_SECONDS on, or sooner when
+    one of its windows goes stale or its upstream values stop standing in for the log."""
+    until = view.now + REUSE_SECONDS
+    for window in view.snap.windows.values():
+        expires = window.observed_at + stale_after
+        if expires > view.now:
+            until = min(until, expires)
+    upstream = view.insight.upstream
+    if upstream is not None and upstream.scraped_at is not None:
+        expires = upstream.scraped_at + max(stale_after, 2 * target.config.scrape_interval)
+        if expires > view.now:
+            until = min(until, expires)
+    return until
 
 
 def render_target(
     out: Families, target: Watched, snap: TargetSnapshot, now: float, stale_after: float
-) -> None:
+) -> TargetView:
+    """``target``'s series into ``out``, and what they were rendered from."""
     base = {"target": target.name}
     fresh = snap.fresh_windows(now, stale_after)
     insight = inspect(target, snap, fresh, now, stale_after)
@@ -126,6 +292,7 @@ def render_target(
     _render_speculation_counts(out, target, base, snap, insight)
     _render_log_health(out, base, snap)
     _render_insight(out, target, base, fresh, insight, stale_after)
+    return TargetView(snap, fresh, insight, now)
 
 
 def engine_of(target: Watched, snap: TargetSnapshot, insight: Insight) -> str:

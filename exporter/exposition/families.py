@@ -8,7 +8,6 @@ pass through :func:`bounded` on their way out, whichever renderer wrote them.
 from __future__ import annotations
 
 import hashlib
-import itertools
 from collections.abc import Iterator, Sequence
 
 from prometheus_client.metrics_core import (
@@ -18,6 +17,7 @@ from prometheus_client.metrics_core import (
     Metric,
     SummaryMetricFamily,
 )
+from prometheus_client.samples import Sample
 
 from exporter.parse.custom_rules import CustomSample
 
@@ -237,29 +237,24 @@ FAMILIES: dict[str, tuple[str, str]] = {
 }
 
 
-# The prometheus_client family that writes a sample of each type (a counter's ``_total``).
-_SCALAR: dict[str, type[CounterMetricFamily] | type[GaugeMetricFamily]] = {
-    "counter": CounterMetricFamily,
-    "gauge": GaugeMetricFamily,
-}
-
-
 class Families:
-    """Lazily created metric families keyed by short name, yielded in declaration order.
+    """Samples by exported family, yielded as prometheus_client metrics in declaration order
+    (user-defined families after them, in the order first seen).
 
-    A series' label names vary within a family (``dp_rank`` only where ranks are logged), and
-    prometheus_client's families fix them, so each series is written by a family of its own
-    and its samples are appended, in order, to the family kept under its name.
+    A series' label names vary within a family (``dp_rank`` only where ranks are logged), so
+    samples are kept as prometheus_client writes them, each with its own labels, and a family
+    becomes a :class:`Metric` only when it is collected.
     """
 
     def __init__(self) -> None:
-        self._metrics: dict[str, Metric] = {}
-        self._custom: dict[str, Metric] = {}
+        self._samples: dict[str, list[Sample]] = {}  # family name -> its samples, in order
+        self._custom: dict[str, tuple[str, str]] = {}  # user-defined family -> (type, help)
 
     def add(self, short: str, labels: dict[str, str], value: float) -> None:
-        """One series of a declared gauge or counter."""
-        kind, doc = FAMILIES[short]
-        _keep(self._metrics, short, _scalar(kind, P + short, doc, labels, value))
+        """One series of a declared gauge or counter (a counter's sample adds ``_total``)."""
+        name = P + short
+        sample = name + "_total" if FAMILIES[short][0] == "counter" else name
+        self._samples.setdefault(name, []).append(Sample(sample, _bounded(labels), value))
 
     def add_histogram(
         self,
@@ -272,29 +267,55 @@ class Families:
         _, doc = FAMILIES[short]
         family = HistogramMetricFamily(P + short, doc, labels=list(labels))
         family.add_metric(_label_values(labels), buckets, sum_value)
-        _keep(self._metrics, short, family)
+        self._samples.setdefault(P + short, []).extend(family.samples)
 
     def add_summary(self, short: str, labels: dict[str, str], count: int, sum_value: float) -> None:
         """One series of a declared summary (count and sum, no quantiles)."""
         _, doc = FAMILIES[short]
         family = SummaryMetricFamily(P + short, doc, labels=list(labels))
         family.add_metric(_label_values(labels), count, sum_value)
-        _keep(self._metrics, short, family)
+        self._samples.setdefault(P + short, []).extend(family.samples)
 
     def add_custom(self, sample: CustomSample, labels: dict[str, str]) -> None:
         """A user-defined ``specwatch_custom_*`` series (names validated at start)."""
-        family = _scalar(sample.type, sample.name, sample.help, labels, sample.value)
-        _keep(self._custom, sample.name, family)
+        family = _SCALAR[sample.type](sample.name, sample.help, labels=list(labels))
+        family.add_metric(_label_values(labels), sample.value)
+        self._custom.setdefault(family.name, (family.type, family.documentation))
+        self._samples.setdefault(family.name, []).extend(family.samples)
 
     def merge(self, other: Families) -> None:
         """Append ``other``'s samples, family by family (one target's render into the scrape)."""
-        for mine, theirs in ((self._metrics, other._metrics), (self._custom, other._custom)):
-            for name, metric in theirs.items():
-                _keep(mine, name, metric)
+        for name, kind in other._custom.items():
+            self._custom.setdefault(name, kind)
+        for name, samples in other._samples.items():
+            self._samples.setdefault(name, []).extend(samples)
+
+    def names(self) -> list[str]:
+        """The families holding samples, in the order they are exported."""
+        declared = [P + short for short in FAMILIES if P + short in self._samples]
+        return declared + [name for name in self._custom if name in self._samples]
+
+    def samples(self, name: str) -> Sequence[Sample]:
+        return self._samples.get(name, ())
+
+    def kind(self, name: str) -> tuple[str, str]:
+        """The type and HELP text of family ``name``."""
+        custom = self._custom.get(name)
+        return custom if custom is not None else FAMILIES[name.removeprefix(P)]
 
     def __iter__(self) -> Iterator[Metric]:
-        declared = (self._metrics[k] for k in FAMILIES if k in self._metrics)
-        return itertools.chain(declared, self._custom.values())
+        for name in self.names():
+            kind, doc = self.kind(name)
+            metric = Metric(name, doc, kind)
+            metric.samples = list(self._samples[name])
+            yield metric
+
+
+# The prometheus_client family that writes a user-defined sample of each type.
+_SCALAR: dict[str, type[CounterMetricFamily] | type[GaugeMetricFamily]] = {
+    "counter": CounterMetricFamily,
+    "gauge": GaugeMetricFamily,
+}
 
 
 LABEL_VALUE_MAX = 128
@@ -319,15 +340,5 @@ def _label_values(labels: dict[str, str]) -> list[str]:
     return [bounded(value) for value in labels.values()]
 
 
-def _scalar(kind: str, name: str, doc: str, labels: dict[str, str], value: float) -> Metric:
-    family = _SCALAR[kind](name, doc, labels=list(labels))
-    family.add_metric(_label_values(labels), value)
-    return family
-
-
-def _keep(kept: dict[str, Metric], name: str, family: Metric) -> None:
-    """Keep ``family`` under ``name``, or append its samples to the family already kept."""
-    if name in kept:
-        kept[name].samples.extend(family.samples)
-    else:
-        kept[name] = family
+def _bounded(labels: dict[str, str]) -> dict[str, str]:
+    return {name: bounded(value) for name, value in labels.items()}

@@ -19,7 +19,8 @@ from exporter.analysis.judge import STATES
 from exporter.clock import now as clock_now
 from exporter.engines.record import drafting_off
 from exporter.engines.server_config import ServerConfig
-from exporter.exposition.insight import Insight, inspect
+from exporter.exposition.collector import TargetView, judged
+from exporter.exposition.insight import Insight
 from exporter.exposition.setup import setup_lines
 from exporter.exposition.watched import Watched
 from exporter.sources.tail.health import explain
@@ -31,10 +32,17 @@ def _state(reason: str) -> str:
 
 
 def landing_page(
-    targets: Sequence[Watched], stale_after: float, clock: Callable[[], float] = clock_now
+    targets: Sequence[Watched],
+    stale_after: float,
+    clock: Callable[[], float] = clock_now,
+    view: Callable[[Watched], TargetView | None] | None = None,
 ) -> bytes:
+    """The page, from each target's render for ``/metrics`` when ``view`` gives it (so
+    clients polling the page cost little more than a scrape), else judged here."""
     now = clock()
-    sections = "".join(_target_section(t, now, stale_after) for t in targets)
+    sections = "".join(
+        _target_section(t, now, stale_after, view(t) if view is not None else None) for t in targets
+    )
     return (
         "<!doctype html><html><head><title>specwatch</title></head><body>"
         f"<h1>specwatch {html.escape(__version__)}</h1>"
@@ -98,10 +106,12 @@ def _verdict(insight: Insight) -> str:
     return text
 
 
-def _target_section(target: Watched, now: float, stale_after: float) -> str:
-    snap = target.state.snapshot()
-    fresh = snap.fresh_windows(now, stale_after)
-    insight = inspect(target, snap, fresh, now, stale_after)
+def _target_section(
+    target: Watched, now: float, stale_after: float, view: TargetView | None
+) -> str:
+    if view is None:
+        view = judged(target, now, stale_after)
+    snap, fresh, insight = view.snap, view.fresh, view.insight
     findings = insight.findings
     logs = (
         "".join(

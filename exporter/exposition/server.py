@@ -7,6 +7,7 @@ the collector underneath only copies in-memory snapshots.
 
 from __future__ import annotations
 
+import gzip
 import socket
 import ssl
 import threading
@@ -14,12 +15,19 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
-from prometheus_client.exposition import ThreadingWSGIServer, _get_best_family
+from prometheus_client.exposition import (
+    ThreadingWSGIServer,
+    _get_best_family,
+    choose_encoder,
+    gzip_accepted,
+)
 
 from exporter.exposition.connections import DEFAULT_LIMITS, Limits, Lobby, TLSPolicy
+from exporter.exposition.text import EOF, lean_format
 
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
@@ -57,6 +65,7 @@ def make_app(
     guard: Callable[[WSGIApp], WSGIApp] | None = None,
     content: Callable[[], object] | None = None,
     not_ready: Callable[[], str | None] | None = None,
+    lean: LeanMetrics | None = None,
 ) -> WSGIApp:
     """Route the three paths; ``guard`` (basic auth) wraps all but ``/healthz``.
 
@@ -64,8 +73,12 @@ def make_app(
     the page may be reused (see CoalescedScrapes): both render every target, and clients
     polling the page must not delay the scrapes. HEAD is answered as GET without its body.
     ``not_ready`` gives the reason /healthz answers 503 instead of 200, if there is one.
+    ``lean`` answers the scrapes it can write (see LeanMetrics); the others are
+    prometheus_client's, over ``registry``.
     """
-    metrics = CoalescedScrapes(make_wsgi_app(registry), content)
+    metrics: WSGIApp = CoalescedScrapes(make_wsgi_app(registry), content)
+    if lean is not None:
+        metrics = lean.before(metrics)
 
     def render_landing(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         start_response("200 OK", [("Content-Type", "text/html; charset=utf-8")])
@@ -108,6 +121,40 @@ def _without_body_for_head(app: WSGIApp) -> WSGIApp:
         return []
 
     return answer
+
+
+class LeanMetrics:
+    """``/metrics`` written from the collector's per-target text (``exposition.text``): what
+    prometheus_client writes for ``process`` (the process's own collectors: CPU, memory, GC),
+    then the specwatch families. A request for a format or escaping the lean writer does not
+    write, a ``name[]`` filter, or a method other than GET is left to ``fallback``."""
+
+    def __init__(self, specwatch: Callable[[str], str], process: CollectorRegistry) -> None:
+        self._specwatch = specwatch
+        self._process = process
+        self._fallback: WSGIApp | None = None
+
+    def before(self, fallback: WSGIApp) -> WSGIApp:
+        self._fallback = fallback
+        return self.answer
+
+    def answer(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        encoder, content_type = choose_encoder(environ.get("HTTP_ACCEPT") or "")
+        form = lean_format(content_type)
+        query = parse_qs(environ.get("QUERY_STRING") or "")
+        if form is None or "name[]" in query or environ.get("REQUEST_METHOD") != "GET":
+            assert self._fallback is not None
+            return self._fallback(environ, start_response)
+        process: bytes = encoder(self._process)
+        body = process.removesuffix(EOF.encode()) + self._specwatch(form).encode()
+        if form == "openmetrics":
+            body += EOF.encode()
+        headers = [("Content-Type", content_type)]
+        if gzip_accepted(environ.get("HTTP_ACCEPT_ENCODING") or ""):
+            body = gzip.compress(body)
+            headers.append(("Content-Encoding", "gzip"))
+        start_response("200 OK", headers)
+        return [body]
 
 
 # How old a reused /metrics body may be: only process self-metrics (CPU seconds, memory, GC

@@ -1,0 +1,246 @@
+"""A target's render is reused between scrapes only while it is current: a changed value,
+a window going stale or a failed render is shown at the very next scrape; and the lean
+writer writes the bytes prometheus_client would."""
+
+from __future__ import annotations
+
+import gzip
+import urllib.request
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.openmetrics import exposition as openmetrics
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_parse
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter.analysis.baseline import Baseline
+from exporter.config import TargetConfig
+from exporter.engines.server_config import ServerConfig
+from exporter.exposition.collector import REUSE_SECONDS, SpecwatchCollector
+from exporter.exposition.families import Families
+from exporter.exposition.landing import landing_page
+from exporter.exposition.text import EOF, header, sample_lines
+from exporter.state.target_state import TargetState
+from exporter.target import Target
+from tests.support.daemon import run_daemon
+from tests.support.files import append
+from tests.support.loglines import decode_line
+from tests.support.metrics import T0, Clock, Scrape
+from tests.support.records import decode
+
+STALE = 60.0
+
+
+def node(name: str = "node-a", draft: ServerConfig | None = None) -> Target:
+    baseline = Baseline.from_curve("1:82,48:1500,128:2370")
+    return Target(TargetConfig(name=name), TargetState(name), baseline, draft or ServerConfig())
+
+
+def scrape(collector: SpecwatchCollector) -> Scrape:
+    return Scrape(collector.exposition("text"))
+
+
+def test_a_changed_value_is_shown_at_the_next_scrape_at_the_same_instant() -> None:
+    clock, target = Clock(), node()
+    collector = SpecwatchCollector([target], STALE, clock)
+    target.state.add_record(decode(accept_length=2.5), observed_at=T0)
+    assert scrape(collector).value("specwatch_accept_length") == 2.5
+    target.state.add_record(decode(accept_length=1.2), observed_at=T0)
+    assert scrape(collector).value("specwatch_accept_length") == 1.2
+
+
+def test_an_unchanged_target_is_reused_and_rendered_again_after_reuse_seconds() -> None:
+    clock, target = Clock(), node()
+    collector = SpecwatchCollector([target], STALE, clock)
+    target.state.add_record(decode(accept_length=2.5), observed_at=T0)
+    first = collector.view(target)
+    clock.now = T0 + REUSE_SECONDS / 2
+    assert collector.view(target) is first
+    clock.now = T0 + REUSE_SECONDS
+    again = collector.view(target)
+    assert again is not None and again is not first and again.now == clock.now
+
+
+def test_a_window_going_stale_ends_the_reuse_at_that_moment() -> None:
+    """Rendered just before its window goes stale, the render is not reused past it."""
+    clock, target = Clock(), node()
+    collector = SpecwatchCollector([target], STALE, clock)
+    target.state.add_record(decode(accept_length=2.5), observed_at=T0)
+    clock.now = T0 + STALE - REUSE_SECONDS / 4
+    assert scrape(collector).value("specwatch_accept_length") == 2.5
+    clock.now = T0 + STALE
+    s = scrape(collector)
+    assert s.value("specwatch_accept_length") is None
+    assert s.value("specwatch_gen_throughput_tokens_per_second") is None
+    assert s.value("specwatch_decode_windows_total", cuda_graph="true") == 1
+
+
+def test_a_clock_stepped_back_renders_again() -> None:
+    clock, target = Clock(), node()
+    collector = SpecwatchCollector([target], STALE, clock)
+    target.state.add_record(decode(), observed_at=T0)
+    clock.now = T0 + 0.5
+    later = collector.view(target)
+    clock.now = T0 + 0.2
+    assert collector.view(target) is not later
+
+
+def test_only_the_target_that_changed_is_rendered_again() -> None:
+    clock, quiet, busy = Clock(), node("quiet"), node("busy")
+    collector = SpecwatchCollector([quiet, busy], STALE, clock)
+    for target in (quiet, busy):
+        target.state.add_record(decode(accept_length=2.5), observed_at=T0)
+    views = collector.view(quiet), collector.view(busy)
+    busy.state.add_record(decode(accept_length=3.0), observed_at=T0)
+    assert scrape(collector).value("specwatch_accept_length", target="busy") == 3.0
+    assert collector.view(quiet) is views[0]
+    assert collector.view(busy) is not views[1]
+
+
+class FlakyState(TargetState):
+    """A state whose snapshot fails while ``broken`` is set."""
+
+    broken = False
+
+    def snapshot(self):  # type: ignore[no-untyped-def]
+        if self.broken:
+            raise RuntimeError("state bug")
+        return super().snapshot()
+
+
+def test_a_render_that_fails_is_not_replaced_by_the_last_good_one() -> None:
+    clock = Clock()
+    state = FlakyState("node-a")
+    target = Target(TargetConfig(name="node-a"), state)
+    collector = SpecwatchCollector([target], STALE, clock)
+    state.add_record(decode(accept_length=2.5), observed_at=T0)
+    assert scrape(collector).value("specwatch_accept_length") == 2.5
+    state.broken = True
+    s = scrape(collector)
+    assert s.value("specwatch_accept_length") is None
+    assert s.value("specwatch_render_errors_total", target="node-a") == 1
+    state.broken = False
+    assert scrape(collector).value("specwatch_accept_length") == 2.5
+
+
+def test_the_landing_page_shows_a_change_at_once_from_the_shared_render() -> None:
+    clock, target = Clock(), node()
+    collector = SpecwatchCollector([target], STALE, clock)
+    target.state.add_record(decode(accept_length=2.5), observed_at=T0)
+    assert "accept length 2.50" in landing_page([target], STALE, clock, collector.view).decode()
+    target.state.add_record(decode(accept_length=1.25), observed_at=T0)
+    page = landing_page([target], STALE, clock, collector.view).decode()
+    assert "accept length 1.25" in page and "accept length 2.50" not in page
+
+
+HOSTILE = 'quo"te back\\slash new\nline \u00e9\u4e2d \ud800 {a="b"} # HELP x'
+
+
+def test_the_lean_exposition_is_prometheus_clients_bytes_in_both_formats() -> None:
+    """Every kind of family, DP ranks, hostile label values from a server's setup."""
+    clock = Clock()
+    hostile = ServerConfig(algorithm=HOSTILE, draft_model_path="/m/" + HOSTILE * 5)
+    plain, ranked = node("node-a", hostile), node("node-b")
+    plain.state.add_record(decode(accept_length=2.6), observed_at=T0)
+    for rank in (0, 1):
+        ranked.state.add_record(decode(dp_rank=rank, cuda_graph=False), observed_at=T0)
+    plain.state.add_skipped("too_long")
+    collector = SpecwatchCollector([plain, ranked], STALE, clock)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    text = collector.exposition("text")
+    assert text.encode() == generate_latest(registry)
+    om = collector.exposition("openmetrics") + EOF
+    assert om.encode() == openmetrics.generate_latest(registry)
+    assert 'algorithm="quo\\"te back\\\\slash new\\nline' in text
+    parsed = [s for f in text_string_to_metric_families(text) for s in f.samples]
+    assert {s.labels.get("algorithm") for s in parsed} >= {HOSTILE.replace("\ud800", "?")}
+    assert [s for f in om_parse(om) for s in f.samples]
+
+
+labels = st.dictionaries(
+    st.sampled_from(["target", "reason", "path", "served_model", "le_x"]),
+    st.text(st.characters(exclude_categories=["Cs"]), max_size=40),
+    max_size=4,
+)
+values = st.one_of(
+    st.integers(-(10**20), 10**20),
+    st.floats(allow_nan=True, allow_infinity=True),
+)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["log_lines", "accept_length"]), labels, values)))
+def test_the_lean_writer_writes_any_sample_as_prometheus_client_does(
+    series: list[tuple[str, dict[str, str], float]],
+) -> None:
+    families = Families()
+    for short, labelset, value in series:
+        families.add(short, labelset, value)
+    lean = ""
+    for name in families.names():
+        kind, doc = families.kind(name)
+        lean += header(name, kind, doc, "text") + sample_lines(families.samples(name))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Fixed(families))
+    assert lean.encode() == generate_latest(registry)
+
+
+class _Fixed:
+    def __init__(self, families: Families) -> None:
+        self._families = families
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        return iter(self._families)
+
+
+PROMETHEUS_ACCEPT = (
+    "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,"
+    "application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=1.0.0;"
+    "escaping=allow-utf-8;q=0.3,text/plain;version=0.0.4;q=0.2,*/*;q=0.1"
+)
+
+
+def get(port: int, path: str = "/metrics", **headers: str) -> tuple[dict[str, str], bytes]:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers)
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return dict(answer.headers), answer.read()
+
+
+def specwatch_samples(families: Iterable[Metric]) -> set[tuple[str, str, float]]:
+    return {
+        (s.name, repr(sorted(s.labels.items())), s.value)
+        for f in families
+        for s in f.samples
+        if s.name.startswith("specwatch_") and "timestamp" not in s.name
+    }
+
+
+@pytest.mark.e2e
+def test_the_daemon_answers_each_format_filter_and_compression_a_scraper_asks_for(
+    tmp_path: Path, port: int
+) -> None:
+    log = tmp_path / "server.log"
+    append(log, decode_line(2.5))
+    with run_daemon(["--log-file", str(log)], port) as daemon:
+        daemon.wait_metric("specwatch_accept_length", lambda v: v == 2.5)
+        kinds, plain = get(port)
+        om_kinds, om = get(port, Accept=PROMETHEUS_ACCEPT)
+        zipped_kinds, zipped = get(port, **{"Accept-Encoding": "gzip"})
+        _, only = get(port, "/metrics?name[]=specwatch_accept_length")
+    assert kinds["Content-Type"].startswith("text/plain; version=0.0.4")
+    assert om_kinds["Content-Type"].startswith("application/openmetrics-text; version=1.0.0")
+    assert om.decode().count("# EOF") == 1 and om.endswith(b"# EOF\n")
+    assert zipped_kinds["Content-Encoding"] == "gzip"
+    text, strict = plain.decode(), list(om_parse(om.decode()))  # strict: any flaw raises
+    assert "process_cpu_seconds_total " in text and "python_gc_objects_collected_total" in text
+    assert specwatch_samples(text_string_to_metric_families(text)) == specwatch_samples(strict)
+    unzipped = gzip.decompress(zipped).decode()
+    assert unzipped.split("# HELP specwatch_")[1:] == text.split("# HELP specwatch_")[1:]
+    assert [f.name for f in text_string_to_metric_families(only.decode())] == [
+        "specwatch_accept_length"
+    ]
