@@ -26,6 +26,9 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import reduce
+from itertools import groupby
+from operator import add, itemgetter
 from typing import Any
 
 from exporter.analysis import verdicts as texts
@@ -36,8 +39,10 @@ from exporter.analysis.algorithms import (
     config_standard,
     floor_for,
 )
+from exporter.analysis.node import speaks_for_node
 from exporter.analysis.thresholds import DEFAULT, MIN_WINDOWS, Thresholds
 from exporter.analysis.verdicts import Verdict
+from exporter.engines.record import StatsRecord, drafting_off
 from exporter.engines.server_config import ServerConfig
 
 # Every state a node can be judged in, most severe first, with its severity ("ok" for the
@@ -214,13 +219,36 @@ class Stretches:
         self, at: float | None, drafts: float | None, accepted: float | None, off: bool
     ) -> None:
         """One decode window: its draft rounds and accepted draft tokens, or drafting off."""
+        counted = None if drafts is None or accepted is None else (drafts, accepted)
+        self._add_windows(at, [(counted, off)])
+
+    def add_records(
+        self, records: Sequence[StatsRecord], ats: Iterable[float | None], interval: int | None
+    ) -> None:
+        """Decode windows in order, each at its time in ``ats``, as :meth:`add_window` of
+        each (:func:`window_counts` at SGLang's log ``interval``); lines that repeat another
+        scheduler's figures are left out (``speaks_for_node``). The stretch is looked up once
+        per run of equal times: a busy node's DP ranks log one window each per second."""
+        for at, group in groupby(zip(ats, records, strict=False), itemgetter(0)):
+            windows = [
+                (_record_counts(record, interval), bool(record.extra) and drafting_off(record))
+                for _, record in group
+                if speaks_for_node(record)
+            ]
+            if windows:
+                self._add_windows(at, windows)
+
+    def _add_windows(
+        self, at: float | None, windows: list[tuple[tuple[float, float] | None, bool]]
+    ) -> None:
+        """Windows at one time into its stretch, summed in order (a float sum depends on it)."""
         stretch = self._stretch(at, True)
-        if off:
-            stretch.off += 1
-        elif drafts is not None and accepted is not None and drafts > 0:
-            stretch.windows += 1
-            stretch.drafts += drafts
-            stretch.accepted += accepted
+        drafted = [counts for counts, off in windows if not off and counts and counts[0] > 0]
+        stretch.off += sum(off for _, off in windows)
+        if drafted:
+            stretch.windows += len(drafted)
+            stretch.drafts = reduce(add, map(itemgetter(0), drafted), stretch.drafts)
+            stretch.accepted = reduce(add, map(itemgetter(1), drafted), stretch.accepted)
 
     def add_moment(
         self,
@@ -257,6 +285,18 @@ def window_counts(
         return None
     rounds = float((running or 1) * (interval or DEFAULT_LOG_INTERVAL))
     return rounds, (accept_length - 1.0) * rounds
+
+
+def _record_counts(record: StatsRecord, interval: int | None) -> tuple[float, float] | None:
+    """:func:`window_counts` of a decode record."""
+    counts = record.draft_counts
+    return window_counts(
+        record.accept_length,
+        None if counts is None else counts.drafts,
+        None if counts is None else counts.accepted_tokens,
+        record.running_requests,
+        interval,
+    )
 
 
 @dataclass(frozen=True, slots=True)

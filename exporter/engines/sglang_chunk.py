@@ -92,23 +92,23 @@ class ChunkReader:
         rows: list[Row] = self._compiled(decode, prefill).findall(blob)
         decode_at = 3
         prefill_at = decode_at + (0 if decode is None else decode.groups)
-        kinds = list(map(add, _column(rows, 2), _column(rows, prefill_at)))  # D, P or b""
+        kinds = list(map(add, map(itemgetter(2), rows), map(itemgetter(prefill_at), rows)))
         if len(rows) == lines and blob.isascii():  # one row per line: none was left unread
-            heads: bytes | None = b"\n".join(_column(rows, -1))
-            rows = list(compress(rows, kinds))
+            heads: bytes | None = b"\n".join(map(itemgetter(-1), rows))
         else:
             heads = None
-            rows = list(compress(rows, kinds))
-            if len(rows) != sum(blob.count(head) for head in _STATS_HEADS):
+            if len(rows) - kinds.count(b"") != sum(blob.count(head) for head in _STATS_HEADS):
                 return "other_layout"  # a line that might be a stats line did not match
-        kinds = list(filter(None, kinds))
         decodes = list(compress(rows, map(_IS_DECODE.__eq__, kinds)))
         prefills = list(compress(rows, map(_IS_PREFILL.__eq__, kinds)))
         decoded = self._records("decode", decode, decode_at, decodes)
         prefilled = self._records("prefill", prefill, prefill_at + 1, prefills)
         if decoded is None or prefilled is None:
             return "bad_value"
+        if not prefilled or not decoded:  # one kind: already in line order
+            return decoded or prefilled, heads
         by_kind = {_IS_DECODE: iter(decoded), _IS_PREFILL: iter(prefilled)}
+        kinds = list(filter(None, kinds))
         return list(map(next, map(by_kind.__getitem__, kinds))), heads  # back in line order
 
     def _compiled(
@@ -133,8 +133,9 @@ class ChunkReader:
         """Records of one kind's rows; ``first`` is the group its layout's values start at."""
         if not rows or layout is None:
             return []
-        records = _converted(layout.records, rows, first)
-        extras = _converted(layout.extras, rows, first)
+        columns = list(zip(*rows, strict=True))  # one pass, not one per group
+        records = _converted(layout.records, columns, first)
+        extras = _converted(layout.extras, columns, first)
         if records is None or extras is None:
             return None
         values: list[Iterable[Any]] = [repeat(None)] * VALUE_FIELD_COUNT
@@ -143,14 +144,15 @@ class ChunkReader:
         pools = [list(extras[key]) for key in POOL_USAGES if key in extras]
         if pools and TOKEN_USAGE not in records:  # hybrid pools: the fullest, as sglang.py
             values[TOKEN_USAGE] = list(map(max, *pools)) if len(pools) > 1 else pools[0]
-        ranks = _looked_up(self._ranks, _column(rows, 1), _rank_numbers)
+        ranks = _looked_up(self._ranks, columns[1], _rank_numbers)
+        dp, tp, pp = zip(*ranks, strict=True)
         fields = zip(
             repeat(kind),
-            _looked_up(self._times, _column(rows, 0), iso_time),
+            _looked_up(self._times, columns[0], iso_time),
             repeat("sglang"),
-            map(itemgetter(0), ranks),
-            map(itemgetter(1), ranks),
-            map(itemgetter(2), ranks),
+            dp,
+            tp,
+            pp,
             *values,
             _extra_dicts(extras, len(rows)),
         )
@@ -179,17 +181,13 @@ def _rank_numbers(ranks: bytes) -> tuple[int | None, int | None, int | None]:
     return rank_numbers(ranks.decode("ascii"))
 
 
-def _column(rows: list[Row], group: int) -> list[bytes]:
-    return list(map(itemgetter(group), rows))
-
-
 def _converted(
-    entries: tuple[tuple[int, _K, str], ...], rows: list[Row], first: int
+    entries: tuple[tuple[int, _K, str], ...], columns: list[Row], first: int
 ) -> dict[_K, list[Any]] | None:
     """Each entry's (group, key, converter) column converted, by key, or None if one fails."""
     converted: dict[_K, list[Any]] = {}
     for group, key, converter in entries:
-        column = _convert(converter, _column(rows, first + group))
+        column = _convert(converter, columns[first + group])
         if column is None:
             return None
         converted[key] = column

@@ -29,10 +29,9 @@ from exporter.analysis.judge import (
     SpeedBaseline,
     judge,
     method_of,
-    window_counts,
 )
 from exporter.analysis.load_bands import band_of
-from exporter.analysis.node import Moment, NodeMoments, speaks_for_node
+from exporter.analysis.node import Moment, NodeMoments
 from exporter.analysis.plain_speed import (
     MIN_BAND_WINDOWS,
     PlainSpeed,
@@ -209,7 +208,7 @@ class ReportBuilder(RecordSink):
             for record in decodes
             if (value := record.accept_length) is not None and not (off and drafting_off(record))
         ]
-        self._stretch_windows(decodes, ats)
+        run.stretches.add_records(decodes, ats, self._runs.config.decode_log_interval)
         ranks = set(map(_DP_RANK, decodes))
         if accepts:
             self._accept_values.update(accepts)
@@ -229,24 +228,6 @@ class ReportBuilder(RecordSink):
         self._dp_ranks |= ranks - {None}
         for moment in self._node.add(decodes, ats):
             self._add_moment(moment)
-
-    def _stretch_windows(self, decodes: list[StatsRecord], ats: list[float | None]) -> None:
-        """Each window's draft rounds into the run's stretches, as the judge weighs them."""
-        interval = self._runs.config.decode_log_interval
-        stretches = self._run.stretches
-        for record, at in zip(decodes, ats, strict=True):
-            if speaks_for_node(record):
-                off = bool(record.extra) and drafting_off(record)
-                counts = record.draft_counts
-                figures = window_counts(
-                    record.accept_length,
-                    None if counts is None else counts.drafts,
-                    None if counts is None else counts.accepted_tokens,
-                    record.running_requests,
-                    interval,
-                )
-                drafts, accepted = figures if figures is not None else (None, None)
-                stretches.add_window(at, drafts, accepted, off)
 
     def _bin_accept_lengths(self) -> Counter[int]:
         """Every accept length counted so far, by hundredths."""

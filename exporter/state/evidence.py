@@ -17,11 +17,11 @@ from typing import Any, NamedTuple
 
 from exporter.analysis.baseline import Baseline
 from exporter.analysis.findings import DecodeSample, Observations
-from exporter.analysis.judge import Stretch, Stretches, window_counts
-from exporter.analysis.node import NodeMoments, speaks_for_node
+from exporter.analysis.judge import Stretch, Stretches
+from exporter.analysis.node import NodeMoments
 from exporter.analysis.ranks import RankAccepts
 from exporter.engines.ending import Ending
-from exporter.engines.record import StatsRecord, drafting_off
+from exporter.engines.record import StatsRecord
 from exporter.engines.server_config import ServerConfig
 
 # Decode windows the findings judge: the daemon's evidence keeps these, and so does each run
@@ -120,7 +120,7 @@ class Evidence:
         windows after a traceback show it ended nothing."""
         self._windows.extend(decodes)
         self._ranks.add(decodes)
-        self._stretch(decodes, at)
+        self._stretches.add_records(decodes, repeat(at), self.interval)
         if self._ending is not None and not self._ending.final:
             self._ending = None
         self._last_decode_at = at
@@ -136,22 +136,6 @@ class Evidence:
                 self._stretches.add_moment(at, running, tput, base, moment.steps == 0)
         self._loads.extend(closed)
         return closed
-
-    def _stretch(self, decodes: Sequence[StatsRecord], at: float) -> None:
-        """Each window's draft rounds into the run's stretches, as the judge weighs them."""
-        for record in decodes:
-            if speaks_for_node(record):
-                counts = record.draft_counts
-                figures = window_counts(
-                    record.accept_length,
-                    None if counts is None else counts.drafts,
-                    None if counts is None else counts.accepted_tokens,
-                    record.running_requests,
-                    self.interval,
-                )
-                drafts, accepted = figures if figures is not None else (None, None)
-                off = bool(record.extra) and drafting_off(record)
-                self._stretches.add_window(at, drafts, accepted, off)
 
     def stretches(self) -> tuple[Stretch, ...]:
         """The run's stretches so far, oldest first (copies)."""
