@@ -16,6 +16,7 @@ from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import reduce
+from itertools import groupby
 from operator import add, attrgetter
 
 from exporter.analysis.algorithms import config_standard
@@ -120,6 +121,7 @@ class ReportBuilder(RecordSink):
         # Finished requests, timed by their logged time: "recent" is the log's last minutes.
         self._requests = RequestStats()
         self._request_at = 0.0
+        self._held_requests: list[RequestRecord] = []  # not folded yet, as ``_held``
 
     # RecordSink -------------------------------------------------------------------------
     def on_lines(self, count: int) -> None:
@@ -154,8 +156,7 @@ class ReportBuilder(RecordSink):
             self._run.evidence.add_ending(end)
 
     def on_request(self, record: RequestRecord) -> None:
-        self._request_at = logged_seconds(record.time) or self._request_at
-        self._requests.add((record,), self._request_at)
+        self._held_requests.append(record)
 
     # Folding ------------------------------------------------------------------------------
     def _fold_held(self) -> None:
@@ -163,6 +164,16 @@ class ReportBuilder(RecordSink):
         if self._held:
             held, self._held = self._held, []
             self._fold(held)
+        if self._held_requests:
+            self._fold_requests()
+
+    def _fold_requests(self) -> None:
+        """Finished requests, timed by their logged time (or the previous one's): the
+        requests of one logged second in one call, as one call each would count them."""
+        held, self._held_requests = self._held_requests, []
+        for time, same_time in groupby(held, _TIME):
+            self._request_at = logged_seconds(time) or self._request_at
+            self._requests.add(list(same_time), self._request_at)
 
     def _fold(self, records: list[StatsRecord]) -> None:
         """Fold records of one run in a few passes over them, most in C, to the same result
@@ -347,6 +358,7 @@ class ReportBuilder(RecordSink):
 
     def request_summary(self) -> RequestSummary | None:
         """The log's finished requests, when it holds any."""
+        self._fold_held()
         snap = self._requests.snapshot(self._request_at)
         if not snap.finished:
             return None
