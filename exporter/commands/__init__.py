@@ -23,9 +23,9 @@ if TYPE_CHECKING:
 # Name -> the line `specwatch --help` shows, in the order it lists them.
 COMMANDS: dict[str, str] = {
     "run": "run the exporter daemon",
-    "parse": "print the stats records of an SGLang or vLLM log",
+    "parse": "print the stats records of a server log, of whichever engine",
     "doctor": "judge a server, log or draft config and suggest fixes",
-    "simulate": "write a realistic SGLang (or vLLM) log for an incident scenario",
+    "simulate": "write a realistic server log for an incident scenario (--engine)",
     "report": "summarise a log: accept length, throughput vs baseline, findings",
     "baseline": "learn a non-speculative baseline curve from a log served without speculation",
     "mixin": "render the alert rules, recording rules and dashboards for your labels",
