@@ -271,3 +271,18 @@ def test_eager_windows_above_the_graph_batch_cap_name_the_cap() -> None:
     assert finding.code == "cuda_graph_disabled"
     assert "up to 64 running requests, cuda_graph_max_bs=48" in finding.seen
     assert "--cuda-graph-max-bs" in finding.fix
+
+
+@pytest.mark.parametrize(
+    ("engine", "writer"), [("sglang", "SGLang"), ("vllm", "vLLM"), (None, "The server")]
+)
+def test_a_log_level_that_hides_the_stats_is_said_of_the_engine_that_logs(
+    engine: str | None, writer: str
+) -> None:
+    config = ServerConfig(engine=engine, log_level="warning")
+    (finding,) = evaluate(Observations(config=config))
+    assert finding.code == "decode_stats_not_logged"
+    assert (
+        finding.seen
+        == f"log_level='warning': {writer} logs decode stats at INFO, so none are written."
+    )

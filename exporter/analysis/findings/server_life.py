@@ -90,7 +90,8 @@ def decode_stats_not_logged(obs: Observations) -> Finding | None:
         return _stats_off_by_engine(obs)
     level = (obs.config.log_level or "").lower()
     if level in HIDING_LOG_LEVELS:
-        seen = f"log_level='{level}': SGLang logs decode stats at INFO, so none are written."
+        writer = _logger(obs.config)
+        seen = f"log_level='{level}': {writer} logs decode stats at INFO, so none are written."
     elif _requests_without_decode(obs):
         interval = obs.config.decode_log_interval
         note = f" (decode_log_interval={interval})" if interval is not None else ""
@@ -147,6 +148,12 @@ def _requests_without_decode(obs: Observations) -> bool:
     return obs.log_watched and busy and obs.seconds_without_decode >= SILENT_SECONDS
 
 
+def _logger(config: ServerConfig) -> str:
+    """Who wrote the log, in its own name: the engine whose start named it."""
+    engine = registry.BY_NAME.get(config.engine or "")
+    return "The server" if engine is None else engine.title
+
+
 def log_format_unrecognized(obs: Observations) -> Finding | None:
     if obs.unrecognized_lines <= 0:
         return None
@@ -158,11 +165,11 @@ def log_format_unrecognized(obs: Observations) -> Finding | None:
             "not be parsed."
         ),
         why=(
-            "The log format drifted (usually an SGLang upgrade); windows from those lines are "
+            "The log format drifted (usually an engine upgrade); windows from those lines are "
             "missing, so gauges and alerts may be blind."
         ),
         fix=(
-            "Upgrade specwatch, or report the line with the SGLang version; meanwhile a "
+            "Upgrade specwatch, or report the line with the engine's version; meanwhile a "
             "custom_rules entry in the config can extract the fields you need."
         ),
     )
