@@ -19,6 +19,12 @@ T = TypeVar("T")
 PROCESS_TIMEOUT = 60.0
 
 
+# A check is often a scrape, costing the test and the daemon a few ms of CPU each: polled
+# every 10 ms, a long wait kept a core a third busy watching while the work it waited for
+# queued behind it. The pause after each miss grows from ``interval`` to this.
+LONGEST_PAUSE = 0.1
+
+
 def wait_for(
     check: Callable[[], T | None],
     timeout: float = 10.0,
@@ -27,15 +33,18 @@ def wait_for(
     interval: float = 0.01,
 ) -> T:
     """Call ``check`` until it returns something truthy, and return that (never None); fail at
-    the deadline.
+    the deadline. The first pause is ``interval``; each miss lengthens the next, up to
+    ``LONGEST_PAUSE`` (or ``interval``, when that is longer).
 
     The failure names ``what`` and the last value seen, which is usually the whole diagnosis.
     """
     deadline = time.monotonic() + timeout
+    pause = interval
     last = check()
     while not last:
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not met within {timeout} s (last: {last!r})")
-        time.sleep(interval)
+        time.sleep(pause)
+        pause = min(pause * 1.5, max(interval, LONGEST_PAUSE))
         last = check()
     return last
