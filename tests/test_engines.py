@@ -50,6 +50,7 @@ LOG_CHANGES = (
     "cuda_graphs_on",
     "rank_lines",
     "gpu_headroom",
+    "graph_headroom",
     "drafting_off_cost",
 )
 # What one engine alone says: vLLM's API servers, which log no stats when there are several;

@@ -129,6 +129,8 @@ def test_capture_oom_at_startup_is_a_failed_start_not_a_log_level_question(
     assert "CRITICAL  server_crashed: The server failed to start" in out
     assert "CUDA graph capture failed: out of GPU memory at start-up" in out
     assert "before any decode window" in out
+    assert "lower --mem-fraction-static (0.8, then 0.7) or --cuda-graph-max-bs" in out
+    assert "--gpu-memory-utilization" not in out  # vLLM's flag: nothing an SGLang node has
     code, out = run(capsys, "report", log)
     assert code == 0
     assert out.startswith("The server failed to start at 2026-02-23 00:10:29: CUDA graph capture")

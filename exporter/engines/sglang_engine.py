@@ -245,6 +245,10 @@ class SGLang:
         ),
         "rank_lines": "its [DP{rank} ...] prefix",
         "gpu_headroom": "--mem-fraction-static or --max-running-requests",
+        "graph_headroom": (
+            "--mem-fraction-static (0.8, then 0.7) or --cuda-graph-max-bs "
+            "(--cuda-graph-max-bs-decode from 0.5.23)"
+        ),
         "drafting_off_cost": (
             "runs the draft model's extend every round at 0 steps, to keep its cache warm: "
             "start it with SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1 to skip that (the "

@@ -99,6 +99,7 @@ class Vllm:
         "cuda_graphs_off": "enforce_eager=True in vLLM's engine configuration",
         "cuda_graphs_on": "vLLM without --enforce-eager",
         "gpu_headroom": "--gpu-memory-utilization or --max-num-seqs",
+        "graph_headroom": "--gpu-memory-utilization",
         "rank_lines": (
             "its 'Engine {rank:03d}:' stats lines and its (EngineCore_DP{rank} pid=...) lines"
         ),

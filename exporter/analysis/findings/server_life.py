@@ -18,12 +18,10 @@ HIDING_LOG_LEVELS = frozenset({"warning", "error", "critical"})
 
 # What to do about each cause ``engines.ending`` names; anything else: read the traceback.
 _CRASH_FIXES = {
+    # In the flags of the run's own engine (its ``graph_headroom`` and ``gpu_headroom`` fixes).
     "CUDA graph capture failed: out of GPU memory at start-up": (
-        "Leave the CUDA graphs room: lower SGLang's --mem-fraction-static (0.8, then 0.7) or "
-        "--cuda-graph-max-bs (--cuda-graph-max-bs-decode from 0.5.23), or vLLM's "
-        "--gpu-memory-utilization; then restart the server."
+        "Leave the CUDA graphs room: lower {graphs}; then restart the server."
     ),
-    # In the flags of the run's own engine (its ``gpu_headroom`` fix).
     "CUDA out of memory": "Leave the GPU more headroom: lower {headroom}; then restart the server.",
     "NCCL error (GPU communication)": (
         "Check the GPUs and their links (nvidia-smi, NCCL_DEBUG=INFO names the failing rank), "
@@ -76,7 +74,8 @@ def server_ended(obs: Observations) -> Finding | None:
         seen=f"{end.kind}{when}{cause}, {served}.",
         why=why,
         fix=_CRASH_FIXES.get(end.cause or "", "").format(
-            headroom=own_fix(obs.config, "gpu_headroom")
+            headroom=own_fix(obs.config, "gpu_headroom"),
+            graphs=own_fix(obs.config, "graph_headroom"),
         )
         or (
             "Read the traceback just before this point in the log, fix its cause and restart "
