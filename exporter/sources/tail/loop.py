@@ -9,9 +9,13 @@ A pass costs the same for one line as for a hundred (most of it is waking a thre
 node and walking code gone cold since the last), so passes are few: a notification brings a
 file's pass forward only to the loop's next tick (every ``COALESCE`` seconds), where every
 file written since the last tick is read, one after another; while a tick is pending, further
-notifications are left queued in the kernel and read together at it. What a scrape shows is
-still current: ``sync()``, called before rendering, reads the queued notifications and makes
-the pass of every file written since its last, at once, and waits for them.
+notifications are left queued in the kernel and read together at it. After a tick that read
+files, the loop does not listen for the next write: it looks at the queued notifications at
+the following tick itself, so a server writing steadily costs one wake-up a second, not two.
+
+What a scrape shows is still current: ``sync()``, called before rendering, reads the queued
+notifications and makes the pass of every file written since its last, at once, and waits for
+them.
 
 Passes of different files run one after another, each bounded by the tailer's read budget.
 """
@@ -61,6 +65,9 @@ class TailLoop:
         self._passes = 0  # passes begun so far
         self._begun: dict[Job, int] = {}  # the number of each job's latest pass
         self._syncing = 0  # sync() calls waiting
+        # The tick at which the loop reads the queued notifications itself instead of
+        # listening for them (files were written to lately); None: it listens.
+        self._look_at: float | None = None
         self._dir_of: dict[Job, str] = {}
         self._names_of: dict[Job, frozenset[bytes] | None] = {}  # None: any file there
         self._jobs_in: dict[str, set[Job]] = {}
@@ -198,8 +205,9 @@ class TailLoop:
                         return
                     # While a tick is pending, more notifications change nothing: they stay
                     # in the kernel's queue and are read together at it.
-                    listen = inotify is not None and not self._woken
-                    wait = min(self._due.values(), default=math.inf) - time.monotonic()
+                    listen = inotify is not None and not self._woken and self._look_at is None
+                    wake = min(self._due.values(), default=math.inf)
+                    wait = min(wake, self._look_at or math.inf) - time.monotonic()
                 if listen != listening and inotify is not None:
                     if listen:
                         poller.register(inotify.fd, select.POLLIN)
@@ -213,14 +221,23 @@ class TailLoop:
                             os.read(control[0], 4096)
                 if inotify is not None:
                     with self._lock:  # a tailer stopping elsewhere may be unwatching meanwhile
-                        self._take_notifications(inotify)
+                        self._look(inotify)
                 self._run_due()
         finally:
             self._close(inotify, control)
 
-    def _take_notifications(self, inotify: Inotify) -> None:
+    def _look(self, inotify: Inotify) -> None:
+        """Take the queued notifications; at the tick the loop was to look at them, the files
+        they name are read now (called with the lock held)."""
+        look_at, now = self._look_at, time.monotonic()
+        at_tick = look_at is not None and now >= look_at
+        if at_tick:
+            self._look_at = None
+        self._take_notifications(inotify, now if at_tick else None)
+
+    def _take_notifications(self, inotify: Inotify, at: float | None = None) -> None:
         """Bring the passes of the jobs in every changed directory forward to the next tick
-        (called with the lock held)."""
+        (or to ``at``), and look again at the tick after (called with the lock held)."""
         try:
             changed = inotify.changed()
         except OSError:
@@ -237,7 +254,8 @@ class TailLoop:
                         self._names_of.pop(job, None)
         if not jobs:
             return
-        tick = (math.floor(time.monotonic() / self._coalesce) + 1) * self._coalesce
+        tick = self._tick_after(time.monotonic()) if at is None else at
+        self._look_at = self._tick_after(tick)
         for job in jobs:
             due = self._due.get(job)
             if due is None:
@@ -279,6 +297,9 @@ class TailLoop:
                     self._due[job] = min(after, self._due[job]) if woken else after
                 if self._syncing:
                     self._passed.notify_all()
+
+    def _tick_after(self, moment: float) -> float:
+        return (math.floor(moment / self._coalesce) + 1) * self._coalesce
 
     @staticmethod
     def _after(delay: float) -> float:
