@@ -424,3 +424,35 @@ def test_files_written_within_one_tick_are_read_together(tmp_path: Path) -> None
         loop.stop()
     ticks = spent / 0.5 + 1
     assert all(t.steps - 1 <= ticks for t in tailers), ([t.steps for t in tailers], spent)
+
+
+def _wakeups(thread: threading.Thread) -> int:
+    """How often ``thread`` has gone to sleep and been woken (voluntary context switches)."""
+    status = Path(f"/proc/self/task/{thread.native_id}/status").read_text()
+    return int(status.split("voluntary_ctxt_switches:")[1].split()[0])
+
+
+def test_a_log_written_steadily_wakes_the_loop_once_a_tick(tmp_path: Path) -> None:
+    """The loop woke for the first write after each tick, then again at the tick: two
+    wake-ups of a busy node's cold interpreter per pass, where one does."""
+    log = tmp_path / "server.log"
+    log.touch()
+    loop = TailLoop(coalesce=0.25)
+    loop.start()
+    rec = Recorder()
+    tailer = FileTailer(str(log), rec, poll_interval=30.0, loop=loop)
+    written = [f"line {n}".encode() for n in range(80)]
+    try:
+        tailer.start()
+        wait_for(lambda: rec.bootstraps, what="bootstrap")
+        assert loop._thread is not None
+        before, start = _wakeups(loop._thread), time.monotonic()
+        for line in written:
+            append(log, raw=line + b"\n")
+            time.sleep(0.05)
+        wait_for(lambda: rec.lines == written, what="every line")
+        wakeups, ticks = _wakeups(loop._thread) - before, (time.monotonic() - start) / 0.25
+    finally:
+        tailer.stop()
+        loop.stop()
+    assert wakeups <= 1.5 * ticks + 3, (wakeups, ticks)
