@@ -12,6 +12,7 @@ from tests.support.fake_sglang import Route, exposition, fake_sglang, server_inf
 from tests.support.files import append
 from tests.support.loglines import decode_line
 from tests.support.proc import MEMORY_LIMIT_MIB, rss_mib, threads
+from tests.support.waiting import PROCESS_TIMEOUT
 
 pytestmark = pytest.mark.e2e
 
@@ -45,9 +46,16 @@ def test_threads_are_a_few_for_every_log_plus_a_bounded_scrape_pool(
             for log in logs:
                 append(log, decode_line(2.5))
             last = f"node-{TARGETS - 1}"
-            daemon.wait_metric("specwatch_log_lines_total", lambda v: v == 1, target=last)
+            # Sixty targets coming up on a loaded machine: a process's time, not a scrape's.
             daemon.wait_metric(
-                "specwatch_upstream_up", lambda v: v == 1, target=last, endpoint="metrics"
+                "specwatch_log_lines_total", lambda v: v == 1, PROCESS_TIMEOUT, target=last
+            )
+            daemon.wait_metric(
+                "specwatch_upstream_up",
+                lambda v: v == 1,
+                PROCESS_TIMEOUT,
+                target=last,
+                endpoint="metrics",
             )
             # The server's own few (the deadline keeper and the one tail loop among them) and
             # the scrape pool; loopback addresses need no name lookup threads.

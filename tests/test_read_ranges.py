@@ -6,6 +6,7 @@ calls in order; a helper that fails or hangs has its range read in-process inste
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -30,7 +31,7 @@ from exporter.state.target_state import TargetSnapshot, TargetState
 from tests.support.daemon import specwatch_cmd
 from tests.support.loglines import decode_line
 from tests.support.tailing import FAST
-from tests.support.waiting import wait_for
+from tests.support.waiting import PROCESS_TIMEOUT, wait_for
 
 LOGS = Path(__file__).parent / "data" / "logs"
 MAX_LINE = 4096
@@ -303,16 +304,23 @@ def test_helpers_die_with_a_reader_that_is_killed(tmp_path: Path) -> None:
     cmd = specwatch_cmd("report", "--json", str(log))
     reader = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        helpers = wait_for(lambda: children(reader.pid), timeout=30, what="a helper started")
+        helpers = wait_for(
+            lambda: children(reader.pid), timeout=PROCESS_TIMEOUT, what="a helper started"
+        )
         # Spooling, so past asking for the signal; stopped, so none can finish its range
         # meanwhile and leave on its own: only the parent-death signal ends a stopped helper.
-        wait_for(lambda: all(map(spooled, helpers)), timeout=30, what="the helpers spooling")
+        wait_for(
+            lambda: all(map(spooled, helpers)), timeout=PROCESS_TIMEOUT, what="the helpers spooling"
+        )
         for helper in helpers:
-            os.kill(helper, signal.SIGSTOP)
+            with contextlib.suppress(ProcessLookupError):  # one done with its range already
+                os.kill(helper, signal.SIGSTOP)
     finally:
         reader.kill()
         reader.wait()
-    wait_for(lambda: not any(map(running, helpers)), timeout=30, what="the helpers gone")
+    wait_for(
+        lambda: not any(map(running, helpers)), timeout=PROCESS_TIMEOUT, what="the helpers gone"
+    )
 
 
 def spooled(pid: int) -> bool:
@@ -337,7 +345,8 @@ def children(pid: int) -> list[int]:
     """Helper processes ``pid`` started, from every thread of it."""
     found = []
     for task in Path(f"/proc/{pid}/task").iterdir():
-        found += [int(c) for c in (task / "children").read_text().split()]
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            found += [int(c) for c in (task / "children").read_text().split()]
     return [c for c in found if ranges.HELPER_MODULE in _cmdline(c)]
 
 
