@@ -326,4 +326,6 @@ def test_a_backlog_with_a_read_only_temp_directory_is_read_whole_and_reported_up
         assert healthz(port) == (200, "ok\n")
     stderr = daemon.logged
     assert "Traceback" not in stderr
-    assert stderr.count(f"cannot spool in {read_only}") == 2  # at start, and at the backlog
+    # At start, and at the backlog when a core was idle for a helper (none is started on a
+    # busy machine, which then needs no spool).
+    assert stderr.count(f"cannot spool in {read_only}") in (1, 2)

@@ -28,7 +28,6 @@ from exporter.sources.tail.lines import CHUNK_BYTES
 from exporter.state import feed
 from exporter.state.feed import LogFeed
 from exporter.state.target_state import TargetSnapshot, TargetState
-from tests.support.daemon import specwatch_cmd
 from tests.support.loglines import decode_line
 from tests.support.tailing import FAST
 from tests.support.waiting import PROCESS_TIMEOUT, wait_for
@@ -62,6 +61,13 @@ class RecordingSink(RecordSink):
 
     def on_event(self, line: LogLine) -> None:
         self.calls.append(repr(line))
+
+
+@pytest.fixture(autouse=True)
+def idle_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every core idle, whatever else runs on this machine meanwhile: helpers start where
+    the CPUs allow them (a busy machine: ``test_a_busy_machine_starts_no_helper``)."""
+    monkeypatch.setattr(ranges, "idle_cores", lambda sample=ranges.IDLE_SAMPLE: 64.0)
 
 
 @pytest.fixture
@@ -262,6 +268,39 @@ def test_without_a_usable_spool_directory_the_log_is_read_in_process(
     assert len(warnings) == 1
 
 
+def test_a_busy_machine_starts_no_helper(big_log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A helper's interpreter, spool and replay cost CPU of their own: on a machine whose
+    other cores are busy they would only take turns with the reader, at a cost to the node."""
+    monkeypatch.setattr(ranges, "helpers_available", lambda: 2)
+    outcomes = spy_on_replays(monkeypatch)
+    alone = read(big_log, split_above=1 << 40)
+    monkeypatch.setattr(ranges, "idle_cores", lambda sample=ranges.IDLE_SAMPLE: 1.3)
+    assert read(big_log, split_above=0).calls == alone.calls
+    assert outcomes == []  # only the reader's own core was idle
+    monkeypatch.setattr(ranges, "idle_cores", lambda sample=ranges.IDLE_SAMPLE: 2.2)
+    assert read(big_log, split_above=0).calls == alone.calls
+    assert outcomes == [True]  # one other core idle: one helper, though two were allowed
+
+
+def test_idle_cores_are_the_idle_share_of_the_cpu_time_in_proc_stat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Idle and iowait ticks over all ticks, times the cores, while the reader waits."""
+    monkeypatch.undo()  # the real function, not the idle machine of every other test
+    stat = tmp_path / "stat"
+    fields = "cpu  {} 0 {} {} {} 0 0 0 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n"
+    stat.write_text(fields.format(1000, 500, 8000, 100))
+    monkeypatch.setattr(ranges, "PROC_STAT", str(stat))
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    # Over the sample: 40 ticks busy, 50 idle, 10 waiting on I/O, of 100.
+    later = fields.format(1030, 510, 8050, 110)
+    monkeypatch.setattr(time, "sleep", lambda seconds: stat.write_text(later))
+    assert ranges.idle_cores() == pytest.approx(4 * 60 / 100)
+    stat.write_text("cpu  nonsense\n")
+    monkeypatch.setattr(ranges, "usable_cpus", lambda: 3)
+    assert ranges.idle_cores() == 3  # unreadable: as if every usable core were idle
+
+
 def test_a_catch_up_takes_on_at_most_its_stretch_and_the_rest_is_read_after(
     big_log: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -301,7 +340,12 @@ def test_helpers_die_with_a_reader_that_is_killed(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     line = (decode_line(2.5) + "\n").encode()
     log.write_bytes(line * ((200 << 20) // len(line)))  # several seconds of reading
-    cmd = specwatch_cmd("report", "--json", str(log))
+    # ``specwatch report`` on a machine with a core idle, however busy this one is.
+    idle = "from exporter.parse import ranges; ranges.idle_cores = lambda sample=0: 64.0"
+    run = (
+        f"from exporter.cli import main; raise SystemExit(main({['report', '--json', str(log)]!r}))"
+    )
+    cmd = [sys.executable, "-c", f"{idle}\n{run}"]
     reader = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         helpers = wait_for(

@@ -2,11 +2,12 @@
 
 Reading a busy node's log is bound by one core: Python parses one line at a time. So when a
 log is big, the reader cuts it at line boundaries, reads the first part itself, and starts one
-helper process per other core (``python -m exporter.parse.range_helper``) for the rest. Each helper
-spools the sink calls it makes, a frame per chunk read; the reader replays them in order as
-they come. The sink gets the records, events and drift in the same order one reader would
-deliver them, and the same line counts and skips (in other batches, with the same sums), so
-nothing downstream changes.
+helper process per other core that is idle (``python -m exporter.parse.range_helper``) for
+the rest: a helper costs CPU of its own (its interpreter, its spool, the replay), which buys
+time only on a core nothing else wants. Each helper spools the sink calls it makes, a frame
+per chunk read; the reader replays them in order as they come. The sink gets the records,
+events and drift in the same order one reader would deliver them, and the same line counts
+and skips (in other batches, with the same sums), so nothing downstream changes.
 
 The reader also replays and folds every record, so it parses the smaller share. Only what a
 helper can read alone is cut: a regular, uncompressed file whose envelope is plain and whose
@@ -50,6 +51,11 @@ MAX_HELPERS = 3
 HELPER_SECONDS_PER_MB = 0.5
 HELPER_MIN_SECONDS = 30.0
 KILL_WAIT = 5.0  # seconds to reap a killed helper
+# How long the machine is watched for idle cores before helpers are started: a helper costs
+# CPU of its own (its interpreter, its spool), which buys time only on a core nothing else
+# wants. On a busy machine the reader reads alone, as a sidecar should.
+IDLE_SAMPLE = 0.1
+PROC_STAT = "/proc/stat"
 SPOOL_POLL = 0.005  # seconds between looks for a helper's next frame
 _BOUNDARY_SEARCH = 1 << 20
 # What a helper process runs: it reads its range with the reader, which imports this module.
@@ -99,6 +105,31 @@ def _open_spools(count: int) -> list[IO[bytes]] | None:
             )
         return None
     return spools
+
+
+def idle_cores(sample: float = IDLE_SAMPLE) -> float:
+    """Cores of the machine that ran nothing over the next ``sample`` seconds, from
+    ``/proc/stat``'s idle time (the reader waits meanwhile, so its own core counts as idle);
+    every usable core where that file cannot be read (not Linux)."""
+    before = _idle_and_total()
+    time.sleep(sample)
+    after = _idle_and_total()
+    if before is None or after is None or after[1] <= before[1]:
+        return float(usable_cpus())
+    cores = os.cpu_count() or 1
+    return cores * (after[0] - before[0]) / (after[1] - before[1])
+
+
+def _idle_and_total() -> tuple[int, int] | None:
+    """Idle (idle + iowait) and total ticks of every CPU so far, from ``/proc/stat``."""
+    try:
+        with open(PROC_STAT, "rb") as stat:
+            ticks = [int(value) for value in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    if len(ticks) < 5:
+        return None
+    return ticks[3] + ticks[4], sum(ticks[:8])  # guest time is counted in user already
 
 
 def helpers_available() -> int:
@@ -168,6 +199,8 @@ def read_by_ranges(
     if size - position <= above:
         return None  # the common case, every live pass: decided before the cgroup is read
     count = helpers_available()
+    if count:  # one core is the reader's own; a helper for each other one left idle
+        count = min(count, max(0, round(idle_cores()) - 1))
     cut = plan(fd, position, size, count, reader_share) if count else []
     spools = _open_spools(len(cut)) if cut else None
     if spools is None:
