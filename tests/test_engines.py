@@ -30,6 +30,7 @@ def test_the_registry_finds_each_engine_module() -> None:
     modules = (REPO / "exporter" / "engines").glob("*.py")
     defining = [path for path in modules if re.search(r"^ENGINE = ", path.read_text(), re.M)]
     assert len(registry.ENGINES) == len(defining) >= 2
+    assert all(path.stem.endswith("_engine") for path in defining)
     assert tuple(sorted(registry.NAMES)) == registry.NAMES
     assert all(isinstance(engine, Engine) for engine in registry.ENGINES)
 
@@ -269,7 +270,9 @@ class Toy:
     fixes = {"eagle3_algorithm": "--algo eagle3"}
     off_cause = "toy throttle"
     metric_name_folds = {}
-    simulation = _Simulation()
+
+    def simulation(self):
+        return _Simulation()
 
     def no_accept_length(self, algorithm, started):
         return "ToyLLM prints one only while it speculates"
@@ -367,7 +370,9 @@ def _in_copy(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_an_engine_is_added_by_adding_its_module(tmp_path: Path) -> None:
     for package in ("exporter", "tests", "docs"):
         shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__py*"))
-    (tmp_path / "exporter" / "engines" / "toyllm.py").write_text(_TOY_ENGINE, encoding="utf-8")
+    (tmp_path / "exporter" / "engines" / "toyllm_engine.py").write_text(
+        _TOY_ENGINE, encoding="utf-8"
+    )
     result = _in_copy(tmp_path, "-c", _USE_IT)
     # The docs are the one place a person writes: their check reads the registry, so an
     # engine nobody documented fails it by name.

@@ -11,12 +11,14 @@ engine's own code, with no lookup in between.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from exporter.engines.events import Event
 from exporter.engines.record import LogLine, RequestRecord, StatsRecord, UpstreamValues
 from exporter.engines.server_config import ServerConfig
-from exporter.engines.simulation import Simulation
+
+if TYPE_CHECKING:
+    from exporter.engines.simulation import Simulation
 
 # A /metrics exposition: samples by metric name, each its labels and value.
 Samples = Mapping[str, list[tuple[dict[str, str], float]]]
@@ -139,9 +141,13 @@ class Engine(Protocol):
     # old to new (SGLang's ``sglang:`` and ``sglang_``), applied to a scrape before any reader
     # claims it.
     metric_name_folds: Mapping[str, str]
-    # How it writes a scenario's server runs as its log (``specwatch simulate``, the demo,
-    # the tests and benchmarks); None for an engine whose log is not read.
-    simulation: Simulation | None
+
+    def simulation(self) -> Simulation | None:
+        """How it writes a scenario's server runs as its log (``specwatch simulate``, the
+        demo, the tests and benchmarks); None for an engine whose log is not read. Imported
+        when asked (a method, so that a check of the protocol does not ask): the daemon and
+        the other commands never load a simulator."""
+        ...
 
     def no_accept_length(self, algorithm: str | None, started: bool) -> str:
         """Why a run of its log shows no accept length, in its words: ``algorithm`` is the

@@ -1,6 +1,7 @@
-"""The engines specwatch knows: every module of ``engines/`` that defines ``ENGINE``.
+"""The engines specwatch knows: every ``<engine>_engine.py`` of ``engines/``, defining ``ENGINE``.
 
-Found by looking, not by a list, so an engine is added by adding its module. Everything that
+Found by looking, not by a list, so an engine is added by adding its module; only those
+modules are imported, so finding the engines loads no simulator. Everything that
 offers a choice of engine (config, CLI flags, the simulator, docs) or tries each one in turn
 (detection, the upstream scraper, fix texts) reads this.
 """
@@ -17,7 +18,7 @@ from exporter.engines.engine import Engine
 def _discover() -> tuple[Engine, ...]:
     found: list[Engine] = []
     for module in pkgutil.iter_modules([str(Path(__file__).parent)]):
-        if module.name == "registry":
+        if not module.name.endswith("_engine"):
             continue
         defined = getattr(importlib.import_module(f"{__package__}.{module.name}"), "ENGINE", None)
         if defined is not None:

@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from exporter.engines import ending
 from exporter.engines.engine import BandSteps, Deliveries, UpstreamReader
@@ -36,10 +36,11 @@ from exporter.engines.sglang_requests import (
     read_request,
     request_lines,
 )
-from exporter.engines.sglang_sim.writer import SIMULATION
 from exporter.engines.sglang_startup import SERVER_ARGS_FORMS, opens_server_args, parse_event
 from exporter.engines.sglang_upstream import SGLangUpstream
-from exporter.engines.simulation import Simulation
+
+if TYPE_CHECKING:
+    from exporter.engines.simulation import Simulation
 
 # A startup/config message names its subject within its first words ("Load weight end. ...",
 # "The server is fired up ..."). Request logs and access lines, which may echo user text,
@@ -262,7 +263,12 @@ class SGLang:
     off_cause = "adaptive"
     # Its /metrics names are written sglang: or sglang_ (by release): read as one.
     metric_name_folds: Mapping[str, str] = {"sglang:": "sglang_"}
-    simulation: Simulation | None = SIMULATION
+
+    def simulation(self) -> Simulation:
+        # Only the simulator pays for importing it; the daemon and other commands do not.
+        from exporter.engines.sglang_sim.writer import SIMULATION
+
+        return SIMULATION
 
     def no_accept_length(self, algorithm: str | None, started: bool) -> str:
         if algorithm is not None:

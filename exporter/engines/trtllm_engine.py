@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from exporter.engines.engine import BandSteps, Deliveries, LogReader, UpstreamReader
 from exporter.engines.events import Event
 from exporter.engines.server_config import ServerConfig
-from exporter.engines.simulation import Simulation
 from exporter.engines.trtllm_upstream import PREFIX, TrtllmUpstream, algorithm
+
+if TYPE_CHECKING:
+    from exporter.engines.simulation import Simulation
 
 
 class Trtllm:
@@ -37,7 +39,9 @@ class Trtllm:
 
     off_cause = ""
     metric_name_folds: Mapping[str, str] = {}
-    simulation: Simulation | None = None
+
+    def simulation(self) -> Simulation | None:
+        return None  # its log is not read, so none is written
 
     def no_accept_length(self, algorithm: str | None, started: bool) -> str:
         return "specwatch reads no TensorRT-LLM log"

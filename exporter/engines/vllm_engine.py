@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from exporter.engines import ending, vllm
 from exporter.engines.engine import BandSteps, Deliveries, UpstreamReader
@@ -17,9 +17,10 @@ from exporter.engines.events import (
 )
 from exporter.engines.record import LogLine, StatsRecord, Unrecognized
 from exporter.engines.server_config import ServerConfig
-from exporter.engines.simulation import Simulation
-from exporter.engines.vllm_sim import SIMULATION
 from exporter.engines.vllm_upstream import VllmUpstream
+
+if TYPE_CHECKING:
+    from exporter.engines.simulation import Simulation
 
 _OWN_MARKERS = vllm.STATS_MARKERS + vllm.EVENT_MARKERS
 # What a reader looks for: its own lines and the lines of a server's end.
@@ -114,7 +115,12 @@ class Vllm:
 
     off_cause = "per-batch-size schedule"
     metric_name_folds: Mapping[str, str] = {}
-    simulation: Simulation | None = SIMULATION
+
+    def simulation(self) -> Simulation:
+        # Only the simulator pays for importing it; the daemon and other commands do not.
+        from exporter.engines.vllm_sim import SIMULATION
+
+        return SIMULATION
 
     def no_accept_length(self, algorithm: str | None, started: bool) -> str:
         """A start seen without a speculative method says it does not speculate; 0.8.3 and

@@ -36,7 +36,7 @@ __all__ = [
 
 # Every engine whose log is read writes it (an engine specwatch only scrapes has none).
 SIMULATIONS: Mapping[str, Simulation] = MappingProxyType(
-    {engine.name: engine.simulation for engine in registry.ENGINES if engine.simulation}
+    {engine.name: each for engine in registry.ENGINES if (each := engine.simulation()) is not None}
 )
 ENGINES = tuple(SIMULATIONS)
 # The formats (``--format-version``) of each engine.
