@@ -14,13 +14,9 @@ import re
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
 import pytest
-from matplotlib.axes import Axes
-from matplotlib.dates import date2num, num2date
-from matplotlib.lines import Line2D
-from matplotlib.patches import Rectangle
 from PIL import Image
 
 from exporter.analysis.baseline import Baseline
@@ -31,6 +27,12 @@ from exporter.report.html import charts
 from tests.support.loglines import T0, decode, startup
 from tests.support.requests import finish_line
 from tests.support.tools import require_tool
+
+# matplotlib (and numpy) only where a test reads a chart: imported at module level, every
+# test run's workers paid their import (about a CPU-second each) to collect this file.
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.lines import Line2D
 
 BASELINE_TOK_S = 700.0
 EXPECTED_ACCEPT = 3.8  # above every accept length in the log: its line must widen the chart
@@ -64,10 +66,14 @@ def drawn(log: Path) -> dict[str, Axes]:
 
 def x_values(line: Line2D) -> list[float]:
     """A line's x values (matplotlib date numbers on time charts) as plain floats."""
+    import numpy as np
+
     return [float(x) for x in np.asarray(line.get_xdata(orig=False), dtype=float)]
 
 
 def y_values(line: Line2D) -> list[float]:
+    import numpy as np
+
     return [float(y) for y in np.asarray(line.get_ydata(), dtype=float)]
 
 
@@ -78,6 +84,8 @@ def data_line(axes: Axes, label: str) -> tuple[list[float], list[float]]:
 
 
 def seconds(x: float) -> float:
+    from matplotlib.dates import num2date
+
     moment: datetime = num2date(x)
     return (moment - T0.replace(tzinfo=timezone.utc)).total_seconds()
 
@@ -112,6 +120,8 @@ def test_no_line_is_drawn_across_the_idle_spell_or_the_restart(
 
 @pytest.mark.parametrize("title", TIME_CHARTS)
 def test_the_restart_is_marked_at_its_server_args_line(log: Path, title: str) -> None:
+    from matplotlib.dates import date2num
+
     axes = drawn(log)[title]
     restart = float(date2num(RESTART.replace(tzinfo=timezone.utc)))
     verticals = [
@@ -300,6 +310,8 @@ def test_the_requests_chart_shows_the_share_the_windows_hide(tmp_path: Path) -> 
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
     axes = drawn(path)[REQUESTS_CHART]
+
+    from matplotlib.patches import Rectangle
 
     patches = [patch for patch in axes.patches if isinstance(patch, Rectangle)]
     assert len(patches) == len(axes.patches)  # bars only
