@@ -19,7 +19,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,13 @@ NODES = (
 COLLAPSED = NODES[0]
 
 
+@cache
+def rendered() -> dict[str, str]:
+    """The multi-cluster rendering, made once a process: collecting this file asks for it
+    twice, and each rendering costs about 0.4 CPU-s."""
+    return render(CONFIG)
+
+
 @dataclass(frozen=True)
 class Fleet:
     central: RunningPrometheus
@@ -74,7 +81,7 @@ class Fleet:
 
 def central_rules(folder: Path) -> list[Path]:
     """The multi-cluster rendering, minutes of ``for``/``keep_firing_for`` cut to seconds."""
-    files = render(CONFIG)
+    files = rendered()
     paths = []
     for name in ("prometheus_rules.yaml", "prometheus_alerts.yaml"):
         rules = yaml.safe_load(files[name])
@@ -155,7 +162,7 @@ def test_no_other_node_pages(fleet: Fleet) -> None:
 
 
 def fleet_records() -> list[str]:
-    rules = yaml.safe_load(render(CONFIG)["prometheus_rules.yaml"])
+    rules = yaml.safe_load(rendered()["prometheus_rules.yaml"])
     return [
         r["record"] for g in rules["groups"] for r in g["rules"] if r["record"].startswith("job:")
     ]
@@ -174,7 +181,7 @@ def test_fleet_recording_rules_aggregate_per_cluster(fleet: Fleet, record: str) 
     assert len(result) == 2, result  # one series per cluster (and job), not per node
 
 
-FLEET_QUERIES = dashboard_queries(json.loads(render(CONFIG)["dashboards_out/specwatch-fleet.json"]))
+FLEET_QUERIES = dashboard_queries(json.loads(rendered()["dashboards_out/specwatch-fleet.json"]))
 
 
 @pytest.mark.parametrize("query", FLEET_QUERIES, ids=[q.where for q in FLEET_QUERIES])
@@ -206,7 +213,7 @@ def test_the_documented_federation_match_takes_the_recording_rules_and_nothing_r
     params = urllib.parse.urlencode([("match[]", m) for m in documented_federation_matchers()])
     with urllib.request.urlopen(f"{fleet.central.url}/federate?{params}", timeout=10) as answer:
         federated = Scrape(answer.read().decode())
-    rules = yaml.safe_load(render(CONFIG)["prometheus_rules.yaml"])
+    rules = yaml.safe_load(rendered()["prometheus_rules.yaml"])
     recorded = {r["record"] for g in rules["groups"] for r in g["rules"]}
     with_data = {name for name in recorded if fleet.central.query(name)}
     assert with_data <= federated.names() <= recorded | {"specwatch_target_info"}
