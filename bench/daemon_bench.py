@@ -120,6 +120,23 @@ def beside_pollers(port: int, pollers: int, requests: int) -> tuple[list[float],
     return lat, pages
 
 
+def pollers_in_turn(port: int, pollers: int, requests: int) -> int:
+    """Scrapes alone and beside ``pollers`` clients polling ``/``, in turns of 10 so that the
+    machine's load drifts alike under both."""
+    alone: list[float] = []
+    beside: list[float] = []
+    pages = 0
+    for _ in range(max(1, requests // 10)):
+        alone += [timed_get(port, "/metrics") for _ in range(10)]
+        lat, served = beside_pollers(port, pollers, 10)
+        beside += lat
+        pages += served
+    print(f"load average {loadavg()}")
+    print(f"/metrics alone, {len(alone)} scrapes: {summary(alone)}")
+    print(f"/metrics beside {pollers} clients polling /: {summary(beside)}; {pages} pages")
+    return 0
+
+
 def summary(lat: list[float]) -> str:
     """Percentiles; a request never answered counts as infinitely slow, and is counted."""
     failed = sum(1 for value in lat if value == math.inf)
@@ -145,6 +162,8 @@ def fleet(args: argparse.Namespace) -> int:
             daemon(None, "--config", str(config), "--log-level", "warning")
         )
         time.sleep(args.warm_seconds)  # every log read, every upstream scraped
+        if args.pollers_only:
+            return pollers_in_turn(port, args.scrapers, args.requests)
         body = get(port, "/metrics")
         print(f"load average {loadavg()}; {args.targets} targets, upstream {bool(url)}")
         print(
@@ -194,6 +213,7 @@ def main() -> int:
     parser.add_argument("--warm-seconds", type=float, default=20)
     parser.add_argument("--quiet-seconds", type=float, default=10)
     parser.add_argument("--spaced", type=int, default=10, help="scrapes 2 s apart")
+    parser.add_argument("--pollers-only", action="store_true", help="alone and beside / only")
     args = parser.parse_args()
     if args.targets:
         return fleet(args)

@@ -90,6 +90,7 @@ class Daemon:
             content=functools.partial(self._content, collector),
             not_ready=self.not_ready,
             lean=LeanMetrics(functools.partial(self._exposition, collector), process),
+            page_content=functools.partial(self._renders, collector),
         )
         self.web = WebServer(host, port, app, web if web and web.serves_tls else None)
         self._judging = threading.Thread(target=self._judge_loop, name="judge", daemon=True)
@@ -99,6 +100,11 @@ class Daemon:
         read: the tail loop reads a written file at its next tick, or now, for a scrape."""
         self._tail_loop.sync(SYNC_SECONDS)
         return list(collector.collect())
+
+    def _renders(self, collector: SpecwatchCollector) -> object:
+        """What the landing page shows, as ``_content``, told by the targets' renders."""
+        self._tail_loop.sync(SYNC_SECONDS)
+        return collector.renders()
 
     def _exposition(self, collector: SpecwatchCollector, form: str) -> str:
         """The specwatch families of a scrape, once every line written before it was read."""

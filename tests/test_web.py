@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 import urllib.error
@@ -205,6 +206,39 @@ def test_clients_polling_the_landing_page_share_its_renders() -> None:
         server.stop()
     assert bodies == [b"landing"] * 10
     assert len(renders) < 10
+
+
+def test_clients_polling_the_landing_page_back_to_back_leave_the_interpreter_to_scrapes() -> None:
+    """Ten clients polling / of a 100-target daemon made scrapes 5 times slower: the page's
+    renders now take at most PAGE_DUTY of the time, each client served a page begun after it
+    asked."""
+    renders: list[float] = []
+    seconds = 0.05
+
+    def landing() -> bytes:
+        renders.append(time.monotonic())
+        time.sleep(seconds)
+        return str(len(renders)).encode()
+
+    server = WebServer("127.0.0.1", 0, make_app(CollectorRegistry(), landing))
+    server.start()
+    url = f"http://127.0.0.1:{server.port}/"
+    stop = time.monotonic() + 1.5
+    served: list[tuple[int, int]] = []
+
+    def poll() -> None:
+        while time.monotonic() < stop:
+            begun_before = len(renders)
+            with urllib.request.urlopen(url, timeout=10) as answer:
+                served.append((begun_before, int(answer.read())))
+
+    try:
+        at_once(poll, clients=10)
+    finally:
+        server.stop()
+    gaps = [later - earlier for earlier, later in itertools.pairwise(renders)]
+    assert gaps and min(gaps) >= seconds / web.PAGE_DUTY - 0.01, gaps
+    assert all(number > begun_before for begun_before, number in served)
 
 
 @pytest.mark.e2e

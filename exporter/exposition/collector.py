@@ -75,7 +75,7 @@ class TargetView:
     now: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # equal only to itself: see renders()
 class _Render:
     key: tuple[object, ...]  # everything the render read, compared to reuse it
     now: float
@@ -142,6 +142,11 @@ class SpecwatchCollector(Collector):
             out.append(header(name, kind, doc, form))
             out += chunks[name]
         return "".join(out)
+
+    def renders(self) -> tuple[object, ...]:
+        """Each target's current render: the same objects as before while no target's inputs
+        changed (what a page built from ``view`` may be reused on)."""
+        return tuple(self._current(self._clock()))
 
     def view(self, target: Watched) -> TargetView | None:
         """``target`` as last rendered, rendered again if that is not current; None when its

@@ -66,15 +66,17 @@ def make_app(
     content: Callable[[], object] | None = None,
     not_ready: Callable[[], str | None] | None = None,
     lean: LeanMetrics | None = None,
+    page_content: Callable[[], object] | None = None,
 ) -> WSGIApp:
     """Route the three paths; ``guard`` (basic auth) wraps all but ``/healthz``.
 
     ``landing`` renders the page at ``/``; ``content`` tells whether a body of /metrics or of
-    the page may be reused (see CoalescedScrapes): both render every target, and clients
-    polling the page must not delay the scrapes. HEAD is answered as GET without its body.
-    ``not_ready`` gives the reason /healthz answers 503 instead of 200, if there is one.
-    ``lean`` answers the scrapes it can write (see LeanMetrics); the others are
-    prometheus_client's, over ``registry``.
+    the page may be reused (see CoalescedScrapes), ``page_content`` the page's where it is
+    cheaper to tell: both render every target, and clients polling the page must not delay
+    the scrapes, so the page's renders also take at most PAGE_DUTY of the time. HEAD is
+    answered as GET without its body. ``not_ready`` gives the reason /healthz answers 503
+    instead of 200, if there is one. ``lean`` answers the scrapes it can write (see
+    LeanMetrics); the others are prometheus_client's, over ``registry``.
     """
     metrics: WSGIApp = CoalescedScrapes(make_wsgi_app(registry), content)
     if lean is not None:
@@ -84,7 +86,7 @@ def make_app(
         start_response("200 OK", [("Content-Type", "text/html; charset=utf-8")])
         return [landing()]
 
-    page = CoalescedScrapes(render_landing, content)
+    page = CoalescedScrapes(render_landing, page_content or content, duty=PAGE_DUTY)
 
     def pages(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO") or "/"
@@ -160,6 +162,12 @@ class LeanMetrics:
 # How old a reused /metrics body may be: only process self-metrics (CPU seconds, memory, GC
 # counts) can age that much, every specwatch value is checked on each request.
 MAX_REUSE_SECONDS = 1.0
+# The largest share of the time the landing page's renders may take: ten clients polling it
+# back to back would otherwise render it without pause, and every render of it takes the
+# interpreter from the scrapes (a request waits for the next render it may take instead).
+PAGE_DUTY = 0.2
+# The longest a request waits for that render, whatever the last one took.
+MAX_DUTY_WAIT = 5.0
 
 
 @dataclass(frozen=True)
@@ -181,15 +189,20 @@ class CoalescedScrapes:
     request arrived (it waited for it anyway), or when ``content()``, which recomputes every
     specwatch value and is much cheaper than formatting them, still returns what it did for
     that render, within MAX_REUSE_SECONDS. Either way a window that went stale vanishes at
-    once, as with a render of its own.
+    once, as with a render of its own. With ``duty`` below 1, a render begins no sooner than
+    the last one's time divided by ``duty`` after that one began.
     """
 
-    def __init__(self, app: WSGIApp, content: Callable[[], object] | None = None) -> None:
+    def __init__(
+        self, app: WSGIApp, content: Callable[[], object] | None = None, duty: float = 1.0
+    ) -> None:
         self._app = app
         self._content = content
+        self._duty = duty  # the share of the time renders may take
         self._lock = threading.Lock()  # held while rendering
         self._started = 0  # renders begun so far
         self._last: _Render | None = None
+        self._next_at = 0.0  # monotonic time the next render may begin
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         # Format, compression and the name[] filter decide the body besides the metrics.
@@ -200,25 +213,29 @@ class CoalescedScrapes:
         begun_before = self._started
         with self._lock:
             last = self._last
-            content = self._content() if self._content is not None else None
-            if (
-                last is None
-                or last.request != request
-                or not (last.number > begun_before or self._unchanged(last, content))
-            ):
+            shared = last is not None and last.request == request and last.number > begun_before
+            # Only a request that cannot take a render begun after it arrived checks content.
+            content = None if shared or self._content is None else self._content()
+            if last is None or not (shared or self._unchanged(last, request, content)):
+                wait = min(self._next_at - time.monotonic(), MAX_DUTY_WAIT)
+                if wait > 0:
+                    time.sleep(wait)
+                    content = self._content() if self._content is not None else None
                 self._started += 1
                 at = time.monotonic()
                 last = self._last = _Render(
                     self._started, request, content, at, *self._render(environ)
                 )
+                self._next_at = at + (time.monotonic() - at) / self._duty
         # A list of its own: the server adds to the one it is given (wsgiref appends
         # Content-Length) while other threads answer from the same render.
         start_response(last.status, list(last.headers))
         return [last.body]
 
-    def _unchanged(self, last: _Render, content: object) -> bool:
+    def _unchanged(self, last: _Render, request: tuple[str, ...], content: object) -> bool:
         young = time.monotonic() - last.at < MAX_REUSE_SECONDS
-        return young and content is not None and content == last.content
+        same = last.request == request and content is not None
+        return young and same and content == last.content
 
     def _render(self, environ: dict[str, Any]) -> tuple[str, tuple[tuple[str, str], ...], bytes]:
         return _answer(self._app, environ)
