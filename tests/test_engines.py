@@ -58,7 +58,12 @@ LOG_CHANGES = (
 # SGLang 0.5.23's resolved decode backend, which turns graphs off where its flag does not.
 # Words one engine has of its own: vLLM counts the tokens it drafts ("4 speculative tokens"),
 # where SGLang and the default count verified positions ("5 draft tokens").
-OWN_CHANGES = {"vllm": {"api_servers", "draft_count"}, "sglang": {"cuda_graphs_off_backend"}}
+OWN_CHANGES = {
+    "vllm": {"api_servers", "draft_count"},
+    # SGLang's running cap and graph batch size: the only ones a configuration specwatch
+    # reads states, so the only ones the capped and eager-batch findings name.
+    "sglang": {"cuda_graphs_off_backend", "running_cap", "graph_batch_cap"},
+}
 
 
 @pytest.mark.parametrize(

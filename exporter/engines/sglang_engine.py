@@ -246,6 +246,9 @@ class SGLang:
         ),
         "rank_lines": "its [DP{rank} ...] prefix",
         "gpu_headroom": "--mem-fraction-static or --max-running-requests",
+        # Its running-request cap, and the largest decode batch it captures in a CUDA graph.
+        "running_cap": "--max-running-requests",
+        "graph_batch_cap": "--cuda-graph-max-bs (--cuda-graph-max-bs-decode from SGLang 0.5.23)",
         "graph_headroom": (
             "--mem-fraction-static (0.8, then 0.7) or --cuda-graph-max-bs "
             "(--cuda-graph-max-bs-decode from 0.5.23)"

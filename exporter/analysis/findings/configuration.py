@@ -19,8 +19,6 @@ from exporter.engines.server_config import ServerConfig
 
 NO_GRAPH_SHARE = 0.5  # more than half the decode windows without CUDA graph
 CAPPED_SHARE = 0.5  # at least half the windows at the cap with a queue
-# SGLang's flag for the largest decode batch captured in a CUDA graph, renamed in 0.5.23.
-GRAPH_MAX_BS = "--cuda-graph-max-bs (--cuda-graph-max-bs-decode from SGLang 0.5.23)"
 
 
 _EAGLE3_NAME = re.compile(r"eagle[-_.]?3", re.IGNORECASE)
@@ -75,8 +73,9 @@ def cuda_graph_disabled(obs: Observations) -> Finding | None:
             return None
         seen = f"{share:.0%} of recent decode windows ran without CUDA graph{_batch_note(obs)}."
         fix = (
-            f"Raise {GRAPH_MAX_BS} to at least the usual number of running requests "
-            "(larger batches run eagerly), and check the capture lines at startup succeeded."
+            f"Raise {own_fix(config, 'graph_batch_cap')} to at least the usual number of "
+            "running requests (larger batches run eagerly), and check the capture lines at "
+            "startup succeeded."
         )
     return Finding(
         code="cuda_graph_disabled",
@@ -145,8 +144,9 @@ def running_requests_capped(obs: Observations) -> Finding | None:
                 "rest: a capacity question, not a fault of speculation."
             ),
             fix=(
-                "Nothing to fix in speculation; add capacity, or raise --max-running-requests "
-                f"(and {GRAPH_MAX_BS}) if memory allows."
+                "Nothing to fix in speculation; add capacity, or raise "
+                f"{own_fix(obs.config, 'running_cap')} (and "
+                f"{own_fix(obs.config, 'graph_batch_cap')}) if memory allows."
             ),
         )
     return Finding(
@@ -159,8 +159,9 @@ def running_requests_capped(obs: Observations) -> Finding | None:
             "throughput than speculation gains."
         ),
         fix=(
-            f"Set --max-running-requests explicitly (and {GRAPH_MAX_BS} to match) if memory "
-            "allows, or compare against a non-speculative server at the same concurrency."
+            f"Set {own_fix(obs.config, 'running_cap')} explicitly (and "
+            f"{own_fix(obs.config, 'graph_batch_cap')} to match) if memory allows, or compare "
+            "against a non-speculative server at the same concurrency."
         ),
     )
 
