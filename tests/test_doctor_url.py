@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
-from tests.support.daemon import specwatch_cmd
+from tests.support.daemon import doctor
 from tests.support.tools import free_port
 
 pytestmark = pytest.mark.e2e
-
-
-def doctor(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        specwatch_cmd("doctor", *args), capture_output=True, text=True, timeout=60, check=False
-    )
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.daemon import run_daemon, specwatch_cmd
+from tests.support.daemon import doctor, run_daemon, specwatch_cmd
 from tests.support.loglines import stamp, startup
 
 pytestmark = pytest.mark.e2e
@@ -89,12 +89,7 @@ def test_report_and_daemon_give_the_same_node_speedup(tmp_path: Path, port: int)
 def test_doctor_judges_the_node_not_one_rank(tmp_path: Path) -> None:
     log = tmp_path / "dp.log"
     log.write_text("\n".join(dp_log()) + "\n")
-    result = subprocess.run(
-        specwatch_cmd("doctor", "--json", "--log-file", str(log), "--baseline-curve", CURVE),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = doctor("--json", "--log-file", str(log), "--baseline-curve", CURVE)
     data = json.loads(result.stdout)
     assert result.returncode == 1
     [verdict] = data["verdicts"]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from exporter.simulate import generate
-from tests.support.daemon import run_daemon, specwatch_cmd
+from tests.support.daemon import doctor, run_daemon, specwatch_cmd
 from tests.support.plainlogs import sglang_plain
 
 pytestmark = pytest.mark.e2e
@@ -61,12 +61,7 @@ def test_doctor_names_the_node_slower_than_its_own_plain_past(
     tmp_path: Path, scenario: str, plain_tok_s: float
 ) -> None:
     incident, plain = _logs(tmp_path, scenario, plain_tok_s)
-    done = subprocess.run(
-        specwatch_cmd("doctor", "--baseline-log", str(plain), "--log-file", str(incident)),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = doctor("--baseline-log", str(plain), "--log-file", str(incident))
     assert done.returncode == 1, done.stderr
     assert "slower_than_baseline" in done.stdout
     assert "learned from before-speculation.log" in done.stdout

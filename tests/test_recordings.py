@@ -30,7 +30,7 @@ import pytest
 from exporter.analysis.findings import SEVERITIES
 from exporter.config import TargetConfig
 from exporter.target import Target
-from tests.support.daemon import run_daemon, specwatch_cmd
+from tests.support.daemon import doctor, run_daemon, specwatch_cmd
 from tests.support.metrics import Scrape
 from tests.support.recordings import (
     Counters,
@@ -206,13 +206,7 @@ def read_whole_log(rec: Recording) -> set[str]:
 
 @cache
 def doctor_log(rec_id: str) -> dict[str, Any]:
-    done = subprocess.run(
-        specwatch_cmd("doctor", "--log-file", str(RECORDINGS[rec_id].log), "--json"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = doctor("--log-file", str(RECORDINGS[rec_id].log), "--json")
     assert done.returncode in (0, 1, 3), done.stderr
     return json.loads(done.stdout)  # type: ignore[no-any-return]
 
@@ -400,13 +394,7 @@ def doctor_url(rec: Recording) -> tuple[dict[str, Any], list[int]]:
     traffic yet) and the last; the info endpoints answer what the engine answered."""
     first, last = rec.snapshots[0], rec.snapshots[-1]
     with serve_snapshots({"": [first, last]}, rec.info) as server:
-        done = subprocess.run(
-            specwatch_cmd("doctor", "--url", server.url, "--scrape-gap", "0.5", "--json"),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        done = doctor("--url", server.url, "--scrape-gap", "0.5", "--json")
     return json.loads(done.stdout), server.served
 
 
@@ -437,13 +425,7 @@ def test_doctor_on_the_url_does_not_blame_an_eagle_draft_it_cannot_see() -> None
     """vLLM's /metrics does not name the method; a collapsed draft model is not an EAGLE."""
     rec = RECORDINGS["vllm-0.24.0/collapsed"]
     with serve_snapshots({"": [rec.snapshots[0], rec.snapshots[-1]]}) as server:
-        done = subprocess.run(
-            specwatch_cmd("doctor", "--url", server.url, "--scrape-gap", "0.5", "--json"),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        done = doctor("--url", server.url, "--scrape-gap", "0.5", "--json")
     (verdict,) = json.loads(done.stdout)["verdicts"]
     assert verdict["code"] == "accept_length_collapsed"
     assert "EAGLE" not in verdict["why"]
