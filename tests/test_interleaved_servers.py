@@ -14,6 +14,8 @@ line by line as two processes appending to one file would; real ``doctor``, ``re
 from __future__ import annotations
 
 import json
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -21,12 +23,12 @@ import pytest
 from exporter.cli import main
 from exporter.state.feed import LogFeed
 from exporter.state.target_state import TargetState
-from tests.support.daemon import RunningDaemon, run_daemon
+from tests.support.daemon import RunningDaemon, run_daemon, specwatch_cmd
 from tests.support.files import append, interleaved
-from tests.support.loglines import crashed
+from tests.support.loglines import crashed, decode_line, stamp, startup
 from tests.support.metrics import Scrape
 from tests.support.recordings import Recording, recordings
-from tests.support.waiting import wait_for
+from tests.support.waiting import PROCESS_TIMEOUT, wait_for
 
 READY = "The server is fired up and ready to roll!"
 
@@ -133,6 +135,20 @@ def test_sglang_healthy_and_vllm_collapsed_in_one_file_are_both_seen(
     assert state(report(capsys, log)) == "interleaved"
 
 
+def test_two_vllm_servers_one_collapsed_take_turns_and_are_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """vLLM says no word when it is ready: its two servers show by their windows alone, two
+    levels taking turns after the later start."""
+    healthy = simulated(tmp_path, "healthy", "vllm")
+    collapsed = simulated(tmp_path, "collapsed", "vllm", seed=2)
+    said = doctor(capsys, write(tmp_path, interleaved(healthy, collapsed, 40)))
+    assert said["status"] == 1
+    assert state(said) == "interleaved"
+    seen = finding(said, "interleaved_servers")["seen"]
+    assert "2 vLLM server starts" in seen and "take turns between two accept-length levels" in seen
+
+
 def one_server_logs(tmp: Path) -> dict[str, list[str]]:
     """Logs of one server each, however often it started: none is two servers."""
     healthy, collapsed = simulated(tmp, "healthy"), simulated(tmp, "collapsed", seed=1)
@@ -144,6 +160,12 @@ def one_server_logs(tmp: Path) -> dict[str, list[str]]:
         "restarted after a crash": [*collapsed, *crashed()[-5:], *healthy],
         "killed while starting": [*collapsed[: ready - 5], *healthy],
         "moved from SGLang to vLLM": [*collapsed, *vllm],
+        "vLLM restarted without an end": [*simulated(tmp, "collapsed", "vllm", seed=2), *vllm],
+        # Drafting off (1.00) and on (about 3) take turns by design under adaptive speculation.
+        "adaptive restarted without an end": [
+            *simulated(tmp, "adaptive"),
+            *simulated(tmp, "adaptive", seed=3),
+        ],
         "the simulator's recovery": simulated(tmp, "recovery"),
     }
 
@@ -155,6 +177,8 @@ def one_server_logs(tmp: Path) -> dict[str, list[str]]:
         "restarted after a crash",
         "killed while starting",
         "moved from SGLang to vLLM",
+        "vLLM restarted without an end",
+        "adaptive restarted without an end",
         "the simulator's recovery",
     ],
 )
@@ -203,6 +227,25 @@ def test_vllm_data_parallel_ranks_with_their_own_api_servers_are_one_server(
                 f"{', '.join([f'{accepted / 3000:.3f}'] * 3)}, Avg Draft acceptance rate: "
                 f"{accepted / 30:.1f}%",
             ]
+    said = doctor(capsys, write(tmp_path, lines))
+    assert "interleaved_servers" not in codes(said)
+    assert "dp_rank_collapsed" in codes(said)
+
+
+def test_a_dp_server_with_a_collapsed_rank_restarted_without_an_end_is_one_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its ranks' windows take turns between 3.00 and 1.00 line by line, as two servers' would;
+    they are ranks of one server (``dp_rank_collapsed``), each rank at one level."""
+
+    def serving(start: float) -> list[str]:
+        return [
+            decode_line(accept, ranks=f" DP{rank} TP{rank}", time_text=f"{stamp(start + i)[1:20]}")
+            for i in range(40)
+            for rank, accept in ((0, 3.0), (1, 1.0))
+        ]
+
+    lines = [*startup(), *serving(60), *startup(), *serving(200)]
     said = doctor(capsys, write(tmp_path, lines))
     assert "interleaved_servers" not in codes(said)
     assert "dp_rank_collapsed" in codes(said)
@@ -267,3 +310,39 @@ def read(daemon: RunningDaemon, lines: int) -> Scrape:
         return s if s.value("specwatch_log_lines_total") == lines else None
 
     return wait_for(check, what=f"{lines} lines read")
+
+
+@pytest.mark.e2e
+def test_two_live_servers_appending_to_one_file_are_named_within_seconds(
+    tmp_path: Path, port: int
+) -> None:
+    """Two ``specwatch simulate`` servers, healthy and collapsed, each appending its output
+    to one file as it serves (``>> server.log``), started a moment apart: nothing shows two
+    servers but their windows taking turns between two levels (before: the accept length
+    followed whichever wrote last, scrape after scrape)."""
+    log = tmp_path / "server.log"
+    log.write_text("")
+    with run_daemon(["--log-file", str(log)], port) as daemon, log.open("ab") as out:
+        servers = [
+            subprocess.Popen(
+                specwatch_cmd(
+                    "simulate", "--scenario", scenario, "--seed", str(seed), "--rate", "4"
+                ),
+                stdout=out,
+                stderr=subprocess.DEVNULL,
+            )
+            for seed, scenario in enumerate(("healthy", "collapsed"))
+        ]
+        try:
+            s = daemon.wait_metric("specwatch_finding", bool, 30, code="interleaved_servers")
+            for _ in range(5):
+                assert s.value("specwatch_finding", code="interleaved_servers") == 1
+                assert s.value("specwatch_verdict", state="interleaved") == 1
+                for name in CURRENT:
+                    assert s.values(name) == [], name
+                time.sleep(1)
+                s = daemon.scrape()
+        finally:
+            for server in servers:
+                server.terminate()
+                server.wait(timeout=PROCESS_TIMEOUT)

@@ -178,8 +178,8 @@ class ReportBuilder(RecordSink):
     def _fold(self, records: list[StatsRecord]) -> None:
         """Fold records of one run in a few passes over them, most in C, to the same result
         as one by one: a call per record and field cost more than the folding itself."""
-        self._streams.add(records)
         records = list(self._runs.stamped(records))
+        self._streams.add(records)
         self._engine = records[-1].engine
         self._run.hold(records)
         seconds = self._place(records)

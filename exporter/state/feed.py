@@ -76,7 +76,7 @@ class StateSink:
         for a live log); the source calls it after each read."""
         if self._pending:
             pending, self._pending = self._pending, []
-            self.streams.add(pending)
+            self.streams.add(self.state.tracker.stamped(pending))
             self.state.add_records(pending, self.written_by)
         if self._requests:
             requests, self._requests = self._requests, []
@@ -101,11 +101,11 @@ class BootstrapSink(StateSink):
         pass
 
     def on_record(self, record: StatsRecord) -> None:
-        self.streams.add((record,))
+        self.streams.add(self.state.tracker.stamped((record,)))
         self.state.restore_window(record, self._mtime)
 
     def on_records(self, records: Sequence[StatsRecord]) -> None:
-        self.streams.add(records)
+        self.streams.add(self.state.tracker.stamped(records))
         for record in records:
             self.state.restore_window(record, self._mtime)
 

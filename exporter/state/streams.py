@@ -16,6 +16,11 @@ is only what the lines show, so each source keeps a :class:`StreamWatch`:
   (``both_ready``). A server killed without a word and started again says ready once, and
   writes nothing while it starts, so a restart is one server. Only an engine that says when
   its server is ready (SGLang's "fired up and ready to roll") can be told so.
+- **two starts, no ending between, and two accept-length levels taking turns**
+  (``alternating_levels``, any engine): after the later start, the decode windows of one rank
+  fall into two tight levels (1.00 and 3.05-3.40, say) far apart, and go from one to the other
+  and back again and again. A server restarted without a word logs only its own windows
+  after its start, and one server's windows vary around one level, not between two.
 
 DP ranks are one server: a start line of a rank other than 0 (vLLM's ``EngineCore_DP1``) is
 not a server start, and ranks' stats lines are one engine's.
@@ -33,9 +38,10 @@ from itertools import pairwise
 from statistics import fmean
 
 from exporter.analysis.findings import Interleaving, Stream
+from exporter.analysis.node import speaks_for_node
 from exporter.engines import ending, registry
 from exporter.engines.events import ServerArgsEvent, ServerReady
-from exporter.engines.record import LogLine, StatsRecord, logged_seconds
+from exporter.engines.record import LogLine, StatsRecord, drafting_off, logged_seconds
 
 # The newest stats lines whose engines are compared: a minute or so of a busy node's lines,
 # several of vLLM's 10 s windows among them.
@@ -49,10 +55,18 @@ MIN_CHANGES = 4
 BOOT_SECONDS = 10.0
 # Open starts remembered (each with its time, for the finding's evidence).
 MAX_STARTS = 8
+# Two accept-length levels taking turns: of the newest LEVEL_WINDOWS windows of one rank since
+# the later start, at least LEVEL_MIN in each level, the levels LEVEL_GAP apart and the gap
+# at least LEVEL_TIGHT times either level's own spread, and at least MIN_CHANGES turns.
+LEVEL_WINDOWS = 32
+LEVEL_MIN = 4
+LEVEL_GAP = 0.5
+LEVEL_TIGHT = 2.0
 
 ENGINES_SIGN = "engines"
 SERVING_SIGN = "serving_while_starting"
 READY_SIGN = "both_ready"
+LEVELS_SIGN = "alternating_levels"
 
 
 class StreamWatch:
@@ -68,6 +82,8 @@ class StreamWatch:
         self._readies = 0  # ready lines since the newest start
         self._boot: tuple[float, float] | None = None  # first, last decode while it starts
         self._sign: str | None = None  # a same-engine sign, held until an end is logged
+        # Accept lengths of one rank's decode windows since the newest start, in order.
+        self._levels: deque[float] = deque(maxlen=LEVEL_WINDOWS)
 
     def observe(self, line: LogLine) -> None:
         """A start-up or ending line of the source's own engine (``parse.pipeline`` hands on
@@ -81,10 +97,12 @@ class StreamWatch:
                 self._sign = None
                 self._readies = 0
                 self._boot = None
+                self._levels.clear()
             if isinstance(event, ServerArgsEvent) and line.dp_rank in (None, 0):
                 self._starts.append((line.engine, line.time))
                 self._readies = 0
                 self._boot = None
+                self._levels.clear()
             elif isinstance(event, ServerReady):
                 self._announcing.add(line.engine)
                 self._readies += 1
@@ -92,14 +110,18 @@ class StreamWatch:
                     self._sign = self._sign or READY_SIGN
 
     def add(self, records: Sequence[StatsRecord]) -> None:
-        """Stats lines read, in the order written, of whichever engine wrote them."""
+        """Stats lines read, in the order written, of whichever engine wrote them, stamped
+        with the draft steps in force (``RunTracker.stamped``): a window with drafting off
+        (adaptive speculation's 1.00, by design) is no level of a server."""
         if not records:
             return
         newest = records[-RECENT:]
         with self._lock:
             self._recent.extend((r.engine, r.accept_length) for r in newest)
-            if self._sign is None and self._readies == 0 and len(self._open()) >= 2:
-                self._while_starting(records)
+            if self._sign is None and len(self._open()) >= 2:
+                if self._readies == 0:
+                    self._while_starting(records)
+                self._taking_turns(newest)
 
     def _open(self) -> list[tuple[str, str | None]]:
         """The starts of the newest start's engine since the last end; under the lock."""
@@ -126,6 +148,24 @@ class StreamWatch:
         if times[-1] - first >= BOOT_SECONDS:
             self._sign = SERVING_SIGN
 
+    def _taking_turns(self, records: Sequence[StatsRecord]) -> None:
+        """One rank's windows since the later start, in two levels that take turns (see
+        ``two_levels``): a server restarted without a word logs only its own after its start.
+        Under the lock."""
+        engine = self._starts[-1][0]
+        self._levels.extend(
+            length
+            for r in records
+            if r.kind == "decode"
+            and r.engine == engine
+            and (length := r.accept_length) is not None
+            and r.dp_rank in (None, 0)
+            and speaks_for_node(r)
+            and not (r.extra and drafting_off(r))
+        )
+        if self._sign is None and two_levels(list(self._levels)):
+            self._sign = LEVELS_SIGN
+
     def interleaving(self) -> Interleaving | None:
         """What shows two servers in this source now, or None."""
         with self._lock:
@@ -148,3 +188,22 @@ def _stream(engine: str, lines: int, recent: list[tuple[str, float | None]]) -> 
     if not lengths:
         return Stream(engine, lines, 0)
     return Stream(engine, lines, len(lengths), min(lengths), max(lengths), fmean(lengths))
+
+
+def two_levels(lengths: list[float]) -> bool:
+    """Whether accept lengths, in the order logged, are two servers' taking turns: split at
+    their widest gap, each side holds ``LEVEL_MIN`` windows, the gap is ``LEVEL_GAP`` wide and
+    ``LEVEL_TIGHT`` times either side's own spread, and they change sides ``MIN_CHANGES``
+    times (a restart to another level changes once)."""
+    if len(lengths) < 2 * LEVEL_MIN:
+        return False
+    ordered = sorted(lengths)
+    gap, cut = max((b - a, i + 1) for i, (a, b) in enumerate(pairwise(ordered)))
+    low, high = ordered[:cut], ordered[cut:]
+    if min(len(low), len(high)) < LEVEL_MIN or gap < LEVEL_GAP:
+        return False
+    if gap < LEVEL_TIGHT * max(low[-1] - low[0], high[-1] - high[0]):
+        return False
+    split = high[0]
+    sides = [length >= split for length in lengths]
+    return sum(1 for a, b in pairwise(sides) if a != b) >= MIN_CHANGES

@@ -220,6 +220,10 @@ _SAME_ENGINE_SIGNS = {
         "nothing before it says it is ready), so the earlier one is still serving"
     ),
     "both_ready": "both servers said they were ready",
+    "alternating_levels": (
+        "since the later one started, the decode windows take turns between two "
+        "accept-length levels far apart, as two servers' do"
+    ),
 }
 
 

@@ -195,9 +195,11 @@ class Stream:
 class Interleaving:
     """One log file carrying two servers' streams (``state.streams``), and what showed it.
 
-    ``sign`` is ``engines`` (two engines' own stats lines alternate), ``serving_while_starting``
-    (decode lines went on while a second server of the engine started, none ending between)
-    or ``both_ready`` (two servers started with no ending between and both became ready).
+    ``sign`` is ``engines`` (two engines' own stats lines alternate); or, after two starts of
+    one engine with no end logged between them, ``serving_while_starting`` (decode lines went
+    on while the later one started), ``both_ready`` (both said they were ready) or
+    ``alternating_levels`` (since the later start, one rank's windows take turns between two
+    accept-length levels).
     """
 
     sign: str
