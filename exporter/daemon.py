@@ -106,7 +106,7 @@ class Daemon:
         self._tail_loop.sync(SYNC_SECONDS)
         return collector.renders()
 
-    def _exposition(self, collector: SpecwatchCollector, form: str) -> str:
+    def _exposition(self, collector: SpecwatchCollector, form: str) -> bytes:
         """The specwatch families of a scrape, once every line written before it was read."""
         self._tail_loop.sync(SYNC_SECONDS)
         return collector.exposition(form)

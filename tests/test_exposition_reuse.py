@@ -42,7 +42,7 @@ def node(name: str = "node-a", draft: ServerConfig | None = None) -> Target:
 
 
 def scrape(collector: SpecwatchCollector) -> Scrape:
-    return Scrape(collector.exposition("text"))
+    return Scrape(collector.exposition("text").decode())
 
 
 def test_a_changed_value_is_shown_at_the_next_scrape_at_the_same_instant() -> None:
@@ -102,6 +102,20 @@ def test_only_the_target_that_changed_is_rendered_again() -> None:
     assert collector.view(busy) is not views[1]
 
 
+def test_scrapes_share_one_body_until_a_target_or_a_process_wide_count_changes() -> None:
+    clock, target = Clock(), node()
+    collector = SpecwatchCollector([target], STALE, clock)
+    target.state.add_record(decode(accept_length=2.5), observed_at=T0)
+    first = collector.exposition("text")
+    assert collector.exposition("text") is first
+    assert collector.exposition("openmetrics") is not first
+    target.drafts.get("/models/\x00draft")  # a draft path the server named, unreadable
+    counted = collector.exposition("text")
+    assert b'specwatch_draft_config_errors_total{reason="bad_name"} 1.0' in counted
+    target.state.add_record(decode(accept_length=1.5), observed_at=T0)
+    assert Scrape(collector.exposition("text").decode()).value("specwatch_accept_length") == 1.5
+
+
 class FlakyState(TargetState):
     """A state whose snapshot fails while ``broken`` is set."""
 
@@ -153,9 +167,9 @@ def test_the_lean_exposition_is_prometheus_clients_bytes_in_both_formats() -> No
     collector = SpecwatchCollector([plain, ranked], STALE, clock)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
-    text = collector.exposition("text")
+    text = collector.exposition("text").decode()
     assert text.encode() == generate_latest(registry)
-    om = collector.exposition("openmetrics") + EOF
+    om = collector.exposition("openmetrics").decode() + EOF
     assert om.encode() == openmetrics.generate_latest(registry)
     assert 'algorithm="quo\\"te back\\\\slash new\\nline' in text
     parsed = [s for f in text_string_to_metric_families(text) for s in f.samples]

@@ -131,7 +131,7 @@ class LeanMetrics:
     then the specwatch families. A request for a format or escaping the lean writer does not
     write, a ``name[]`` filter, or a method other than GET is left to ``fallback``."""
 
-    def __init__(self, specwatch: Callable[[str], str], process: CollectorRegistry) -> None:
+    def __init__(self, specwatch: Callable[[str], bytes], process: CollectorRegistry) -> None:
         self._specwatch = specwatch
         self._process = process
         self._fallback: WSGIApp | None = None
@@ -148,15 +148,17 @@ class LeanMetrics:
             assert self._fallback is not None
             return self._fallback(environ, start_response)
         process: bytes = encoder(self._process)
-        body = process.removesuffix(EOF.encode()) + self._specwatch(form).encode()
-        if form == "openmetrics":
-            body += EOF.encode()
+        eof = EOF.encode() if form == "openmetrics" else b""
+        # In parts, so the specwatch body is sent as it is shared, not copied per request.
+        parts = [process.removesuffix(EOF.encode()), self._specwatch(form), eof]
+        body = [part for part in parts if part]
         headers = [("Content-Type", content_type)]
         if gzip_accepted(environ.get("HTTP_ACCEPT_ENCODING") or ""):
-            body = gzip.compress(body)
+            body = [gzip.compress(b"".join(body))]
             headers.append(("Content-Encoding", "gzip"))
+        headers.append(("Content-Length", str(sum(map(len, body)))))
         start_response("200 OK", headers)
-        return [body]
+        return body
 
 
 # How old a reused /metrics body may be: only process self-metrics (CPU seconds, memory, GC
