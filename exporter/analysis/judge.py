@@ -430,6 +430,9 @@ class Judgement:
 
     def judged_on(self) -> str:
         """What the state rests on and since when, as a sentence."""
+        if self.state == "interleaved":  # two servers' windows: read, none judged
+            count = self.windows + self.off_windows
+            return f"None of the newest {count} decode windows ({self.span_text}) is judged."
         drafts = f", {self.drafts:,.0f} draft rounds" if self.windows else ""
         since = f"; {self.state.replace('_', ' ')} since {_clock(self.since)}" if self.since else ""
         return (

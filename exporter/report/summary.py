@@ -333,8 +333,8 @@ class Report:
             )
         if self.earlier_runs_differ:
             text += f" (newest of {len(self.runs)} server runs; earlier runs differ)"
-        if now is not None and now.span is not None and now.state != "interleaved":
-            text = f"{text.removesuffix('.')}. {now.judged_on()}"  # of a mix, nothing is
+        if now is not None and now.span is not None:
+            text = f"{text.removesuffix('.')}. {now.judged_on()}"
         return text
 
     @property
