@@ -10,10 +10,12 @@ from __future__ import annotations
 import random
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from exporter.cli import main
+from exporter.engines import vllm
 from exporter.engines.record import StatsRecord
 from exporter.engines.vllm import VllmParser
 from tests.support.files import write_log
@@ -60,6 +62,71 @@ def test_lookup_drafts_shorter_than_k_are_read_as_rounds_that_print_the_same_lin
         # The accept length weighed by it is as close as vLLM's own mean prints (%.2f).
         assert abs(interval.accepted / rounds - exact) <= 0.005
     assert lines > 200
+
+
+def nearest_printing_alike(interval: Interval, positions: tuple[float, ...]) -> int:
+    """Every round count the line allows, tried one by one with every count at each position:
+    the one nearest to accepted / the rates' sum that prints the line, the lower of two."""
+    accepted, drafted = interval.accepted, interval.drafted
+    mean = f"{1 + accepted / interval.drafts:.2f}"
+
+    def prints(rounds: int) -> bool:
+        if f"{1 + accepted / rounds:.2f}" != mean:
+            return False
+        least = most = 0
+        ceiling = rounds
+        for rate in positions:
+            counts = [c for c in range(ceiling + 1) if f"{c / rounds:.3f}" == f"{rate:.3f}"]
+            if not counts:
+                return False
+            least, most, ceiling = least + counts[0], most + counts[-1], counts[-1]
+        return least <= accepted <= most
+
+    guess = accepted / sum(positions)
+    fits = [n for n in range(-(-drafted // len(positions)), drafted + 1) if prints(n)]
+    return min(fits, key=lambda n: abs(n - guess))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_rounds_read_are_the_nearest_that_print_the_line_tried_one_by_one(seed: int) -> None:
+    """The count is found by trying few candidates; it is the one trying them all finds."""
+    rng = random.Random(seed)
+    for _ in range(40):
+        interval = lookup_interval(rng, rng.randint(1, 5), rng.randint(1, 400), rng.random())
+        if not interval.accepted:
+            continue
+        positions = tuple(float(f"{c / interval.drafts:.3f}") for c in interval.per_position)
+        if not sum(positions):
+            continue
+        expected = nearest_printing_alike(interval, positions)
+        assert parsed_drafts(interval) == expected, interval.body()
+
+
+def test_a_line_no_count_prints_as_is_given_up_on_after_a_bounded_search(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A hostile or drifted line costs a bounded number of tries, not one per drafted token:
+    a real collapsed vLLM node's 10 s window of 20,000 drafted tokens once took a second of
+    CPU, the daemon's whole tail thread with it."""
+    tried: list[int] = []
+    prints_as = vllm._prints_as
+
+    def counting(rounds: int, *args: Any) -> bool:
+        tried.append(rounds)
+        return prints_as(rounds, *args)
+
+    monkeypatch.setattr(vllm, "_prints_as", counting)
+    body = (
+        "SpecDecoding metrics: Mean acceptance length: 1.00, Accepted: 7 tokens, Drafted: "
+        "900000 tokens, Per-position acceptance rate: 0.001, 0.000, 0.000, 0.000, Avg Draft "
+        "acceptance rate: 0.0%"
+    )
+    [record] = VllmParser(now=NOW).feed(f"INFO 12-01 10:01:00 [metrics.py:120] {body}")
+    assert isinstance(record, StatsRecord) and record.draft_counts is not None
+    # No count prints it (7 accepted cannot be 0.001 of 225,000 rounds or more): the fewest
+    # rounds the drafted tokens allow stand.
+    assert record.draft_counts.drafts == 900_000 // 4
+    assert 0 < len(tried) <= vllm._MAX_CANDIDATES
 
 
 def test_nothing_accepted_counts_the_fewest_rounds_the_line_allows() -> None:

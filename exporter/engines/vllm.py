@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 
@@ -461,17 +462,49 @@ def _drafts(
     )
     if guess is None or high < low:
         return fewest if guess is None else max(fewest or 1, round(guess))
-    if high - low > _MAX_CANDIDATES:
-        return round(guess)
-    fits = [n for n in range(low, high + 1) if _prints_as(n, accepted, positions, bonus)]
-    if not fits:
-        return max(fewest or 1, round(guess))
-    return min(fits, key=lambda n: abs(n - guess))
+    fit = _nearest_fit(guess, low, high, accepted, positions, bonus)
+    return max(fewest or 1, round(guess)) if fit is None else fit
 
 
-# Round counts tried one by one; past this the estimate stands (a line of that many would
-# have to print a mean with far fewer accepted tokens than rounds).
-_MAX_CANDIDATES = 100_000
+# Round counts tried, nearest to the estimate first; past these the estimate stands. Where the
+# numbers are loose (a rate of 0.001 is 0.0005 to 0.0015) counts that fit lie all around the
+# estimate; where they are tight the estimate is within a few rounds of the count. A line
+# that no count nearby prints as (drift, or a hostile line) costs at most this many tries.
+_MAX_CANDIDATES = 2048
+
+
+def _nearest_fit(
+    guess: float,
+    low: int,
+    high: int,
+    accepted: int,
+    positions: tuple[float, ...] | None,
+    mean: float | None,
+) -> int | None:
+    """The round count in ``low..high`` nearest to ``guess`` (the lower of two as near) that
+    prints as vLLM printed the line, or None when none of the nearest tried does."""
+    for rounds in _outward(guess, low, high):
+        if _prints_as(rounds, accepted, positions, mean):
+            return rounds
+    return None
+
+
+def _outward(guess: float, low: int, high: int) -> Iterator[int]:
+    """``low..high`` by distance from ``guess``, the lower first at equal distance; at most
+    ``_MAX_CANDIDATES`` of them."""
+    below = min(max(math.floor(guess), low - 1), high)
+    above = below + 1
+    for _ in range(_MAX_CANDIDATES):
+        down = below >= low
+        up = above <= high
+        if not down and not up:
+            return
+        if down and (not up or guess - below <= above - guess):
+            yield below
+            below -= 1
+        else:
+            yield above
+            above += 1
 
 
 def _prints_as(
@@ -488,18 +521,48 @@ def _prints_as(
     least = most = 0
     ceiling = rounds
     for rate in positions:
-        printed = f"{rate:.3f}"
-        near = range(
-            max(0, math.floor((rate - 0.0006) * rounds)),
-            min(ceiling, math.ceil((rate + 0.0006) * rounds)) + 1,
-        )
-        counts = [count for count in near if f"{count / rounds:.3f}" == printed]
-        if not counts:
+        counts = _counts_printing(rate, rounds, ceiling)
+        if counts is None:
             return False
         least += counts[0]
-        most += counts[-1]
-        ceiling = counts[-1]
+        most += counts[1]
+        ceiling = counts[1]
     return least <= accepted <= most
+
+
+def _counts_printing(rate: float, rounds: int, ceiling: int) -> tuple[int, int] | None:
+    """The fewest and most whole counts, at most ``ceiling``, whose share of ``rounds``
+    prints as ``rate`` does (``{:.3f}``), or None. The shares that print alike are one
+    interval holding ``rate``, so the counts are too: the count nearest to ``rate`` on either
+    side is in it if any is, and its ends are within a count of where arithmetic puts them
+    (formatting decides each one, a few calls whatever the number of rounds)."""
+    printed = f"{rate:.3f}"
+
+    def prints(count: int) -> bool:
+        return f"{count / rounds:.3f}" == printed
+
+    exact = rate * rounds
+    anchor = next(
+        (
+            c
+            for c in (min(math.floor(exact), ceiling), math.ceil(exact))
+            if 0 <= c <= ceiling and prints(c)
+        ),
+        None,
+    )
+    if anchor is None:
+        return None
+    first = min(anchor, max(0, math.ceil((rate - 0.0005) * rounds)))
+    while first > 0 and prints(first - 1):
+        first -= 1
+    while not prints(first):
+        first += 1
+    last = max(anchor, min(ceiling, math.floor((rate + 0.0005) * rounds)))
+    while last < ceiling and prints(last + 1):
+        last += 1
+    while not prints(last):
+        last -= 1
+    return first, last
 
 
 def _accept_length(
