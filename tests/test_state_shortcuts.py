@@ -205,6 +205,23 @@ def test_a_feed_makes_the_records_of_a_read_current_when_the_read_is_done() -> N
     assert snapshot.windows[None].record.accept_length == 2.5
 
 
+def test_a_read_s_lines_are_counted_once_its_records_are_in_the_state() -> None:
+    """A scrape that sees a line counted sees what it said: a test (or an on-call) that waits
+    for the line count before reading the counters reads the counters of those lines, even
+    when the records' parsing is slow or the read holds a restart."""
+    state = TargetState("t")
+    sink = StateSink(state)
+    sink.on_lines(3)
+    sink.on_record(as_record({"kind": "decode", "accept_length": 2.5}))
+    sink.on_event(RESTART)  # applies the records before the restart, counts no line yet
+    sink.on_record(as_record({"kind": "decode", "accept_length": 1.5}))
+    before = state.snapshot()
+    assert before.log_lines == 0 and before.stats_lines["decode"] == 1
+    sink.flush()
+    after = state.snapshot()
+    assert after.log_lines == 3 and after.stats_lines["decode"] == 2
+
+
 def test_a_decode_of_a_tp_rank_past_0_neither_shows_nor_refreshes_the_last_decode() -> None:
     """With every scheduler printing, TP0 speaks for its group; the others only count."""
     state = TargetState("t")

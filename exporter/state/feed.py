@@ -29,6 +29,8 @@ class StateSink:
     Records are held until ``flush`` (or the next call of any other kind, so the state still
     sees every call in order) and then applied together: the state takes a batch for the
     price of a few records, which is what lets the daemon catch up on a long log quickly.
+    A batch's lines are counted with its records, after them: a scrape that sees a line
+    counted sees what the line said.
     """
 
     def __init__(self, state: TargetState, streams: StreamWatch | None = None) -> None:
@@ -37,13 +39,14 @@ class StateSink:
         self.streams = streams or state.watch_streams()
         self._pending: list[StatsRecord] = []
         self._requests: list[RequestRecord] = []
+        self._lines = 0
         # When the lines being read were written at the latest (see ``TailEvents
         # .on_written_by``); None for a source that cannot tell: they are as old as now.
         self.written_by: float | None = None
 
     def on_lines(self, count: int) -> None:
         self.flush()
-        self.state.add_lines(count)
+        self._lines += count
 
     def on_record(self, record: StatsRecord) -> None:
         self._pending.append(record)
@@ -52,16 +55,16 @@ class StateSink:
         self._pending.extend(records)
 
     def on_unrecognized(self, reason: str) -> None:
-        self.flush()
+        self._apply()
         self.state.add_unrecognized()
 
     def on_skipped(self, reason: str) -> None:
-        self.flush()
+        self._apply()
         self.state.add_skipped(reason)
 
     def on_event(self, line: LogLine) -> None:
         """Startup and configuration lines; the findings engine consumes them."""
-        self.flush()
+        self._apply()
         self.streams.observe(line)
         self.state.add_event(line, self.written_by)
 
@@ -73,7 +76,13 @@ class StateSink:
 
     def flush(self) -> None:
         """Apply the records held so far, as seen when they were written at the latest (now,
-        for a live log); the source calls it after each read."""
+        for a live log), then count their lines; the source calls it after each read."""
+        self._apply()
+        if self._lines:
+            lines, self._lines = self._lines, 0
+            self.state.add_lines(lines)
+
+    def _apply(self) -> None:
         if self._pending:
             pending, self._pending = self._pending, []
             self.streams.add(self.state.tracker.stamped(pending))
