@@ -31,6 +31,7 @@ engines' lines keep coming.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import Counter, deque
 from collections.abc import Sequence
@@ -117,7 +118,7 @@ class StreamWatch:
             return
         newest = records[-RECENT:]
         with self._lock:
-            self._recent.extend((r.engine, r.accept_length) for r in newest)
+            self._recent.extend((r.engine, _level(r.accept_length)) for r in newest)
             if self._sign is None and len(self._open()) >= 2:
                 if self._readies == 0:
                     self._while_starting(records)
@@ -158,7 +159,7 @@ class StreamWatch:
             for r in records
             if r.kind == "decode"
             and r.engine == engine
-            and (length := r.accept_length) is not None
+            and (length := _level(r.accept_length)) is not None
             and r.dp_rank in (None, 0)
             and speaks_for_node(r)
             and not (r.extra and drafting_off(r))
@@ -181,6 +182,11 @@ class StreamWatch:
             return None
         streams = tuple(_stream(engine, lines, recent) for engine, lines in counts.most_common())
         return Interleaving(sign, streams, len(recent), starts)
+
+
+def _level(length: float | None) -> float | None:
+    """An accept length that can be a server's level: a hostile line's inf or nan is none."""
+    return length if length is not None and math.isfinite(length) else None
 
 
 def _stream(engine: str, lines: int, recent: list[tuple[str, float | None]]) -> Stream:
