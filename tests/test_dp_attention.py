@@ -11,12 +11,11 @@ same in every round. The curve's baseline at 48 running is 1,500 tok/s, so the n
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.support.daemon import doctor, run_daemon, specwatch_cmd
+from tests.support.daemon import doctor, in_process, run_daemon
 from tests.support.loglines import stamp, startup
 
 pytestmark = pytest.mark.e2e
@@ -58,12 +57,7 @@ def test_ranks_add_up_to_the_node_figures_of_the_example() -> None:
 def test_report_and_daemon_give_the_same_node_speedup(tmp_path: Path, port: int) -> None:
     source = tmp_path / "dp.log"
     source.write_text("\n".join(dp_log()) + "\n")
-    result = subprocess.run(
-        specwatch_cmd("report", "--json", str(source), "--baseline-curve", CURVE),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = in_process("report", "--json", str(source), "--baseline-curve", CURVE)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["dp_ranks"] == 8

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from exporter.simulate import generate
-from tests.support.daemon import doctor, run_daemon, specwatch_cmd
+from tests.support.daemon import doctor, in_process, run_daemon
 from tests.support.plainlogs import sglang_plain
 
 pytestmark = pytest.mark.e2e
@@ -37,22 +36,12 @@ def test_report_names_the_node_slower_than_its_own_plain_past(
     tmp_path: Path, scenario: str, plain_tok_s: float
 ) -> None:
     incident, plain = _logs(tmp_path, scenario, plain_tok_s)
-    done = subprocess.run(
-        specwatch_cmd("report", "--json", "--baseline-log", str(plain), str(incident)),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = in_process("report", "--json", "--baseline-log", str(plain), str(incident))
     report = json.loads(done.stdout)
     run = report["runs"][-1]
     assert "slower_than_baseline" in {v["code"] for v in run["verdicts"]}
     assert "learned from before-speculation.log" in report["baseline"]
-    text = subprocess.run(
-        specwatch_cmd("report", "--baseline-log", str(plain), str(incident)),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    ).stdout
+    text = in_process("report", "--baseline-log", str(plain), str(incident)).stdout
     assert "Baseline: " in text and "learned from before-speculation.log" in text
 
 

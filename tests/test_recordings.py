@@ -30,7 +30,7 @@ import pytest
 from exporter.analysis.findings import SEVERITIES
 from exporter.config import TargetConfig
 from exporter.target import Target
-from tests.support.daemon import doctor, run_daemon, specwatch_cmd
+from tests.support.daemon import doctor, in_process, run_daemon, specwatch_cmd
 from tests.support.metrics import Scrape
 from tests.support.recordings import (
     Counters,
@@ -235,14 +235,9 @@ def test_doctor_on_the_log_gives_the_engines_accept_length(rec: Recording) -> No
 
 @cache
 def report_json(rec_id: str) -> dict[str, Any]:
-    out = subprocess.run(
-        specwatch_cmd("report", "--json", str(RECORDINGS[rec_id].log)),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
-    return json.loads(out)  # type: ignore[no-any-return]
+    done = in_process("report", "--json", str(RECORDINGS[rec_id].log))
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
 
 
 @pytest.mark.e2e

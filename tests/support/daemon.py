@@ -188,10 +188,15 @@ def specwatch_cmd(*args: str) -> list[str]:
 
 
 def doctor(*args: str) -> subprocess.CompletedProcess[str]:
-    """``specwatch doctor`` run to its end through the CLI's own entry point, in this process:
-    its exit status, stdout and stderr (the log records it writes there included) as a child
-    would give them. A child process added nothing a test reads but the interpreter's start,
-    about a CPU-second a call."""
+    """``specwatch doctor ARGS`` run to its end, in this process (``in_process``)."""
+    return in_process("doctor", *args)
+
+
+def in_process(*argv: str) -> subprocess.CompletedProcess[str]:
+    """A one-shot ``specwatch`` command run to its end through the CLI's own entry point, in
+    this process: its exit status, stdout and stderr (the log records it writes there
+    included) as a child would give them. A child process added nothing a test reads but the
+    interpreter's start, about a CPU-second a call."""
     out, err = io.StringIO(), io.StringIO()
     # What an unconfigured process logs reaches its stderr as the bare message (logging's
     # last resort); here the test run's own handlers would take it instead.
@@ -201,13 +206,11 @@ def doctor(*args: str) -> subprocess.CompletedProcess[str]:
     root.addHandler(said)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = _exit_status(lambda: main(["doctor", *args]))
+            code = _exit_status(lambda: main(list(argv)))
     finally:
         root.removeHandler(said)
         gc.set_threshold(*threshold)  # main tunes the collector for a process of its own
-    return subprocess.CompletedProcess(
-        ["specwatch", "doctor", *args], code, out.getvalue(), err.getvalue()
-    )
+    return subprocess.CompletedProcess(["specwatch", *argv], code, out.getvalue(), err.getvalue())
 
 
 def _exit_status(command: Callable[[], int]) -> int:
