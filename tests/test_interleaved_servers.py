@@ -14,6 +14,7 @@ line by line as two processes appending to one file would; real ``doctor``, ``re
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import time
 from pathlib import Path
@@ -21,7 +22,9 @@ from pathlib import Path
 import pytest
 
 from exporter.cli import main
+from exporter.engines.record import StatsRecord
 from exporter.state.feed import LogFeed
+from exporter.state.streams import StreamWatch
 from exporter.state.target_state import TargetState
 from tests.support.daemon import RunningDaemon, run_daemon, specwatch_cmd
 from tests.support.files import append, interleaved
@@ -346,3 +349,23 @@ def test_two_live_servers_appending_to_one_file_are_named_within_seconds(
             for server in servers:
                 server.terminate()
                 server.wait(timeout=PROCESS_TIMEOUT)
+
+
+def test_hostile_accept_lengths_never_break_a_scrape_of_the_mix() -> None:
+    """Records built from hostile input may carry any float: the finding's figures leave out
+    what cannot be an accept length (before: an infinity and its negative raised in the
+    scrape, from ``fmean``)."""
+    watch = StreamWatch()
+    lengths = [math.inf, -math.inf, math.nan, 1e308, 0.0, 3.2]
+    records = [
+        StatsRecord("decode", engine=engine, accept_length=length)
+        for length in lengths
+        for engine in ("sglang", "vllm")
+    ]
+    watch.add(records)
+    seen = watch.interleaving()
+    assert seen is not None and seen.sign == "engines"
+    assert {(s.engine, s.accept_low, s.accept_high) for s in seen.streams} == {
+        ("sglang", 3.2, 3.2),
+        ("vllm", 3.2, 3.2),
+    }

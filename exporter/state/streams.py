@@ -31,16 +31,17 @@ engines' lines keep coming.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import Counter, deque
 from collections.abc import Sequence
 from itertools import pairwise
 from statistics import fmean
+from typing import TypeGuard
 
 from exporter.analysis.findings import Interleaving, Stream
 from exporter.analysis.node import speaks_for_node
 from exporter.engines import ending, registry
+from exporter.engines.counters import MAX_ACCEPT_LENGTH
 from exporter.engines.events import ServerArgsEvent, ServerReady
 from exporter.engines.record import LogLine, StatsRecord, drafting_off, logged_seconds
 
@@ -118,7 +119,7 @@ class StreamWatch:
             return
         newest = records[-RECENT:]
         with self._lock:
-            self._recent.extend((r.engine, _level(r.accept_length)) for r in newest)
+            self._recent.extend((r.engine, r.accept_length) for r in newest)
             if self._sign is None and len(self._open()) >= 2:
                 if self._readies == 0:
                     self._while_starting(records)
@@ -159,7 +160,7 @@ class StreamWatch:
             for r in records
             if r.kind == "decode"
             and r.engine == engine
-            and (length := _level(r.accept_length)) is not None
+            and _plausible(length := r.accept_length)
             and r.dp_rank in (None, 0)
             and speaks_for_node(r)
             and not (r.extra and drafting_off(r))
@@ -184,13 +185,8 @@ class StreamWatch:
         return Interleaving(sign, streams, len(recent), starts)
 
 
-def _level(length: float | None) -> float | None:
-    """An accept length that can be a server's level: a hostile line's inf or nan is none."""
-    return length if length is not None and math.isfinite(length) else None
-
-
 def _stream(engine: str, lines: int, recent: list[tuple[str, float | None]]) -> Stream:
-    lengths = [length for each, length in recent if each == engine and length is not None]
+    lengths = [length for each, length in recent if each == engine and _plausible(length)]
     if not lengths:
         return Stream(engine, lines, 0)
     return Stream(engine, lines, len(lengths), min(lengths), max(lengths), fmean(lengths))
@@ -213,3 +209,9 @@ def two_levels(lengths: list[float]) -> bool:
     split = high[0]
     sides = [length >= split for length in lengths]
     return sum(1 for a, b in pairwise(sides) if a != b) >= MIN_CHANGES
+
+
+def _plausible(length: float | None) -> TypeGuard[float]:
+    """An accept length that can be true (1 to 64): a record built from hostile input may
+    carry any float, and one infinity would make every level and mean of it infinite."""
+    return length is not None and 1.0 <= length <= MAX_ACCEPT_LENGTH
