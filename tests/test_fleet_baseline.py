@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -172,18 +173,31 @@ def two_tier(stack: ExitStack, folder: Path, targets: list[str]) -> Iterator[Run
     yield central
 
 
-@pytest.fixture(scope="module", params=["single", "two-tier"])
-def fleet(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[RunningPrometheus]:
+TIERS = {"single": single_tier, "two-tier": two_tier}
+
+
+@pytest.fixture(scope="module")
+def fleets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, RunningPrometheus]]:
+    """The nodes' daemons, scraped by both tiers at once (each learns the fleet in its own
+    Prometheus): one set of daemons and one wait for the pages, not one of each per tier."""
     require_tool("prometheus")
-    folder = tmp_path_factory.mktemp(f"fleet-{request.param}")
-    tier = single_tier if request.param == "single" else two_tier
+    folder = tmp_path_factory.mktemp("fleet")
     with ExitStack() as stack:
         targets = [stack.enter_context(node_daemon(stack, node, folder)) for node in NODES]
-        prometheus = stack.enter_context(tier(stack, folder, targets))
-        prometheus.wait_for(lambda: slower_alerts(prometheus), timeout=PAGE_TIMEOUT)
-        yield prometheus
+        tiers = {}
+        for name, tier in TIERS.items():
+            (own := folder / name).mkdir()
+            tiers[name] = stack.enter_context(tier(stack, own, targets))
+        for prometheus in tiers.values():
+            prometheus.wait_for(partial(slower_alerts, prometheus), timeout=PAGE_TIMEOUT)
+        yield tiers
+
+
+@pytest.fixture(params=sorted(TIERS))
+def fleet(
+    request: pytest.FixtureRequest, fleets: dict[str, RunningPrometheus]
+) -> RunningPrometheus:
+    return fleets[request.param]
 
 
 def test_only_the_incident_node_is_slower_than_its_plain_peers(
