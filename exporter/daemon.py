@@ -15,7 +15,7 @@ import threading
 import time
 import traceback
 from collections.abc import Iterator
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.gc_collector import GCCollector
@@ -29,12 +29,14 @@ from exporter.exposition.insight import inspect_now
 from exporter.exposition.landing import landing_page
 from exporter.exposition.server import LeanMetrics, WebServer, make_app
 from exporter.exposition.setup import setup_text
-from exporter.exposition.webreload import LiveWebConfig
 from exporter.parse import ranges
 from exporter.sources import FileTailer, StdinSource, TailLoop
 from exporter.sources.scrape_pool import ScrapePool
 from exporter.state.feed import LogFeed
 from exporter.target import Target
+
+if TYPE_CHECKING:
+    from exporter.exposition.webreload import LiveWebConfig
 
 log = logging.getLogger("specwatch")
 
@@ -82,7 +84,13 @@ class Daemon:
         self._scrapes = ScrapePool([t.upstream for t in self.targets if t.upstream is not None])
         self._sources: list[Source] = list(self._build_sources())
         host, port = parse_listen(config.listen)
-        web = LiveWebConfig(config.web_config) if config.web_config else None
+        web: LiveWebConfig | None = None
+        if config.web_config:
+            # Only a node that serves TLS or asks for passwords pays for bcrypt, ssl contexts
+            # and the web config's models: a tenth of a plain start's import time.
+            from exporter.exposition.webreload import LiveWebConfig
+
+            web = LiveWebConfig(config.web_config)
         app = make_app(
             self.registry,
             functools.partial(landing_page, self.targets, config.stale_after, view=collector.view),
