@@ -7,15 +7,18 @@ web config without importing the daemon's wiring.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
-import yaml
 from pydantic import BaseModel, ConfigDict
 
 from exporter.smallfile import read_small_file
 from exporter.suggest import nearest
+
+if TYPE_CHECKING:
+    import yaml
 
 
 class ConfigError(Exception):
@@ -33,27 +36,37 @@ MAX_SETTINGS_BYTES = 1 << 20
 """A settings file is a few kB; a 100 MB one took 40 s and 231 MB to refuse."""
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+@functools.cache
+def _unique_key_loader() -> type[yaml.SafeLoader]:
     """YAML's safe loader, refusing a key given twice in one mapping: PyYAML keeps the last
-    silently, so a second ``targets:`` further down would drop the first without a word."""
+    silently, so a second ``targets:`` further down would drop the first without a word.
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, str | int | float | bool) and key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} given twice in one mapping", key_node.start_mark
-                )
-            seen.add(key if isinstance(key, str | int | float | bool) else id(key_node))
-        return super().construct_mapping(node, deep)
+    Made at the first file read: PyYAML's import (its reader compiles a large regex) was a
+    tenth of a start's imports, and a daemon given only flags reads no file."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if isinstance(key, str | int | float | bool) and key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} given twice in one mapping", key_node.start_mark
+                    )
+                seen.add(key if isinstance(key, str | int | float | bool) else id(key_node))
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeyLoader
 
 
 def load_yaml(path: Path, what: str = "config file") -> dict[str, Any]:
     """A YAML mapping; every error names the file, and for bad YAML the line and column."""
+    import yaml
+
     try:
         raw = read_small_file(path, MAX_SETTINGS_BYTES)
-        data = yaml.load(raw.decode("utf-8"), Loader=_UniqueKeyLoader)  # a SafeLoader
+        data = yaml.load(raw.decode("utf-8"), Loader=_unique_key_loader())  # a SafeLoader
     except OSError as exc:
         raise ConfigError(f"{what} {path}: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
