@@ -47,9 +47,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import re2
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -59,6 +58,9 @@ from pydantic import (
 )
 
 from exporter import clock
+
+if TYPE_CHECKING:
+    import re2
 
 PREFIX = "specwatch_custom_"
 _NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -159,6 +161,8 @@ class CustomRule(BaseModel):
 def compile_rule(pattern: str) -> re2._Regexp[str]:
     """``pattern`` as RE2 runs it, or ``ValueError`` saying why RE2 cannot (its syntax is
     Python's without backreferences and look-around; ``\\Z`` is written ``\\z``)."""
+    import re2  # its library is 2 MiB of the daemon's memory; a node without rules needs none
+
     options = re2.Options()
     options.log_errors = False  # the reason goes into our one-line error instead of stderr
     options.max_mem = RULE_MAX_MEM
