@@ -90,3 +90,21 @@ def test_the_daemon_starts_without_importing_the_report_or_the_simulator() -> No
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
     assert result.stdout.split() == []
+
+
+def test_a_daemon_of_flags_alone_loads_no_yaml_re2_or_web_config(tmp_path: Path) -> None:
+    """What a plain node does not use it does not pay for at start: PyYAML (no file given),
+    RE2 and its C++ runtime (no custom rules), bcrypt and the TLS models (no web config)."""
+    log = tmp_path / "server.log"
+    log.write_bytes(b"")
+    probe = (
+        "import sys; from exporter.config import load_config; from exporter.daemon import Daemon; "
+        "Daemon(load_config(None, {'log_files': [sys.argv[1]], 'listen': '127.0.0.1:0'})); "
+        "print(' '.join(m for m in sys.modules if m.split('.')[0] in ('yaml', 're2', 'bcrypt') "
+        "or m.startswith(('exporter.exposition.webconfig', 'exporter.exposition.tlsconfig'))))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe, str(log)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == []
