@@ -510,7 +510,9 @@ def health_row() -> list[Item]:
         graph(
             "Log lines read",
             "Lines read from the server log and how many were stats lines. Unrecognized stats "
-            "lines mean the log format drifted after an upgrade.",
+            "lines mean the log format drifted after an upgrade. Two servers writing this one "
+            "log make a mix: no accept length or speed is given for it until each has a log of "
+            "its own.",
             "cps",
             [
                 query(log_lines, "all lines {{instance}}", "A"),
@@ -522,6 +524,7 @@ def health_row() -> list[Item]:
             alerts=(
                 "SpecDecodeLogFormatUnrecognized",
                 "SpecDecodeStatsMissing",
+                "SpecwatchLogInterleaved",
             ),
         ).min(0),
         graph(
