@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -256,19 +257,20 @@ def test_a_log_written_a_line_at_a_time_is_read_a_batch_at_a_time(tmp_path: Path
     rec = Recorder()
     tailer = FileTailer(str(log), rec, poll_interval=30.0, loop=loop)
     written = [f"line {n}".encode() for n in range(40)]
-    try:
-        tailer.start()
-        wait_for(lambda: rec.bootstraps, what="bootstrap")
-        assert loop.active
-        start = time.monotonic()
-        for line in written:
-            append(log, raw=line + b"\n")
-            time.sleep(0.01)
-        wait_for(lambda: rec.lines == written, what="every line", timeout=1.5)
-        spent = time.monotonic() - start
-    finally:
-        tailer.stop()
-        loop.stop()
+    with open(log, "ab", buffering=0) as server:  # held open, as a server holds its log
+        try:
+            tailer.start()
+            wait_for(lambda: rec.bootstraps, what="bootstrap")
+            assert loop.active
+            start = time.monotonic()
+            for line in written:
+                server.write(line + b"\n")
+                time.sleep(0.01)
+            wait_for(lambda: rec.lines == written, what="every line", timeout=1.5)
+            spent = time.monotonic() - start
+        finally:
+            tailer.stop()
+            loop.stop()
     batches = rec.count("lines")
     assert batches <= spent / 0.1 + 2, (batches, spent)  # one pass per 100 ms at most
 
@@ -324,19 +326,20 @@ def test_a_write_wakes_the_tailer_of_its_file_not_every_tailer_in_its_directory(
         CountingTailer(str(busy), busy_rec, poll_interval=30.0, loop=loop),
         CountingTailer(str(quiet), Recorder(), poll_interval=30.0, loop=loop),
     ]
-    try:
-        for tailer in tailers:
-            tailer.start()
-        wait_for(lambda: all(t.ready.is_set() for t in tailers), what="first passes")
-        written = [f"line {n}".encode() for n in range(10)]
-        for line in written:
-            append(busy, raw=line + b"\n")
-            time.sleep(0.15)
-        wait_for(lambda: busy_rec.lines == written, what="every line")
-    finally:
-        for tailer in tailers:
-            tailer.stop()
-        loop.stop()
+    with open(busy, "ab", buffering=0) as server:  # held open, as a server holds its log
+        try:
+            for tailer in tailers:
+                tailer.start()
+            wait_for(lambda: all(t.ready.is_set() for t in tailers), what="first passes")
+            written = [f"line {n}".encode() for n in range(10)]
+            for line in written:
+                server.write(line + b"\n")
+                time.sleep(0.15)
+            wait_for(lambda: busy_rec.lines == written, what="every line")
+        finally:
+            for tailer in tailers:
+                tailer.stop()
+            loop.stop()
     assert tailers[0].steps > 3
     assert tailers[1].steps == 1  # its first; its poll is 30 s away
 
@@ -351,22 +354,23 @@ def test_a_write_is_read_at_the_next_tick_or_at_once_when_a_scrape_syncs(tmp_pat
     loop.start()
     rec = Recorder()
     tailer = FileTailer(str(log), rec, poll_interval=30.0, loop=loop)
-    try:
-        tailer.start()
-        wait_for(lambda: rec.bootstraps, what="bootstrap")
-        assert loop.active
-        append(log, raw=b"one\n")
-        time.sleep(0.3)
-        assert rec.lines == []  # held for the tick, 30 s away
-        assert loop.sync(timeout=5.0)
-        assert rec.lines == [b"one"]
-        append(log, raw=b"two\n")
-        assert loop.sync(timeout=5.0)
-        assert rec.lines == [b"one", b"two"]
-        assert loop.sync(timeout=5.0)  # nothing written since: returns at once
-    finally:
-        tailer.stop()
-        loop.stop()
+    with open(log, "ab", buffering=0) as server:  # held open, as a server holds its log
+        try:
+            tailer.start()
+            wait_for(lambda: rec.bootstraps, what="bootstrap")
+            assert loop.active
+            server.write(b"one\n")
+            time.sleep(0.3)
+            assert rec.lines == []  # held for the tick, 30 s away
+            assert loop.sync(timeout=5.0)
+            assert rec.lines == [b"one"]
+            server.write(b"two\n")
+            assert loop.sync(timeout=5.0)
+            assert rec.lines == [b"one", b"two"]
+            assert loop.sync(timeout=5.0)  # nothing written since: returns at once
+        finally:
+            tailer.stop()
+            loop.stop()
 
 
 def test_every_sync_reads_the_lines_written_before_it(tmp_path: Path) -> None:
@@ -406,22 +410,24 @@ def test_files_written_within_one_tick_are_read_together(tmp_path: Path) -> None
         CountingTailer(str(log), rec, poll_interval=30.0, loop=loop)
         for log, rec in zip(logs, recorders, strict=True)
     ]
-    try:
-        for tailer in tailers:
-            tailer.start()
-        wait_for(lambda: all(t.ready.is_set() for t in tailers), what="first passes")
-        start = time.monotonic()
-        for round_ in range(6):
-            for log in logs:
-                append(log, raw=f"{log.name} {round_}\n".encode())
-                time.sleep(0.02)
-        expected = [[f"{log.name} {n}".encode() for n in range(6)] for log in logs]
-        wait_for(lambda: [r.lines for r in recorders] == expected, what="every line")
-        spent = time.monotonic() - start
-    finally:
-        for tailer in tailers:
-            tailer.stop()
-        loop.stop()
+    with contextlib.ExitStack() as held:  # held open, as servers hold their logs
+        servers = {log: held.enter_context(open(log, "ab", buffering=0)) for log in logs}
+        try:
+            for tailer in tailers:
+                tailer.start()
+            wait_for(lambda: all(t.ready.is_set() for t in tailers), what="first passes")
+            start = time.monotonic()
+            for round_ in range(6):
+                for log in logs:
+                    servers[log].write(f"{log.name} {round_}\n".encode())
+                    time.sleep(0.02)
+            expected = [[f"{log.name} {n}".encode() for n in range(6)] for log in logs]
+            wait_for(lambda: [r.lines for r in recorders] == expected, what="every line")
+            spent = time.monotonic() - start
+        finally:
+            for tailer in tailers:
+                tailer.stop()
+            loop.stop()
     ticks = spent / 0.5 + 1
     assert all(t.steps - 1 <= ticks for t in tailers), ([t.steps for t in tailers], spent)
 
@@ -442,17 +448,18 @@ def test_a_log_written_steadily_wakes_the_loop_once_a_tick(tmp_path: Path) -> No
     rec = Recorder()
     tailer = FileTailer(str(log), rec, poll_interval=30.0, loop=loop)
     written = [f"line {n}".encode() for n in range(80)]
-    try:
-        tailer.start()
-        wait_for(lambda: rec.bootstraps, what="bootstrap")
-        assert loop._thread is not None
-        before, start = _wakeups(loop._thread), time.monotonic()
-        for line in written:
-            append(log, raw=line + b"\n")
-            time.sleep(0.05)
-        wait_for(lambda: rec.lines == written, what="every line")
-        wakeups, ticks = _wakeups(loop._thread) - before, (time.monotonic() - start) / 0.25
-    finally:
-        tailer.stop()
-        loop.stop()
+    with open(log, "ab", buffering=0) as server:  # held open, as a server holds its log
+        try:
+            tailer.start()
+            wait_for(lambda: rec.bootstraps, what="bootstrap")
+            assert loop._thread is not None
+            before, start = _wakeups(loop._thread), time.monotonic()
+            for line in written:
+                server.write(line + b"\n")
+                time.sleep(0.05)
+            wait_for(lambda: rec.lines == written, what="every line")
+            wakeups, ticks = _wakeups(loop._thread) - before, (time.monotonic() - start) / 0.25
+        finally:
+            tailer.stop()
+            loop.stop()
     assert wakeups <= 1.5 * ticks + 3, (wakeups, ticks)

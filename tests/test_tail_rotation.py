@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from exporter.sources.tail import FileTailer, TailLoop
 from tests.support.files import append
 from tests.support.loglines import joined, numbered
 from tests.support.tailing import Recorder, following, stepped
@@ -87,6 +89,64 @@ def test_copytruncate_restarts_at_zero_and_drops_the_unfinished_fragment(
     assert rec.lines[10:] == numbered("after", 2)
     assert rec.reasons("skipped") == {"partial_discarded": 1}
     assert (rec.count("truncation"), rec.count("new_file"), rec.count("rotation")) == (1, 1, 0)
+
+
+def test_a_copy_opening_the_log_reads_it_before_the_truncation(tmp_path: Path) -> None:
+    """A written log waits for the loop's next tick; logrotate's copytruncate opens the log,
+    copies it and truncates it, and the lines written since the last pass were gone with the
+    truncation (up to a second of them). The copier's open now reads them at once."""
+    log, copy = tmp_path / "server.log", tmp_path / "server.log.1"
+    log.touch()
+    loop = TailLoop(coalesce=3600.0)  # no tick comes: only the open can bring the read
+    loop.start()
+    rec = Recorder()
+    tailer = FileTailer(str(log), rec, poll_interval=30.0, loop=loop)
+    with open(log, "ab", buffering=0) as server:  # a server holds its log open
+        try:
+            tailer.start()
+            wait_for(lambda: rec.bootstraps, what="bootstrap")
+            assert loop.active
+            server.write(joined(numbered("before", 20)))
+            time.sleep(0.2)
+            assert rec.lines == []  # held for the tick
+            with open(log, "r+b") as source, open(copy, "wb") as target:  # copytruncate's steps
+                deadline = time.monotonic() + 2.0  # a copy of a large log takes this long
+                while len(rec.lines) < 20 and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                shutil.copyfileobj(source, target)
+                source.truncate(0)
+            server.write(joined(numbered("after", 3)))
+            assert loop.sync(timeout=5.0)
+            wait_for(lambda: len(rec.lines) >= 23, timeout=3.0, what="the lines after the copy")
+        finally:
+            tailer.stop()
+            loop.stop()
+    assert rec.lines == numbered("before", 20) + numbered("after", 3)
+    assert rec.count("truncation") == 1
+
+
+def test_a_steady_log_is_not_read_more_often_for_its_own_reads(tmp_path: Path) -> None:
+    """Opens wake the loop at once: the tailer's own reads and a glob's listing must not, or
+    a log written steadily would be read at every write again."""
+    log = tmp_path / "server.log"
+    log.touch()
+    loop = TailLoop(coalesce=3600.0)
+    loop.start()
+    rec = Recorder()
+    tailer = FileTailer(str(tmp_path / "*.log"), rec, poll_interval=30.0, loop=loop)
+    with open(log, "ab", buffering=0) as server:
+        try:
+            tailer.start()
+            wait_for(lambda: rec.bootstraps, what="bootstrap")
+            for n in range(10):
+                server.write(f"line {n}\n".encode())
+                time.sleep(0.05)
+            os.listdir(tmp_path)  # a directory listed, as a glob does
+            time.sleep(0.3)
+            assert rec.lines == []  # all held for the tick, an hour away
+        finally:
+            tailer.stop()
+            loop.stop()
 
 
 def test_delete_and_recreate_reads_the_new_file_from_its_first_byte(tmp_path: Path) -> None:

@@ -17,6 +17,12 @@ What a scrape shows is still current: ``sync()``, called before rendering, reads
 notifications and makes the pass of every file written since its last, at once, and waits for
 them.
 
+Nor does a copy: logrotate's ``copytruncate`` opens the log, copies it and truncates it, and
+what was written since the last pass and not read before the truncation is gone. An open of a
+followed file by another process (heard on a second inotify instance, which the loop always
+listens to: opens are rare, writes are not) makes that file's pass at once, before the copy
+ends, so the lines lost are those of the copy's own milliseconds, not of up to a tick.
+
 Passes of different files run one after another, each bounded by the tailer's read budget.
 """
 
@@ -31,7 +37,7 @@ import threading
 import time
 from typing import Protocol
 
-from exporter.sources.tail.wakeup import Inotify
+from exporter.sources.tail.wakeup import OPENING, Inotify
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +78,7 @@ class TailLoop:
         self._names_of: dict[Job, frozenset[bytes] | None] = {}  # None: any file there
         self._jobs_in: dict[str, set[Job]] = {}
         self._inotify: Inotify | None = None
+        self._opens: Inotify | None = None  # opens of the watched files: read them at once
         self._control: tuple[int, int] | None = None  # a pipe that ends the loop's sleep
         self._thread: threading.Thread | None = None
         self._stopping = False
@@ -88,6 +95,7 @@ class TailLoop:
                 return
             self._stopping = False
             self._inotify = Inotify.open() if self._notify else None
+            self._opens = Inotify.open(OPENING) if self._inotify is not None else None
             read_end, write_end = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
             self._control = (read_end, write_end)
             self._thread = threading.Thread(target=self._run, name="specwatch-tail", daemon=True)
@@ -166,6 +174,8 @@ class TailLoop:
                 return False
             if not inotify.watch(directory):
                 return False
+            if self._opens is not None:
+                self._opens.watch(directory)  # failing, a copy waits for the tick as writes do
             self._dir_of[job] = directory
             self._names_of[job] = names
             self._jobs_in.setdefault(directory, set()).add(job)
@@ -180,8 +190,9 @@ class TailLoop:
         jobs.discard(job)
         if not jobs:
             self._jobs_in.pop(directory, None)
-            if self._inotify is not None:
-                self._inotify.unwatch(directory)
+            for instance in (self._inotify, self._opens):
+                if instance is not None:
+                    instance.unwatch(directory)
 
     def _poke(self) -> None:
         """End the loop's sleep (called with the lock held)."""
@@ -196,7 +207,9 @@ class TailLoop:
         assert control is not None
         poller = select.poll()
         poller.register(control[0], select.POLLIN)
-        inotify = self._inotify
+        inotify, opens = self._inotify, self._opens
+        if opens is not None:
+            poller.register(opens.fd, select.POLLIN)
         listening = False
         try:
             while True:
@@ -219,12 +232,15 @@ class TailLoop:
                     if any(fd == control[0] for fd, _ in ready):
                         with contextlib.suppress(BlockingIOError):
                             os.read(control[0], 4096)
+                    if opens is not None and any(fd == opens.fd for fd, _ in ready):
+                        with self._lock:
+                            self._take_opens(opens)
                 if inotify is not None:
                     with self._lock:  # a tailer stopping elsewhere may be unwatching meanwhile
                         self._look(inotify)
                 self._run_due()
         finally:
-            self._close(inotify, control)
+            self._close(inotify, opens, control)
 
     def _look(self, inotify: Inotify) -> None:
         """Take the queued notifications; at the tick the loop was to look at them, the files
@@ -264,6 +280,21 @@ class TailLoop:
             self._due[job] = tick if self._running is job else min(tick, due)
             self._woken.add(job)
 
+    def _take_opens(self, opens: Inotify, ran: Job | None = None) -> None:
+        """Make the pass of every job whose file another process opened (a copy may be about
+        to truncate it) now; ``ran``, the job whose pass just ended, is left out: its own
+        opens (a new file followed) are no news, and it has just read (called with the lock
+        held)."""
+        try:
+            changed = opens.changed()
+        except OSError:
+            log.debug("reading open notifications failed", exc_info=True)
+            changed = None
+        for job in set(self._due) if changed is None else self._concerned(changed):
+            if job in self._due and job is not ran:
+                self._due[job] = 0.0  # mid-pass: the pass after it, at once
+                self._woken.add(job)
+
     def _concerned(self, changed: dict[str, set[bytes] | None]) -> set[Job]:
         """The jobs watching a file that changed, or a directory that did."""
         jobs: set[Job] = set()
@@ -290,6 +321,8 @@ class TailLoop:
             delay = self._step(job)
             with self._lock:
                 self._running = None
+                if self._opens is not None:
+                    self._take_opens(self._opens, ran=job)
                 if job in self._due:
                     after = self._after(delay)
                     # Woken again while it ran: the notification's tick stands, if sooner.
@@ -317,11 +350,16 @@ class TailLoop:
             log.exception("tail pass failed")
             return 1.0
 
-    def _close(self, inotify: Inotify | None, control: tuple[int, int]) -> None:
+    def _close(
+        self, inotify: Inotify | None, opens: Inotify | None, control: tuple[int, int]
+    ) -> None:
         """Release this thread's notifications and pipe (a later start() makes its own)."""
         with self._lock:
-            if inotify is not None:
-                inotify.close()
+            for instance in (inotify, opens):
+                if instance is not None:
+                    instance.close()
+            if self._opens is opens:
+                self._opens = None
             if self._inotify is inotify:
                 self._inotify = None
                 self._dir_of.clear()

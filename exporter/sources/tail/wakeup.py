@@ -11,6 +11,11 @@ objects passed between two threads (a live node's log is written a line at a tim
 was 30 to 44% of the daemon's CPU). Here the loop reads whatever piled up in one ``read`` when
 it is about to make a pass anyway, and only the directory and file name of each event are
 looked at: a hundred logs in one directory each wake for their own writes, not for all.
+
+A second instance (``Inotify.open(OPENING)``) hears only files being opened. Logrotate's
+``copytruncate`` opens the log to copy it before truncating it, so an open by another process
+is the one warning that unread lines are about to go; the loop always listens to it. The
+tailer keeps its file open, so its own reads never open it again.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ log = logging.getLogger(__name__)
 IN_MODIFY = 0x002
 IN_ATTRIB = 0x004
 IN_CLOSE_WRITE = 0x008
+IN_OPEN = 0x020
 IN_MOVED_FROM = 0x040
 IN_MOVED_TO = 0x080
 IN_CREATE = 0x100
@@ -37,6 +43,7 @@ IN_MOVE_SELF = 0x800
 IN_Q_OVERFLOW = 0x4000
 IN_IGNORED = 0x8000
 IN_ONLYDIR = 0x01000000
+IN_ISDIR = 0x40000000
 WAKING = (
     IN_MODIFY
     | IN_ATTRIB
@@ -48,6 +55,8 @@ WAKING = (
     | IN_DELETE_SELF
     | IN_MOVE_SELF
 )
+OPENING = IN_OPEN
+"""Opens of a file in a watched directory (the directory's own, by a listing, are left out)."""
 _HEADER = struct.Struct("iIII")  # wd, mask, cookie, len; then len bytes of name
 _READ_BYTES = 64 << 10
 
@@ -56,15 +65,17 @@ class Inotify:
     """One inotify instance: directories watched by name, changes read as the names of the
     files that changed in each."""
 
-    def __init__(self, fd: int, libc: ctypes.CDLL) -> None:
+    def __init__(self, fd: int, libc: ctypes.CDLL, mask: int = WAKING) -> None:
         self.fd = fd
         self._libc = libc
+        self._mask = mask
         self._wd_of: dict[str, int] = {}
         self._dirs_of: dict[int, set[str]] = {}  # two names of one directory share a wd
 
     @classmethod
-    def open(cls) -> Inotify | None:
-        """A non-blocking instance, or None (logged) where inotify cannot be had."""
+    def open(cls, mask: int = WAKING) -> Inotify | None:
+        """A non-blocking instance hearing the events in ``mask``, or None (logged) where
+        inotify cannot be had."""
         try:
             libc = ctypes.CDLL(None, use_errno=True)
             init = libc.inotify_init1
@@ -76,14 +87,14 @@ class Inotify:
             reason = os.strerror(ctypes.get_errno())
             log.warning("file notifications unavailable, polling only: %s", reason)
             return None
-        return cls(fd, libc)
+        return cls(fd, libc, mask)
 
     def watch(self, directory: str) -> bool:
         """Watch ``directory``; False when that cannot be arranged (missing, or the inotify
         limits exhausted): the caller polls and may ask again later."""
         if directory in self._wd_of:
             return True
-        wd = self._libc.inotify_add_watch(self.fd, os.fsencode(directory), WAKING | IN_ONLYDIR)
+        wd = self._libc.inotify_add_watch(self.fd, os.fsencode(directory), self._mask | IN_ONLYDIR)
         if wd < 0:
             code = ctypes.get_errno()
             log.debug("cannot watch %s: %s", directory, os.strerror(code))
@@ -134,8 +145,8 @@ class Inotify:
             if mask & IN_Q_OVERFLOW:
                 return False
             names = self._dirs_of.get(wd)
-            if not names:
-                continue
+            if not names or mask & (IN_OPEN | IN_ISDIR) == IN_OPEN | IN_ISDIR:
+                continue  # a directory listed (a glob's own listing among them) reads nothing
             name = data[start:offset].rstrip(b"\0") if length else None
             for directory in names:
                 files = changed.setdefault(directory, set())
