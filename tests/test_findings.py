@@ -178,6 +178,37 @@ def test_upstream_traffic_with_a_silent_log_is_found() -> None:
     assert evaluate(idle) == []
 
 
+DECODE = StatsRecord(kind="decode", cuda_graph=True, accept_length=3.0)
+PREFILL = StatsRecord(kind="prefill", new_tokens=2048)
+
+
+def test_an_old_log_caught_up_on_has_not_stopped_logging_decode_stats() -> None:
+    """``run --from-beginning`` on a log last written 4459 s ago, whose last lines are a few
+    prefills after its decode lines: every record is as old as the file, and the finding said
+    "no decode stats line in the log for 4459 s" of a log that simply ended."""
+    written, watched_from = 10_000.0, 10_000.0 + 4459
+    evidence = Evidence(started_at=watched_from)
+    evidence.add_records([DECODE] * 5 + [PREFILL] * 4, written)
+    old = evidence.observations(ServerConfig(), watched_from + 30)
+    assert old.prefills_without_decode == 4
+    assert evaluate(old) == []
+
+
+def test_prefills_for_minutes_without_a_decode_line_are_found_live() -> None:
+    """The server stops logging decode lines while prefills keep coming: still found."""
+    evidence = Evidence(started_at=1000.0)
+    evidence.add_records([DECODE] * 5, 1000.0)
+    found = []
+    for n in range(1, 8):  # a prefill batch every 20 s, read as it is written
+        evidence.add_records([PREFILL], 1000.0 + 20 * n)
+        found.append(evaluate(evidence.observations(ServerConfig(), 1000.0 + 20 * n + 1)))
+    assert found[:5] == [[]] * 5  # up to 100 s of the log's silence: not yet
+    assert found[5] != []
+    (finding,) = found[6]
+    assert finding.code == "decode_stats_not_logged"
+    assert finding.seen == "7 prefill batches and no decode stats line in the log for 140 s."
+
+
 def test_evidence_forgets_old_windows() -> None:
     evidence = Evidence(max_windows=3)
     for i in range(10):

@@ -20,7 +20,7 @@ import pytest
 
 from tests.support.daemon import RunningDaemon, healthy, run_daemon, specwatch_cmd
 from tests.support.files import append
-from tests.support.loglines import collapsed_drafter, crashed, decode_line
+from tests.support.loglines import collapsed_drafter, crashed, decode, decode_line, prefill, startup
 from tests.support.metrics import Scrape
 from tests.support.waiting import PROCESS_TIMEOUT, wait_for
 
@@ -95,6 +95,22 @@ def test_the_daemon_read_from_the_beginning_of_a_dead_servers_log_shows_no_curre
     lines, mtime = died_two_hours_ago(log)
     with run_daemon(["--log-file", str(log), "--from-beginning"], port) as d:
         assert_history(read_whole(d, len(lines)), mtime)
+
+
+def test_an_old_log_ending_in_prefills_is_not_missing_its_decode_stats(
+    tmp_path: Path, port: int
+) -> None:
+    """Its last lines are a few prefills after the decode lines, and it was last written 4459 s
+    ago: the finding said "no decode stats line in the log for 4459 s" of a log that ended."""
+    log = tmp_path / "server.log"
+    lines = startup() + [decode(260 + 4 * i, 2.8, 0.6) for i in range(8)]
+    lines += [prefill(300 + 2 * i) for i in range(4)]
+    log.write_text("\n".join(lines) + "\n")
+    date(log, time.time() - 4459)
+    with run_daemon(["--log-file", str(log), "--from-beginning"], port) as d:
+        s = d.wait_metric("specwatch_log_lines_total", partial(eq, len(lines)))
+        assert s.value("specwatch_decode_windows_total", cuda_graph="true") == 8
+        assert s.value("specwatch_finding", code="decode_stats_not_logged") is None
 
 
 def test_a_live_log_shows_its_newest_window_as_current(tmp_path: Path, port: int) -> None:

@@ -94,15 +94,14 @@ def decode_stats_not_logged(obs: Observations) -> Finding | None:
     elif _requests_without_decode(obs):
         interval = obs.config.decode_log_interval
         note = f" (decode_log_interval={interval})" if interval is not None else ""
-        traffic = (
-            f"{obs.prefills_without_decode} prefill batches"
-            if obs.prefills_without_decode >= SILENT_PREFILLS
-            else "/metrics shows running requests"
-        )
-        seen = (
-            f"{traffic} and no decode stats line in the log for "
-            f"{obs.seconds_without_decode:.0f} s{note}."
-        )
+        if _prefills_without_decode(obs):
+            traffic, seconds = (
+                f"{obs.prefills_without_decode} prefill batches",
+                obs.seconds_without_decode,
+            )
+        else:
+            traffic, seconds = "/metrics shows running requests", obs.seconds_watched_without_decode
+        seen = f"{traffic} and no decode stats line in the log for {seconds:.0f} s{note}."
     else:
         return None
     return Finding(
@@ -143,8 +142,14 @@ def _requests_without_decode(obs: Observations) -> bool:
     """
     if obs.config.prefill_only:
         return False  # its decode servers decode (and log) what it prefills
-    busy = obs.prefills_without_decode >= SILENT_PREFILLS or obs.upstream_busy
-    return obs.log_watched and busy and obs.seconds_without_decode >= SILENT_SECONDS
+    busy = obs.upstream_busy and obs.seconds_watched_without_decode >= SILENT_SECONDS
+    return obs.log_watched and (_prefills_without_decode(obs) or busy)
+
+
+def _prefills_without_decode(obs: Observations) -> bool:
+    """Prefill lines kept coming, for a while by the log's own clock, and no decode line."""
+    silent = obs.seconds_without_decode >= SILENT_SECONDS
+    return obs.prefills_without_decode >= SILENT_PREFILLS and silent
 
 
 def _logger(config: ServerConfig) -> str:
