@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import argparse
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from exporter.commands import COMMANDS, add_baseline_flags, add_config_flag, baseline_flag, path_arg
 from exporter.commands.usage import UsageError
 from exporter.config import Config, load_config
 from exporter.engines import registry
+from exporter.runtime import starting
 from exporter.settings import ConfigError
+
+if TYPE_CHECKING:
+    from exporter.daemon import Daemon
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -147,15 +151,23 @@ def main(args: argparse.Namespace) -> int:
         level=args.log_level.upper(),
         format="%(asctime)s level=%(levelname)s msg=%(message)s",
     )
+    with starting():
+        daemon = _daemon(args)
+    from exporter.daemon import serve
+
+    return serve(daemon)
+
+
+def _daemon(args: argparse.Namespace) -> Daemon:
+    """The daemon the flags and config describe, or the usage error that names the key."""
     config = effective_config(args)
-    from exporter.daemon import Daemon, serve  # heavy imports only once flags are valid
+    from exporter.daemon import Daemon  # heavy imports only once flags are valid
 
     try:
-        daemon = Daemon(config)
+        return Daemon(config)
     except ValueError as exc:  # baseline curves and files are validated here
         raise UsageError(f"{baseline_flag(args)}: {exc}") from None
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:
         raise UsageError(f"--listen {config.listen}: {exc.strerror or exc}") from None
-    return serve(daemon)
