@@ -192,6 +192,12 @@ def test_an_old_log_caught_up_on_has_not_stopped_logging_decode_stats() -> None:
     old = evidence.observations(ServerConfig(), watched_from + 30)
     assert old.prefills_without_decode == 4
     assert evaluate(old) == []
+    # The server writes to it again, prefills alone: the silence counts from then.
+    evidence.add_records([PREFILL], watched_from + 40)
+    assert evaluate(evidence.observations(ServerConfig(), watched_from + 41)) == []
+    evidence.add_records([PREFILL], watched_from + 160)
+    (finding,) = evaluate(evidence.observations(ServerConfig(), watched_from + 161))
+    assert finding.seen == "6 prefill batches and no decode stats line in the log for 160 s."
 
 
 def test_prefills_for_minutes_without_a_decode_line_are_found_live() -> None:

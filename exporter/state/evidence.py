@@ -71,7 +71,7 @@ class Evidence:
         self._outcomes: deque[bool] = deque(maxlen=10 * max_windows)
         self._started_at = started_at
         self._last_decode_at: float | None = None
-        self._newest_at: float | None = None  # the time of the newest record
+        self._last_at: float | None = None  # the time of the last record read
         self._silent_prefills = 0
         self._ending: Ending | None = None
         self._ranks = RankAccepts(recent=RANK_WINDOWS)
@@ -86,7 +86,7 @@ class Evidence:
         with self._lock:
             if self._started_at is None:
                 self._started_at = at
-            self._newest_at = at if self._newest_at is None else max(self._newest_at, at)
+            self._last_at = at
             self._outcomes.append(True)
             if record.kind == "decode":
                 self._add_decodes((record,), at)
@@ -112,7 +112,7 @@ class Evidence:
         with self._lock:
             if self._started_at is None:
                 self._started_at = at
-            self._newest_at = at if self._newest_at is None else max(self._newest_at, at)
+            self._last_at = at
             self._outcomes.extend(repeat(True, len(records)))
             closed = self._add_decodes(decodes, at) if decodes else []
             self._silent_prefills += _user_prefills_after_decodes(records)
@@ -178,16 +178,15 @@ class Evidence:
         """Inputs for :func:`evaluate` as of ``now``; ``upstream`` adds ``metrics_endpoint``,
         ``cuda_graph_share`` and ``upstream_busy`` from a scrape.
 
-        The log's silence is measured to its newest line, not to ``now``: a log caught up on
-        long after its server stopped ends where it ends, and its age is staleness (the
-        gauges say so), not decode lines missing. Running requests upstream are set against
-        the time watched since the last decode line."""
+        Silence is counted from the later of the last decode line and the start of watching
+        (lines older than that are history), to the last line read for the log's own silence,
+        not to ``now``: a log caught up on long after its server stopped ends where it ends,
+        and its age is staleness (the gauges say so), not decode lines missing. Running
+        requests upstream are set against the time to ``now``."""
         with self._lock:
-            since = self._last_decode_at or self._started_at
-            newest = self._newest_at
-            quiet = 0.0 if since is None or newest is None else max(0.0, newest - since)
             marks = (self._last_decode_at, self._started_at)
-            watched = max((mark for mark in marks if mark is not None), default=now)
+            since = max((mark for mark in marks if mark is not None), default=now)
+            last = since if self._last_at is None else self._last_at
             samples = tuple(map(DecodeSample.from_record, self._windows))
             if config.engine is None and self._windows:
                 # No start line read (a log followed from its end): its lines say the engine.
@@ -197,8 +196,8 @@ class Evidence:
                 windows=samples,
                 log_watched=self._started_at is not None,
                 prefills_without_decode=self._silent_prefills,
-                seconds_without_decode=quiet,
-                seconds_watched_without_decode=max(0.0, now - watched),
+                seconds_without_decode=max(0.0, last - since),
+                seconds_watched_without_decode=max(0.0, now - since),
                 stats_lines=len(self._outcomes),
                 unrecognized_lines=self._outcomes.count(False),
                 ending=self._ending,

@@ -221,8 +221,8 @@ class Observations:
     cuda_graph_share: float | None = None
     log_watched: bool = False
     prefills_without_decode: int = 0
-    # By the log's own clock: from the last decode line (or the start) to the newest line
-    # read, so an old log caught up on has not been silent for as long as it is old.
+    # By the log's own clock: from the last decode line (or the start of watching) to the
+    # last line read, so an old log caught up on has not been silent for as long as it is old.
     seconds_without_decode: float = 0.0
     # Watched time (the wall clock, from the later of the last decode line and the start of
     # watching), what running requests upstream are set against.
