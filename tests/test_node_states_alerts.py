@@ -8,18 +8,16 @@ appended by a thread with wall-clock stamps, as the server would write them.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.support.daemon import run_daemon
-from tests.support.files import append
+from tests.support.files import live_lines
 from tests.support.loglines import crashed, decode_line, startup
 from tests.support.realprom import RunningPrometheus, running_prometheus
 from tests.support.tools import fast_rules, free_port, require_tool
@@ -105,24 +103,6 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 
-@contextmanager
-def live_lines(log: Path, make: Callable[[], list[str]]) -> Iterator[None]:
-    """Append ``make()``'s lines to ``log`` every LINE_EVERY seconds until the block ends."""
-    stop = threading.Event()
-
-    def write() -> None:
-        while not stop.wait(LINE_EVERY):
-            append(log, *make())
-
-    thread = threading.Thread(target=write, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(timeout=5)
-
-
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningPrometheus]:
     """Every scenario's daemon behind one Prometheus; yields once every intended alert fires
@@ -140,7 +120,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningProm
             stack.enter_context(run_daemon(args, port := free_port()))
             instances.append(f"127.0.0.1:{port}")
             if live is not None:
-                stack.enter_context(live_lines(log, live))
+                stack.enter_context(live_lines(log, live, LINE_EVERY))
         prom = stack.enter_context(running_prometheus(tmp, instances, [rules]))
         prom.wait_for(
             lambda: all(firing(prom, t) >= alerts for t, (_, _, alerts) in SCENARIOS.items()),

@@ -7,18 +7,16 @@ rules (every ``for:`` shrunk from minutes to seconds, the averaging windows left
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.support.daemon import run_daemon
-from tests.support.files import append
+from tests.support.files import live_lines
 from tests.support.loglines import decode_line, startup
 from tests.support.realprom import RunningPrometheus, running_prometheus
 from tests.support.tools import fast_rules, free_port, require_tool
@@ -90,23 +88,6 @@ def vllm(healthy: bool) -> list[str]:
 NODES = {"sglang": (startup(), sglang), "vllm": ([VLLM_START], vllm)}
 
 
-@contextmanager
-def live(log: Path, node: Node) -> Iterator[None]:
-    stop = threading.Event()
-
-    def write() -> None:
-        while not stop.wait(LINE_EVERY):
-            append(log, *node())
-
-    thread = threading.Thread(target=write, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(timeout=5)
-
-
 def firing(prom: RunningPrometheus, target: str) -> set[str]:
     query = f'ALERTS{{alertstate="firing",target="{target}"}}'
     return {series["metric"]["alertname"] for series in prom.query(query)}
@@ -130,7 +111,7 @@ def seen_after_recovery(tmp_path_factory: pytest.TempPathFactory) -> dict[str, s
             log.write_text("".join(f"{text}\n" for text in first))
             args = ["--log-file", str(log), "--target", engine, "--baseline-curve", BASELINE]
             stack.enter_context(run_daemon(args, port := free_port()))
-            stack.enter_context(live(log, nodes[engine]))
+            stack.enter_context(live_lines(log, nodes[engine], LINE_EVERY))
             instances.append(f"127.0.0.1:{port}")
         prom = stack.enter_context(running_prometheus(tmp, instances, [rules]))
         prom.wait_for(lambda: all(PAGE in firing(prom, e) for e in NODES), timeout=90)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -13,6 +16,25 @@ def append(path: Path, *lines: str | bytes, raw: bytes = b"") -> None:
     data = b"".join((line.encode() if isinstance(line, str) else line) + b"\n" for line in lines)
     with path.open("ab") as handle:
         handle.write(data + raw)
+
+
+@contextmanager
+def live_lines(log: Path, make: Callable[[], list[str]], every: float) -> Iterator[None]:
+    """Append ``make()``'s lines to ``log`` every ``every`` seconds until the block ends: a
+    live server, for the tests that watch alerts fire and resolve in a real Prometheus."""
+    stop = threading.Event()
+
+    def write() -> None:
+        while not stop.wait(every):
+            append(log, *make())
+
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
 
 
 def write_log(tmp_path: Path, lines: list[str]) -> str:
