@@ -20,11 +20,11 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import bcrypt
-from benchlib import cpu_seconds, daemon, percentile
+from benchlib import cpu_seconds, daemon, percentile, serving
 
 SCRAPE_TIMEOUT = 10.0  # Prometheus's default scrape_timeout
 
@@ -101,14 +101,11 @@ def hung_upstream() -> Iterator[str]:
         def do_GET(self) -> None:
             release.wait()
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        release.set()
-        server.shutdown()
+    with serving(Handler) as url:
+        try:
+            yield url
+        finally:
+            release.set()  # a handler still waiting lets the server shut down
 
 
 def measure(name: str, run: Callable[[], str]) -> None:
