@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from exporter.sources.tail import FileTailer, TailLoop
+from exporter.sources.tail.loop import COALESCE
 from tests.support.files import append
 from tests.support.loglines import joined, numbered
 from tests.support.tailing import Recorder, following, stepped
@@ -248,8 +249,8 @@ def test_stop_is_idempotent_and_releases_files_and_threads(tmp_path: Path) -> No
 
 def test_a_log_written_a_line_at_a_time_is_read_a_batch_at_a_time(tmp_path: Path) -> None:
     """Each write woke a pass of its own: a live server's lines cost a pass each (1.3 ms of
-    CPU per line, against 9 µs read in bulk). A woken pass now comes at most every 100 ms,
-    and no line waits much longer than that for it."""
+    CPU per line, against 9 µs read in bulk). Written lines are now read together at the
+    loop's tick (``COALESCE``), and no line waits much longer than a tick for it."""
     log = tmp_path / "server.log"
     log.touch()
     loop = TailLoop()
@@ -272,7 +273,7 @@ def test_a_log_written_a_line_at_a_time_is_read_a_batch_at_a_time(tmp_path: Path
             tailer.stop()
             loop.stop()
     batches = rec.count("lines")
-    assert batches <= spent / 0.1 + 2, (batches, spent)  # one pass per 100 ms at most
+    assert batches <= spent / COALESCE + 2, (batches, spent)  # one pass a tick at most
 
 
 def test_every_tailer_of_a_loop_is_followed_by_its_one_thread(tmp_path: Path) -> None:
