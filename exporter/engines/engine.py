@@ -2,10 +2,10 @@
 
 An engine module defines ``ENGINE``, an object with these members, and the registry
 (``engines/registry.py``) finds it; the pipeline, config, CLI choices, upstream scraper,
-simulator, findings and docs read the registry, so adding an engine touches its own module,
-its tests and the docs. Everything is resolved once per source or scraper (a reader is made
-per source, holding that source's state), never per line: the per-line paths stay the
-engine's own code, with no lookup in between.
+simulator and findings read the registry, so adding an engine touches its own module alone
+(its tests and its column of docs/engines.md come with it). Everything is resolved once per
+source or scraper (a reader is made per source, holding that source's state), never per line:
+the per-line paths stay the engine's own code, with no lookup in between.
 """
 
 from __future__ import annotations

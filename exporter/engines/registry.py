@@ -1,8 +1,8 @@
 """The engines specwatch knows: every ``<engine>_engine.py`` of ``engines/``, defining ``ENGINE``.
 
 Found by looking, not by a list, so an engine is added by adding its module; only those
-modules are imported, so finding the engines loads no simulator. Everything that
-offers a choice of engine (config, CLI flags, the simulator, docs) or tries each one in turn
+modules are imported, so finding the engines loads no simulator. Everything that offers a
+choice of engine (config, CLI flags and their help, the simulator) or tries each one in turn
 (detection, the upstream scraper, fix texts) reads this.
 """
 
