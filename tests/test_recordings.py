@@ -40,7 +40,7 @@ from tests.support.recordings import (
     write_paced,
 )
 from tests.support.tools import free_port
-from tests.support.upstream_servers import scrape
+from tests.support.upstream_servers import Seen, scrape
 from tests.support.waiting import wait_for
 
 RECORDINGS = {rec.id: rec for rec in recordings()}
@@ -313,30 +313,37 @@ def test_the_daemon_following_the_log_counts_the_engines_drafts(
 # --- the server's /metrics, scraped -----------------------------------------------------------
 
 
+@cache
+def scraped(rec_id: str) -> list[Seen]:
+    """What specwatch shows after each scrape of a server answering the recording's snapshots
+    in order, one scrape per snapshot (made once, for both tests of the scraper)."""
+    rec = RECORDINGS[rec_id]
+    with serve_snapshots({"/r": rec.snapshots}) as server:
+        target = Target.from_config(TargetConfig(name="r", metrics_url=f"{server.url}/r/metrics"))
+        return [scrape(target) for _ in rec.snapshots]
+
+
 @pytest.mark.parametrize("rec", cases())
 def test_the_scraper_reads_the_engines_counters_at_every_scrape(rec: Recording) -> None:
     """Drafts, drafted and accepted tokens (per position where the engine counts them) are
     the engine's at every scrape, and there is no accept length for a window without drafts."""
-    with serve_snapshots({"/r": rec.snapshots}) as server:
-        target = Target.from_config(TargetConfig(name="r", metrics_url=f"{server.url}/r/metrics"))
-        previous: Counters | None = None
-        windows = 0
-        for snapshot in rec.snapshots:
-            seen = scrape(target)
-            now = rec.counters_at(snapshot)
-            assert seen["drafts"] == now.drafts and seen["accepted"] == now.accepted
-            assert seen["draft_tokens"] == now.draft_tokens
-            assert [seen["accepted_at"][str(i)] for i in range(len(now.accepted_at))] == list(
-                now.accepted_at
-            )
-            if previous is not None:
-                window = now.minus(previous)
-                if not window.drafts:
-                    assert seen["accept_length"] is None, snapshot.t
-                windows += window.drafts > 0
-            previous = now
-        assert windows >= 3, "the recording holds too few windows with drafts"
-        assert previous == rec.final
+    previous: Counters | None = None
+    windows = 0
+    for snapshot, seen in zip(rec.snapshots, scraped(rec.id), strict=True):
+        now = rec.counters_at(snapshot)
+        assert seen["drafts"] == now.drafts and seen["accepted"] == now.accepted
+        assert seen["draft_tokens"] == now.draft_tokens
+        assert [seen["accepted_at"][str(i)] for i in range(len(now.accepted_at))] == list(
+            now.accepted_at
+        )
+        if previous is not None:
+            window = now.minus(previous)
+            if not window.drafts:
+                assert seen["accept_length"] is None, snapshot.t
+            windows += window.drafts > 0
+        previous = now
+    assert windows >= 3, "the recording holds too few windows with drafts"
+    assert previous == rec.final
 
 
 @pytest.mark.parametrize("rec", cases("window_accept_length"))
@@ -344,19 +351,16 @@ def test_the_scraper_gives_the_engines_accept_length_for_every_window(rec: Recor
     """Each scrape's accept length is the engine's over the window since the scrape before:
     its accepted drafted tokens over its drafts, plus one. Each position's acceptance is that
     position's accepted tokens over the window's drafts."""
-    with serve_snapshots({"/r": rec.snapshots}) as server:
-        target = Target.from_config(TargetConfig(name="r", metrics_url=f"{server.url}/r/metrics"))
-        previous: Counters | None = None
-        for snapshot in rec.snapshots:
-            seen = scrape(target)
-            now = rec.counters_at(snapshot)
-            if previous is not None:
-                window = now.minus(previous)
-                if window.drafts:
-                    assert seen["accept_length"] == pytest.approx(window.accept_length), snapshot.t
-                    rates = [seen["positions"][str(i)] for i in range(len(now.accepted_at))]
-                    assert rates == pytest.approx([a / window.drafts for a in window.accepted_at])
-            previous = now
+    previous: Counters | None = None
+    for snapshot, seen in zip(rec.snapshots, scraped(rec.id), strict=True):
+        now = rec.counters_at(snapshot)
+        if previous is not None:
+            window = now.minus(previous)
+            if window.drafts:
+                assert seen["accept_length"] == pytest.approx(window.accept_length), snapshot.t
+                rates = [seen["positions"][str(i)] for i in range(len(now.accepted_at))]
+                assert rates == pytest.approx([a / window.drafts for a in window.accepted_at])
+        previous = now
 
 
 @pytest.mark.e2e
