@@ -31,14 +31,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # Property tests' effort, set here and nowhere else (a test's own ``@settings`` names no
-# ``max_examples``). ``dev`` keeps ``make unit`` quick; ``ci`` (chosen by ``CI=true``, as
-# ``.ci/run`` sets it) tries hypothesis' default of 100 cases: 300 made the property tests a
-# sixth of the whole suite's CPU (175 CPU-s, a third of them the state's batch shortcuts)
-# for cases that shrink to the same few shapes. Neither has a wall-clock deadline nor a
-# too-slow check: on a loaded machine those fail for the machine, not for the code.
-# ``HYPOTHESIS_PROFILE=ci`` chooses the thorough one by hand.
+# ``max_examples``). ``dev`` keeps ``make unit`` quick with 10 cases a test (30 were a ninth of
+# its CPU, for cases CI tries anyway; a failing case once found is replayed from
+# ``.hypothesis`` first). ``ci`` (chosen by ``CI=true``, as ``.ci/run`` sets it) tries
+# hypothesis' default of 100 cases: 300 made the property tests a sixth of the whole suite's
+# CPU (175 CPU-s, a third of them the state's batch shortcuts) for cases that shrink to the
+# same few shapes. Neither has a wall-clock deadline nor a too-slow check: on a loaded machine
+# those fail for the machine, not for the code. ``HYPOTHESIS_PROFILE=ci`` chooses the thorough
+# one by hand.
 _UNTIMED = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("dev", _UNTIMED, max_examples=30)
+settings.register_profile("dev", _UNTIMED, max_examples=10)
 settings.register_profile("ci", _UNTIMED, max_examples=100, print_blob=True)
 settings.load_profile(
     os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") == "true" else "dev")
