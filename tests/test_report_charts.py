@@ -56,6 +56,14 @@ def log(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def restart_charts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Axes]:
+    """The charts of :func:`restart_log`, drawn once for the tests that only look at them."""
+    path = tmp_path_factory.mktemp("restart") / "server.log"
+    path.write_text("\n".join(restart_log()) + "\n", encoding="utf-8")
+    return drawn(path)
+
+
 def drawn(log: Path) -> dict[str, Axes]:
     """The report's charts of ``log`` by title, with the reference values the CLI would get."""
     report = build_report(
@@ -99,9 +107,9 @@ TIME_CHARTS = {
 
 @pytest.mark.parametrize(("title", "label"), TIME_CHARTS.items())
 def test_no_line_is_drawn_across_the_idle_spell_or_the_restart(
-    log: Path, title: str, label: str
+    restart_charts: dict[str, Axes], title: str, label: str
 ) -> None:
-    xs, ys = data_line(drawn(log)[title], label)
+    xs, ys = data_line(restart_charts[title], label)
     restart = (RESTART - T0).total_seconds()
     joined = [
         (seconds(x0), seconds(x1))
@@ -119,10 +127,12 @@ def test_no_line_is_drawn_across_the_idle_spell_or_the_restart(
 
 
 @pytest.mark.parametrize("title", TIME_CHARTS)
-def test_the_restart_is_marked_at_its_server_args_line(log: Path, title: str) -> None:
+def test_the_restart_is_marked_at_its_server_args_line(
+    restart_charts: dict[str, Axes], title: str
+) -> None:
     from matplotlib.dates import date2num
 
-    axes = drawn(log)[title]
+    axes = restart_charts[title]
     restart = float(date2num(RESTART.replace(tzinfo=timezone.utc)))
     verticals = [
         x_values(line)[0]
@@ -143,9 +153,9 @@ def test_the_restart_is_marked_at_its_server_args_line(log: Path, title: str) ->
     ],
 )
 def test_reference_lines_and_their_labels_are_inside_the_chart(
-    log: Path, title: str, value: float, label: str
+    restart_charts: dict[str, Axes], title: str, value: float, label: str
 ) -> None:
-    axes = drawn(log)[title]
+    axes = restart_charts[title]
     bottom, top = axes.get_ylim()
     assert bottom <= value < top
     horizontals = [tuple(y_values(line)) for line in axes.get_lines()]
@@ -328,14 +338,16 @@ def test_the_requests_chart_shows_the_share_the_windows_hide(tmp_path: Path) -> 
     assert legend == ["no benefit", "100 requests, windows averaged 2.40"]
 
 
-def test_a_log_without_request_lines_has_no_requests_chart(log: Path) -> None:
-    assert REQUESTS_CHART not in drawn(log)
+def test_a_log_without_request_lines_has_no_requests_chart(restart_charts: dict[str, Axes]) -> None:
+    assert REQUESTS_CHART not in restart_charts
 
 
-def test_the_band_chart_shows_the_newest_run_never_the_runs_pooled(log: Path) -> None:
+def test_the_band_chart_shows_the_newest_run_never_the_runs_pooled(
+    restart_charts: dict[str, Axes],
+) -> None:
     """The first run made 1,800 tok/s at 40 running, the collapsed second one 500: pooled,
     the band read about 1,200, a speed neither run had."""
-    axes = drawn(log)["Throughput vs baseline by concurrency band"]
+    axes = restart_charts["Throughput vs baseline by concurrency band"]
     ticks = [tick.get_text() for tick in axes.get_xticklabels()]
     speculating = axes.containers[0]  # the first bars drawn: throughput with speculation
     heights = [bar.get_height() for bar in speculating]
@@ -345,9 +357,11 @@ def test_the_band_chart_shows_the_newest_run_never_the_runs_pooled(log: Path) ->
 
 
 @pytest.mark.parametrize("title", TIME_CHARTS)
-def test_every_time_tick_reads_as_a_clock_time_in_one_format(log: Path, title: str) -> None:
+def test_every_time_tick_reads_as_a_clock_time_in_one_format(
+    restart_charts: dict[str, Axes], title: str
+) -> None:
     """Not "30, 09:02, 30": seconds, a minute and seconds again on one axis."""
-    axes = drawn(log)[title]
+    axes = restart_charts[title]
     axes.figure.canvas.draw()
     ticks = [tick.get_text() for tick in axes.get_xticklabels() if tick.get_text()]
     assert len(ticks) >= 3
