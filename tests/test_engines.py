@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import hashlib
+import json
 import re
 import shutil
 import subprocess
@@ -17,12 +19,14 @@ from exporter.config import build_config
 from exporter.engines import registry, sglang_startup
 from exporter.engines.engine import Engine
 from exporter.engines.server_config import ServerConfig
+from exporter.mixin.render import render
+from exporter.mixin_config import MixinConfig
 from exporter.settings import ConfigError
 from exporter.simulate import ENGINES as SIMULATED
 from tests.support.docs import all_docs, doc
 from tests.support.tools import REPO
 
-FIX_CHANGES = ("eagle3_algorithm", "speculative_tokens", "log_stats")
+FIX_CHANGES = ("eagle3_algorithm", "speculative_tokens", "draft_tokens", "log_stats")
 
 
 def test_the_registry_finds_each_engine_module() -> None:
@@ -57,12 +61,20 @@ LOG_CHANGES = (
 # What one engine alone says: vLLM's API servers, which log no stats when there are several;
 # SGLang 0.5.23's resolved decode backend, which turns graphs off where its flag does not.
 # Words one engine has of its own: vLLM counts the tokens it drafts ("4 speculative tokens"),
-# where SGLang and the default count verified positions ("5 draft tokens").
+# where SGLang and the default count verified positions ("5 draft tokens"). The n-gram match
+# window: the engines that serve n-gram lookup.
 OWN_CHANGES = {
-    "vllm": {"api_servers", "draft_count"},
+    "vllm": {"api_servers", "draft_count", "ngram_window"},
     # SGLang's running cap and graph batch size: the only ones a configuration specwatch
     # reads states, so the only ones the capped and eager-batch findings name.
-    "sglang": {"cuda_graphs_off_backend", "running_cap", "graph_batch_cap"},
+    # And the cap it picks itself when none is given.
+    "sglang": {
+        "cuda_graphs_off_backend",
+        "running_cap",
+        "graph_batch_cap",
+        "ngram_window",
+        "running_cap_default",
+    },
 }
 
 
@@ -111,10 +123,15 @@ def test_the_docs_name_only_engines_there_are() -> None:
     assert "the help of `specwatch run` lists them" in reference.group(0)
 
 
-def _names_an_engine(value: object) -> bool:
-    return isinstance(value, str) and any(
-        value == name or value.startswith((f"{name}:", f"{name}_")) for name in registry.NAMES
-    )
+def _engine_words() -> re.Pattern[str]:
+    """An engine's name or title as a word of a text (``vLLM's``, ``sglang:num_running_reqs``,
+    ``--engine trtllm``), with the token it stands in."""
+    words = sorted({w for e in registry.ENGINES for w in (e.name, e.title)}, key=len, reverse=True)
+    either = "|".join(map(re.escape, words))
+    return re.compile(rf"[\w.:-]*(?<![A-Za-z0-9])(?:{either})(?![A-Za-z0-9])[\w.:-]*", re.I)
+
+
+ENGINE_WORD = _engine_words()
 
 
 def _an_engines_own(module: str | None) -> bool:
@@ -126,25 +143,35 @@ def _an_engines_own(module: str | None) -> bool:
     )
 
 
-def naming_lines(source: str) -> list[int]:
-    """The lines of ``source`` that name an engine: its name, or a metric name of its own, as
-    a string; an import of a module of its own."""
+def naming(source: str) -> list[tuple[int, str]]:
+    """Where ``source`` names an engine, and what it names: its name or title in a string (a
+    branch, a default, a metric name of its own, a text a user reads), or an import of a
+    module of its own. Documentation, a string standing alone as a statement, is the
+    developer's and may explain by an engine's example."""
+    tree = ast.parse(source)
+    documentation = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
     found = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.stmt | ast.expr) and _names(node):
-            found.append(node.lineno)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and id(node) not in documentation:
+            found += [(node.lineno, word) for word in _words(node.value)]
+        elif isinstance(node, ast.Import | ast.ImportFrom) and _imports_an_engines_own(node):
+            found.append((node.lineno, ast.unparse(node)))
     return found
 
 
-def _names(node: ast.AST) -> bool:
-    if isinstance(node, ast.Constant):
-        return _names_an_engine(node.value)
-    if isinstance(node, ast.ImportFrom):
-        base = node.module or ""
-        return _an_engines_own(base) or any(_an_engines_own(f"{base}.{a.name}") for a in node.names)
+def _words(value: object) -> list[str]:
+    return ENGINE_WORD.findall(value) if isinstance(value, str) else []
+
+
+def _imports_an_engines_own(node: ast.Import | ast.ImportFrom) -> bool:
     if isinstance(node, ast.Import):
         return any(_an_engines_own(a.name) for a in node.names)
-    return False
+    base = node.module or ""
+    return _an_engines_own(base) or any(_an_engines_own(f"{base}.{a.name}") for a in node.names)
 
 
 @pytest.mark.parametrize(
@@ -152,38 +179,54 @@ def _names(node: ast.AST) -> bool:
     [
         'if config.engine == "sglang":\n    pass',
         'def run(engine: str = "vllm") -> None: ...',
-        'WORDS = {"trtllm": "TensorRT-LLM"}',
+        'WORDS = {"auto": "TensorRT-LLM"}',
         'NAME = "sglang:num_running_reqs"',
+        'WHY = f"{count} requests; SGLang caps EAGLE at 48"',
+        'help="seconds between scrapes when accept length comes from counters (vLLM)"',
         "from exporter.engines.vllm_sim import FORMATS",
         "from exporter.engines import sglang_engine",
         "import exporter.engines.sglang_sim.eras",
     ],
 )
 def test_a_module_that_names_an_engine_is_caught(source: str) -> None:
-    assert naming_lines(f"x = 1\n{source}\n") == [2]
+    assert [line for line, _ in naming(f"x = 1\n{source}\n")] == [2]
 
 
-def test_the_shared_shapes_and_texts_are_no_engine_names() -> None:
+def test_the_shared_shapes_and_documentation_name_no_engine() -> None:
     source = (
+        '"""Read the way SGLang writes it."""\n'
         "from exporter.engines import registry\n"
         "from exporter.engines.simulation import Phase\n"
-        'TEXT = "SGLang logs one only while it speculates"\n'
-        'NAME = "specwatch_sglang_like"\n'
+        'TEXT = "the engine logs one only while it speculates"\n'
+        '"""What vLLM says of it."""\n'
+        "def f() -> None:\n"
+        '    """TensorRT-LLM too."""\n'
     )
-    assert naming_lines(source) == []
+    assert naming(source) == []
+
+
+# What may name an engine outside engines/, each for a reason of its own.
+ALLOWED = {
+    # Ray Serve's start of vLLM's metric names: an example value of --metrics-prefix, a
+    # bridge's prefix that a user types, not an engine's branch or text.
+    ("commands/run.py", "ray_vllm_"),
+    ("config.py", "ray_vllm_"),
+    # The benchmark whose results --baseline-bench reads, whichever engine it measured.
+    ("commands/__init__.py", "sglang.benchmark.serving"),
+}
 
 
 def test_no_module_outside_engines_names_an_engine() -> None:
-    """An engine's name, a metric name of its own or one of its modules, in any other
-    module, is a branch or a default that the next engine would have to edit."""
-    found = []
+    """An engine's name or title, a metric name of its own or one of its modules, in any
+    other module, is a branch, a default or a text that the next engine would have to edit:
+    a text speaks of the engine, or asks the registry for the engine's own words."""
+    found = set()
     for path in sorted((REPO / "exporter").rglob("*.py")):
         module = path.relative_to(REPO / "exporter").as_posix()
-        if module.startswith("engines/"):
-            continue
-        source = path.read_text(encoding="utf-8")
-        found += [f"{module}:{line}" for line in naming_lines(source)]
-    assert found == []
+        if not module.startswith("engines/"):
+            found |= {(module, word) for _, word in naming(path.read_text(encoding="utf-8"))}
+    assert sorted(found - ALLOWED) == []
+    assert found >= ALLOWED, "an allowed name is gone: drop it from ALLOWED"
 
 
 def test_the_simulator_writes_each_engine_that_logs() -> None:
@@ -340,6 +383,7 @@ from exporter.parse.pipeline import LineProcessor
 from exporter.simulate import DEFAULT_ENGINE, generate, playable
 from exporter.state.runs import RunTracker
 from tests.support.sinks import ListSink
+from tests.test_engines import rendering
 
 sink = ListSink()
 processor = LineProcessor(sink)
@@ -367,8 +411,16 @@ print(finding.summary, "|", finding.fix)
 os.environ.update(DEMO_ENGINE="toyllm", DEMO_SCENARIO="hidden-share")
 print("demo", demo())
 print("simulate", main(["simulate", "--engine", "toyllm", "--scenario", "hidden-share"]))
+# The shipped alerts, rules and dashboards, rendered with it there.
+print("rendering", rendering())
 sys.exit(main(["run", "--engine", "nosuch"]))
 """
+
+
+def rendering() -> str:
+    """A digest of the default mixin rendering (`make mixin`'s files, which a test holds equal
+    to the committed ones)."""
+    return hashlib.sha256(json.dumps(render(MixinConfig()), sort_keys=True).encode()).hexdigest()
 
 
 DOCS_CHECK = "tests/test_engines.py::test_the_docs_name_only_engines_there_are"
@@ -413,6 +465,9 @@ def test_an_engine_is_added_by_adding_its_module(tmp_path: Path) -> None:
         "ToyLLM's /metrics endpoint is off | Restart the server with --toy-metrics.",
         "demo 2",
         "simulate 2",
+        # Texts that serve every engine name none, so the shipped rendering is unchanged:
+        # a new engine regenerates nothing.
+        f"rendering {rendering()}",
     ], result.stderr
     assert result.returncode == 2
     errors = result.stderr.splitlines()

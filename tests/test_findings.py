@@ -6,6 +6,7 @@ through the same line processor the daemon uses, so a finding here is a finding 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -246,9 +247,14 @@ def test_draft_token_advice_follows_the_measured_speedup() -> None:
     # at 57 vs 90 tok/s costs 2.5 / 0.63 = 3.95 steps per round, 0.20 per drafted token: about
     # 3 tokens do best.
     windows = tuple(DecodeSample(accept_length=2.5, cuda_graph=True) for _ in range(5))
-    config = ServerConfig(algorithm="EAGLE3", num_draft_tokens=16)
+    config = ServerConfig(engine="sglang", algorithm="EAGLE3", num_draft_tokens=16)
     measured = _excessive(Observations(config=config, windows=windows, speedup=57 / 90))
-    assert "Lower --speculative-num-draft-tokens to about 3 " in measured
+    assert "Lower SGLang --speculative-num-draft-tokens to about 3 (" in measured
+    # Where no engine is known, each engine's setting: its count of verified positions or
+    # of drafted tokens (one fewer).
+    unknown = _excessive(Observations(config=replace(config, engine=None), windows=windows))
+    assert "SGLang --speculative-num-draft-tokens to about 5;" in unknown
+    assert "vLLM num_speculative_tokens in --speculative-config to about 4" in unknown
     assert "measured speedup" in measured
     # Without a baseline a drafted token is assumed to cost 0.05 steps. With a = 0.6 the
     # speedup (1 - a^n) / (1 - a) / (1 + 0.05 (n - 1)) is 1.89 at n=4, 1.92 at 5, 1.91 at 6.

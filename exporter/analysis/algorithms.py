@@ -45,7 +45,7 @@ def off_cause(engine: str | None) -> str:
 
 
 # The engine fixes a Standard's texts name as ``{change}``, filled for the run's engine.
-_STANDARD_CHANGES = ("eagle3_algorithm", "speculative_tokens")
+_STANDARD_CHANGES = ("eagle3_algorithm", "speculative_tokens", "draft_tokens", "ngram_window")
 
 
 def own_fix(config: ServerConfig, change: str) -> str:
@@ -108,7 +108,7 @@ _EAGLE = Standard(
         "Check the draft was trained for this target model and version, and its prompt "
         "distribution; compare with the drafter's published accept length."
     ),
-    fewer_tokens="Lower --speculative-num-draft-tokens to about {count}",
+    fewer_tokens="Lower {draft_tokens}",
 )
 # A run served with the EAGLE3 algorithm already has the flag an EAGLE-3 head needs.
 _EAGLE3 = replace(
@@ -131,7 +131,7 @@ _MTP = Standard(
     ),
     low_fix=(
         "Check the MTP layers come from the same checkpoint as the target; MTP drafts well "
-        "for one or two steps, so keep --speculative-num-steps (num_speculative_tokens) at 1-2."
+        "for one or two steps, so keep the draft steps at 1-2 ({speculative_tokens})."
     ),
     fewer_tokens=_FEWER_STEPS,
 )
@@ -161,13 +161,10 @@ _NGRAM = Standard(
     ),
     low_fix=(
         "N-gram lookup pays on traffic that repeats its context (code edits, RAG, "
-        "summaries); narrow its match window (SGLang --speculative-ngram-max-trie-depth, "
-        "vLLM prompt_lookup_min/prompt_lookup_max) or serve this traffic without speculation."
+        "summaries); narrow its match window ({ngram_window}) or serve this traffic without "
+        "speculation."
     ),
-    fewer_tokens=(
-        "Lower --speculative-num-draft-tokens to about {count} (vLLM: num_speculative_tokens "
-        "{steps}, and a larger prompt_lookup_min so only longer matches draft)"
-    ),
+    fewer_tokens="Lower {draft_tokens}, and narrow the match window ({ngram_window})",
 )
 _SUFFIX = Standard(
     family="SUFFIX",
@@ -198,7 +195,7 @@ _BLOCK = Standard(
         "Check the block draft was trained for this target and version; compare with its "
         "published accept length."
     ),
-    fewer_tokens="Lower the block size (--speculative-num-draft-tokens) to about {count}",
+    fewer_tokens="Lower the block size: {draft_tokens}",
 )
 _UNO = Standard(
     family="UNO",
@@ -251,7 +248,7 @@ UNKNOWN_METHOD = Standard(
     has_draft_model=True,  # as most drafters: judged as if drafting costs a pass
     collapse="the target rejects every token drafted, whatever the method",
     collapse_fix=(
-        "Nothing read names the speculative method (vLLM's /metrics does not): read the "
+        "Nothing read names the speculative method (not every engine's /metrics does): read the "
         "server's start-up log (doctor --log-file) or its draft config (--draft-config) for "
         "the method's own fixes; whatever it is, check the drafter matches this target model "
         "and version, or serve without speculation."

@@ -89,7 +89,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=5.0,
         metavar="S",
         help="with --url: seconds between two /metrics scrapes when accept length comes from "
-        "counters (vLLM)",
+        "an engine's draft counters",
     )
     add_config_flag(p)
     p.add_argument("--target", metavar="NAME", help="with --config: the target to judge by")

@@ -87,7 +87,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument(
         "--request-label-header",
         metavar="NAME",
-        help="a header SGLang logs with each finished request; its value splits the "
+        help="a header the server logs with each finished request; its value splits the "
         "per-request accept-length histogram by traffic class",
     )
     p.add_argument(

@@ -128,7 +128,9 @@ class Engine(Protocol):
     metrics_switch: str | None
 
     # Fix texts by the change they name, in this engine's own flags; findings join every
-    # engine's phrase: ``eagle3_algorithm``, ``speculative_tokens``, ``log_stats``. An engine
+    # engine's phrase: ``eagle3_algorithm``, ``speculative_tokens``, ``log_stats``,
+    # ``draft_tokens`` (a template of ``count``, verified positions, or ``steps``, drafted
+    # tokens); ``ngram_window`` where it serves n-gram lookup. An engine
     # whose configuration can turn CUDA graphs off says how it reads (``cuda_graphs_off``;
     # ``cuda_graphs_off_backend`` where a resolved decode backend says it) and how to restart
     # with them on (``cuda_graphs_on``), for the node it runs on alone.

@@ -233,6 +233,9 @@ class SGLang:
     fixes: Mapping[str, str] = {
         "eagle3_algorithm": "--speculative-algorithm EAGLE3",
         "speculative_tokens": "--speculative-num-steps",
+        # Fewer drafts a round, in its count of verified positions (``count``).
+        "draft_tokens": "--speculative-num-draft-tokens to about {count}",
+        "ngram_window": "--speculative-ngram-max-trie-depth",
         "log_stats": "--log-level info and the default --decode-log-interval 40",
         "cuda_graphs_off": "disable_cuda_graph=True in the server arguments",
         "cuda_graphs_off_backend": (
@@ -248,6 +251,10 @@ class SGLang:
         "gpu_headroom": "--mem-fraction-static or --max-running-requests",
         # Its running-request cap, and the largest decode batch it captures in a CUDA graph.
         "running_cap": "--max-running-requests",
+        # The cap it picks itself when none is given: what the capped finding blames.
+        "running_cap_default": (
+            "lowers the cap to 48 for EAGLE when --max-running-requests is unset"
+        ),
         "graph_batch_cap": "--cuda-graph-max-bs (--cuda-graph-max-bs-decode from SGLang 0.5.23)",
         "graph_headroom": (
             "--mem-fraction-static (0.8, then 0.7) or --cuda-graph-max-bs "

@@ -31,6 +31,7 @@ class Trtllm:
     fixes: Mapping[str, str] = {
         "eagle3_algorithm": "decoding_type: Eagle3 in speculative_config",
         "speculative_tokens": "max_draft_len in speculative_config",
+        "draft_tokens": "max_draft_len in speculative_config to about {steps}",
         "log_stats": (
             "return_perf_metrics: true and enable_iter_perf_stats: true, scraped at "
             "/prometheus/metrics (specwatch reads no TensorRT-LLM log)"

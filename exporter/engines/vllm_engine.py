@@ -88,6 +88,11 @@ class Vllm:
     fixes: Mapping[str, str] = {
         "eagle3_algorithm": '"method": "eagle3" in --speculative-config',
         "speculative_tokens": "num_speculative_tokens in --speculative-config",
+        "draft_tokens": "num_speculative_tokens in --speculative-config to about {steps}",
+        "ngram_window": (
+            "a larger prompt_lookup_min (prompt_lookup_max) in --speculative-config, so only "
+            "longer matches draft"
+        ),
         # A count of verified positions a round (``count``), as vLLM counts it: the tokens
         # drafted (``steps``), its num_speculative_tokens.
         "draft_count": "{steps} speculative tokens",

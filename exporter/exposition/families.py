@@ -45,13 +45,13 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "running_requests": ("gauge", "Running requests in the newest decode window."),
     "cap_length": (
         "gauge",
-        "Mean verify window per round scheduled by confidence, bonus slot included (SGLang "
-        "DSPARK's `cap len`), in the newest decode window.",
+        "Mean verify window per round scheduled by confidence, bonus slot included (a block "
+        "drafter's `cap len`), in the newest decode window.",
     ),
     "block_accept_length": (
         "gauge",
-        "Mean uncapped full-block accept length per round (SGLang's `block accept len`, exact "
-        "in DSPARK's cap-accept mode), in the newest decode window.",
+        "Mean uncapped full-block accept length per round (a block drafter's `block accept "
+        "len`, exact in DSPARK's cap-accept mode), in the newest decode window.",
     ),
     "queued_requests": ("gauge", "Queued requests in the newest decode window."),
     "token_usage_ratio": ("gauge", "KV cache token usage (0-1) in the newest decode window."),
@@ -59,7 +59,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "position_accept_ratio": (
         "gauge",
         "Share (0-1) of draft rounds whose drafts up to this position (0 = first) were all "
-        "accepted, in the newest window (vLLM's per-position acceptance).",
+        "accepted, in the newest window, where the engine logs acceptance by position.",
     ),
     "drafts": ("counter", "Draft rounds (one per request and verify step with drafts)."),
     "draft_tokens": ("counter", "Draft tokens proposed."),
@@ -70,9 +70,9 @@ FAMILIES: dict[str, tuple[str, str]] = {
     ),
     "position_accepted_tokens": (
         "counter",
-        "Draft tokens accepted at this position (0 = first), from the engine's per-position "
-        "counters (vLLM's schema, TensorRT-LLM); rate() over a fleet or many ranks weighs "
-        "each by its drafts, as the per-window ratio cannot.",
+        "Draft tokens accepted at this position (0 = first), where the engine counts them by "
+        "position; rate() over a fleet or many ranks weighs each by its drafts, as the "
+        "per-window ratio cannot.",
     ),
     "speedup": (
         "gauge",
@@ -117,8 +117,8 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "accept_length_windows": ("histogram", "Per-window accept length."),
     "request_accept_length": (
         "histogram",
-        "Accept length of each finished speculative request (SGLang --log-requests), by "
-        "traffic_class when request_label_header is set.",
+        "Accept length of each finished speculative request, where the server logs its "
+        "finished requests, by traffic_class when request_label_header is set.",
     ),
     "requests_finished": (
         "counter",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from exporter.analysis.algorithms import engine_fix
 from exporter.analysis.findings import OFF_SHARE
 from exporter.analysis.plain_speed import MIN_BAND_WINDOWS
 from exporter.analysis.request_share import NO_BENEFIT_ACCEPT_LENGTH
@@ -401,7 +400,8 @@ def speculation_alerts(config: MixinConfig) -> list[Rule]:
             "An EAGLE-3 drafter is served under algorithm EAGLE.",
             f"{{{{ $labels.target }}}} ({node}) loaded an EAGLE-3 draft model under algorithm "
             "EAGLE: the server skips the draft's layer fusion and accept length stays near 1. "
-            f"Restart it with algorithm EAGLE3 ({engine_fix('eagle3_algorithm')}).",
+            "Restart it with algorithm EAGLE3 (each engine's flag is in the runbook; specwatch "
+            "doctor names this server's).",
             keep_firing_for="10m",
         ),
         # One DP rank's windows alone, while the node's pooled mean is not collapsed (that
@@ -656,7 +656,7 @@ def header(config: MixinConfig, made_by: str = "make mixin") -> str:
 #     > 0. The exporter drops per-window gauges once the newest decode window is older than
 #     stale_after (60 s), so an idle server has no such series and cannot page.
 #   - Smoothing: alerts use 5m/10m averages or rates plus `for:`, never a single window.
-#   - Accept length, not SGLang's `accept rate` (its meaning changed in 2026);
+#   - Accept length, not a logged `accept rate` (one engine's changed meaning in 2026);
 #     where a ratio is needed it is specwatch_accept_ratio, derived by specwatch itself.
 #   - keep_firing_for on the two critical speculation alerts: an exporter restart (a minute of
 #     stale series) neither resolves nor re-pages them.

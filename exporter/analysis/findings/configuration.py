@@ -120,7 +120,7 @@ def _batch_note(obs: Observations) -> str:
 
 def running_requests_capped(obs: Observations) -> Finding | None:
     """Running requests pinned at the cap with a queue: a warning when the engine chose the
-    cap (SGLang's 48 for EAGLE), information when the operator set it (the node is saturated
+    cap (its ``running_cap_default``), information when the operator set it (the node is saturated
     at the load it was sized for, and the flag they already set is no fix)."""
     cap = obs.config.max_running_requests
     # (running, queued) of the windows that logged a running count; queued absent counts as 0.
@@ -154,9 +154,8 @@ def running_requests_capped(obs: Observations) -> Finding | None:
         summary=f"Running requests pinned at max_running_requests={cap}",
         seen=f"{seen}{speedup_note(obs.speedup)}.",
         why=(
-            "Requests wait in the queue while the GPU could batch more; SGLang lowers the cap "
-            "to 48 for EAGLE when --max-running-requests is unset, which can cost more "
-            "throughput than speculation gains."
+            f"Requests wait in the queue while the GPU could batch more; {_chosen(obs.config)}, "
+            "which can cost more throughput than speculation gains."
         ),
         fix=(
             f"Set {own_fix(obs.config, 'running_cap')} explicitly (and "
@@ -164,6 +163,12 @@ def running_requests_capped(obs: Observations) -> Finding | None:
             "against a non-speculative server at the same concurrency."
         ),
     )
+
+
+def _chosen(config: ServerConfig) -> str:
+    """How the engine picks its cap when none is given, in its words (its
+    ``running_cap_default``; every engine's that says, while the engine is not known)."""
+    return engine_fix("running_cap_default", config.engine) or "the engine chose this cap"
 
 
 def _throughput_note(pinned: Sequence[DecodeSample]) -> str:

@@ -11,7 +11,6 @@ from statistics import fmean
 from exporter.analysis.ranks import RankAccept
 from exporter.analysis.request_share import RecentShare
 from exporter.analysis.thresholds import DEFAULT, Thresholds
-from exporter.engines import registry
 from exporter.engines.ending import Ending
 from exporter.engines.record import SPEC_STEPS, StatsRecord, drafting_off
 from exporter.engines.server_config import ServerConfig
@@ -84,16 +83,15 @@ EXPLANATIONS: dict[str, str] = {
         "stats interval is off. Log at info with a decode log interval."
     ),
     "metrics_endpoint_disabled": (
-        "The server's /metrics endpoint is missing: start it with "
-        + " or ".join(each.metrics_switch for each in registry.ENGINES if each.metrics_switch)
-        + "."
+        "The server's /metrics endpoint is missing: its engine serves one only when started "
+        "with metrics on. Restart it with the flag the finding names."
     ),
     "log_format_unrecognized": (
         "Stats lines the parser cannot read: the log format drifted after an upgrade."
     ),
     "running_requests_capped": (
-        "Running requests pinned at max_running_requests while requests queue "
-        "(SGLang caps EAGLE at 48 when unset). Raise --max-running-requests."
+        "Running requests pinned at a cap the engine chose itself while requests queue. "
+        "Set the cap explicitly, higher, if memory allows."
     ),
     "running_requests_saturated": (
         "Saturated at the max_running_requests it was started with, requests queueing: a "

@@ -302,7 +302,7 @@ def distribution_row() -> list[Item]:
         graph(
             "Fleet accept length (from counters)",
             "1 + accepted draft tokens / draft rounds, summed over every selected target whose "
-            "engine counts them (vLLM; SGLang with spec_verify_calls_total): exact, weighted by "
+            "engine counts them: exact, weighted by "
             "each node's drafts, never a mean of per-node values.",
             "short",
             [
@@ -344,7 +344,7 @@ def requests_row() -> list[Item]:
     distribution = per_cluster_heatmap(
         "Accept length per finished request",
         "Finished requests per second in each accept-length bucket over all selected targets "
-        "that log their requests (SGLang --log-requests). A band at the bottom under healthy "
+        "that log their finished requests. A band at the bottom under healthy "
         "window averages is traffic the drafters do not fit.",
         buckets,
     )

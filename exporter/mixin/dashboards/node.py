@@ -133,7 +133,7 @@ def verdict_row() -> list[Item]:
         single(
             "Accept rate now (derived)",
             "Accepted drafts per drafted token, (accept length - 1) / (draft tokens - 1), "
-            "computed by specwatch because the rate SGLang logs changed meaning across versions.",
+            "computed by specwatch because the rate an engine logs may mean something else.",
             "percentunit",
             query(sel("specwatch_accept_ratio", WINDOW_SCOPE), PER_RANK),
             steps((None, "red"), (0.05, "orange"), (0.3, "green")),
@@ -174,7 +174,7 @@ def speculation_row() -> list[Item]:
         "Per-window accept length, one line per DP rank, against the collapse line (1.0, red) "
         "and the expected value configured for this drafter (dashed). Sitting on 1.0 is a "
         "broken or mismatched draft; one rank alone there is that rank's drafter. "
-        "Where the engine counts drafts (vLLM), 'from counters' is the exact value over the "
+        "Where the engine counts drafts, 'from counters' is the exact value over the "
         "rate interval. 'floor' (dashed) is the low line of this drafter's algorithm. Windows "
         "with drafting off (adaptive speculation) have no accept length: see 'Draft steps'.",
         "short",
@@ -248,7 +248,7 @@ def speculation_row() -> list[Item]:
         graph(
             "Acceptance by draft position",
             "Share of draft rounds whose drafts up to each position (0 = the first) were all "
-            "accepted (vLLM, servers writing its counters, TensorRT-LLM). A steep drop after "
+            "accepted, where the engine counts acceptance by position. A steep drop after "
             "some position means the positions past it are drafted and verified for little: "
             "see the draft_positions_unprofitable finding. Where the engine counts accepted "
             "drafts by position and draft rounds, 'from counters' is the share over the rate "
@@ -304,8 +304,8 @@ def requests_row() -> list[Item]:
         db.Row("Per-request acceptance"),
         heat(
             "Accept length per finished request",
-            "Finished requests per second in each accept-length bucket, from SGLang's "
-            "--log-requests records (empty without them). A band at the bottom while the "
+            "Finished requests per second in each accept-length bucket, from the server's log "
+            "of finished requests (empty without one). A band at the bottom while the "
             "window accept length looks healthy is a class of traffic the drafter does not fit.",
             query(buckets, "{{le}}").format(pm.PromQueryFormat.HEATMAP),
             width=12,
@@ -336,7 +336,8 @@ def load_row() -> list[Item]:
         graph(
             "Running and queued requests",
             "Requests decoding and waiting. Running pinned at the cap (dashed) while requests "
-            "queue means max_running_requests limits throughput (SGLang caps EAGLE at 48).",
+            "queue means max_running_requests limits throughput (an engine may choose a low "
+            "cap when none is set: see the running_requests_capped finding).",
             "short",
             [
                 query(sel("specwatch_running_requests", WINDOW_SCOPE), "running " + PER_RANK, "A"),
