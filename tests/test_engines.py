@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import ast
 import hashlib
 import json
@@ -15,6 +16,7 @@ import pytest
 
 from exporter.analysis.algorithms import engine_fix
 from exporter.analysis.findings.configuration import graphs_off_by_configuration
+from exporter.cli import build_parser
 from exporter.config import build_config
 from exporter.engines import registry, sglang_startup
 from exporter.engines.engine import Engine
@@ -67,13 +69,15 @@ OWN_CHANGES = {
     "vllm": {"api_servers", "draft_count", "ngram_window"},
     # SGLang's running cap and graph batch size: the only ones a configuration specwatch
     # reads states, so the only ones the capped and eager-batch findings name.
-    # And the cap it picks itself when none is given.
+    # And the cap it picks itself when none is given, and its block drafters' block sizes.
     "sglang": {
         "cuda_graphs_off_backend",
         "running_cap",
         "graph_batch_cap",
         "ngram_window",
         "running_cap_default",
+        "dflash_block",
+        "dspark_block",
     },
 }
 
@@ -149,22 +153,11 @@ def naming(source: str) -> list[tuple[int, str]]:
     module of its own. Documentation, a string standing alone as a statement, is the
     developer's and may explain by an engine's example."""
     tree = ast.parse(source)
-    documentation = {
-        id(node.value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
-    }
-    found = []
+    found = _texts(tree, ENGINE_WORD)
     for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and id(node) not in documentation:
-            found += [(node.lineno, word) for word in _words(node.value)]
-        elif isinstance(node, ast.Import | ast.ImportFrom) and _imports_an_engines_own(node):
+        if isinstance(node, ast.Import | ast.ImportFrom) and _imports_an_engines_own(node):
             found.append((node.lineno, ast.unparse(node)))
     return found
-
-
-def _words(value: object) -> list[str]:
-    return ENGINE_WORD.findall(value) if isinstance(value, str) else []
 
 
 def _imports_an_engines_own(node: ast.Import | ast.ImportFrom) -> bool:
@@ -227,6 +220,56 @@ def test_no_module_outside_engines_names_an_engine() -> None:
             found |= {(module, word) for _, word in naming(path.read_text(encoding="utf-8"))}
     assert sorted(found - ALLOWED) == []
     assert found >= ALLOWED, "an allowed name is gone: drop it from ALLOWED"
+
+
+def _engines_flags() -> set[str]:
+    """Every command-line flag an engine's own texts give (its fixes, its metrics switch) that
+    is not also specwatch's (``--url``, ``--log-level``)."""
+    texts = [text for e in registry.ENGINES for text in (*e.fixes.values(), e.metrics_switch)]
+    given = {flag for text in texts if text for flag in re.findall(r"--[a-z][\w-]*", text)}
+    return given - _specwatch_flags(build_parser())
+
+
+def _specwatch_flags(parser: argparse.ArgumentParser) -> set[str]:
+    """The long options of ``parser`` and of each of its subcommands."""
+    flags = set()
+    for action in parser._actions:
+        flags |= {option for option in action.option_strings if option.startswith("--")}
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                flags |= _specwatch_flags(command)
+    return flags
+
+
+def test_no_module_outside_engines_gives_an_engines_flag() -> None:
+    """A flag of one engine in a shared text is wrong for every other: the text asks the
+    engine for its words (``engine_fix``, ``own_fix``, ``engine_words``) instead."""
+    flags = _engines_flags()
+    assert {"--enable-metrics", "--enforce-eager", "--speculative-num-steps"} <= flags
+    pattern = re.compile(rf"(?<![\w-])(?:{'|'.join(map(re.escape, flags))})(?![\w-])")
+    found = []
+    for path in sorted((REPO / "exporter").rglob("*.py")):
+        module = path.relative_to(REPO / "exporter").as_posix()
+        if not module.startswith("engines/"):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            found += [f"{module}:{line} {word}" for line, word in _texts(tree, pattern)]
+    assert found == []
+
+
+def _texts(tree: ast.Module, pattern: re.Pattern[str]) -> list[tuple[int, str]]:
+    """What ``pattern`` finds in the strings of ``tree`` that are not documentation."""
+    documentation = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+    return [
+        (node.lineno, word)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        if id(node) not in documentation
+        for word in pattern.findall(node.value)
+    ]
 
 
 def test_the_simulator_writes_each_engine_that_logs() -> None:

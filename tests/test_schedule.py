@@ -123,3 +123,15 @@ def test_a_block_drafters_single_count_is_its_block_size_flag(algorithm: str, fl
     assert text is not None
     assert f"schedules no steps by load here: {flag};" in text
     assert "--speculative-num-steps" not in text
+
+
+def test_an_engine_without_a_schedule_is_told_one_count_in_its_own_setting() -> None:
+    """TensorRT-LLM drafts max_draft_len at every load: the count is in its words, not in
+    another engine's flags."""
+    text = schedule_text(
+        advise_bands(_bands(0.6), 3), "trtllm", standard_for("EAGLE3"), "EAGLE3", True
+    )
+    assert text is not None
+    assert "TensorRT-LLM schedules no steps by load here: " in text
+    assert "draft steps (max_draft_len in speculative_config)" in text
+    assert "--speculative" not in text

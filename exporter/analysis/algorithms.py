@@ -48,16 +48,23 @@ def off_cause(engine: str | None) -> str:
 _STANDARD_CHANGES = ("eagle3_algorithm", "speculative_tokens", "draft_tokens", "ngram_window")
 
 
+def engine_words(change: str, engine: str | None) -> str:
+    """``change`` in the flags (or words) of ``engine`` alone, where it has them; else every
+    engine's, each named (``engine_fix``)."""
+    own = registry.BY_NAME.get(engine or "")
+    if own is not None and change in own.fixes:
+        return own.fixes[change]
+    return engine_fix(change)
+
+
 def own_fix(config: ServerConfig, change: str) -> str:
     """The way to make ``change`` in the flags (or words) of the engine that logged this run.
     A configuration that names no engine was read from ``/server_info``: the flags are those
     of the engine that serves it; every engine's, each named, if that one has none."""
-    engine = registry.BY_NAME.get(config.engine or "")
+    engine = config.engine
     if engine is None:
-        engine = next((each for each in registry.ENGINES if each.server_info), None)
-    if engine is None or change not in engine.fixes:
-        return engine_fix(change)
-    return engine.fixes[change]
+        engine = next((each.name for each in registry.ENGINES if each.server_info), None)
+    return engine_words(change, engine)
 
 
 @dataclass(frozen=True, slots=True)

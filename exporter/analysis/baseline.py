@@ -208,7 +208,7 @@ def _bench_point(path: Path, number: int, line: str) -> tuple[float, float]:
         raise BaselineError(
             f"{where}: this run used speculative decoding (speculative_algorithm="
             f"{algorithm!r} in its server_info); a baseline must come from a server started "
-            "without --speculative-algorithm"
+            "without speculative decoding"
         )
     concurrency = result.get("max_concurrency")
     key = "max_concurrency"

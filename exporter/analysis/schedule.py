@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from exporter.analysis.algorithms import Standard
+from exporter.analysis.algorithms import Standard, engine_words
 from exporter.analysis.breakeven import assess, assess_positions
 from exporter.analysis.thresholds import MIN_WINDOWS
 from exporter.engines import registry
@@ -101,8 +101,7 @@ def schedule_text(
         return f"{text} {_older_release(advice, found.title, found.fixes['speculative_tokens'])}"
     setting = None if found is None else found.schedule(steps, algorithm)
     if setting is None:
-        title = found.title if found is not None else engine or "the engine"
-        return f"{text} {_static(advice, standard, algorithm, title)}"
+        return f"{text} {_static(advice, standard, algorithm, engine)}"
     return f"{text} {_judged(advice, adaptive)}{setting}."
 
 
@@ -132,27 +131,22 @@ def _judged(advice: Sequence[BandAdvice], adaptive: bool) -> str:
 
 
 def _static(
-    advice: Sequence[BandAdvice], standard: Standard | None, algorithm: str | None, engine: str
+    advice: Sequence[BandAdvice],
+    standard: Standard | None,
+    algorithm: str | None,
+    engine: str | None,
 ) -> str:
     """An engine that schedules no steps by load for this algorithm: one count, where it
     does best."""
     measured = [a for a in advice if a.suggested is not None]
     best = _best(advice)
     idle = [a.band[0] for a in measured if a.suggested == 0]
-    count = _one_count(best.suggested or 0, standard, algorithm)
-    text = f"{engine} schedules no steps by load here: {count}"
+    count = _one_count(best.suggested or 0, standard, algorithm, engine)
+    found = registry.BY_NAME.get(engine or "")
+    text = f"{found.title if found else 'The engine'} schedules no steps by load here: {count}"
     if idle:
         text += f"; at {', '.join(idle)} running, speculation does not pay at all"
     return text + "."
-
-
-# SGLang's block drafters run one draft step and set their block by a flag of their own:
-# DFLASH's is the verify window (drafted tokens and the target's one), DSPARK's the drafted
-# tokens (gamma). Flag and what it adds to the drafted tokens.
-_BLOCK_SIZE_FLAGS = {
-    "DFLASH": ("--speculative-dflash-block-size", 1),
-    "DSPARK": ("--speculative-dspark-block-size", 0),
-}
 
 
 def _best(advice: Sequence[BandAdvice]) -> BandAdvice:
@@ -172,15 +166,20 @@ def _older_release(advice: Sequence[BandAdvice], engine: str, count_setting: str
     )
 
 
-def _one_count(steps: int, standard: Standard | None, algorithm: str | None) -> str:
+def _one_count(
+    steps: int, standard: Standard | None, algorithm: str | None, engine: str | None
+) -> str:
+    """``steps`` drafted tokens in the setting of ``engine`` (every engine's while it is not
+    known): a block drafter's block size (its ``<algorithm>_block``), an n-gram lookup's draft
+    tokens, else its draft steps."""
     if steps == 0:
         return "serve without speculation"
-    block = _BLOCK_SIZE_FLAGS.get((algorithm or "").upper())
-    if block is not None:
-        return f"{block[0]} {steps + block[1]}"
-    if standard is not None and not standard.has_draft_model:
-        return (
-            f"--speculative-num-draft-tokens {steps + 1}, and keep n-gram matches long "
-            "(--speculative-ngram-max-trie-depth) rather than drafting wider"
+    said = engine_words(f"{(algorithm or '').lower()}_block", engine)
+    if not said and standard is not None and not standard.has_draft_model:
+        said = (
+            f"{engine_words('draft_tokens', engine)}, and keep n-gram matches long "
+            f"({engine_words('ngram_window', engine)}) rather than drafting wider"
         )
-    return f"--speculative-num-steps {steps} (--speculative-num-draft-tokens {steps + 1})"
+    if not said:
+        said = f"{steps} draft steps ({engine_words('speculative_tokens', engine)})"
+    return said.format(count=steps + 1, steps=steps)

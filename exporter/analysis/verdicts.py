@@ -231,7 +231,7 @@ def baseline_implausible(run: RunFigures) -> Verdict | None:
             f"more than {length:.2f}x faster, since a round costs at least one decode step."
         )
         fix = (
-            f"Measure the baseline again on this node, without --speculative-algorithm and at "
+            f"Measure the baseline again on this node, without speculative decoding and at "
             f"about {run.running} concurrent requests, and give it with {option}."
         )
     elif speedup < IMPLAUSIBLY_SLOW:

@@ -236,6 +236,11 @@ class SGLang:
         # Fewer drafts a round, in its count of verified positions (``count``).
         "draft_tokens": "--speculative-num-draft-tokens to about {count}",
         "ngram_window": "--speculative-ngram-max-trie-depth",
+        # Its block drafters run one draft step, their block set by a flag of their own:
+        # DFLASH's is the verify window (the drafted tokens and the target's one), DSPARK's
+        # the drafted tokens (gamma).
+        "dflash_block": "--speculative-dflash-block-size {count}",
+        "dspark_block": "--speculative-dspark-block-size {steps}",
         "log_stats": "--log-level info and the default --decode-log-interval 40",
         "cuda_graphs_off": "disable_cuda_graph=True in the server arguments",
         "cuda_graphs_off_backend": (

@@ -110,7 +110,7 @@ def _scenarios() -> dict[str, Scenario]:
         ),
         Scenario(
             "eagle-flag",
-            "EAGLE-3 draft started with --speculative-algorithm EAGLE",
+            "EAGLE-3 draft started under algorithm EAGLE",
             (Phase(eagle_flag, _COLLAPSED.behaviour),),
             NODE_BASELINE,
             ("eagle3_draft_with_eagle_algorithm", "running_requests_capped"),

@@ -63,12 +63,12 @@ EXPLANATIONS: dict[str, str] = {
         "and accept length sits near 1. Restart with EAGLE3."
     ),
     "cuda_graph_disabled": (
-        "Decode runs without CUDA graphs (disable_cuda_graph or eager windows). "
-        "Remove --disable-cuda-graph or fix the capture error in the log."
+        "Decode runs without CUDA graphs (turned off in the server's arguments, or eager "
+        "windows). Restart with graphs on, or fix the capture error in the log."
     ),
     "draft_tokens_excessive": (
         "Many draft tokens per step while few are accepted: verification work is wasted. "
-        "Lower --speculative-num-draft-tokens / num-steps."
+        "Draft fewer tokens a round."
     ),
     "draft_positions_unprofitable": (
         "Acceptance by draft position says fewer speculative tokens would be faster: set the "
