@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit lint format system-deps tools clean mixin bench validate-deploy dashboard-pictures
+.PHONY: demo test unit durations lint format system-deps tools clean mixin bench validate-deploy dashboard-pictures
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,9 +49,10 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 # Both run on every usable CPU (pytest-xdist), a test file to a worker, so a module's shared
-# fixture (a demo run, a built overlay) is made once. CI=true picks the thorough hypothesis
+# fixture (a demo run, a built overlay) is made once, longest files first in the order
+# tests/conftest.py gives them (tests/durations.json). CI=true picks the thorough hypothesis
 # profile (tests/conftest.py).
-PYTEST := $(BIN)/python -m pytest -q -n auto --dist loadfile
+PYTEST := $(BIN)/python -m pytest -q -n auto --dist loadfile --no-loadscope-reorder
 
 test: system-deps tools $(STAMP) lint
 	$(PYTEST)
@@ -59,6 +60,13 @@ test: system-deps tools $(STAMP) lint
 # The fast loop: tests that start no process (no daemon, Prometheus, promtool or docker).
 unit: $(STAMP)
 	$(PYTEST) -m "not e2e"
+
+# Records each test file's wall time in tests/durations.json, which orders the runs above:
+# after adding or much changing a long test file (a whole run, minutes).
+durations: system-deps tools $(STAMP)
+	$(PYTEST) -p no:cacheprovider --junitxml=.durations.xml
+	$(BIN)/python -m tests.support.durations .durations.xml > tests/durations.json
+	rm -f .durations.xml
 
 demo: $(STAMP)
 	PATH="$(CURDIR)/.tools/bin:$$PATH" $(BIN)/python -m exporter.demo

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from exporter.cpus import usable_cpus
+from tests.support.durations import recorded
 from tests.support.tools import TOOLS_BIN, free_port
 
 # The test run keeps bytecode (``__pycache__``, ignored by git) even where the environment says
@@ -51,6 +52,16 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto`` (``make test``, ``make unit``): a worker per CPU this process may use, as
     the daemon counts them (affinity, then the cgroup's quota), not the host's cores."""
     return usable_cpus()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Longest files first (``tests/support/durations.py``: why), so no long file starts
+    last and runs alone. A file with no recorded time goes first: it may be a long one.
+    The sort is stable, so a file's tests keep their order; the Makefile tells xdist to keep
+    this order (``--no-loadscope-reorder``)."""
+    seconds = recorded()
+    unknown = max(seconds.values(), default=0.0) + 1
+    items.sort(key=lambda item: -seconds.get(item.path.name, unknown))
 
 
 @pytest.fixture
