@@ -25,7 +25,6 @@ from exporter.engines.draft_config import from_draft_config
 from exporter.parse.custom_rules import CustomRule, CustomRuleSet
 from exporter.settings import ConfigError, Strict, load_yaml, plain_problem
 from exporter.smallfile import read_small_file
-from exporter.sources.upstream import MAX_TOKEN_BYTES
 from exporter.suggest import nearest
 
 DEFAULT_LISTEN = "0.0.0.0:9477"
@@ -168,6 +167,8 @@ class TargetConfig(Strict):
     def _readable_token(cls, value: Path | None) -> Path | None:
         # Read at start: a wrong path would otherwise show only as 401s from the server.
         if value is not None:
+            from exporter.sources.upstream import MAX_TOKEN_BYTES  # a scraping target's
+
             try:
                 read_small_file(value, MAX_TOKEN_BYTES)
             except OSError as exc:

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from exporter.analysis.baseline import Baseline
 from exporter.config import TargetConfig
 from exporter.engines.draft_config import DraftLookups, from_draft_config
 from exporter.engines.server_config import ServerConfig
 from exporter.parse.custom_rules import CustomRule, CustomRuleSet
-from exporter.sources.upstream import UpstreamScraper
 from exporter.state.requests import DEFAULT_MAX_CLASSES, RequestStats
 from exporter.state.target_state import DEFAULT_MAX_DP_RANKS, TargetState
+
+if TYPE_CHECKING:
+    from exporter.sources.upstream import UpstreamScraper
 
 
 @dataclass
@@ -83,6 +86,10 @@ def _scraper(config: TargetConfig, drafts: DraftLookups) -> UpstreamScraper | No
     """A scraper when the target has upstream URLs; it scrapes in its own thread once started."""
     if not (config.url or config.metrics_url or config.server_info_url):
         return None
+    # Only a target with a server to scrape loads the scraper (HTTP, the /metrics parsers,
+    # each engine's reader): a daemon that follows logs alone starts without it.
+    from exporter.sources.upstream import UpstreamScraper
+
     return UpstreamScraper(
         config.metrics_url,
         config.server_info_url,

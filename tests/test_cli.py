@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from exporter import __version__
+from tests.support.daemon import run_daemon
+from tests.support.tools import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -92,19 +94,37 @@ def test_the_daemon_starts_without_importing_the_report_or_the_simulator() -> No
     assert result.stdout.split() == []
 
 
-def test_a_daemon_of_flags_alone_loads_no_yaml_re2_or_web_config(tmp_path: Path) -> None:
-    """What a plain node does not use it does not pay for at start: PyYAML (no file given),
-    RE2 and its C++ runtime (no custom rules), bcrypt and the TLS models (no web config)."""
+UNUSED_PACKAGES = ("yaml", "re2", "bcrypt")
+
+
+def _imported(log: str) -> set[str]:
+    """The modules a process imported, from what ``-X importtime`` wrote in ``log``."""
+    return set(re.findall(r"^import time:\s*\d+ \|\s*\d+ \|\s*(\S+)$", log, re.MULTILINE))
+
+
+def test_a_daemon_of_flags_alone_following_a_log_loads_only_what_it_uses(tmp_path: Path) -> None:
+    """What a plain node does not use it does not pay for at start (nor at a scrape): PyYAML
+    (no file given), RE2 and its C++ runtime (no custom rules), bcrypt and the TLS models (no
+    web config), the upstream scraper (no server URL: its fetching, the exposition-format
+    parsers, each engine's /metrics reader). Read from what ``-X importtime`` writes."""
     log = tmp_path / "server.log"
     log.write_bytes(b"")
-    probe = (
-        "import sys; from exporter.config import load_config; from exporter.daemon import Daemon; "
-        "Daemon(load_config(None, {'log_files': [sys.argv[1]], 'listen': '127.0.0.1:0'})); "
-        "print(' '.join(m for m in sys.modules if m.split('.')[0] in ('yaml', 're2', 'bcrypt') "
-        "or m.startswith(('exporter.exposition.webconfig', 'exporter.exposition.tlsconfig'))))"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", probe, str(log)], capture_output=True, text=True, timeout=60
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == []
+    port = free_port()
+    with run_daemon(["--log-file", str(log)], port, env={"PYTHONPROFILEIMPORTTIME": "1"}) as d:
+        assert d.scrape().value("specwatch_log_lines_total") == 0
+    imported = _imported(d.logged)
+    assert "exporter.daemon" in imported  # what -X importtime writes is read
+    unused = {
+        "exporter.exposition.webconfig",
+        "exporter.exposition.tlsconfig",
+        "exporter.exposition.webreload",
+        "exporter.sources.upstream",
+        "exporter.sources.endpoints",
+        "exporter.sources.resolve",
+        "exporter.engines.sglang_upstream",
+        "exporter.engines.vllm_upstream",
+        "exporter.engines.trtllm_upstream",
+        "prometheus_client.parser",
+        "prometheus_client.openmetrics.parser",
+    }
+    assert sorted(m for m in imported if m in unused or m.split(".")[0] in UNUSED_PACKAGES) == []

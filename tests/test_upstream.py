@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from exporter.sources.scrape_pool import ScrapePool
-from exporter.sources.upstream import MAX_BODY_BYTES, UpstreamScraper, UpstreamSnapshot
+from exporter.sources.upstream import MAX_BODY_BYTES, UpstreamScraper
+from exporter.sources.upstream_snapshot import UpstreamSnapshot
 from tests.support.fake_sglang import (
     API_KEY,
     FakeSGLang,

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from exporter.config import TargetConfig
-from exporter.sources.upstream import MAX_BODY_BYTES, REASONS
+from exporter.sources.upstream import MAX_BODY_BYTES
+from exporter.sources.upstream_snapshot import REASONS
 from exporter.state.feed import LogFeed
 from exporter.target import Target
 from tests.support.fake_sglang import (

@@ -66,7 +66,8 @@ from exporter.parse.reader import ReadError, read_logs
 from exporter.report.builder import ReportBuilder
 from exporter.report.summary import Report, RunSummary
 from exporter.report.text import run_line
-from exporter.sources.upstream import UpstreamScraper, UpstreamSnapshot
+from exporter.sources.upstream import UpstreamScraper
+from exporter.sources.upstream_snapshot import UpstreamSnapshot
 
 EXIT_CLEAN, EXIT_WARNING, EXIT_CRITICAL = 0, 1, 3
 

@@ -187,7 +187,9 @@ class Engine(Protocol):
         ``prefix`` is the target's ``metrics_prefix``: the start of every metric name its
         server writes, where that is not the engine's own (another server writing the same
         schema, a bridge renaming it). An engine whose names cannot carry that prefix answers
-        None; None reads the engine's own names, or whatever the reader finds.
+        None; None reads the engine's own names, or whatever the reader finds. The reader's
+        module is imported here, when first asked: a daemon that follows logs alone never
+        loads one.
         """
         ...
 

@@ -37,7 +37,6 @@ from exporter.engines.sglang_requests import (
     request_lines,
 )
 from exporter.engines.sglang_startup import SERVER_ARGS_FORMS, opens_server_args, parse_event
-from exporter.engines.sglang_upstream import SGLangUpstream
 
 if TYPE_CHECKING:
     from exporter.engines.simulation import Simulation
@@ -314,6 +313,8 @@ class SGLang:
 
     def upstream_reader(self, prefix: str | None = None) -> UpstreamReader | None:
         """SGLang's names (either spelling, see ``sources.upstream``); no other prefix."""
+        from exporter.engines.sglang_upstream import SGLangUpstream  # see Engine.upstream_reader
+
         return SGLangUpstream() if prefix in (None, "sglang_", "sglang:") else None
 
     def algorithm(self, spelled: str) -> str:

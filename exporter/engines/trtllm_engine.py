@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 from exporter.engines.engine import BandSteps, Deliveries, LogReader, UpstreamReader
 from exporter.engines.events import Event
 from exporter.engines.server_config import ServerConfig
-from exporter.engines.trtllm_upstream import PREFIX, TrtllmUpstream, algorithm
 
 if TYPE_CHECKING:
     from exporter.engines.simulation import Simulation
@@ -64,9 +63,14 @@ class Trtllm:
 
     def upstream_reader(self, prefix: str | None = None) -> UpstreamReader | None:
         """Its own names only: a bridge that renames them writes another schema."""
+        # Imported when asked: see Engine.upstream_reader.
+        from exporter.engines.trtllm_upstream import PREFIX, TrtllmUpstream
+
         return TrtllmUpstream() if prefix in (None, PREFIX) else None
 
     def algorithm(self, spelled: str) -> str:
+        from exporter.engines.trtllm_upstream import algorithm
+
         return algorithm(spelled)
 
     def schedule(self, steps: Sequence[BandSteps], algorithm: str | None) -> str | None:

@@ -17,7 +17,6 @@ from exporter.engines.events import (
 )
 from exporter.engines.record import LogLine, StatsRecord, Unrecognized
 from exporter.engines.server_config import ServerConfig
-from exporter.engines.vllm_upstream import VllmUpstream
 
 if TYPE_CHECKING:
     from exporter.engines.simulation import Simulation
@@ -165,6 +164,8 @@ class Vllm:
 
     def upstream_reader(self, prefix: str | None = None) -> UpstreamReader:
         """vLLM's counter schema under ``prefix`` (llama.cpp, Ray Serve), or found."""
+        from exporter.engines.vllm_upstream import VllmUpstream  # see Engine.upstream_reader
+
         return VllmUpstream(prefix)
 
     def algorithm(self, spelled: str) -> str:

@@ -30,8 +30,8 @@ from exporter.exposition.families import FAMILIES, Families, P
 from exporter.exposition.insight import Insight, inspect
 from exporter.exposition.text import header, sample_lines
 from exporter.exposition.watched import Watched
-from exporter.sources.upstream import ENDPOINTS, REASONS
 from exporter.sources.upstream_checks import DROP_REASONS
+from exporter.sources.upstream_snapshot import ENDPOINTS, REASONS
 from exporter.state.requests import NO_REQUESTS, REQUEST_BUCKETS, RequestsSnapshot
 from exporter.state.target_state import (
     ACCEPT_LENGTH_BUCKETS,

@@ -35,7 +35,7 @@ from exporter.analysis.thresholds import MIN_WINDOWS
 from exporter.engines.record import UpstreamValues
 from exporter.engines.server_config import ServerConfig
 from exporter.exposition.watched import Watched
-from exporter.sources.upstream import UpstreamSnapshot
+from exporter.sources.upstream_snapshot import UpstreamSnapshot
 from exporter.state.target_state import LatestDecode, TargetSnapshot
 from exporter.state.verdict import Verdict
 

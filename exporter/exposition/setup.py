@@ -10,6 +10,7 @@ them, so a wrong URL or a missing baseline is seen in the first minute, not at t
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from exporter.analysis.baseline import SOURCE_WORDS
 from exporter.engines import registry
@@ -19,7 +20,10 @@ from exporter.exposition.families import bounded
 from exporter.exposition.insight import merged_config
 from exporter.exposition.watched import Watched
 from exporter.redact import url_without_secrets
-from exporter.sources.upstream import EndpointStatus, UpstreamScraper, UpstreamSnapshot
+from exporter.sources.upstream_snapshot import EndpointStatus, UpstreamSnapshot
+
+if TYPE_CHECKING:
+    from exporter.sources.upstream import UpstreamScraper
 
 _UP = EndpointStatus(True, 0.0)
 

@@ -8,14 +8,16 @@ the config loader, the daemon or the commands (an import-linter contract holds t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from exporter.analysis.baseline import Baseline
 from exporter.engines.draft_config import DraftLookups
 from exporter.engines.server_config import ServerConfig
 from exporter.parse.custom_rules import CustomRuleSet
-from exporter.sources.upstream import UpstreamScraper
 from exporter.state.target_state import TargetState
+
+if TYPE_CHECKING:
+    from exporter.sources.upstream import UpstreamScraper
 
 
 class WatchedSettings(Protocol):

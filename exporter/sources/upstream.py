@@ -22,8 +22,8 @@ import re
 import socket
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import replace
 from email.message import Message
 from pathlib import Path
 from types import MappingProxyType
@@ -46,6 +46,7 @@ from exporter.smallfile import read_small_file
 from exporter.sources import resolve, upstream_checks
 from exporter.sources.deadlines import DEADLINES
 from exporter.sources.endpoints import find_endpoints
+from exporter.sources.upstream_snapshot import EndpointStatus, UpstreamSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +59,7 @@ MAX_LINES = 3 * MAX_SAMPLES  # each sample's line, and a HELP and a TYPE line at
 # samples carry a few labels each, its longest line (a LoRA adapter list) some kB.
 MAX_LINE_BYTES = 64 << 10
 MAX_LABELS = 10 * MAX_SAMPLES
-REASONS = ("timeout", "refused", "http", "garbage", "too_large", "other")
 DISAGREEMENT_NOTE_SECONDS = 600.0
-ENDPOINTS = ("metrics", "server_info")
 _CHUNK = 64 * 1024
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
@@ -74,28 +73,6 @@ class ScrapeError(Exception):
         self.status = status
         # A 404 at a path ending in /metrics, where SGLang serves it when metrics are on.
         self.at_metrics = False
-
-
-@dataclass(frozen=True, slots=True)
-class EndpointStatus:
-    """Outcome of the newest scrape of one endpoint."""
-
-    up: bool
-    duration_seconds: float
-    error: str | None = None  # one-line cause when down; never contains request headers
-
-
-@dataclass(frozen=True, slots=True)
-class UpstreamSnapshot:
-    """Everything one target's scraper knows, published as a whole."""
-
-    endpoints: Mapping[str, EndpointStatus] = field(default_factory=dict)
-    errors: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (endpoint, reason)
-    dropped: Mapping[str, int] = field(default_factory=dict)  # /metrics samples, by reason
-    values: UpstreamValues | None = None
-    config: ServerConfig | None = None
-    metrics_endpoint: str | None = None  # "ok" | "empty" | "missing" | "down" | None
-    scraped_at: float | None = None  # the newest scrape, on the daemon's clock (clock.now)
 
 
 def bearer_token(token_file: str | None = None, token_env: str | None = None) -> str | None:
