@@ -12,7 +12,12 @@ from pathlib import Path
 import pytest
 
 from exporter.sources.scrape_pool import ScrapePool
-from exporter.sources.upstream import MAX_BODY_BYTES, UpstreamScraper
+from exporter.sources.upstream import (
+    MAX_BODY_BYTES,
+    ScrapeError,
+    UpstreamScraper,
+    parse_metrics,
+)
 from exporter.sources.upstream_snapshot import UpstreamSnapshot
 from tests.support.fake_sglang import (
     API_KEY,
@@ -399,15 +404,31 @@ def test_only_the_families_an_engine_reads_are_parsed(
     assert time.process_time() - started < 0.5  # parsing it all took several seconds
 
 
-def test_a_scrape_whose_parsing_outlasts_its_timeout_is_down(sglang: FakeSGLang) -> None:
-    """The timeout covered the answer but not its parsing: values parsed for 13 s were shown
-    as the server's present, `upstream_up` 1."""
+def _slow_to_parse() -> str:
+    """An exposition within every size cap that takes seconds to parse."""
     labels = ",".join(f'l{i}="v"' for i in range(9))
     series = "".join(
         f'sglang:num_running_reqs{{dp_rank="{i}",{labels}}} 1\n' for i in range(19_000)
     )
-    sglang.routes["/metrics"] = Route(body=(exposition() + series).encode())
+    return exposition() + series
+
+
+def test_a_scrape_whose_parsing_outlasts_its_timeout_is_down(sglang: FakeSGLang) -> None:
+    """The timeout covered the answer but not its parsing: values parsed for 13 s were shown
+    as the server's present, `upstream_up` 1."""
+    sglang.routes["/metrics"] = Route(body=_slow_to_parse().encode())
     snap = UpstreamScraper(f"{sglang.url}/metrics", timeout=0.2).scrape_once()
     assert not snap.endpoints["metrics"].up
     assert snap.errors == {("metrics", "timeout"): 1}
     assert snap.values is None
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/openmetrics-text"])
+def test_parsing_stops_at_the_scrapes_deadline(content_type: str) -> None:
+    """Values parsed past the timeout were dropped, but only once all of them were parsed:
+    seconds of CPU a scrape for a body that is late anyway."""
+    series = "".join(f'sglang:num_running_reqs{{dp_rank="{i}"}} 1\n' for i in range(5_000))
+    body = f"# TYPE sglang:num_running_reqs gauge\n{series}# EOF\n".encode()
+    with pytest.raises(ScrapeError, match="while parsing") as raised:
+        parse_metrics(body, content_type, deadline=time.monotonic())
+    assert raised.value.reason == "timeout"

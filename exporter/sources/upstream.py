@@ -15,8 +15,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.client
+import io
 import json
 import logging
+import math
 import os
 import re
 import socket
@@ -31,9 +33,9 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from prometheus_client.openmetrics.parser import (
-    text_string_to_metric_families as openmetrics_families,
+    text_fd_to_metric_families as openmetrics_families,
 )
-from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.parser import text_fd_to_metric_families
 
 from exporter import clock
 from exporter.engines import registry
@@ -190,7 +192,10 @@ def _classify(cause: object) -> ScrapeError:
 
 
 def parse_metrics(
-    body: bytes, content_type: str, reads: Callable[[str], bool] | None = None
+    body: bytes,
+    content_type: str,
+    reads: Callable[[str], bool] | None = None,
+    deadline: float = math.inf,
 ) -> dict[str, list[tuple[dict[str, str], float]]]:
     """Samples by name with ``sglang:`` normalised to ``sglang_`` (SGLang serves both spellings).
 
@@ -200,7 +205,9 @@ def parse_metrics(
     before parsing: a body within the byte cap may still hold enough tiny series to cost
     hundreds of MB once parsed, or enough labels to cost minutes of CPU. With ``reads``,
     only the lines of the families it names are parsed (prometheus-client's parser costs
-    about 20 times a line filter on a vLLM exposition of 175 KiB).
+    about 20 times a line filter on a vLLM exposition of 175 KiB). Parsing stops at
+    ``deadline`` (monotonic seconds), a ``timeout``: values that late are not shown, so a
+    body that takes seconds to parse costs no more CPU than the scrape's timeout.
     """
     lines = body.count(b"\n") + 1
     comments = body.count(b"\n#") + body.startswith(b"#")
@@ -218,10 +225,10 @@ def parse_metrics(
         parser = (
             openmetrics_families
             if "application/openmetrics-text" in content_type
-            else text_string_to_metric_families
+            else text_fd_to_metric_families
         )
         samples: dict[str, list[tuple[dict[str, str], float]]] = {}
-        for family in parser(text):
+        for family in parser(_LinesUntil(text, deadline)):
             for sample in family.samples:
                 name = sample.name
                 for old, new in registry.NAME_FOLDS:  # an engine's other spellings
@@ -230,6 +237,24 @@ def parse_metrics(
         return samples
     except (ValueError, TypeError, IndexError, KeyError, UnicodeDecodeError) as exc:
         raise ScrapeError("garbage", f"unparsable exposition: {exc}"[:200]) from None
+
+
+class _LinesUntil(io.StringIO):
+    """The text's lines, as the parsers iterate them, until ``deadline`` passes."""
+
+    # Lines between looks at the clock: a look costs about as much as parsing a short line.
+    EVERY = 256
+
+    def __init__(self, text: str, deadline: float) -> None:
+        super().__init__(text)
+        self._deadline = deadline
+        self._lines = 0
+
+    def __next__(self) -> str:  # type: ignore[override]  # typeshed: IOBase yields bytes
+        self._lines += 1
+        if self._lines % self.EVERY == 0 and time.monotonic() > self._deadline:
+            raise ScrapeError("timeout", "deadline passed while parsing the body")
+        return super().__next__()
 
 
 def _lines_read(text: str, reads: Callable[[str], bool]) -> str:
@@ -483,7 +508,7 @@ class UpstreamScraper:
             if exc.status == 404 and len(self.endpoints.metrics) == 1:
                 raise _none_answered("metrics", [(url, exc)]) from None
             raise
-        parsed = parse_metrics(body, content_type, self._reads)
+        parsed = parse_metrics(body, content_type, self._reads, deadline)
         if time.monotonic() > deadline:  # the answer came in time, but its parsing did not
             raise ScrapeError("timeout", f"not read within the {self.timeout:g} s scrape timeout")
         samples, dropped = upstream_checks.checked(parsed, self._bounds)
