@@ -92,6 +92,20 @@ def test_tensorrt_llms_exposition_is_found_beside_its_json_metrics(server: FakeS
     assert not findings(seen)
 
 
+def test_tensorrt_llms_exposition_url_given_as_the_base_url_is_understood(
+    server: FakeSGLang,
+) -> None:
+    """Its path is one endpoint: the base URL is the server's, not ``.../prometheus``."""
+    metrics = TrtllmMetrics()
+    metrics.iteration(requests=4, accepted=8)
+    server.routes[TRTLLM_PATH] = Route(body=metrics.body())
+    target, seen = watched(url=f"{server.url}{TRTLLM_PATH}")
+    assert target.upstream is not None
+    assert target.upstream.endpoints.base == server.url
+    assert up(seen) == {"metrics": 1.0}
+    assert server.paths == [TRTLLM_PATH]
+
+
 def test_vllm_is_never_asked_for_server_info(server: FakeSGLang) -> None:
     server.routes["/metrics"] = Route(body=vllm_schema("vllm:", 100, 150, (0.8, 0.5, 0.2)))
     _, seen = watched(url=server.url)

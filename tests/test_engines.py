@@ -369,7 +369,8 @@ class Toy:
     title = "ToyLLM"
     markers = (b"toyllm| ",)
     start_markers = markers
-    server_info = False
+    metrics_paths = ("/toy/metrics",)
+    server_info_paths = ()
     metrics_switch = "--toy-metrics"
     draft_settings = {"draft_len": "num_steps"}
     fixes = {"eagle3_algorithm": "--algo eagle3"}
@@ -424,6 +425,7 @@ from exporter.engines import registry
 from exporter.engines.server_config import ServerConfig
 from exporter.parse.pipeline import LineProcessor
 from exporter.simulate import DEFAULT_ENGINE, generate, playable
+from exporter.sources.endpoints import find_endpoints, split_base
 from exporter.state.runs import RunTracker
 from tests.support.sinks import ListSink
 from tests.test_engines import rendering
@@ -438,6 +440,8 @@ print(processor.engine, [r.accept_length for r in sink.records], started, tracke
 print(build_config({"targets": [{"engine": "toyllm"}]}).targets[0].engine)
 print(engine_fix("eagle3_algorithm"))
 print(off_cause("toyllm"), "|", off_cause(None))
+# Its /metrics path, tried from a base URL after those more engines serve.
+print(find_endpoints("http://h:8000").metrics, split_base("http://h:8000/toy/metrics"))
 # Its simulation, written by `specwatch simulate` and read back as its own.
 main(["simulate", "--engine", "toyllm", "--scenario", "recovery", "--duration", "70",
       "--out", "toy.log"])
@@ -502,6 +506,8 @@ def test_an_engine_is_added_by_adding_its_module(tmp_path: Path) -> None:
         'decoding_type: Eagle3 in speculative_config; vLLM "method": "eagle3" in '
         "--speculative-config",
         "toy throttle | adaptive or toy throttle or per-batch-size schedule",
+        "('http://h:8000/metrics', 'http://h:8000/toy/metrics', "
+        "'http://h:8000/prometheus/metrics') ('http://h:8000', '/toy/metrics')",
         # recovery: a collapsed run for 60 s, then a healthy one, each started.
         "toyllm [1.0, 3.2] 2 sglang",
         "10 False",

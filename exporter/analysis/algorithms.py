@@ -63,7 +63,7 @@ def own_fix(config: ServerConfig, change: str) -> str:
     of the engine that serves it; every engine's, each named, if that one has none."""
     engine = config.engine
     if engine is None:
-        engine = next((each.name for each in registry.ENGINES if each.server_info), None)
+        engine = next((each.name for each in registry.ENGINES if each.server_info_paths), None)
     return engine_words(change, engine)
 
 

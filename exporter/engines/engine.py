@@ -115,9 +115,13 @@ class Engine(Protocol):
     # Bytes every line that starts its server run carries (some of ``markers``): what a source
     # of another engine is scanned for, batch by batch, to see it change engine.
     start_markers: tuple[bytes, ...]
-    # Whether its server answers /server_info with its arguments (SGLang's): doctor asks only
-    # such an engine, and a 404 from any other is no problem.
-    server_info: bool
+    # Where under the server's base URL it serves its Prometheus exposition, in the order to
+    # try (TensorRT-LLM's /prometheus/metrics: its /metrics is JSON).
+    metrics_paths: tuple[str, ...]
+    # Where its server answers with its arguments (SGLang's /server_info, /get_server_info
+    # before 0.5.6), in the order to try; empty for a server that has none: only an engine
+    # with one is asked, and a 404 from any other is no problem.
+    server_info_paths: tuple[str, ...]
     # Its own names for the draft count, each with the ServerConfig field that holds it
     # (SGLang's speculative_num_steps, vLLM's num_speculative_tokens): how the start-up
     # summary says what the server drafts, in the words of the flags that set it.
@@ -178,7 +182,7 @@ class Engine(Protocol):
 
     def read_server_info(self, info: Mapping[str, Any]) -> ServerConfig | None:
         """Its server's ``/server_info`` JSON in specwatch's terms; None for an engine whose
-        server has none (``server_info`` false)."""
+        server has none (no ``server_info_paths``)."""
         ...
 
     def upstream_reader(self, prefix: str | None = None) -> UpstreamReader | None:

@@ -216,7 +216,8 @@ ADAPTIVE_TIERS = (1, 8, 32, 64)
 class SGLang:
     name = NAME
     title = "SGLang"
-    server_info = True
+    metrics_paths = ("/metrics",)
+    server_info_paths = ("/server_info", "/get_server_info")
     metrics_switch: str | None = "--enable-metrics"
     draft_settings = MappingProxyType(
         {

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 class Trtllm:
     name = "trtllm"
     title = "TensorRT-LLM"
-    server_info = False
+    metrics_paths = ("/prometheus/metrics",)  # its /metrics is JSON
+    server_info_paths: tuple[str, ...] = ()
     metrics_switch: str | None = None
     draft_settings = MappingProxyType({"max_draft_len": "num_steps"})
     markers: tuple[bytes, ...] = ()

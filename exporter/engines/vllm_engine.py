@@ -79,7 +79,8 @@ OPEN_END = 4096
 class Vllm:
     name = vllm.NAME
     title = "vLLM"
-    server_info = False
+    metrics_paths = ("/metrics",)
+    server_info_paths: tuple[str, ...] = ()
     metrics_switch: str | None = None
     draft_settings = MappingProxyType({"num_speculative_tokens": "num_steps"})
     markers = _OWN_MARKERS

@@ -1,22 +1,33 @@
 """Where a server's endpoints are, found from one base URL.
 
 An operator knows the address the server listens on (``http://127.0.0.1:30000``), not where
-each engine keeps its numbers: SGLang serves ``/metrics`` (with ``--enable-metrics``) and
-``/server_info`` (``/get_server_info`` before 0.5.6), vLLM ``/metrics`` and no server info,
-TensorRT-LLM its Prometheus exposition at ``/prometheus/metrics`` (its ``/metrics`` is JSON).
-From the base URL each endpoint gets its candidates, tried in order until one answers as its
-engine does; a URL of one endpoint given where the base URL is expected names both. An
-explicit ``metrics_url`` or ``server_info_url`` is taken as given (an override).
+each engine keeps its numbers: each engine says where (its ``metrics_paths`` and
+``server_info_paths``), and the paths of every engine are tried. From the base URL each
+endpoint gets its candidates, tried in order until one answers as its engine does; a URL of
+one endpoint given where the base URL is expected names both. An explicit ``metrics_url`` or
+``server_info_url`` is taken as given (an override), with its engine's other names for it.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
-METRICS_PATHS = ("/metrics", "/prometheus/metrics")
-SERVER_INFO_PATHS = ("/server_info", "/get_server_info")
-_ENDPOINT_PATHS = (*METRICS_PATHS, *SERVER_INFO_PATHS)
+from exporter.engines import registry
+
+
+def _in_order(paths: Iterable[str]) -> tuple[str, ...]:
+    """Each path once, the one most engines serve first (ties in the registry's order)."""
+    shared = Counter(paths)
+    return tuple(sorted(shared, key=lambda path: -shared[path]))
+
+
+METRICS_PATHS = _in_order(p for engine in registry.ENGINES for p in engine.metrics_paths)
+SERVER_INFO_PATHS = _in_order(p for engine in registry.ENGINES for p in engine.server_info_paths)
+# Longest first: ``/prometheus/metrics`` is one endpoint, not ``/metrics`` under ``/prometheus``.
+_ENDPOINT_PATHS = tuple(sorted((*METRICS_PATHS, *SERVER_INFO_PATHS), key=len, reverse=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +85,7 @@ def find_endpoints(
     info: tuple[str, ...] = ()
     optional = False
     if server_info_url is not None:
-        info = tuple(dict.fromkeys((server_info_url, _older_name(server_info_url))))
+        info = (server_info_url, *_other_names(server_info_url))
     elif base is not None:
         first = (named,) if named in SERVER_INFO_PATHS else ()
         paths = (*first, *(p for p in SERVER_INFO_PATHS if p != named))
@@ -82,8 +93,15 @@ def find_endpoints(
     return Endpoints(metrics, info, optional, base)
 
 
-def _older_name(url: str) -> str:
-    """``/server_info`` -> ``/get_server_info``: SGLang before 0.5.6 answers only that."""
+def _other_names(url: str) -> tuple[str, ...]:
+    """``url`` at the other paths of the engine whose server-info path it ends in (SGLang's
+    ``/server_info`` -> ``/get_server_info``, the only name before 0.5.6)."""
     parts = urlsplit(url)
-    path = parts.path.rsplit("/", 1)[0] + "/get_server_info"
-    return urlunsplit(parts._replace(path=path))
+    path = parts.path.rstrip("/")
+    for engine in registry.ENGINES:
+        said = next((p for p in engine.server_info_paths if path.endswith(p)), None)
+        if said is not None:
+            base = path.removesuffix(said)
+            others = (p for p in engine.server_info_paths if p != said)
+            return tuple(urlunsplit(parts._replace(path=base + p)) for p in others)
+    return ()

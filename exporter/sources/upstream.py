@@ -557,16 +557,16 @@ class UpstreamScraper:
         if self._unreachable:  # the same server refused /metrics: one problem, said once
             return False
         engine = self._engine or (snapshot.values.engine if snapshot.values else None)
-        return engine is None or registry.engine(engine).server_info
+        return engine is None or bool(registry.engine(engine).server_info_paths)
 
     def _server_info_engine(self, snapshot: UpstreamSnapshot) -> Engine | None:
         """Whose ``/server_info`` this is: the engine known, where it serves one; else, the
         engine not known yet, the one that does."""
         known = self._engine or (snapshot.values.engine if snapshot.values else None)
         engine = registry.BY_NAME.get(known or "")
-        if engine is not None and engine.server_info:
+        if engine is not None and engine.server_info_paths:
             return engine
-        return next((each for each in registry.ENGINES if each.server_info), None)
+        return next((each for each in registry.ENGINES if each.server_info_paths), None)
 
     def _scrape_server_info(self, snapshot: UpstreamSnapshot) -> UpstreamSnapshot:
         token = self._token()
@@ -608,7 +608,7 @@ def _tried_text(tried: list[tuple[str, ScrapeError]]) -> str:
 
 
 # The engines whose servers answer /server_info, said where a base URL's has none.
-_INFO_TITLES = " or ".join(engine.title for engine in registry.ENGINES if engine.server_info)
+_INFO_TITLES = " or ".join(e.title for e in registry.ENGINES if e.server_info_paths)
 # What a 404 at /metrics may also mean: an engine that serves it only when switched on.
 _SWITCHES = "".join(
     f"; {engine.title} serves /metrics only when started with {engine.metrics_switch}"
