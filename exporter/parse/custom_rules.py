@@ -94,7 +94,7 @@ class CustomRuleError(ValueError):
 class CustomMetric(BaseModel):
     """One metric a rule feeds: a gauge set to a group, or a counter increased by it (or 1)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # as Strict's
 
     name: str = Field(description="suffix after specwatch_custom_; counters get _total added")
     type: Literal["gauge", "counter"] = "gauge"
@@ -122,7 +122,7 @@ class CustomMetric(BaseModel):
 class CustomRule(BaseModel):
     """One ``custom_rules`` entry of the config file."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # as Strict's
 
     name: str
     pattern: str
