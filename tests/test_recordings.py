@@ -20,7 +20,6 @@ from __future__ import annotations
 import gzip
 import json
 import re
-import subprocess
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ import pytest
 from exporter.analysis.findings import SEVERITIES
 from exporter.config import TargetConfig
 from exporter.target import Target
-from tests.support.daemon import doctor, in_process, run_daemon, specwatch_cmd
+from tests.support.daemon import doctor, in_process, run_daemon
 from tests.support.metrics import Scrape
 from tests.support.recordings import (
     Counters,
@@ -142,14 +141,9 @@ VERDICT_CODES = {"accept_length_collapsed", "accept_length_low"}
 
 @cache
 def parsed(rec_id: str) -> list[dict[str, Any]]:
-    out = subprocess.run(
-        specwatch_cmd("parse", "--json", str(RECORDINGS[rec_id].log)),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
-    return [json.loads(line) for line in out.splitlines()]
+    done = in_process("parse", "--json", str(RECORDINGS[rec_id].log))
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
 
 
 def parsed_sum(rec: Recording, field: str) -> float:
@@ -258,35 +252,49 @@ def test_report_gives_the_engines_accept_length(rec: Recording) -> None:
 # --- the daemon following the log as it is written ------------------------------------------
 
 
-@cache
-def tailed(rec_id: str, folder: Path) -> Scrape:
-    """What the daemon shows once it has followed the whole log, written at its own pace."""
-    rec = RECORDINGS[rec_id]
-    log = folder / f"{rec_id.replace('/', '-')}.log"
-    log.write_text("")
-    with run_daemon(["--log-file", str(log), "--target", "node"], port=free_port()) as daemon:
-        write_paced(rec.log_lines(), log, SPEEDUP)
-        lines = len(rec.log_lines())
-        return daemon.wait_metric(
-            "specwatch_log_lines_total", lambda v: v == lines, 15, target="node"
-        )
+def node(rec: Recording) -> str:
+    """The target a recording's log is followed as."""
+    return rec.id.replace("/", "-")
 
 
 @pytest.fixture(scope="module")
-def tail_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("tailed")
+def tailed(tmp_path_factory: pytest.TempPathFactory) -> Scrape:
+    """What one daemon shows once it has followed every recording's log, a target each, all
+    written at once at the pace of their own stamps (one start, and the longest recording's
+    time, for all of them)."""
+    folder = tmp_path_factory.mktemp("tailed")
+    logs = {folder / f"{node(rec)}.log": rec for rec in RECORDINGS.values()}
+    config = "targets:\n" + "".join(
+        f"  - name: {node(rec)}\n    log_files: [{log}]\n" for log, rec in logs.items()
+    )
+    (folder / "specwatch.yaml").write_text(config)
+    for log in logs:
+        log.write_text("")
+    with run_daemon(["--config", str(folder / "specwatch.yaml")], port=free_port()) as daemon:
+        write_paced({log: rec.log_lines() for log, rec in logs.items()}, SPEEDUP)
+
+        def followed() -> Scrape | None:
+            seen = daemon.scrape()
+            done = all(
+                seen.value("specwatch_log_lines_total", target=node(rec)) == len(rec.log_lines())
+                for rec in logs.values()
+            )
+            return seen if done else None
+
+        return wait_for(followed, 15)
 
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("rec", cases())
 def test_the_daemon_following_the_log_reaches_the_scenarios_findings(
-    rec: Recording, tail_dir: Path
+    rec: Recording, tailed: Scrape
 ) -> None:
-    seen = tailed(rec.id, tail_dir)
     findings = {
         s.labels["code"]
-        for s in seen.samples
-        if s.name == "specwatch_finding" and s.labels["severity"] in ("warning", "critical")
+        for s in tailed.samples
+        if s.name == "specwatch_finding"
+        and s.labels["target"] == node(rec)
+        and s.labels["severity"] in ("warning", "critical")
     }
     assert findings - read_whole_log(rec) == rec.expected - VERDICT_CODES
 
@@ -294,20 +302,18 @@ def test_the_daemon_following_the_log_reaches_the_scenarios_findings(
 @pytest.mark.e2e
 @pytest.mark.parametrize("rec", cases(engine="vllm"))
 def test_the_daemon_following_the_log_counts_the_engines_tokens(
-    rec: Recording, tail_dir: Path
+    rec: Recording, tailed: Scrape
 ) -> None:
-    seen = tailed(rec.id, tail_dir)
-    assert seen.value("specwatch_draft_tokens_total", target="node") == rec.final.draft_tokens
-    assert seen.value("specwatch_accepted_tokens_total", target="node") == rec.final.accepted
+    assert tailed.value("specwatch_draft_tokens_total", target=node(rec)) == rec.final.draft_tokens
+    assert tailed.value("specwatch_accepted_tokens_total", target=node(rec)) == rec.final.accepted
 
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("rec", cases("drafts", engine="vllm"))
 def test_the_daemon_following_the_log_counts_the_engines_drafts(
-    rec: Recording, tail_dir: Path
+    rec: Recording, tailed: Scrape
 ) -> None:
-    seen = tailed(rec.id, tail_dir)
-    assert seen.value("specwatch_drafts_total", target="node") == rec.final.drafts
+    assert tailed.value("specwatch_drafts_total", target=node(rec)) == rec.final.drafts
 
 
 # --- the server's /metrics, scraped -----------------------------------------------------------
@@ -365,7 +371,14 @@ def test_the_scraper_gives_the_engines_accept_length_for_every_window(rec: Recor
 
 @pytest.mark.e2e
 def test_the_daemon_scraping_every_recording_ends_on_the_engines_counters(tmp_path: Path) -> None:
-    routes = {f"/{i}": rec.snapshots for i, rec in enumerate(RECORDINGS.values())}
+    """The daemon's own scrape loop, a target per recording, each server answering its first
+    snapshot (ready, no traffic), one mid-run and its last: a scrape a second, so three
+    seconds where all the snapshots took eighteen (the scraper reads every one of them in
+    the tests above)."""
+    routes = {
+        f"/{i}": [rec.snapshots[0], rec.snapshots[len(rec.snapshots) // 2], rec.snapshots[-1]]
+        for i, rec in enumerate(RECORDINGS.values())
+    }
     with serve_snapshots(routes) as server:
         names = {f"/{i}": f"rec{i}" for i in range(len(routes))}
         config = "targets:\n" + "".join(
@@ -375,9 +388,10 @@ def test_the_daemon_scraping_every_recording_ends_on_the_engines_counters(tmp_pa
         )
         path = tmp_path / "specwatch.yaml"
         path.write_text(config)
-        last = max(len(snaps) for snaps in routes.values())
         with run_daemon(["--config", str(path)], port=free_port()) as daemon:
-            wait_for(lambda: len(server.served) >= last * len(routes), timeout=last * 3)
+            # A target's next scrape starts once the one before is read: one request past
+            # the last snapshot says the last was read.
+            wait_for(lambda: all(server.requests[p] > 3 for p in routes), timeout=15)
             seen = daemon.scrape()
     for i, rec in enumerate(RECORDINGS.values()):
         name = f"rec{i}"
@@ -388,9 +402,11 @@ def test_the_daemon_scraping_every_recording_ends_on_the_engines_counters(tmp_pa
         # (None where the engine counts no drafted tokens: SGLang)
 
 
-def doctor_url(rec: Recording) -> tuple[dict[str, Any], list[int]]:
+@cache
+def doctor_url(rec_id: str) -> tuple[dict[str, Any], list[int]]:
     """doctor --url against the recording: its two scrapes are the first snapshot (ready, no
     traffic yet) and the last; the info endpoints answer what the engine answered."""
+    rec = RECORDINGS[rec_id]
     first, last = rec.snapshots[0], rec.snapshots[-1]
     with serve_snapshots({"": [first, last]}, rec.info) as server:
         done = doctor("--url", server.url, "--scrape-gap", "0.5", "--json")
@@ -400,7 +416,7 @@ def doctor_url(rec: Recording) -> tuple[dict[str, Any], list[int]]:
 @pytest.mark.e2e
 @pytest.mark.parametrize("rec", cases())
 def test_doctor_on_the_url_reaches_the_verdict_the_scenario_calls_for(rec: Recording) -> None:
-    report, served = doctor_url(rec)
+    report, served = doctor_url(rec.id)
     assert served == [0, 1]
     config_only = CONFIG_ONLY if rec.engine == "vllm" else set()
     assert judged_codes(report) == rec.expected - config_only
@@ -411,7 +427,7 @@ def test_doctor_on_the_url_reaches_the_verdict_the_scenario_calls_for(rec: Recor
 def test_doctor_on_the_url_gives_the_accept_length_of_the_engines_counters(
     rec: Recording,
 ) -> None:
-    report, _ = doctor_url(rec)
+    report, _ = doctor_url(rec.id)
     said = re.search(
         r"accept length ([\d.]+) from the server's counters", " ".join(report["notes"])
     )

@@ -8,6 +8,7 @@ never from specwatch, so a test comparing the two compares specwatch with the en
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import re
@@ -221,18 +222,24 @@ def line_times(lines: list[str]) -> list[float]:
     return times
 
 
-def write_paced(lines: list[str], path: Path, speedup: float) -> None:
-    """Append ``lines`` to ``path`` at the pace of their own stamps, ``speedup`` times faster,
-    as the engine wrote them (a flushed write per line)."""
-    times = line_times(lines)
-    started = time.monotonic()
-    with path.open("a", encoding="utf-8") as out:
-        for line, at in zip(lines, times, strict=True):
+def write_paced(logs: dict[Path, list[str]], speedup: float) -> None:
+    """Append each log's lines to its file at the pace of their own stamps, ``speedup`` times
+    faster, every log at once from a common start, as engines side by side wrote them (a
+    flushed write per line; a log's lines in their order)."""
+    paced = sorted(
+        (at, n, i, path)
+        for n, (path, lines) in enumerate(logs.items())
+        for i, at in enumerate(line_times(lines))
+    )
+    with contextlib.ExitStack() as stack:
+        files = {path: stack.enter_context(path.open("a", encoding="utf-8")) for path in logs}
+        started = time.monotonic()
+        for at, _, i, path in paced:
             delay = started + at / speedup - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-            out.write(line)
-            out.flush()
+            files[path].write(logs[path][i])
+            files[path].flush()
 
 
 @dataclass
@@ -242,6 +249,8 @@ class SnapshotServer:
 
     url: str
     served: list[int]
+    # requests answered so far, by path prefix
+    requests: dict[str, int]
 
 
 @contextmanager
@@ -293,7 +302,7 @@ def serve_snapshots(
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
-        yield SnapshotServer(f"http://127.0.0.1:{server.server_port}", served)
+        yield SnapshotServer(f"http://127.0.0.1:{server.server_port}", served, state)
     finally:
         server.shutdown()
         server.server_close()
