@@ -66,7 +66,7 @@ LOG_CHANGES = (
 # where SGLang and the default count verified positions ("5 draft tokens"). The n-gram match
 # window: the engines that serve n-gram lookup.
 OWN_CHANGES = {
-    "vllm": {"api_servers", "draft_count", "ngram_window"},
+    "vllm": {"api_servers", "draft_count", "ngram_window", "schedule_entry"},
     # SGLang's running cap and graph batch size: the only ones a configuration specwatch
     # reads states, so the only ones the capped and eager-batch findings name.
     # And the cap it picks itself when none is given, and its block drafters' block sizes.

@@ -329,3 +329,41 @@ def test_a_log_level_that_hides_the_stats_is_said_of_the_engine_that_logs(
         finding.seen
         == f"log_level='warning': {writer} logs decode stats at INFO, so none are written."
     )
+
+
+@pytest.mark.parametrize(
+    ("schedule", "setting"),
+    [
+        (None, "(num_speculative_tokens in --speculative-config)"),
+        # Drafting by batch size, the count to change is this load's entry of the schedule.
+        (((1, 64, 4),), "(the num_speculative_tokens_per_batch_size entry of the current load)"),
+    ],
+)
+def test_unprofitable_positions_are_fixed_in_the_engines_own_setting(
+    schedule: tuple[tuple[int, int, int], ...] | None, setting: str
+) -> None:
+    rates = (0.7, 0.3, 0.05, 0.01)
+    windows = tuple(
+        DecodeSample(accept_length=2.06, cuda_graph=True, accept_rate_by_position=rates)
+        for _ in range(5)
+    )
+    config = ServerConfig(engine="vllm", algorithm="EAGLE3", num_steps=4, schedule=schedule)
+    (finding,) = [
+        f
+        for f in evaluate(Observations(config=config, windows=windows, speedup=0.9))
+        if f.code == "draft_positions_unprofitable"
+    ]
+    assert setting in finding.fix
+    assert "vLLM" not in finding.fix  # its own words, not every engine's, each named
+
+
+def test_excess_draft_tokens_are_counted_in_the_engines_own_words() -> None:
+    windows = tuple(DecodeSample(accept_length=2.5, cuda_graph=True) for _ in range(5))
+    for engine, said in (("sglang", "16 draft tokens a round"), ("vllm", "15 speculative tokens")):
+        config = ServerConfig(engine=engine, algorithm="EAGLE3", num_draft_tokens=16)
+        (finding,) = [
+            f
+            for f in evaluate(Observations(config=config, windows=windows, speedup=57 / 90))
+            if f.code == "draft_tokens_excessive"
+        ]
+        assert finding.seen.startswith(said), finding.seen

@@ -88,6 +88,8 @@ class Vllm:
     fixes: Mapping[str, str] = {
         "eagle3_algorithm": '"method": "eagle3" in --speculative-config',
         "speculative_tokens": "num_speculative_tokens in --speculative-config",
+        # Where it drafts by batch size, the setting that holds this load's count.
+        "schedule_entry": "the num_speculative_tokens_per_batch_size entry of the current load",
         "draft_tokens": "num_speculative_tokens in --speculative-config to about {steps}",
         "ngram_window": (
             "a larger prompt_lookup_min (prompt_lookup_max) in --speculative-config, so only "

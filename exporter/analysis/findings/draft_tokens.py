@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from statistics import fmean
 
 from exporter.analysis import algorithms
-from exporter.analysis.algorithms import Standard, config_standard, engine_fix
-from exporter.analysis.breakeven import Assessment, advise, assess_positions
+from exporter.analysis.algorithms import Standard, config_standard, engine_words
+from exporter.analysis.breakeven import Assessment, advise, assess_positions, count_of
 from exporter.analysis.findings.shapes import (
     DecodeSample,
     Finding,
@@ -55,7 +55,7 @@ def draft_tokens_excessive(obs: Observations) -> Finding | None:
         code="draft_tokens_excessive",
         summary=f"{tokens} draft tokens per round, few accepted",
         seen=(
-            f"speculative_num_draft_tokens={tokens}, mean accept length {mean:.2f}: "
+            f"{count_of(tokens, obs.config.engine)} a round, mean accept length {mean:.2f}: "
             f"{rate:.0%} of proposed draft tokens accepted ({mean - 1:.1f} of {tokens - 1})"
             f"{speedup_note(obs.speedup)}."
         ),
@@ -102,9 +102,9 @@ def draft_positions_unprofitable(obs: Observations) -> Finding | None:
             "serve without speculation."
         )
     else:
-        setting = engine_fix("speculative_tokens", obs.config.engine)
-        if obs.config.schedule is not None:  # vLLM drafts by batch size: this load's entry
-            setting = "the num_speculative_tokens_per_batch_size entry of the current load"
+        # A server drafting by batch size (its schedule) is told this load's entry.
+        change = "speculative_tokens" if obs.config.schedule is None else "schedule_entry"
+        setting = engine_words(change, obs.config.engine)
         fix = (
             f"Set the number of speculative tokens to {advice.suggested} ({setting}): "
             f"estimated {advice.expected_speedup:.2f}x plain decoding instead of "
