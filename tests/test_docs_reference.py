@@ -20,11 +20,9 @@ from exporter.cli import build_parser, main
 from exporter.commands.run import effective_config
 from exporter.config import build_config, env_overrides
 from exporter.exposition.families import FAMILIES
-from exporter.mixin.render import render
-from exporter.mixin_config import MixinConfig
 from exporter.settings import ConfigError
 from tests.support.docs import DOC_PAGES, README, RUNBOOK, all_docs, doc, section
-from tests.support.tools import shipped_rules
+from tests.support.tools import shipped_rules, speed_budget_rendering
 
 ENV_NAME = re.compile(r"\bSPECWATCH_[A-Z_]*[A-Z]\b")
 FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z.-]*[a-z])")
@@ -72,7 +70,7 @@ def exported_names() -> set[str]:
 
 def rule_names(key: str) -> set[str]:
     """Names in the shipped rules and in the optional speed-budget rendering."""
-    files = render(MixinConfig(speed_slo=0.99))
+    files = speed_budget_rendering()
     optional = [
         g
         for name in ("prometheus_rules.yaml", "prometheus_alerts.yaml")

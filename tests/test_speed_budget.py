@@ -15,24 +15,29 @@ import yaml
 
 from exporter.mixin.render import render, write
 from exporter.mixin_config import MixinConfig
-from tests.support.tools import REPO, group_order_problem, require_tool
+from tests.support.tools import (
+    REPO,
+    group_order_problem,
+    require_tool,
+    speed_budget_rendering,
+)
 
 SCENARIOS = REPO / "alerts" / "tests" / "speed-budget" / "speed-budget.yaml"
 NAMES = {"SpecDecodeSpeedBudgetFastBurn", "SpecDecodeSpeedBudgetSlowBurn"}
 
 
-def alert_names(config: MixinConfig) -> set[str]:
-    groups = yaml.safe_load(render(config)["prometheus_alerts.yaml"])["groups"]
+def alert_names(rendering: dict[str, str]) -> set[str]:
+    groups = yaml.safe_load(rendering["prometheus_alerts.yaml"])["groups"]
     return {r["alert"] for g in groups for r in g["rules"]}
 
 
 def test_the_default_rendering_has_no_speed_budget() -> None:
-    assert not NAMES & alert_names(MixinConfig())
-    assert alert_names(MixinConfig(speed_slo=0.99)) >= NAMES
+    assert not NAMES & alert_names(render(MixinConfig()))
+    assert alert_names(speed_budget_rendering()) >= NAMES
 
 
 def test_scenarios_fix_the_order_of_the_rendered_groups() -> None:
-    rendering = render(MixinConfig(speed_slo=0.99))
+    rendering = speed_budget_rendering()
     groups = [
         group
         for name in yaml.safe_load(SCENARIOS.read_text())["rule_files"]
@@ -43,7 +48,7 @@ def test_scenarios_fix_the_order_of_the_rendered_groups() -> None:
 
 @pytest.mark.e2e
 def test_promtool_scenarios_pass_on_the_speed_budget_rendering(tmp_path: Path) -> None:
-    write(render(MixinConfig(speed_slo=0.99)), tmp_path)
+    write(speed_budget_rendering(), tmp_path)
     shutil.copy(SCENARIOS, tmp_path / SCENARIOS.name)
     result = subprocess.run(
         [require_tool("promtool"), "test", "rules", SCENARIOS.name],

@@ -8,6 +8,7 @@ import re
 import shutil
 import socket
 import subprocess
+from functools import cache
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -28,6 +29,17 @@ def shipped_rules() -> dict[str, Any]:
     """Both shipped rule files as one rule file's content (every group, in load order)."""
     groups = [g for path in RULE_FILES for g in yaml.safe_load(path.read_text())["groups"]]
     return {"groups": groups}
+
+
+@cache
+def speed_budget_rendering() -> dict[str, str]:
+    """The mixin rendered with the optional speed-budget rules, at the ``speed_slo`` of 0.99
+    its promtool scenarios are written for: half a CPU-second, made once a process."""
+    # Imported here: the conftest imports this module, and most test processes render nothing.
+    from exporter.mixin.render import render
+    from exporter.mixin_config import MixinConfig
+
+    return render(MixinConfig(speed_slo=0.99))
 
 
 def group_order_problem(scenario: dict[str, Any], groups: list[dict[str, Any]]) -> str | None:
