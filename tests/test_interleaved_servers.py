@@ -16,7 +16,9 @@ from __future__ import annotations
 import json
 import math
 import subprocess
+import tempfile
 import time
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -36,12 +38,19 @@ from tests.support.waiting import PROCESS_TIMEOUT, wait_for
 READY = "The server is fired up and ready to roll!"
 
 
-def simulated(tmp: Path, scenario: str, engine: str = "sglang", seed: int = 0) -> list[str]:
+def simulated(scenario: str, engine: str = "sglang", seed: int = 0) -> list[str]:
     """Three minutes of ``specwatch simulate``'s log of ``scenario``."""
-    out = tmp / f"{engine}-{scenario}-{seed}.log"
-    flags = ["--scenario", scenario, "--engine", engine, "--seed", str(seed)]
-    assert main(["simulate", *flags, "--duration", "180", "--out", str(out)]) == 0
-    return out.read_text().splitlines()
+    return list(_simulated(scenario, engine, seed))
+
+
+@cache
+def _simulated(scenario: str, engine: str, seed: int) -> tuple[str, ...]:
+    """Simulated once a module: the tests mix the same few logs in different ways."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "server.log"
+        flags = ["--scenario", scenario, "--engine", engine, "--seed", str(seed)]
+        assert main(["simulate", *flags, "--duration", "180", "--out", str(out)]) == 0
+        return tuple(out.read_text().splitlines())
 
 
 def serving(lines: list[str], decodes: int = 20) -> int:
@@ -94,7 +103,7 @@ def test_two_sglang_servers_one_collapsed_are_named_and_not_judged_as_one(
     """A healthy server (about 3.2) and a collapsed one (1.00): started together, both say
     they are ready; started while the first serves, the first's decode lines go on while the
     second is still loading."""
-    healthy, collapsed = simulated(tmp_path, "healthy"), simulated(tmp_path, "collapsed", seed=1)
+    healthy, collapsed = simulated("healthy"), simulated("collapsed", seed=1)
     alone = 0 if later == "together" else serving(healthy)
     log = write(tmp_path, interleaved(healthy, collapsed, alone))
     said = doctor(capsys, log)
@@ -123,7 +132,7 @@ def test_sglang_healthy_and_vllm_collapsed_in_one_file_are_both_seen(
 ) -> None:
     """Whichever engine's server wrote first (before, the one read first was judged alone:
     "nothing wrong" one way round, a collapse of the whole node the other)."""
-    sglang, vllm = simulated(tmp_path, "healthy"), simulated(tmp_path, "collapsed", "vllm")
+    sglang, vllm = simulated("healthy"), simulated("collapsed", "vllm")
     lines = interleaved(sglang, vllm) if first == "sglang" else interleaved(vllm, sglang)
     log = write(tmp_path, lines)
     assert main(["doctor", "--log-file", str(log)]) == 1
@@ -143,8 +152,8 @@ def test_two_vllm_servers_one_collapsed_take_turns_and_are_named(
 ) -> None:
     """vLLM says no word when it is ready: its two servers show by their windows alone, two
     levels taking turns after the later start."""
-    healthy = simulated(tmp_path, "healthy", "vllm")
-    collapsed = simulated(tmp_path, "collapsed", "vllm", seed=2)
+    healthy = simulated("healthy", "vllm")
+    collapsed = simulated("collapsed", "vllm", seed=2)
     said = doctor(capsys, write(tmp_path, interleaved(healthy, collapsed, 40)))
     assert said["status"] == 1
     assert state(said) == "interleaved"
@@ -152,10 +161,10 @@ def test_two_vllm_servers_one_collapsed_take_turns_and_are_named(
     assert "2 vLLM server starts" in seen and "take turns between two accept-length levels" in seen
 
 
-def one_server_logs(tmp: Path) -> dict[str, list[str]]:
+def one_server_logs() -> dict[str, list[str]]:
     """Logs of one server each, however often it started: none is two servers."""
-    healthy, collapsed = simulated(tmp, "healthy"), simulated(tmp, "collapsed", seed=1)
-    vllm = simulated(tmp, "healthy", "vllm")
+    healthy, collapsed = simulated("healthy"), simulated("collapsed", seed=1)
+    vllm = simulated("healthy", "vllm")
     ready = collapsed.index(next(line for line in collapsed if READY in line))
     return {
         # Killed without a word, started again with another drafter: says ready once more.
@@ -163,13 +172,13 @@ def one_server_logs(tmp: Path) -> dict[str, list[str]]:
         "restarted after a crash": [*collapsed, *crashed()[-5:], *healthy],
         "killed while starting": [*collapsed[: ready - 5], *healthy],
         "moved from SGLang to vLLM": [*collapsed, *vllm],
-        "vLLM restarted without an end": [*simulated(tmp, "collapsed", "vllm", seed=2), *vllm],
+        "vLLM restarted without an end": [*simulated("collapsed", "vllm", seed=2), *vllm],
         # Drafting off (1.00) and on (about 3) take turns by design under adaptive speculation.
         "adaptive restarted without an end": [
-            *simulated(tmp, "adaptive"),
-            *simulated(tmp, "adaptive", seed=3),
+            *simulated("adaptive"),
+            *simulated("adaptive", seed=3),
         ],
-        "the simulator's recovery": simulated(tmp, "recovery"),
+        "the simulator's recovery": simulated("recovery"),
     }
 
 
@@ -188,7 +197,7 @@ def one_server_logs(tmp: Path) -> dict[str, list[str]]:
 def test_one_server_however_often_it_started_is_never_two(
     case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    log = write(tmp_path, one_server_logs(tmp_path)[case])
+    log = write(tmp_path, one_server_logs()[case])
     said = doctor(capsys, log)
     assert "interleaved_servers" not in codes(said)
     assert state(said) != "interleaved"
@@ -256,7 +265,7 @@ def test_a_dp_server_with_a_collapsed_rank_restarted_without_an_end_is_one_serve
 
 def test_a_crash_logged_ends_the_second_server_and_with_it_the_mix(tmp_path: Path) -> None:
     """Once one of the two logs its end, the lines that follow are one server's again."""
-    healthy, collapsed = simulated(tmp_path, "healthy"), simulated(tmp_path, "collapsed", seed=1)
+    healthy, collapsed = simulated("healthy"), simulated("collapsed", seed=1)
     state = TargetState("node")
     feed = LogFeed(state)
     feed.on_lines([line.encode() for line in interleaved(healthy, collapsed)])
@@ -280,7 +289,7 @@ def test_the_daemon_shows_the_finding_and_no_flipping_accept_length(
     """Lines of both servers appended while ``specwatch run`` follows the file: over several
     scrapes, ``interleaved_servers`` and the ``interleaved`` state, and no accept length,
     running requests or throughput that is either server's in turn."""
-    healthy, collapsed = simulated(tmp_path, "healthy"), simulated(tmp_path, "collapsed", seed=1)
+    healthy, collapsed = simulated("healthy"), simulated("collapsed", seed=1)
     lines = interleaved(healthy, collapsed)
     log = tmp_path / "server.log"
     log.write_text("")
