@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from tests.support.tools import (
     RULE_FILES,
     duration_seconds,
     group_order_problem,
+    load_yaml,
     require_tool,
     shipped_rules,
 )
@@ -90,6 +92,13 @@ FINDING_CODE = re.compile(r'code="(\w+)"')
 PROMETHEUS_SERIES = {"up"}
 
 
+@cache
+def scenario_file(path: Path) -> dict[str, Any]:
+    """A promtool scenario file, read once for the tests that look into it."""
+    scenario: dict[str, Any] = load_yaml(path)
+    return scenario
+
+
 def load_rules() -> list[dict[str, Any]]:
     return [rule for group in shipped_rules()["groups"] for rule in group["rules"]]
 
@@ -135,7 +144,7 @@ def test_promtool_unit_scenarios_pass(path: Path) -> None:
 
 @pytest.mark.parametrize("path", UNIT_TESTS, ids=lambda p: p.name)
 def test_unit_scenarios_fix_the_order_of_rule_groups(path: Path) -> None:
-    scenario = yaml.safe_load(path.read_text())
+    scenario = scenario_file(path)
     assert group_order_problem(scenario, shipped_rules()["groups"]) is None
 
 
@@ -273,7 +282,7 @@ def unit_test_series() -> list[str]:
     return [
         series["series"]
         for path in UNIT_TESTS
-        for group in yaml.safe_load(path.read_text())["tests"]
+        for group in scenario_file(path)["tests"]
         for series in group.get("input_series", [])
     ]
 
@@ -345,7 +354,7 @@ def test_every_alert_fires_in_some_unit_scenario_and_stays_silent_in_another() -
     fired: set[str] = set()
     silent: set[str] = set()
     for path in UNIT_TESTS:
-        for group in yaml.safe_load(path.read_text())["tests"]:
+        for group in scenario_file(path)["tests"]:
             for case in group.get("alert_rule_test", []):
                 (fired if case.get("exp_alerts") else silent).add(case["alertname"])
     assert fired == set(LISTED_ALERTS)
