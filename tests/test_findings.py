@@ -359,11 +359,11 @@ def test_unprofitable_positions_are_fixed_in_the_engines_own_setting(
 
 def test_excess_draft_tokens_are_counted_in_the_engines_own_words() -> None:
     windows = tuple(DecodeSample(accept_length=2.5, cuda_graph=True) for _ in range(5))
-    for engine, said in (("sglang", "16 draft tokens a round"), ("vllm", "15 speculative tokens")):
+    for engine, said in (("sglang", "16 draft tokens per"), ("vllm", "15 speculative tokens per")):
         config = ServerConfig(engine=engine, algorithm="EAGLE3", num_draft_tokens=16)
         (finding,) = [
             f
             for f in evaluate(Observations(config=config, windows=windows, speedup=57 / 90))
             if f.code == "draft_tokens_excessive"
         ]
-        assert finding.seen.startswith(said), finding.seen
+        assert finding.summary.startswith(said), finding.summary

@@ -53,9 +53,9 @@ def draft_tokens_excessive(obs: Observations) -> Finding | None:
         return None
     return Finding(
         code="draft_tokens_excessive",
-        summary=f"{tokens} draft tokens per round, few accepted",
+        summary=f"{count_of(tokens, obs.config.engine)} per round, few accepted",
         seen=(
-            f"{count_of(tokens, obs.config.engine)} a round, mean accept length {mean:.2f}: "
+            f"Mean accept length {mean:.2f}: "
             f"{rate:.0%} of proposed draft tokens accepted ({mean - 1:.1f} of {tokens - 1})"
             f"{speedup_note(obs.speedup)}."
         ),
