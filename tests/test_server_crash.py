@@ -348,3 +348,119 @@ def test_a_prompt_quoting_a_crash_is_no_crash(
     code, report = doctor_json(capsys, write_log(tmp_path, [*startup(), echo, *serving()]))
     assert code == 0
     assert report["findings"] == []
+
+
+def interrupted(process: str, last_call: str) -> list[str]:
+    """A child process's traceback when SIGINT reaches it: SGLang's scheduler and detokenizer
+    catch ``Exception`` only, so multiprocessing prints the ``KeyboardInterrupt`` itself."""
+    return [
+        f"Process {process}:",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.12/multiprocessing/process.py", line 314, in _bootstrap',
+        "    self.run()",
+        f'  File "/opt/sglang/python/sglang/srt/managers/{last_call}", line 165, in event_loop',
+        "KeyboardInterrupt",
+    ]
+
+
+def uvicorn_stop(seconds: float, pid: int = 1765) -> list[str]:
+    """What uvicorn writes as its server stops, then SGLang's launcher cleaning up."""
+    return [
+        f"{stamp(seconds)} INFO:     Shutting down",
+        f"{stamp(seconds)} INFO:     Waiting for application shutdown.",
+        f"{stamp(seconds)} INFO:     Application shutdown complete.",
+        f"{stamp(seconds)} INFO:     Finished server process [{pid}]",
+        f"{stamp(seconds)} kill_process_tree called: parent_pid={pid}, include_parent=False, "
+        f"pid={pid}",
+    ]
+
+
+# SIGINT (Ctrl-C, a container stop) reaches every process of the group: the children's
+# tracebacks come first, the two printed at once may interleave line by line.
+CLEAN_STOP = [
+    *interrupted("Process-1", "scheduler.py"),
+    *interrupted("Process-2", "detokenizer_manager.py"),
+    *uvicorn_stop(300),
+]
+
+
+def test_a_clean_stop_after_interrupted_children_is_no_failure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = write_log(tmp_path, startup() + serving() + CLEAN_STOP)
+    code, report = doctor_json(capsys, log)
+    assert code == 0
+    assert not codes(report["findings"]) & {"server_crashed", "server_failing"}
+    code, out = run(capsys, "report", log, "--json")
+    (stopped,) = json.loads(out)["runs"]
+    assert stopped["ended"] == "The server was stopped at 2026-02-23 00:15:02"
+
+
+def test_interleaved_interrupted_tracebacks_are_still_a_clean_stop(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    one, two = interrupted("Process-1", "scheduler.py"), interrupted("Process-2", "io_struct.py")
+    mixed = [line for pair in zip(one, two, strict=True) for line in pair]
+    log = write_log(tmp_path, startup() + serving() + mixed + uvicorn_stop(300))
+    code, report = doctor_json(capsys, log)
+    assert code == 0
+    assert not codes(report["findings"]) & {"server_crashed", "server_failing"}
+
+
+def test_interrupted_children_without_the_server_stopping_warn(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SIGINT sent to the scheduler alone: it is gone, the HTTP server serves on, nothing
+    decodes."""
+    log = write_log(tmp_path, startup() + serving() + interrupted("Process-1", "scheduler.py"))
+    code, report = doctor_json(capsys, log)
+    assert code == 1
+    assert "server_failing" in codes(report["findings"])
+
+
+def test_another_exception_before_a_stop_still_warns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A traceback of something else than the stop, and no decode window since: the stop that
+    followed does not explain it away."""
+    died = [
+        "Traceback (most recent call last):",
+        '  File "/opt/sglang/python/sglang/srt/managers/tokenizer_manager.py", line 2110, in '
+        "handle_loop",
+        "RuntimeError: Tokenizer worker stopped responding",
+    ]
+    for lines in (died + CLEAN_STOP, CLEAN_STOP[:-5] + died + CLEAN_STOP[-5:]):
+        code, report = doctor_json(capsys, write_log(tmp_path, startup() + serving() + lines))
+        assert code == 1
+        finding = next(f for f in report["findings"] if f["code"] == "server_failing")
+        assert "RuntimeError: Tokenizer worker stopped responding" in finding["seen"]
+
+
+def test_a_crash_then_a_stop_is_still_a_crash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = startup() + serving() + scheduler_exception(300, OOM) + CLEAN_STOP
+    code, report = doctor_json(capsys, write_log(tmp_path, lines))
+    assert code == 3
+    assert "server_crashed" in codes(report["findings"])
+
+
+def test_vllm_interrupted_and_stopped_is_no_failure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """vLLM's processes tag their lines; the same stop reads the same."""
+    tagged = [
+        "(EngineCore_DP0 pid=1520) Traceback (most recent call last):",
+        '(EngineCore_DP0 pid=1520)   File "/usr/lib/python3.12/multiprocessing/process.py", '
+        "line 314, in _bootstrap",
+        "(EngineCore_DP0 pid=1520) KeyboardInterrupt",
+        "(APIServer pid=1410) INFO:     Shutting down",
+        "(APIServer pid=1410) INFO:     Finished server process [1410]",
+    ]
+    log = write_log(tmp_path, vllm_serving() + tagged)
+    code, report = doctor_json(capsys, log)
+    assert code == 0
+    assert not codes(report["findings"]) & {"server_crashed", "server_failing"}
+    code, report = doctor_json(capsys, write_log(tmp_path, vllm_serving() + tagged[:3]))
+    assert code == 1
+    assert "server_failing" in codes(report["findings"])

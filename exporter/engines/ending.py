@@ -16,6 +16,15 @@ A scheduler exception, a SIGQUIT or a fatal engine error ends the run for good (
 a traceback or an exception line alone may be one request's failure, and ends nothing if
 decode windows follow it. Only the start of a message counts, as for every other event: a
 request log quoting these words never kills a server.
+
+A server stopped on purpose (Ctrl-C, a container stop: SIGINT to the whole process group)
+ends in tracebacks too: SGLang's scheduler and detokenizer catch ``Exception`` only, so the
+``KeyboardInterrupt`` reaches multiprocessing, which prints ``Process Process-1:`` and the
+traceback, ending in a bare ``KeyboardInterrupt`` line. Then uvicorn, the HTTP server of
+both engines, shuts down and logs ``Finished server process [pid]``. A run whose every
+traceback since its last decode window ended in ``KeyboardInterrupt`` and which logged that
+line was ``stopped``: no failure. A traceback of anything else, one whose end was not read,
+or interrupted children without the server's own end, is still a failing server.
 """
 
 from __future__ import annotations
@@ -38,6 +47,8 @@ MARKERS: tuple[bytes, ...] = (
     b"Exception: ",
     b"The above exception was the direct cause",
     b"During handling of the above exception",
+    b"KeyboardInterrupt",
+    b"Finished server process",
 )
 # A cause is quoted in a finding's text, never in a label; a hostile line stays short there.
 # A traceback's last line often names a model path: long enough for one, cut between words.
@@ -57,9 +68,13 @@ _CHAINED = (
     "The above exception was the direct cause of the following exception:",
     "During handling of the above exception, another exception occurred:",
 )
+# uvicorn's last line, once its server has shut down (its level prefix padded to 10 columns).
+_STOPPED = "INFO:     Finished server process ["
+# The last line of a traceback of a process interrupted by SIGINT (Ctrl-C, a stop).
+_INTERRUPTED = re.compile(r"KeyboardInterrupt(?:: |$)")
 # The starts of messages that open a server's end (:func:`opens`): a line with the engine's
 # prefix matters only when its message starts so, whatever other marker it quotes.
-OPENERS: tuple[str, ...] = (*(start for start, _ in _FINAL), _TRACEBACK)
+OPENERS: tuple[str, ...] = (*(start for start, _ in _FINAL), _TRACEBACK, _STOPPED)
 # The last line of a Python traceback: the exception's (dotted) class, then its message. A
 # vLLM child process tags its lines with ``(EngineCore_DP0 pid=N) ``.
 _EXCEPTION = re.compile(
@@ -81,6 +96,8 @@ class Ending:
     ``time`` is the logged time of the first line that said so (None when only unprefixed
     traceback lines told). ``latest``: the cause is the newest exception line's; ``chained``:
     a chain line followed that exception, so the next exception line supersedes it.
+    ``tracebacks`` and ``interrupts``: the tracebacks opened, and those that ended in
+    ``KeyboardInterrupt``; ``stop``: the HTTP server logged its own end.
     """
 
     kind: str
@@ -89,11 +106,23 @@ class Ending:
     time: str | None = None
     latest: bool = False
     chained: bool = False
+    tracebacks: int = 0
+    interrupts: int = 0
+    stop: bool = False
+
+    @property
+    def stopped(self) -> bool:
+        """Stopped on purpose: the server's own end logged, and every traceback before it an
+        interrupted process's (see the module's text), none of a crash."""
+        clean = self.cause is None and self.tracebacks == self.interrupts
+        return self.stop and not self.final and clean
 
     def merged(self, later: Ending) -> Ending:
         """One ending from two lines of the same death: the first final line's kind and time,
         the most telling cause (of a chain, its last exception's)."""
         first = self if self.final or not later.final else later
+        # A stop read before a traceback is not what that traceback was.
+        kind = later.kind if first.kind == "stopped" else first.kind
         cause = _better_cause(self.cause, later.cause, self.chained)
         if later.cause is not None:
             latest, chained = cause == later.cause, False
@@ -102,12 +131,15 @@ class Ending:
         else:  # a traceback's first line: of the chain, or of another traceback
             latest, chained = self.latest, self.chained
         return Ending(
-            kind=first.kind,
+            kind=kind,
             cause=cause,
             final=self.final or later.final,
             time=first.time or self.time or later.time,
             latest=latest,
             chained=chained,
+            tracebacks=self.tracebacks + later.tracebacks,
+            interrupts=self.interrupts + later.interrupts,
+            stop=self.stop or later.stop,
         )
 
 
@@ -127,7 +159,11 @@ def parse(message: str, time: str | None = None) -> Ending | None:
             return Ending(kind, _cause(message), True, time)
     body = _TAG.sub("", message, count=1) if message.startswith("(") else message
     if body.startswith(_TRACEBACK):
-        return Ending("traceback", None, False, time)
+        return Ending("traceback", None, False, time, tracebacks=1)
+    if _INTERRUPTED.match(body):
+        return Ending("traceback", None, False, time, interrupts=1)
+    if body.startswith(_STOPPED):
+        return Ending("stopped", None, False, time, stop=True)
     if body.startswith(_CHAINED):
         return Ending("traceback", None, False, time, chained=True)
     exception = _EXCEPTION.match(message)

@@ -92,8 +92,8 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "server_ended_timestamp_seconds": (
         "gauge",
         "When specwatch read in the log that the server died (finding server_crashed or "
-        "server_failing), or when that log file was last written if earlier; absent while the "
-        "run serves.",
+        "server_failing) or was stopped, or when that log file was last written if earlier; "
+        "absent while the run serves.",
     ),
     "decode_windows": ("counter", "Decode stats windows seen, by CUDA-graph state."),
     "generated_tokens": (

@@ -33,9 +33,11 @@ _CRASH_FIXES = {
 def ending_summary(end: Ending, served: bool) -> str:
     """How a server run ended, in one phrase: the crash finding's summary, and what an
     earlier run's line says when a restart followed."""
+    when = f" at {end.time.replace('T', ' ')}" if end.time else ""
+    if end.stopped:
+        return f"The server was stopped{when}"
     if not _crashed(end):
         return "The server logged a traceback and no decode window since"
-    when = f" at {end.time.replace('T', ' ')}" if end.time else ""
     cause = f": {end.cause}" if end.cause else ""
     return f"{'The server crashed' if served else 'The server failed to start'}{when}{cause}"
 
@@ -45,9 +47,11 @@ def _crashed(end: Ending) -> bool:
 
 
 def server_ended(obs: Observations) -> Finding | None:
-    """The log says the server died, or logged a traceback and no decode window since."""
+    """The log says the server died, or logged a traceback and no decode window since; a
+    server stopped on purpose (its interrupted processes' tracebacks, then its own end) is
+    no finding."""
     end = obs.ending
-    if end is None:
+    if end is None or end.stopped:
         return None
     crashed = _crashed(end)
     when = f" at {end.time.replace('T', ' ')}" if end.time else ""
