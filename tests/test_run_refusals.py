@@ -1,31 +1,32 @@
 """``specwatch run`` refuses, at start, what would otherwise fail later without a word.
 
-Each case runs the real command: exit status 2 and one line on stderr that names the option,
-key, variable or file, and what is wrong with it.
+Each case runs the command through its entry point: exit status 2 and one line on stderr that
+names the option, key, variable or file, and what is wrong with it. The cases run in the
+test's process (``refused_start``); the real process's refusal, standard input and all, is
+pinned by the endless device and passphrase cases, which start ``specwatch run`` itself.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import bcrypt
 import pytest
 
-from tests.support.certs import encrypted
-from tests.support.daemon import specwatch_cmd
-from tests.support.tools import require_tool
+from tests.support.certs import Pair, encrypted, self_signed
+from tests.support.daemon import refused_start, specwatch_cmd
 
 pytestmark = pytest.mark.e2e
 
 
 def refused(*args: str, env: dict[str, str] | None = None) -> str:
     """Run ``specwatch run ARGS`` (on a port nobody listens on) and return its one error line."""
-    cmd = specwatch_cmd("run", "--listen", "127.0.0.1:0", *args)
-    result = subprocess.run(
-        cmd, capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})}
-    )
+    result = refused_start(*args, env=env)
     assert result.returncode == 2, (result.returncode, result.stderr)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -126,15 +127,11 @@ def test_a_bad_environment_value_names_the_variable() -> None:
     assert "environment variable SPECWATCH_STALE_AFTER" in line
 
 
-def tls_pair(folder: Path, name: str) -> tuple[Path, Path]:
-    openssl = require_tool("openssl")
-    cert, key = folder / f"{name}.crt", folder / f"{name}.key"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-         f"/CN={name}", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
-    return cert, key
+@pytest.fixture(scope="module")
+def pairs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Pair, Pair]:
+    """Two certificates with their keys, made once for the TLS cases."""
+    folder = tmp_path_factory.mktemp("tls")
+    return self_signed(folder, "one"), self_signed(folder, "two")
 
 
 def tls_config(folder: Path, cert: Path, key: Path) -> Path:
@@ -143,34 +140,40 @@ def tls_config(folder: Path, cert: Path, key: Path) -> Path:
     )
 
 
-def test_a_key_of_another_certificate_names_the_files(tmp_path: Path) -> None:
-    cert, _ = tls_pair(tmp_path, "one")
-    _, other_key = tls_pair(tmp_path, "two")
+def test_a_key_of_another_certificate_names_the_files(
+    tmp_path: Path, pairs: tuple[Pair, Pair]
+) -> None:
+    (cert, _), (_, other_key) = pairs
     web = tls_config(tmp_path, cert, other_key)
     line = refused("--log-file", "x.log", "--web-config", str(web))
     assert f"tls_server_config.key_file: {other_key}: does not belong to the certificate" in line
     assert "--listen" not in line
 
 
-def test_an_unreadable_key_names_the_file(tmp_path: Path) -> None:
-    cert, _ = tls_pair(tmp_path, "one")
+def test_an_unreadable_key_names_the_file(tmp_path: Path, pairs: tuple[Pair, Pair]) -> None:
+    (cert, _), _ = pairs
     web = tls_config(tmp_path, cert, tmp_path / "gone.key")
     line = refused("--log-file", "x.log", "--web-config", str(web))
     assert f"tls_server_config.key_file: cannot read {tmp_path / 'gone.key'}" in line
 
 
-def test_a_certificate_that_is_not_pem_names_the_file(tmp_path: Path) -> None:
-    _, key = tls_pair(tmp_path, "one")
+def test_a_certificate_that_is_not_pem_names_the_file(
+    tmp_path: Path, pairs: tuple[Pair, Pair]
+) -> None:
+    (_, key), _ = pairs
     web = tls_config(tmp_path, key, key)  # the key where the certificate belongs
     line = refused("--log-file", "x.log", "--web-config", str(web))
     assert f"tls_server_config.cert_file: {key}: not a PEM certificate" in line
     assert "PEM lib" not in line
 
 
-def test_a_key_protected_by_a_passphrase_is_refused_without_a_prompt(tmp_path: Path) -> None:
+def test_a_key_protected_by_a_passphrase_is_refused_without_a_prompt(
+    tmp_path: Path, pairs: tuple[Pair, Pair]
+) -> None:
     """With standard input an open pipe (``docker run -i``, ``stdin: true``) OpenSSL printed
-    ``Enter PEM pass phrase:`` and the start hung for good."""
-    cert, key = encrypted(tls_pair(tmp_path, "one"))
+    ``Enter PEM pass phrase:`` and the start hung for good. The real process, its standard
+    input a pipe left open."""
+    cert, key = encrypted(pairs[0])
     web = tls_config(tmp_path, cert, key)
     cmd = specwatch_cmd(
         "run", "--listen", "127.0.0.1:0", "--log-file", "x.log", "--web-config", str(web)
@@ -206,35 +209,66 @@ def test_an_endless_duration_or_line_cap_is_refused_naming_its_source(
     assert named in line
 
 
-@pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
-@pytest.mark.parametrize(
-    ("option", "named"),
-    [
-        ("--config", "config file"),
-        ("--web-config", "web config"),
-        ("cert_file", "tls_server_config.cert_file"),
-        ("--bearer-token-file", "--bearer-token-file"),
-        ("--baseline-bench", "--baseline-bench"),
-    ],
-)
-def test_a_fifo_or_endless_device_given_as_a_file_is_refused_unread(
-    tmp_path: Path, special: str, option: str, named: str
-) -> None:
-    """A FIFO hung the start for good, without a word; /dev/zero as the token took 3 GB in
-    3 s. Anything but a regular file is refused before it is opened for reading."""
-    path = tmp_path / "fifo"
-    if special == "fifo":
-        os.mkfifo(path)
-    else:
-        path = Path(special)
+OPTIONS = [
+    ("--config", "config file"),
+    ("--web-config", "web config"),
+    ("cert_file", "tls_server_config.cert_file"),
+    ("--bearer-token-file", "--bearer-token-file"),
+    ("--baseline-bench", "--baseline-bench"),
+]
+
+
+def naming(tmp_path: Path, option: str, path: Path) -> list[str]:
+    """The arguments that give ``path`` as ``option`` (a web config's ``cert_file``)."""
     args = ["--log-file", "x.log"]
-    if option == "cert_file":
-        web = tmp_path / "web.yml"
-        web.write_text(f"tls_server_config:\n  cert_file: {path}\n  key_file: {path}\n")
-        args += ["--web-config", str(web)]
-    else:
-        args += [option, str(path)]
-    cmd = specwatch_cmd("run", "--listen", "127.0.0.1:0", *args)
+    if option != "cert_file":
+        return [*args, option, str(path)]
+    web = tmp_path / "web.yml"
+    web.write_text(f"tls_server_config:\n  cert_file: {path}\n  key_file: {path}\n")
+    return [*args, "--web-config", str(web)]
+
+
+@contextmanager
+def written_to(fifo: Path) -> Iterator[None]:
+    """Whoever opens ``fifo`` for reading meets a writer that ends at once (twice a second): a
+    start stuck opening or reading it then fails on what it says, where it hung for good."""
+    done = threading.Event()
+
+    def unblock() -> None:
+        while not done.wait(0.5):
+            with suppress(OSError):  # nobody reading: nothing to unblock
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+    writer = threading.Thread(target=unblock, daemon=True)
+    writer.start()
+    try:
+        yield
+    finally:
+        done.set()
+        writer.join()
+
+
+@pytest.mark.parametrize(("option", "named"), OPTIONS)
+def test_a_fifo_given_as_a_file_is_refused_unread(tmp_path: Path, option: str, named: str) -> None:
+    """A FIFO hung the start for good, without a word. Anything but a regular file is refused
+    before it is opened for reading."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with written_to(fifo):
+        line = refused(*naming(tmp_path, option, fifo))
+    assert named in line
+    assert "not a regular file" in line
+
+
+@pytest.mark.parametrize(("option", "named"), OPTIONS)
+def test_an_endless_device_given_as_a_file_is_refused_unread(
+    tmp_path: Path, option: str, named: str
+) -> None:
+    """/dev/zero as the token took 3 GB in 3 s. The real process: one that reads it anyway is
+    stopped at the timeout, not this test run."""
+    cmd = specwatch_cmd(
+        "run", "--listen", "127.0.0.1:0", *naming(tmp_path, option, Path("/dev/zero"))
+    )
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
     assert result.returncode == 2, result.stderr
     assert named in result.stderr

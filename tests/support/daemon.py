@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
+import pytest
+
 from exporter.cli import main
 from tests.support.metrics import Scrape, scrape
 from tests.support.waiting import PROCESS_TIMEOUT, wait_for
@@ -209,8 +211,32 @@ def in_process(*argv: str) -> subprocess.CompletedProcess[str]:
             code = _exit_status(lambda: main(list(argv)))
     finally:
         root.removeHandler(said)
-        gc.set_threshold(*threshold)  # main tunes the collector for a process of its own
+        # main tunes the collector for a process of its own, and `run` freezes what its
+        # set-up made (``starting``): here the test's objects, which must stay collectable.
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
     return subprocess.CompletedProcess(["specwatch", *argv], code, out.getvalue(), err.getvalue())
+
+
+def refused_start(
+    *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``specwatch run --listen 127.0.0.1:0 ARGS`` for a start the command must refuse, run
+    to its end in this process (``in_process``) with ``env`` added to the environment.
+
+    Should the command start the daemon instead, the test fails there (where a child would
+    have served for good), with the daemon made but never started.
+    """
+    import exporter.daemon
+
+    def started(daemon: exporter.daemon.Daemon) -> int:
+        raise AssertionError(f"specwatch run {' '.join(args)}: nothing refused, it started")
+
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in (env or {}).items():
+            patch.setenv(name, value)
+        patch.setattr(exporter.daemon, "serve", started)
+        return in_process("run", "--listen", "127.0.0.1:0", *args)
 
 
 def _exit_status(command: Callable[[], int]) -> int:
