@@ -11,19 +11,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.support.daemon import in_process
 from tests.support.tools import REPO, require_tool
 
 pytestmark = pytest.mark.e2e
-
-# The console script pip installs next to the interpreter, as a user runs it.
-SPECWATCH = str(Path(sys.executable).with_name("specwatch"))
 
 INJECTED = (
     'job="specwatch"\r\ngroups:\n- name: x\n  rules:\n  - alert: Injected\n    expr: vector(1)'
@@ -56,33 +53,53 @@ ACCEPTED = [
 
 
 def python_face(tmp_path: Path, key: str, value: Any) -> subprocess.CompletedProcess[str]:
+    """``specwatch mixin --config`` with ``{key: value}``, through the CLI's entry point in this
+    process (test_mixin.py runs the installed script)."""
     config = tmp_path / "mixin.yaml"
     config.write_text(yaml.safe_dump({key: value}))
-    return subprocess.run(
-        [SPECWATCH, "mixin", "--config", str(config), "--out", str(tmp_path / "out")],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return in_process("mixin", "--config", str(config), "--out", str(tmp_path / "out"))
 
 
-def jsonnet_face(tmp_path: Path, key: str, value: Any) -> subprocess.CompletedProcess[str]:
+def jsonnet(tmp_path: Path, program: str) -> subprocess.CompletedProcess[str]:
+    """``program`` evaluated by jsonnet, with the mixin vendored as a user vendors it."""
     vendor = tmp_path / "vendor"
     vendor.mkdir()
     (vendor / "specwatch-mixin").symlink_to(REPO / "specwatch-mixin")
     consumer = tmp_path / "specwatch.jsonnet"
-    consumer.write_text(
-        "local specwatch = (import 'specwatch-mixin/mixin.libsonnet') + "
-        f"{{ _config+:: {{ {key}: {json.dumps(value)} }} }};\n"
-        "{ groups: specwatch.prometheusRules.groups + specwatch.prometheusAlerts.groups }\n"
-    )
+    consumer.write_text(program)
     return subprocess.run(
         [require_tool("jsonnet"), "-J", str(vendor), str(consumer)],
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+MIXIN = "local mixin = import 'specwatch-mixin/mixin.libsonnet';\n"
+RULES = "{ groups: m.prometheusRules.groups + m.prometheusAlerts.groups }"
+
+
+def user_config(key: str, value: Any) -> str:
+    return f"{{ {key}: {json.dumps(value)} }}"
+
+
+@pytest.fixture(scope="module")
+def jsonnet_face(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every case of the jsonnet face in one evaluation (each took a jsonnet start and a read
+    of the rendering): for each refused value, what the mixin's check says of the config it
+    would use (its own ``_config`` with the user's added, as ``_config+::`` adds it); for each
+    accepted one, the rules a user of the mixin gets."""
+    refused = ", ".join(f"validate.problems(mixin._config + {user_config(k, v)})"
+                        for _, k, v, _ in REFUSED)  # fmt: skip
+    accepted = ", ".join(f"local m = mixin + {{ _config+:: {user_config(k, v)} }}; {RULES}"
+                         for _, k, v in ACCEPTED)  # fmt: skip
+    program = (
+        MIXIN + "local validate = import 'specwatch-mixin/validate.libsonnet';\n"
+        f"{{ refused: [{refused}], accepted: [{accepted}] }}\n"
+    )
+    result = jsonnet(tmp_path_factory.mktemp("jsonnet"), program)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
 
 
 def promtool_rules(*files: Path) -> subprocess.CompletedProcess[str]:
@@ -110,31 +127,39 @@ def test_python_face_refuses_naming_the_key(
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize(("_", "key", "value", "said"), REFUSED)
-def test_jsonnet_face_refuses_naming_the_key(
-    tmp_path: Path, _: str, key: str, value: Any, said: str
-) -> None:
-    result = jsonnet_face(tmp_path, key, value)
+def test_jsonnet_face_stops_a_user_with_what_its_check_says(tmp_path: Path) -> None:
+    """The refusal a user of the mixin meets: jsonnet stops at the first problem found."""
+    _, key, value, said = REFUSED[0]
+    program = MIXIN + f"local m = mixin + {{ _config+:: {user_config(key, value)} }};\n{RULES}\n"
+    result = jsonnet(tmp_path, program)
     assert result.returncode != 0, result.stdout
     first = result.stderr.splitlines()[0]
     assert f"RUNTIME ERROR: {key}" in first and said in first, result.stderr
 
 
-@pytest.mark.parametrize(("key", "jsonnet_key", "value"), ACCEPTED)
+@pytest.mark.parametrize(
+    ("case", "key", "said"), [(n, k, s) for n, (_, k, _, s) in enumerate(REFUSED)]
+)
+def test_jsonnet_face_refuses_naming_the_key(
+    jsonnet_face: dict[str, Any], case: int, key: str, said: str
+) -> None:
+    problems = jsonnet_face["refused"][case]
+    assert problems and problems[0].startswith(key) and said in problems[0], problems
+
+
+@pytest.mark.parametrize(
+    ("case", "key", "value"), [(n, k, v) for n, (k, _, v) in enumerate(ACCEPTED)]
+)
 def test_values_at_the_edge_render_rules_promtool_accepts_in_both_faces(
-    tmp_path: Path, key: str, jsonnet_key: str, value: Any
+    tmp_path: Path, jsonnet_face: dict[str, Any], case: int, key: str, value: Any
 ) -> None:
     result = python_face(tmp_path, key, value)
     assert result.returncode == 0, result.stderr
     out = tmp_path / "out"
     files = (out / "prometheus_rules.yaml", out / "prometheus_alerts.yaml")
-    checked = promtool_rules(*files)
+    from_jsonnet = tmp_path / "jsonnet-rules.yaml"
+    from_jsonnet.write_text(yaml.safe_dump(jsonnet_face["accepted"][case]))
+    checked = promtool_rules(*files, from_jsonnet)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert len(alerts(files[1])) >= 17  # every alert there, none injected
-    evaluated = jsonnet_face(tmp_path, jsonnet_key, value)
-    assert evaluated.returncode == 0, evaluated.stderr
-    from_jsonnet = tmp_path / "jsonnet-rules.yaml"
-    from_jsonnet.write_text(yaml.safe_dump(json.loads(evaluated.stdout)))
-    checked = promtool_rules(from_jsonnet)
-    assert checked.returncode == 0, checked.stdout + checked.stderr
     assert [a["alert"] for a in alerts(from_jsonnet)] == [a["alert"] for a in alerts(files[1])]
