@@ -57,31 +57,7 @@ SHORT_NGRAM_DRAFTS = (
     "num_speculative_tokens, so drafts rebuilt from drafted tokens and the rounded mean "
     "acceptance length (16) fall short of the engine's 23, and the accept length follows"
 )
-WINDOW_GAUGE = (
-    "the scraper's accept length for a window is SGLang's spec_accept_length gauge (its last "
-    "logged 40-batch window, kept while idle), not the window's verify calls and accepted "
-    "drafts, which its counters give exactly (cuda-graphs-off at t=134 s: gauge 1.97, "
-    "counters 1.81; the last busy window of healthy: gauge 1.86, counters 1.76)"
-)
-GAUGE_AS_COUNTERS = (
-    "doctor --url gives the last spec_accept_length gauge as the 'accept length from the "
-    "server's counters'; the counters between its two scrapes give another figure (healthy: "
-    "says 1.86, counters 1 + 68,429 / 87,571 = 1.78; cuda-graphs-off: says 1.78, counters 1.77)"
-)
 KNOWN: dict[tuple[str, str], str] = {
-    ("sglang-0.5.15/healthy", "url_accept_length"): GAUGE_AS_COUNTERS,
-    ("sglang-0.5.15/cuda-graphs-off", "url_accept_length"): GAUGE_AS_COUNTERS,
-    **{
-        (f"sglang-0.5.15/{name}", "window_accept_length"): WINDOW_GAUGE
-        for name in (
-            "healthy",
-            "collapsed",
-            "eagle3",
-            "eagle3-as-eagle",
-            "cuda-graphs-off",
-            "ngram",
-        )
-    },
     ("vllm-0.24.0/ngram", "drafts"): SHORT_NGRAM_DRAFTS,
     ("vllm-0.24.0/ngram", "accept_length"): (
         "the run's accept length is the mean of its windows' (1.06), not accepted tokens over "

@@ -11,6 +11,7 @@ length with two decimals; the gauge of the same window is the unrounded value.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from collections.abc import Iterator
@@ -24,7 +25,9 @@ from exporter.analysis.thresholds import DEFAULT
 from exporter.config import TargetConfig
 from exporter.engines.record import StatsRecord
 from exporter.target import Target
+from tests.support.daemon import doctor
 from tests.support.fake_sglang import FakeSGLang, Route, fake_sglang, server_info
+from tests.support.recordings import Snapshot, serve_snapshots
 from tests.support.sglang_metrics import Rank, SGLangMetrics
 from tests.support.tools import RULE_FILES, require_tool
 from tests.support.upstream_servers import Seen, scrape
@@ -189,7 +192,7 @@ def test_an_idle_server_is_idle_whatever_its_gauges_kept(sglang: FakeSGLang) -> 
     sglang.routes["/metrics"] = Route(body=metrics.body())
     busy = scrape(target)
     assert busy["running"] == 3
-    assert busy["accept_length"] == pytest.approx(2.03)
+    assert busy["accept_length"] == pytest.approx(2.0)  # 40 rounds, 40 drafts kept: the counters
     idle = scrape(target)  # nothing decoded since: the same counters, the same gauges
     assert idle["accept_length"] is None
     assert idle["running"] == 0
@@ -243,3 +246,64 @@ def test_the_accept_ratio_of_a_logged_window_is_from_the_unrounded_gauge(
 def test_a_gauge_of_another_window_leaves_the_logged_ratio(sglang: FakeSGLang) -> None:
     seen = logged_window_ratio(sglang, gauge=2.4471, logged=2.03)
     assert seen["accept_rate"] == pytest.approx(1.03 / 3)
+
+
+def test_a_window_s_accept_length_is_its_counters_not_the_gauge(sglang: FakeSGLang) -> None:
+    """The gauge is the last logged window's (40 batches), counting drafts accepted past a
+    request's last token: each scrape window's accept length is SGLang's own measure over it,
+    1 + accepted / verify calls, from the counters' increase."""
+    metrics, target = SGLangMetrics(dp=1), sglang_target(sglang)
+    minute_of_traffic(metrics, 10, 20, 10, 2.1)
+    sglang.routes["/metrics"] = Route(body=metrics.body())
+    first = scrape(target)
+    assert first["accept_length"] == pytest.approx(2.1)  # nothing to compare with yet
+    shown = []
+    for kept, gauge in ((6, 2.1), (0, 1.9)):  # 19 tokens: 13 rounds, then 19 rounds
+        minute_of_traffic(metrics, 10, 20, kept, gauge)
+        sglang.routes["/metrics"] = Route(body=metrics.body())
+        shown.append(scrape(target)["accept_length"])
+    assert shown == pytest.approx([1 + 6 / 13, 1.0])
+
+
+def test_a_busy_window_with_no_request_finished_shows_the_gauge(sglang: FakeSGLang) -> None:
+    """Long requests: the node decoded between two scrapes, but none finished, so the counters
+    (counted at a request's end) did not move; the gauge of its newest logged window is the
+    figure there is. No decode pass either: idle, and no accept length at all."""
+    metrics, target = SGLangMetrics(dp=1), sglang_target(sglang)
+    minute_of_traffic(metrics, 10, 20, 10, 2.1)
+    sglang.routes["/metrics"] = Route(body=metrics.body())
+    scrape(target)
+    metrics.stats(0, Rank(running=6, accept_length=2.4))
+    metrics.decode_passes(0, graph=400, eager=0)
+    sglang.routes["/metrics"] = Route(body=metrics.body())
+    assert scrape(target)["accept_length"] == pytest.approx(2.4)
+    assert scrape(target)["accept_length"] is None
+
+
+def url_notes(bodies: list[bytes]) -> str:
+    """doctor --url's notes of a server answering ``bodies`` at its scrapes, in order."""
+    snapshots = [Snapshot(float(i), 200, body.decode()) for i, body in enumerate(bodies)]
+    with serve_snapshots({"": snapshots}) as server:
+        done = doctor("--url", server.url, "--scrape-gap", "0.5", "--json")
+    assert server.served == [0, 1], done.stderr
+    return " ".join(json.loads(done.stdout)["notes"])
+
+
+@pytest.mark.e2e
+def test_doctor_on_the_url_says_which_accept_length_it_judged() -> None:
+    """Between its two scrapes: the counters' 1 + 6/13, not the gauge's 2.1 of the first;
+    where no request finished between them, the gauge, named as such."""
+    finished, unfinished = SGLangMetrics(dp=1), SGLangMetrics(dp=1)
+    for metrics in (finished, unfinished):
+        minute_of_traffic(metrics, 10, 20, 10, 2.1)
+    first = finished.body()
+    minute_of_traffic(finished, 10, 20, 6, 2.1)
+    notes = url_notes([first, finished.body()])
+    counted = "accept length 1.46 from the server's counters between two scrapes 0.5 s apart"
+    assert f"{counted} (130 draft rounds)" in notes
+    unfinished.stats(0, Rank(running=6, accept_length=2.4))
+    unfinished.decode_passes(0, graph=400, eager=0)
+    notes = url_notes([first, unfinished.body()])
+    gauge = "accept length 2.40 from the server's /metrics gauge of its newest window"
+    assert f"{gauge} (its counters counted no round in the 0.5 s between two scrapes)" in notes
+    assert "draft rounds" not in notes

@@ -181,16 +181,17 @@ class Probe:
 def probe(url: str, timeout: float, token_file: str | None, gap: float) -> Probe:
     """Scrape the server as the daemon would, in the way its engine needs.
 
-    The endpoints are found from the base URL as ``specwatch run --url`` finds them. An
-    engine that counts its drafts (vLLM) gives an accept length only between two scrapes, so
-    a second one follows ``gap`` seconds later (said on stderr while waiting).
+    The endpoints are found from the base URL as ``specwatch run --url`` finds them. Where
+    the engine counts its drafts, its accept length is their increase between two scrapes, so
+    a second one follows ``gap`` seconds later (said on stderr while waiting), also where the
+    first had a gauge of the engine's newest window.
     """
     scraper = UpstreamScraper(url=base_url(url), timeout=timeout, token_file=token_file)
     snap = scraper.scrape_once()
     waited = None
     drafts = None
     values = snap.values
-    if values is not None and values.accept_length is None and values.drafts_total is not None:
+    if values is not None and values.drafts_total is not None:
         print(
             f"waiting {gap:g} s for a second scrape of {scraper.metrics_url}: its accept "
             "length comes from the counters' difference",
@@ -298,7 +299,7 @@ def _judge_scrape(
             "was given"
         )
         return
-    if values.accept_length is not None and found.gap is None and not values.running_requests:
+    if values.accept_length_gauge and not values.running_requests:
         diagnosis.problems.append(
             "accept length not judged: the server runs no request, and its gauge keeps the "
             "last value; give --log-file to judge its history"
@@ -316,16 +317,14 @@ def _judge_scrape(
     baseline = curve.at(running) if curve and running and curve.covers(running) else None
     # Adaptive speculation has drafting off (0 steps in force): one token a round by design.
     off = config.active_steps == 0
-    basis = (
-        f"the server's counters between two scrapes {found.gap:g} s apart"
-        if found.gap is not None
-        else "the server's /metrics gauge"
-    )
+    gauge = values.accept_length_gauge
+    drafts = None if gauge else found.drafts
+    basis = _basis(found, gauge)
     stretch = one_stretch(
         time.time(),
         MIN_WINDOWS,
         None if off else values.accept_length,
-        found.drafts,
+        drafts,
         running,
         values.gen_throughput if running else None,
         baseline,
@@ -343,7 +342,7 @@ def _judge_scrape(
             pipelined=config.pipelined,
             probes=config.probes,
             basis=basis,
-            counted=found.drafts is not None,
+            counted=drafts is not None,
         )
     )
     diagnosis.judgement = judgement
@@ -354,9 +353,23 @@ def _judge_scrape(
             "yields one token by design; judged by speed, not by accept length"
         )
     else:
-        drafts = f" ({found.drafts:,.0f} draft rounds)" if found.drafts is not None else ""
-        diagnosis.notes.append(f"accept length {values.accept_length:.2f} from {basis}{drafts}")
+        rounds = f" ({drafts:,.0f} draft rounds)" if drafts is not None else ""
+        diagnosis.notes.append(f"accept length {values.accept_length:.2f} from {basis}{rounds}")
     diagnosis.notes += [_method_note(judgement.method), *judgement.notes]
+
+
+def _basis(found: Probe, gauge: bool) -> str:
+    """Where the judged accept length came from, in the note that gives it: the counters'
+    increase between the two scrapes, or the server's gauge of its newest window (all its
+    /metrics had: a first scrape, or no counted round finished between the two)."""
+    if not gauge and found.gap is not None:
+        return f"the server's counters between two scrapes {found.gap:g} s apart"
+    if found.gap is not None:
+        return (
+            "the server's /metrics gauge of its newest window (its counters counted no "
+            f"round in the {found.gap:g} s between two scrapes)"
+        )
+    return "the server's /metrics gauge of its newest window"
 
 
 def _method_note(method: Method) -> str:

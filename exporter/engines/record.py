@@ -244,6 +244,10 @@ class UpstreamValues:
     # Which of the engine's counters disagreed over the window (each in range, together
     # impossible): its accept length or ratio is then None.
     disagreement: str | None = None
+    # The accept length is the engine's own gauge of its newest window (SGLang's last logged
+    # window, TensorRT-LLM's last iteration), not its counters over the scrape window: on a
+    # first scrape, or where no counted round finished in the window though the node decoded.
+    accept_length_gauge: bool = False
     # Each busy DP rank's accept-length gauge (its ``dp_rank`` label, "" without one), as
     # the engine holds it: unrounded, where its log line prints two decimals (SGLang).
     accept_length_by_rank: tuple[tuple[str, float], ...] = ()

@@ -14,6 +14,13 @@ The tokenizer counts a request's tokens, verify calls and the request itself whe
 call yields one token of the target's own, and the rest are accepted drafts: accepted =
 generated - verify calls - requests (docs/metrics.md, "Counters").
 
+A scrape window's accept length is SGLang's own measure, ``1 + accepted / verify calls`` (its
+scheduler's: accepted drafts plus one token per request per forward, over those), from the
+counters' increase since the previous scrape. The ``spec_accept_length`` gauge is the last
+logged window's (40 decode batches by default), held while idle, and counts drafts accepted
+past a request's last token, which are never generated: it stands in only where the counters
+cannot say (a first scrape, no counters, or no request finished in a window the node decoded).
+
 A scheduler's series are the node's only once per DP rank: under priority scheduling each
 queue's total is under ``priority=""`` with its split by priority beside it, and with
 ``--enable-metrics-for-all-schedulers`` every TP rank of a DP rank writes the batch they share
@@ -33,7 +40,7 @@ from dataclasses import dataclass
 from itertools import repeat
 from statistics import fmean
 
-from exporter.engines.counters import model_name
+from exporter.engines.counters import accept_length, model_name
 from exporter.engines.engine import Samples
 from exporter.engines.record import UpstreamValues
 from exporter.engines.server_config import ServerConfig
@@ -78,6 +85,11 @@ _FINISHED = (
     "sglang_spec_verify_calls_total",
     "sglang_num_requests_total",
 )
+
+
+# The counters a window's accept length rests on, as a disagreement names them.
+_ACCEPTED_NAME = "accepted drafts (generation_tokens - spec_verify_calls - num_requests)"
+_VERIFY_NAME = "spec_verify_calls_total"
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +146,12 @@ class SGLangUpstream:
         throughput = _per_rank(samples.get("sglang_gen_throughput", []))
         accepted = _accepted(finished, before)
         self._before = _Counters(passes, decode, finished, accepted)
+        counted, disagreement = _window_accept_length(finished, accepted, before)
+        gauge = None if counted is not None or disagreement else _spec_value(accept)
         return UpstreamValues(
-            accept_length=_spec_value(accept),
+            accept_length=counted if counted is not None else gauge,
+            accept_length_gauge=gauge is not None,
+            disagreement=disagreement,
             accept_length_by_rank=tuple((_dp(labels), value) for labels, value in accept if value),
             running_requests=_values(_quiet(running, idle), sum),
             queued_requests=_values(_per_rank(samples.get("sglang_num_queue_reqs", [])), sum),
@@ -220,6 +236,26 @@ def _accepted(
     if any(now < then for now, then in zip(finished, before.finished, strict=True)):
         return accepted
     return max(accepted, before.accepted)
+
+
+def _window_accept_length(
+    finished: tuple[float, float, float] | None,
+    accepted: float | None,
+    before: _Counters | None,
+) -> tuple[float | None, str | None]:
+    """``1 + accepted / verify calls`` over the window since the previous scrape, or None
+    where the counters say nothing of it: absent, a first scrape, a restart (a counter went
+    down), or no verify call counted in it; with which counters disagreed, if they did."""
+    if finished is None or accepted is None or before is None:
+        return None, None
+    if before.finished is None or before.accepted is None:
+        return None, None
+    if any(now < then for now, then in zip(finished, before.finished, strict=True)):
+        return None, None
+    verify_calls = finished[1] - before.finished[1]
+    if verify_calls <= 0:
+        return None, None
+    return accept_length((_ACCEPTED_NAME, accepted - before.accepted), (_VERIFY_NAME, verify_calls))
 
 
 def _rank(

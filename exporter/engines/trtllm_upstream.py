@@ -86,8 +86,10 @@ class TrtllmUpstream:
         now = counters(samples, at)
         window = rates(self._counters, now)
         self._counters = now
+        gauge = None if window.accept_length else _agreed(samples, ACCEPT_LENGTH)
         return UpstreamValues(
-            accept_length=window.accept_length or _agreed(samples, ACCEPT_LENGTH),
+            accept_length=window.accept_length or gauge,
+            accept_length_gauge=gauge is not None,
             running_requests=_largest(samples, RUNNING),
             queued_requests=_largest(samples, WAITING),
             gen_throughput=window.gen_throughput,
