@@ -2,14 +2,14 @@
 
 Every log is written here in SGLang's Feb-2026 line formats (startup, prefill, decode with
 ``accept len``), with values chosen so each expected number is worked out by hand below. The
-commands run as the user runs them (a subprocess for ``doctor``, whose exit status matters).
+commands run through the CLI's own entry point in this process (``in_process``: the exit
+status, stdout and stderr a child would give); tests/test_doctor.py runs them as processes.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from exporter.config import BaselineConfig, TargetConfig
 from exporter.exposition.insight import inspect
 from exporter.state.feed import LogFeed
 from exporter.target import Target
-from tests.support.daemon import specwatch_cmd
+from tests.support.daemon import in_process
 from tests.support.fake_sglang import Route, fake_sglang, server_info
 from tests.support.loglines import decode, prefill, stamp, startup
 
@@ -31,20 +31,14 @@ CURVE = "1:82,48:1500,128:2370"
 
 def doctor(*args: str) -> tuple[int, dict[str, Any], str]:
     """Run doctor twice, as JSON and as text; the same status both times."""
-    as_json = subprocess.run(
-        specwatch_cmd("doctor", "--json", *args), capture_output=True, text=True, timeout=60
-    )
-    text = subprocess.run(
-        specwatch_cmd("doctor", *args), capture_output=True, text=True, timeout=60
-    )
+    as_json = in_process("doctor", "--json", *args)
+    text = in_process("doctor", *args)
     assert as_json.returncode == text.returncode, text.stderr
     return as_json.returncode, json.loads(as_json.stdout), text.stdout
 
 
 def report(*args: str) -> dict[str, Any]:
-    result = subprocess.run(
-        specwatch_cmd("report", "--json", *args), capture_output=True, text=True, timeout=60
-    )
+    result = in_process("report", "--json", *args)
     assert result.returncode == 0, result.stderr
     loaded: dict[str, Any] = json.loads(result.stdout)
     return loaded
@@ -265,12 +259,7 @@ def test_restart_gives_a_line_per_run_and_the_headline_speaks_of_the_newest(tmp_
     assert data["headline"].startswith("Speculation is faster than the baseline")
     differ = "(newest of 2 server runs; earlier runs differ). Judged on the newest"
     assert differ in data["headline"]
-    result = subprocess.run(
-        specwatch_cmd("report", log, "--baseline-curve", CURVE),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = in_process("report", log, "--baseline-curve", CURVE)
     text = " ".join(result.stdout.split())  # unwrapped
     assert "Server runs (2):" in text
     # Each run names its setup (the same in both runs of this log).
@@ -326,12 +315,7 @@ def test_doctor_judges_by_the_config_file_and_names_its_key(tmp_path: Path) -> N
 def test_bad_judging_options_exit_2_naming_the_option(
     tmp_path: Path, args: tuple[str, ...], message: str
 ) -> None:
-    result = subprocess.run(
-        specwatch_cmd("doctor", "--log-file", write(tmp_path, healthy_log()), *args),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = in_process("doctor", "--log-file", write(tmp_path, healthy_log()), *args)
     assert result.returncode == 2
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
