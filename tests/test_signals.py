@@ -54,7 +54,7 @@ def test_sigterm_under_fifty_scrapers_and_an_idle_client_ends_the_daemon_at_once
             for thread in scrapers:
                 thread.start()
             for _ in range(50):  # the scrapers are being answered
-                assert answered.acquire(timeout=15)
+                assert answered.acquire(timeout=PROCESS_TIMEOUT)
             proc.send_signal(signal.SIGTERM)
             code = proc.wait(timeout=STOPS_WITHIN)  # the idle client still connected
         assert code == 0, proc.stderr.read() if proc.stderr else ""
@@ -106,7 +106,7 @@ def test_a_wait_woken_without_a_signal_does_not_end_the_daemon(tmp_path: Path, p
         wait_for(lambda: waiting_again.exists() or proc.poll() is not None, timeout=PROCESS_TIMEOUT)
         assert proc.poll() is None and healthy(port)  # woken, and back to waiting
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=10) == 0
+        assert proc.wait(timeout=PROCESS_TIMEOUT) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -134,7 +134,7 @@ def test_signals_arriving_while_it_stops_still_end_it_with_status_zero(
         wait_for(lambda: healthy(port) or proc.poll() is not None, timeout=PROCESS_TIMEOUT)
         for signum in storm:
             proc.send_signal(signum)
-        code = proc.wait(timeout=10)
+        code = proc.wait(timeout=PROCESS_TIMEOUT)
         assert code == 0, proc.stderr.read() if proc.stderr else ""
     finally:
         if proc.poll() is None:
@@ -189,7 +189,7 @@ def test_sigquit_and_sigxcpu_stop_it_with_a_log_line(
     try:
         wait_for(lambda: healthy(port) or proc.poll() is not None, timeout=PROCESS_TIMEOUT)
         proc.send_signal(signum)
-        assert proc.wait(timeout=10) == status
+        assert proc.wait(timeout=PROCESS_TIMEOUT) == status
         stderr = proc.stderr.read() if proc.stderr else ""
         assert signum.name in stderr and said in stderr
     finally:
@@ -225,8 +225,8 @@ def test_a_thread_that_dies_stops_the_daemon_with_a_failing_status(
     )
     try:
         wait_for(lambda: healthy(port) or proc.poll() is not None, timeout=PROCESS_TIMEOUT)
-        wait_for(lambda: proc.poll() is not None or not healthy(port), timeout=15)
-        assert proc.wait(timeout=10) == THREAD_DIED_STATUS
+        wait_for(lambda: proc.poll() is not None or not healthy(port), timeout=PROCESS_TIMEOUT)
+        assert proc.wait(timeout=PROCESS_TIMEOUT) == THREAD_DIED_STATUS
         stderr = proc.stderr.read().decode() if proc.stderr else ""
         assert "thread http-accept died" in stderr and "RuntimeError: injected" in stderr
     finally:
