@@ -11,25 +11,29 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from datetime import datetime
+from typing import Any
 
 import pytest
 import yaml
 
-from tests.support.daemon import run_daemon
+from tests.support.daemon import entered_together, run_daemon
 from tests.support.files import live_lines
 from tests.support.loglines import decode_line, startup
 from tests.support.realprom import RunningPrometheus, running_prometheus
-from tests.support.tools import fast_rules, free_port, require_tool
+from tests.support.tools import duration_seconds, fast_rules, free_port, require_tool
 
 pytestmark = pytest.mark.e2e
 
 LINE_EVERY = 0.5
 BASELINE = "1:82,16:900,32:1210,48:1500"
-# Seconds the collapse lasts once it pages: long enough for the warnings' 5-minute means to
-# hold it for a minute after it ends.
+# Seconds the collapse lasts once it pages: long enough for the warnings' means to hold it
+# well past their (shrunk) ``for:`` after the page resolves, so a warning unguarded would fire.
 COLLAPSE_AFTER_PAGE = 25.0
-# Seconds watched after the page resolves: past the tails of both means.
-WATCH = 45.0
+# The accept-length tail is over for a node once its 2-minute mean, which the low warning
+# requires to be under the floor as well, is back at the floor: from then on it cannot fire.
+# The speed's tail lasts minutes longer; it is watched for as many evaluations as the slower
+# warning's ``for:`` (shrunk) takes, and five more.
+TAIL_OVER = "target:specwatch_accept_length:avg2m >= specwatch_accept_length_floor"
 WARNINGS = {"SpecDecodeAcceptLengthLow", "SpecDecodeSlowerThanBaseline"}
 PAGE = "SpecDecodeAcceptLengthCollapsed"
 
@@ -93,26 +97,40 @@ def firing(prom: RunningPrometheus, target: str) -> set[str]:
     return {series["metric"]["alertname"] for series in prom.query(query)}
 
 
+def evaluations_to_fire(rules: dict[str, Any]) -> int:
+    """Evaluations (one a second) the slowest of the ``WARNINGS`` needs to fire, and five."""
+    durations = [
+        duration_seconds(rule.get("for", "0s"))
+        for group in rules["groups"]
+        for rule in group["rules"]
+        if rule.get("alert") in WARNINGS
+    ]
+    return max(durations) + 5
+
+
 @pytest.fixture(scope="module")
 def seen_after_recovery(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
     """Both engines' nodes at once, behind one Prometheus: each collapses until both have
-    paged, holds the collapse ``COLLAPSE_AFTER_PAGE`` longer, recovers, and is watched for
-    ``WATCH`` seconds once both pages resolved. The warnings seen firing, per engine."""
+    paged, holds the collapse ``COLLAPSE_AFTER_PAGE`` longer, recovers, and is watched once
+    both pages resolved until their accept-length tails are over and a warning has had its
+    time to fire. The warnings seen firing, per engine."""
     require_tool("prometheus")
     tmp = tmp_path_factory.mktemp("recovery")
-    rules = tmp / "rules.yaml"
-    rules.write_text(yaml.safe_dump(fast_rules()))
+    rules, shrunk = tmp / "rules.yaml", fast_rules()
+    rules.write_text(yaml.safe_dump(shrunk))
     nodes: dict[str, Node] = {}
     with ExitStack() as stack:
-        instances = []
-        for engine, (first, line) in NODES.items():
+        daemons, ports = [], [free_port() for _ in NODES]
+        for (engine, (first, line)), port in zip(NODES.items(), ports, strict=True):
             nodes[engine] = Node(line)
             log = tmp / f"{engine}.log"
             log.write_text("".join(f"{text}\n" for text in first))
             args = ["--log-file", str(log), "--target", engine, "--baseline-curve", BASELINE]
-            stack.enter_context(run_daemon(args, port := free_port()))
-            stack.enter_context(live_lines(log, nodes[engine], LINE_EVERY))
-            instances.append(f"127.0.0.1:{port}")
+            daemons.append(run_daemon(args, port))
+        entered_together(stack, daemons)
+        for engine, node in nodes.items():
+            stack.enter_context(live_lines(tmp / f"{engine}.log", node, LINE_EVERY))
+        instances = [f"127.0.0.1:{port}" for port in ports]
         prom = stack.enter_context(running_prometheus(tmp, instances, [rules]))
         prom.wait_for(lambda: all(PAGE in firing(prom, e) for e in NODES), timeout=90)
         time.sleep(COLLAPSE_AFTER_PAGE)
@@ -120,11 +138,16 @@ def seen_after_recovery(tmp_path_factory: pytest.TempPathFactory) -> dict[str, s
             node.healthy = True
         prom.wait_for(lambda: not any(PAGE in firing(prom, e) for e in NODES), timeout=90)
         seen: dict[str, set[str]] = {engine: set() for engine in NODES}
-        deadline = time.monotonic() + WATCH
-        while time.monotonic() < deadline:
+        enough = prom.rule_evaluations() + evaluations_to_fire(shrunk)
+
+        def tail_over() -> bool:
+            """Notes the warnings firing now; whether the watch is over."""
             for engine in NODES:
                 seen[engine] |= firing(prom, engine) & WARNINGS
-            time.sleep(1)
+            over = {series["metric"]["target"] for series in prom.query(TAIL_OVER)}
+            return over >= NODES.keys() and prom.rule_evaluations() >= enough
+
+        prom.wait_for(tail_over, timeout=90)
         return seen
 
 

@@ -16,15 +16,20 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeVar
 
 import pytest
 
 from exporter.cli import main
 from tests.support.metrics import Scrape, scrape
 from tests.support.waiting import PROCESS_TIMEOUT, wait_for
+
+T = TypeVar("T")
+# Processes ``entered_together`` starts at a time.
+STARTING_TOGETHER = 4
 
 
 def healthz(port: int) -> tuple[int, str] | None:
@@ -325,3 +330,24 @@ def simulated_log(folder: Path, scenario: str, engine: str = "sglang") -> Path:
     cmd = specwatch_cmd("simulate", *flags)
     subprocess.run(cmd, check=True, timeout=60)
     return log
+
+
+def entered_together(stack: ExitStack, managers: Sequence[AbstractContextManager[T]]) -> list[T]:
+    """Enter ``managers`` at once, each on a thread of its own, their exits left to ``stack``
+    (last entered, first left): what each yields, in their order.
+
+    A stack of a dozen daemons and simulators started one after another waited for each to
+    come up in turn, mostly on the interpreter's start (a few seconds each on a loaded
+    machine, a minute in all). ``STARTING_TOGETHER`` at a time keep two cores busy without
+    stretching each start towards its deadline (``PROCESS_TIMEOUT``). If any fails to start,
+    the others that did are stopped and the first failure is raised.
+    """
+    with ThreadPoolExecutor(max_workers=STARTING_TOGETHER) as pool:
+        futures = [pool.submit(manager.__enter__) for manager in managers]
+    failures = [error for f in futures if (error := f.exception()) is not None]
+    for manager, future in zip(managers, futures, strict=True):
+        if future.exception() is None:
+            stack.push(manager.__exit__)
+    if failures:
+        raise failures[0]
+    return [future.result() for future in futures]
