@@ -27,7 +27,7 @@ from urllib.parse import quote_plus
 import pytest
 import yaml
 
-from tests.support.daemon import live_simulation, run_daemon
+from tests.support.daemon import entered_together, live_simulation, run_daemon
 from tests.support.fake_sglang import fake_sglang
 from tests.support.realprom import (
     RunningAlertmanager,
@@ -276,25 +276,25 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     with ExitStack() as stack:
         webhook, alertmanager = stack.enter_context(alerting(tmp))
         server = stack.enter_context(fake_sglang())  # no routes: every path answers 404
-        instances = {}
+        daemons = {}
         for target, (path, body) in SCRAPED.items():
             stack.enter_context(live(server, path, body()))
-            args = ["--target", target, "--metrics-url", f"{server.url}{path}"]
-            stack.enter_context(run_daemon(args, port := free_port()))
-            instances[target] = f"127.0.0.1:{port}"
-        for target in INTENDED_ALERTS.keys() - SCRAPED.keys():
-            scenario = VLLM_TARGETS.get(target, target)
-            engine = "vllm" if target in VLLM_TARGETS else "sglang"
-            simulation = live_simulation(
-                scenario,
+            daemons[target] = ["--target", target, "--metrics-url", f"{server.url}{path}"]
+        simulated = sorted(INTENDED_ALERTS.keys() - SCRAPED.keys())
+        simulations = [
+            live_simulation(
+                VLLM_TARGETS.get(target, target),
                 tmp / f"{target}.log",
-                engine=engine,
+                engine="vllm" if target in VLLM_TARGETS else "sglang",
                 log_requests=REQUEST_LOGS.get(target),
             )
-            log = stack.enter_context(simulation)
-            args = exporter_args(log, target, server.url)
-            stack.enter_context(run_daemon(args, port := free_port()))
-            instances[target] = f"127.0.0.1:{port}"
+            for target in simulated
+        ]
+        for target, log in zip(simulated, entered_together(stack, simulations), strict=True):
+            daemons[target] = exporter_args(log, target, server.url)
+        ports = {target: free_port() for target in daemons}
+        entered_together(stack, [run_daemon(daemons[t], ports[t]) for t in daemons])
+        instances = {target: f"127.0.0.1:{port}" for target, port in ports.items()}
         prometheus = stack.enter_context(
             running_prometheus(tmp, list(instances.values()), [rules], alertmanager.url)
         )

@@ -39,7 +39,7 @@ import yaml
 
 from exporter.mixin.dashboards.queries import Query, dashboard_queries, expand
 from exporter.simulate.scenarios import SCENARIOS
-from tests.support.daemon import RunningDaemon, live_simulation, run_daemon
+from tests.support.daemon import RunningDaemon, entered_together, live_simulation, run_daemon
 from tests.support.docs import runbook_queries
 from tests.support.fake_sglang import fake_sglang, sglang_http_api
 from tests.support.realprom import RunningPrometheus, running_prometheus
@@ -134,22 +134,17 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningProm
             Node("vllm", "healthy", None, engine="vllm"),
             Node("adaptive", "adaptive", None),
         ]
-        daemons = [
-            stack.enter_context(
-                specwatch(
-                    node,
-                    stack.enter_context(
-                        live_simulation(
-                            node.scenario,
-                            tmp / f"{node.name}.log",
-                            engine=node.engine,
-                            log_requests=node.log_requests,
-                        )
-                    ),
-                )
+        simulations = [
+            live_simulation(
+                node.scenario,
+                tmp / f"{node.name}.log",
+                engine=node.engine,
+                log_requests=node.log_requests,
             )
             for node in nodes
         ]
+        logs = entered_together(stack, simulations)
+        starting = [specwatch(node, log) for node, log in zip(nodes, logs, strict=True)]
         scraped = stack.enter_context(fake_sglang())
         trtllm = steady_trtllm(TrtllmMetrics(), accepted_at=(36, 28, 16), iteration_accepted=8)
         for name, path, body in (
@@ -158,7 +153,8 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningProm
         ):
             stack.enter_context(live(scraped, path, body))
             scraped_only = ["--target", name, "--metrics-url", f"{scraped.url}{path}"]
-            daemons.append(stack.enter_context(run_daemon(scraped_only, free_port())))
+            starting.append(run_daemon(scraped_only, free_port()))
+        daemons = entered_together(stack, starting)
         prom = stack.enter_context(
             running_prometheus(
                 tmp,

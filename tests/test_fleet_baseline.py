@@ -29,7 +29,7 @@ import yaml
 
 from exporter.mixin.render import render
 from exporter.mixin_config import MixinConfig
-from tests.support.daemon import run_daemon
+from tests.support.daemon import entered_together, run_daemon
 from tests.support.realprom import RunningPrometheus, running_agent, running_prometheus
 from tests.support.tools import duration_seconds, free_port, require_tool
 
@@ -108,9 +108,8 @@ def live_log(path: Path, node: Node) -> Iterator[None]:
 
 
 @contextmanager
-def node_daemon(stack: ExitStack, node: Node, folder: Path) -> Iterator[str]:
+def node_daemon(node: Node, folder: Path) -> Iterator[str]:
     log = folder / f"{node.name}.log"
-    stack.enter_context(live_log(log, node))
     config = folder / f"{node.name}.yaml"
     target = {
         "name": node.name,
@@ -120,7 +119,7 @@ def node_daemon(stack: ExitStack, node: Node, folder: Path) -> Iterator[str]:
     }
     config.write_text(yaml.safe_dump({"from_beginning": True, "targets": [target]}))
     port = free_port()
-    with run_daemon(["--config", str(config)], port):
+    with live_log(log, node), run_daemon(["--config", str(config)], port):
         yield f"127.0.0.1:{port}"
 
 
@@ -183,7 +182,7 @@ def fleets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Runni
     require_tool("prometheus")
     folder = tmp_path_factory.mktemp("fleet")
     with ExitStack() as stack:
-        targets = [stack.enter_context(node_daemon(stack, node, folder)) for node in NODES]
+        targets = entered_together(stack, [node_daemon(node, folder) for node in NODES])
         tiers = {}
         for name, tier in TIERS.items():
             (own := folder / name).mkdir()

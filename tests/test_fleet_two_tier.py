@@ -30,7 +30,7 @@ from exporter.mixin.dashboards.queries import Query, dashboard_queries, expand
 from exporter.mixin.render import render
 from exporter.mixin_config import MixinConfig
 from exporter.simulate.scenarios import SCENARIOS
-from tests.support.daemon import live_simulation, run_daemon
+from tests.support.daemon import entered_together, live_simulation, run_daemon
 from tests.support.docs import doc, section
 from tests.support.metrics import Scrape
 from tests.support.realprom import RunningPrometheus, running_agent, running_prometheus
@@ -96,18 +96,18 @@ def central_rules(folder: Path) -> list[Path]:
 
 
 @contextmanager
-def node_daemon(stack: ExitStack, node: Node, folder: Path) -> Iterator[str]:
+def node_daemon(node: Node, folder: Path) -> Iterator[str]:
     log = folder / f"{node.name}.log"
     # SGLang servers log their finished requests (--log-requests), for the per-request panels.
     requests = "text" if node.engine == "sglang" else None
-    stack.enter_context(
-        live_simulation(node.scenario, log, engine=node.engine, log_requests=requests)
-    )
     baseline = SCENARIOS[node.scenario].baseline_flag()
     args = ["--log-file", str(log), "--from-beginning", "--target", node.name]
     args += ["--baseline-curve", baseline, "--expected-accept-length", "3.0"]
     port = free_port()
-    with run_daemon(args, port):
+    with (
+        live_simulation(node.scenario, log, engine=node.engine, log_requests=requests),
+        run_daemon(args, port),
+    ):
         yield f"127.0.0.1:{port}"
 
 
@@ -124,7 +124,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     require_tool("prometheus")
     folder = tmp_path_factory.mktemp("fleet")
     with ExitStack() as stack:
-        instances = {n.name: stack.enter_context(node_daemon(stack, n, folder)) for n in NODES}
+        started = entered_together(stack, [node_daemon(n, folder) for n in NODES])
+        instances = {n.name: instance for n, instance in zip(NODES, started, strict=True)}
         central = stack.enter_context(
             running_prometheus(
                 folder,

@@ -16,7 +16,7 @@ from datetime import datetime
 import pytest
 import yaml
 
-from tests.support.daemon import run_daemon
+from tests.support.daemon import entered_together, run_daemon
 from tests.support.files import live_lines
 from tests.support.loglines import crashed, decode_line, startup
 from tests.support.realprom import RunningPrometheus, running_prometheus
@@ -112,15 +112,17 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningProm
     rules = tmp / "rules.yaml"
     rules.write_text(yaml.safe_dump(fast_rules()))
     with ExitStack() as stack:
-        instances = []
-        for target, (lines, live, _) in SCENARIOS.items():
+        daemons, ports = [], [free_port() for _ in SCENARIOS]
+        for (target, (lines, _, _)), port in zip(SCENARIOS.items(), ports, strict=True):
             log = tmp / f"{target}.log"
             log.write_text("".join(f"{line}\n" for line in lines))
             args = ["--log-file", str(log), "--from-beginning", "--target", target]
-            stack.enter_context(run_daemon(args, port := free_port()))
-            instances.append(f"127.0.0.1:{port}")
+            daemons.append(run_daemon(args, port))
+        entered_together(stack, daemons)
+        for target, (_, live, _) in SCENARIOS.items():
             if live is not None:
-                stack.enter_context(live_lines(log, live, LINE_EVERY))
+                stack.enter_context(live_lines(tmp / f"{target}.log", live, LINE_EVERY))
+        instances = [f"127.0.0.1:{port}" for port in ports]
         prom = stack.enter_context(running_prometheus(tmp, instances, [rules]))
         prom.wait_for(
             lambda: all(firing(prom, t) >= alerts for t, (_, _, alerts) in SCENARIOS.items()),
