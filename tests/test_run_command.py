@@ -11,7 +11,7 @@ from pathlib import Path
 import bcrypt
 import pytest
 
-from tests.support.daemon import healthy, run_daemon, specwatch_cmd
+from tests.support.daemon import healthy, refused_start, run_daemon, specwatch_cmd
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -46,34 +46,30 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(specwatch_cmd(*args), capture_output=True, text=True, timeout=30)
 
 
+# Each refused in the test's process (``refused_start``); a refusal by the real process, its
+# exit status and stderr, is test_port_in_use_exits_2's.
 @pytest.mark.parametrize(
     ("args", "named"),
     [
-        (["run", "--log-file", "x.log", "--listen", "nowhere"], "listen"),
-        (["run", "--log-file", "x.log", "--stale-after", "-5"], "stale_after"),
-        (["run", "--log-file", "x.log", "--stale-after", "soon"], "--stale-after"),
-        (["run", "--log-file", "x.log", "--baseline-curve", "fast"], "--baseline-curve"),
+        (["--log-file", "x.log", "--listen", "nowhere"], "listen"),
+        (["--log-file", "x.log", "--stale-after", "-5"], "stale_after"),
+        (["--log-file", "x.log", "--stale-after", "soon"], "--stale-after"),
+        (["--log-file", "x.log", "--baseline-curve", "fast"], "--baseline-curve"),
+        (["--log-file", "x.log", "--baseline-bench", "/nonexistent.jsonl"], "--baseline-bench"),
+        (["--log-file", "x.log", "--expected-accept-length", "0.2"], "expected_accept_length"),
+        (["--config", "/nonexistent/specwatch.yaml"], "specwatch.yaml"),
+        ([], "targets"),
+        (["--log-file", "x.log", "--bogus"], "--bogus"),
         (
-            ["run", "--log-file", "x.log", "--baseline-bench", "/nonexistent.jsonl"],
-            "--baseline-bench",
-        ),
-        (
-            ["run", "--log-file", "x.log", "--expected-accept-length", "0.2"],
-            "expected_accept_length",
-        ),
-        (["run", "--config", "/nonexistent/specwatch.yaml"], "specwatch.yaml"),
-        (["run"], "targets"),
-        (["run", "--log-file", "x.log", "--bogus"], "--bogus"),
-        (
-            ["run", "--log-file", "x.log", "--baseline-tok-s", "5", "--baseline-curve", "1:2"],
+            ["--log-file", "x.log", "--baseline-tok-s", "5", "--baseline-curve", "1:2"],
             "not allowed",
         ),
-        (["run", "--log-file", "x.log", "--web-config", "/nonexistent/web.yml"], "web.yml"),
-        (["run", "--log-file", "x.log", "--draft-config", "/nonexistent/drafter"], "draft_config"),
+        (["--log-file", "x.log", "--web-config", "/nonexistent/web.yml"], "web.yml"),
+        (["--log-file", "x.log", "--draft-config", "/nonexistent/drafter"], "draft_config"),
     ],
 )
 def test_bad_flags_exit_2_with_one_line_naming_the_problem(args: list[str], named: str) -> None:
-    result = run_cli(*args)
+    result = refused_start(*args)
     assert result.returncode == 2, result.stderr
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and ": error: " in lines[0] and named in lines[0], result.stderr
@@ -82,7 +78,7 @@ def test_bad_flags_exit_2_with_one_line_naming_the_problem(args: list[str], name
 def test_bad_config_key_exits_2_naming_it(tmp_path: Path) -> None:
     config = tmp_path / "specwatch.yaml"
     config.write_text("targets:\n  - log_files: [a.log]\n    stale_after: 5\n")
-    result = run_cli("run", "--config", str(config))
+    result = refused_start("--config", str(config))
     assert result.returncode == 2
     assert "targets.0.stale_after: unknown key" in result.stderr
 
