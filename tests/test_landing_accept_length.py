@@ -15,6 +15,7 @@ from exporter.engines.record import StatsRecord
 from exporter.exposition.landing import landing_page
 from exporter.target import Target
 from tests.support.fake_sglang import FakeSGLang, Route, fake_sglang, server_info
+from tests.support.sglang_metrics import Rank, SGLangMetrics
 from tests.support.upstream_servers import vllm_schema
 
 
@@ -37,7 +38,27 @@ def test_a_metrics_only_vllm_target_shows_its_accept_length(server: FakeSGLang) 
     )
     target.upstream.scrape_once()
     page = landing_page([target], 60.0).decode()
-    assert "accept length 1.30 from the server's /metrics" in page
+    assert "accept length 1.30 from the server's /metrics counters since the scrape before" in page
+
+
+def test_a_metrics_only_sglang_target_says_gauge_or_counters(server: FakeSGLang) -> None:
+    """SGLang's gauge is all a first scrape has; from the second, its counters' window."""
+    target = Target.from_config(TargetConfig(name="s", metrics_url=f"{server.url}/metrics"))
+    assert target.upstream is not None
+    metrics = SGLangMetrics(dp=1)
+    metrics.stats(0, Rank(running=6, accept_length=2.1))
+    metrics.decode_passes(0, graph=100, eager=0)
+    metrics.completions(10, tokens=20, drafts_accepted=10)
+    server.routes["/metrics"] = Route(body=metrics.body())
+    target.upstream.scrape_once()
+    page = landing_page([target], 60.0).decode()
+    assert "accept length 2.10 from the server's /metrics gauge of its newest window" in page
+    metrics.decode_passes(0, graph=100, eager=0)
+    metrics.completions(10, tokens=20, drafts_accepted=6)  # 13 rounds each
+    server.routes["/metrics"] = Route(body=metrics.body())
+    target.upstream.scrape_once()
+    page = landing_page([target], 60.0).decode()
+    assert "accept length 1.46 from the server's /metrics counters since the scrape before" in page
 
 
 def test_log_windows_show_the_mean_and_the_lowest_dp_rank() -> None:

@@ -122,10 +122,14 @@ def _target_section(
     )
     if snap.last_decode_at is None:
         window = "no decode window seen yet"
-        if insight.fallback is not None and insight.fallback.accept_length is not None:
-            window = (
-                f"accept length {insight.fallback.accept_length:.2f} from the server's /metrics"
+        values = insight.fallback
+        if values is not None and values.accept_length is not None:
+            basis = (
+                "gauge of its newest window"
+                if values.accept_length_gauge
+                else "counters since the scrape before"
             )
+            window = f"accept length {values.accept_length:.2f} from the server's /metrics {basis}"
     else:
         age = max(0.0, now - snap.last_decode_at)
         shown = "" if age < stale_after else f" (stale: older than {stale_after:g} s, not exported)"
