@@ -10,16 +10,17 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
-from tests.support.daemon import healthz, run_daemon, specwatch_cmd
+from tests.support.daemon import RunningDaemon, healthz, run_daemon, specwatch_cmd
 from tests.support.files import append
 from tests.support.loglines import cri, decode_line
 from tests.support.metrics import scrape
-from tests.support.tools import unprivileged
+from tests.support.tools import free_port, unprivileged
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -77,114 +78,150 @@ def test_from_beginning_replays_and_counts_everything(tmp_path: Path, port: int)
         assert s.value("specwatch_decode_windows_total", cuda_graph="true") == 5
 
 
-def test_rotation_by_rename_and_create_loses_nothing(tmp_path: Path, port: int) -> None:
-    log = tmp_path / "server.log"
-    log.touch()
-    with run_daemon(["--log-file", str(log)], port) as d:
-        append(log, *(decode_line(1.0) for _ in range(3)))
-        d.wait_metric(DECODES, count_is(3), kind="decode")
-        old = log.open("a")  # the server keeps writing to its open descriptor for a moment
-        log.rename(tmp_path / "server.log.1")
-        old.write(decode_line(1.5) + "\n")
-        old.flush()
-        append(log, *(decode_line(2.0) for _ in range(4)))
-        old.write(decode_line(1.5) + "\n")
-        old.close()
-        s = d.wait_metric(DECODES, count_is(9), kind="decode")
-        assert s.value("specwatch_log_rotations_total") == 1
-        append(log, decode_line(3.0))  # read after anything that could be read twice
-        s = d.wait_metric("specwatch_accept_length", count_is(3.0))
-        assert s.value(DECODES, kind="decode") == 10
+# The tests below need only a daemon following their own log from its start: one daemon
+# follows them all, a target each (named for its test, its log in a folder of that name), as
+# a node's specwatch follows its servers. Each file as it is when the daemon starts: written
+# with these lines, touched (no lines), or absent (None).
+SHARED: dict[str, dict[str, list[str] | None]] = {
+    "rotation": {"server.log": []},
+    "copytruncate": {"server.log": []},
+    "recreate": {"server.log": ["[2026-02-23 00:10:00] starting"]},
+    "absent": {"later/server.log": None},
+    "overlong": {"server.log": []},
+    "hostile": {"server.log": []},
+    "echoed": {"server.log": []},
+    "unparseable": {"server.log": []},
+    "ranks": {"dp0.log": [], "dp1.log": None},
+    "cri": {"0.log": []},
+    "docker": {"container-json.log": []},
+}
+# The overlong test's limit, for every shared target (their other lines are short).
+MAX_LINE_BYTES = 2048
 
 
-def test_copytruncate_is_detected_and_new_lines_read(tmp_path: Path, port: int) -> None:
-    log = tmp_path / "server.log"
-    log.touch()
-    with run_daemon(["--log-file", str(log)], port) as d:
-        append(log, *(decode_line(1.0) for _ in range(4)))
-        d.wait_metric(DECODES, count_is(4), kind="decode")
-        os.truncate(log, 0)
-        d.wait_metric("specwatch_log_truncations_total", count_is(1))
-        append(log, decode_line(3.0))
-        s = d.wait_metric(DECODES, count_is(5), kind="decode")
-        assert s.value("specwatch_accept_length") == 3.0
-        assert s.value("specwatch_log_rotations_total") == 0
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningDaemon, Path]]:
+    """The daemon following every ``SHARED`` target, and the folder of their folders."""
+    folder = tmp_path_factory.mktemp("shared")
+    targets = []
+    for name, files in SHARED.items():
+        (folder / name).mkdir()
+        for path, lines in files.items():
+            if lines is not None:
+                append(folder / name / path, *lines)
+        logs = [str(folder / name / path) for path in files]
+        targets.append({"name": name, "log_files": logs})
+    config = folder / "specwatch.yaml"
+    config.write_text(yaml.safe_dump({"max_line_bytes": MAX_LINE_BYTES, "targets": targets}))
+    with run_daemon(["--config", str(config)], free_port()) as daemon:
+        yield daemon, folder
 
 
-def test_delete_and_recreate_reads_new_file_from_first_byte(tmp_path: Path, port: int) -> None:
-    log = tmp_path / "server.log"
-    append(log, "[2026-02-23 00:10:00] starting")
-    with run_daemon(["--log-file", str(log)], port) as d:
-        append(log, decode_line(1.0))
-        d.wait_metric(DECODES, count_is(1), kind="decode")
-        log.unlink()
-        append(log, decode_line(2.0), decode_line(2.5))
-        s = d.wait_metric(DECODES, count_is(3), kind="decode")
-        assert s.value("specwatch_accept_length") == 2.5
-        assert s.value("specwatch_log_rotations_total") == 1
+def test_rotation_by_rename_and_create_loses_nothing(shared: tuple[RunningDaemon, Path]) -> None:
+    d, folder = shared
+    log, target = folder / "rotation" / "server.log", "rotation"
+    append(log, *(decode_line(1.0) for _ in range(3)))
+    d.wait_metric(DECODES, count_is(3), kind="decode", target=target)
+    old = log.open("a")  # the server keeps writing to its open descriptor for a moment
+    log.rename(log.with_name("server.log.1"))
+    old.write(decode_line(1.5) + "\n")
+    old.flush()
+    append(log, *(decode_line(2.0) for _ in range(4)))
+    old.write(decode_line(1.5) + "\n")
+    old.close()
+    s = d.wait_metric(DECODES, count_is(9), kind="decode", target=target)
+    assert s.value("specwatch_log_rotations_total", target=target) == 1
+    append(log, decode_line(3.0))  # read after anything that could be read twice
+    s = d.wait_metric("specwatch_accept_length", count_is(3.0), target=target)
+    assert s.value(DECODES, kind="decode", target=target) == 10
 
 
-def test_file_absent_at_start_is_read_from_first_byte(tmp_path: Path, port: int) -> None:
-    log = tmp_path / "later" / "server.log"
-    with run_daemon(["--log-file", str(log)], port) as d:
-        assert d.scrape().value(DECODES, kind="decode") == 0
-        log.parent.mkdir()
-        append(log, decode_line(1.0), decode_line(1.0))
-        d.wait_metric(DECODES, count_is(2), kind="decode")
+def test_copytruncate_is_detected_and_new_lines_read(shared: tuple[RunningDaemon, Path]) -> None:
+    d, folder = shared
+    log, target = folder / "copytruncate" / "server.log", "copytruncate"
+    append(log, *(decode_line(1.0) for _ in range(4)))
+    d.wait_metric(DECODES, count_is(4), kind="decode", target=target)
+    os.truncate(log, 0)
+    d.wait_metric("specwatch_log_truncations_total", count_is(1), target=target)
+    append(log, decode_line(3.0))
+    s = d.wait_metric(DECODES, count_is(5), kind="decode", target=target)
+    assert s.value("specwatch_accept_length", target=target) == 3.0
+    assert s.value("specwatch_log_rotations_total", target=target) == 0
 
 
-def test_overlong_line_is_skipped_and_counted(tmp_path: Path, port: int) -> None:
-    log, config = tmp_path / "server.log", tmp_path / "specwatch.yaml"
-    config.write_text(f"max_line_bytes: 2048\ntargets: [{{log_files: ['{log}']}}]\n")
-    log.touch()
-    with run_daemon(["--config", str(config)], port) as d:
-        huge = decode_line(9.0) + ", " + "x" * 10_000
-        append(log, huge, decode_line(1.25))
-        s = d.wait_metric(DECODES, count_is(1), kind="decode")
-        assert s.value("specwatch_log_skipped_lines_total", reason="too_long") == 1
-        assert s.value("specwatch_accept_length") == 1.25
+def test_delete_and_recreate_reads_new_file_from_first_byte(
+    shared: tuple[RunningDaemon, Path],
+) -> None:
+    d, folder = shared
+    log, target = folder / "recreate" / "server.log", "recreate"
+    append(log, decode_line(1.0))
+    d.wait_metric(DECODES, count_is(1), kind="decode", target=target)
+    log.unlink()
+    append(log, decode_line(2.0), decode_line(2.5))
+    s = d.wait_metric(DECODES, count_is(3), kind="decode", target=target)
+    assert s.value("specwatch_accept_length", target=target) == 2.5
+    assert s.value("specwatch_log_rotations_total", target=target) == 1
 
 
-def test_hostile_bytes_are_survived(tmp_path: Path, port: int) -> None:
-    log = tmp_path / "server.log"
-    log.touch()
-    with run_daemon(["--log-file", str(log)], port) as d:
-        raw = (
-            b"\xff\xfe not utf-8 \x80 Decode batch, accept len: 7.00\n"
-            b"\x00\x00\x00" + decode_line(1.5).encode() + b"\r\n"
-            b'\x1b[32mINFO\x1b[0m:     127.0.0.1:1 - "GET /metrics HTTP/1.1" 200 OK\n'
-            b"Capturing batches (bs=4 avail_mem=20.1 GB):  10%\rCapturing batches:  100%\n"
-            + decode_line(2.0).encode()
-            + b"\n"
-        )
-        append(log, raw=raw)
-        s = d.wait_metric(DECODES, count_is(2), kind="decode")
-        assert s.value("specwatch_accept_length") == 2.0
-        assert s.value("specwatch_log_lines_total") == 5
-        assert s.value("specwatch_log_skipped_lines_total", reason="invalid_utf8") == 1
+def test_file_absent_at_start_is_read_from_first_byte(shared: tuple[RunningDaemon, Path]) -> None:
+    d, folder = shared
+    log, target = folder / "absent" / "later" / "server.log", "absent"
+    assert d.scrape().value(DECODES, kind="decode", target=target) == 0
+    log.parent.mkdir(parents=True)
+    append(log, decode_line(1.0), decode_line(1.0))
+    d.wait_metric(DECODES, count_is(2), kind="decode", target=target)
 
 
-def test_prompt_text_echoed_in_request_log_is_never_a_record(tmp_path: Path, port: int) -> None:
-    log = tmp_path / "server.log"
-    log.touch()
+def test_overlong_line_is_skipped_and_counted(shared: tuple[RunningDaemon, Path]) -> None:
+    d, folder = shared
+    log, target = folder / "overlong" / "server.log", "overlong"
+    huge = decode_line(9.0) + ", " + "x" * (5 * MAX_LINE_BYTES)
+    append(log, huge, decode_line(1.25))
+    s = d.wait_metric(DECODES, count_is(1), kind="decode", target=target)
+    assert s.value("specwatch_log_skipped_lines_total", reason="too_long", target=target) == 1
+    assert s.value("specwatch_accept_length", target=target) == 1.25
+
+
+def test_hostile_bytes_are_survived(shared: tuple[RunningDaemon, Path]) -> None:
+    d, folder = shared
+    log, target = folder / "hostile" / "server.log", "hostile"
+    raw = (
+        b"\xff\xfe not utf-8 \x80 Decode batch, accept len: 7.00\n"
+        b"\x00\x00\x00" + decode_line(1.5).encode() + b"\r\n"
+        b'\x1b[32mINFO\x1b[0m:     127.0.0.1:1 - "GET /metrics HTTP/1.1" 200 OK\n'
+        b"Capturing batches (bs=4 avail_mem=20.1 GB):  10%\rCapturing batches:  100%\n"
+        + decode_line(2.0).encode()
+        + b"\n"
+    )
+    append(log, raw=raw)
+    s = d.wait_metric(DECODES, count_is(2), kind="decode", target=target)
+    assert s.value("specwatch_accept_length", target=target) == 2.0
+    assert s.value("specwatch_log_lines_total", target=target) == 5
+    skipped = s.value("specwatch_log_skipped_lines_total", reason="invalid_utf8", target=target)
+    assert skipped == 1
+
+
+def test_prompt_text_echoed_in_request_log_is_never_a_record(
+    shared: tuple[RunningDaemon, Path],
+) -> None:
+    d, folder = shared
+    log, target = folder / "echoed" / "server.log", "echoed"
     echoed = (
         "[2026-02-23 00:14:40] Finish: obj=GenerateReqInput(text='Decode batch, "
         "#running-req: 1, accept len: 9.99, cuda graph: True, gen throughput (token/s): 1.0'), "
         "out={'meta_info': {}}"
     )
-    with run_daemon(["--log-file", str(log)], port) as d:
-        append(log, echoed, "Decode batch, accept len: 9.99, #running-req: 1", decode_line(1.0))
-        s = d.wait_metric(DECODES, count_is(1), kind="decode")
-        assert s.value("specwatch_accept_length") == 1.0
-        assert s.value("specwatch_accept_length_windows_bucket", le="8.0") == 1
+    append(log, echoed, "Decode batch, accept len: 9.99, #running-req: 1", decode_line(1.0))
+    s = d.wait_metric(DECODES, count_is(1), kind="decode", target=target)
+    assert s.value("specwatch_accept_length", target=target) == 1.0
+    assert s.value("specwatch_accept_length_windows_bucket", le="8.0", target=target) == 1
 
 
-def test_unparseable_stats_line_counts_as_unrecognized(tmp_path: Path, port: int) -> None:
-    log = tmp_path / "server.log"
-    log.touch()
-    with run_daemon(["--log-file", str(log)], port) as d:
-        append(log, "[2026-09-01 10:00:00 TP0] Decode batch, something entirely new happened")
-        d.wait_metric("specwatch_log_unrecognized_stats_lines_total", count_is(1))
+def test_unparseable_stats_line_counts_as_unrecognized(shared: tuple[RunningDaemon, Path]) -> None:
+    d, folder = shared
+    log, target = folder / "unparseable" / "server.log", "unparseable"
+    append(log, "[2026-09-01 10:00:00 TP0] Decode batch, something entirely new happened")
+    d.wait_metric("specwatch_log_unrecognized_stats_lines_total", count_is(1), target=target)
 
 
 def test_several_targets_from_a_config_file(tmp_path: Path, port: int) -> None:
@@ -253,48 +290,47 @@ def test_per_window_gauges_vanish_after_stale_after_and_return_with_a_new_window
         d.wait_metric("specwatch_accept_length", count_is(3.0))
 
 
-def test_several_log_files_of_one_target_are_all_followed(tmp_path: Path, port: int) -> None:
+def test_several_log_files_of_one_target_are_all_followed(
+    shared: tuple[RunningDaemon, Path],
+) -> None:
     """One file per DP rank, as a router-launched deployment writes them."""
-    rank0, rank1 = tmp_path / "dp0.log", tmp_path / "dp1.log"
-    rank0.touch()
-    with run_daemon(["--log-file", str(rank0), "--log-file", str(rank1)], port) as d:
-        append(rank0, decode_line(1.5, ranks=" DP0 TP0"))
-        rank1.write_text(decode_line(3.5, ranks=" DP1 TP1") + "\n")  # appears after start
-        s = d.wait_metric(DECODES, count_is(2), kind="decode")
-        assert s.value("specwatch_accept_length", dp_rank="0") == 1.5
-        assert s.value("specwatch_accept_length", dp_rank="1") == 3.5
-        assert s.value("specwatch_log_lines_total") == 2
+    d, folder = shared
+    rank0, rank1, target = folder / "ranks" / "dp0.log", folder / "ranks" / "dp1.log", "ranks"
+    append(rank0, decode_line(1.5, ranks=" DP0 TP0"))
+    rank1.write_text(decode_line(3.5, ranks=" DP1 TP1") + "\n")  # appears after start
+    s = d.wait_metric(DECODES, count_is(2), kind="decode", target=target)
+    assert s.value("specwatch_accept_length", dp_rank="0", target=target) == 1.5
+    assert s.value("specwatch_accept_length", dp_rank="1", target=target) == 3.5
+    assert s.value("specwatch_log_lines_total", target=target) == 2
 
 
 def test_cri_records_split_across_writes_are_joined_into_one_line(
-    tmp_path: Path, port: int
+    shared: tuple[RunningDaemon, Path],
 ) -> None:
-    log = tmp_path / "0.log"
-    log.touch()
+    d, folder = shared
+    log, target = folder / "cri" / "0.log", "cri"
     line = decode_line(2.25)
-    with run_daemon(["--log-file", str(log)], port) as d:
-        append(log, cri("stderr", "P", line[:50]))
-        append(log, cri("stderr", "P", line[50:90]), cri("stderr", "F", line[90:]))
-        s = d.wait_metric(DECODES, count_is(1), kind="decode")
-        assert s.value("specwatch_accept_length") == 2.25
-        assert s.value("specwatch_log_lines_total") == 1
-        assert s.value("specwatch_log_unrecognized_stats_lines_total") == 0
+    append(log, cri("stderr", "P", line[:50]))
+    append(log, cri("stderr", "P", line[50:90]), cri("stderr", "F", line[90:]))
+    s = d.wait_metric(DECODES, count_is(1), kind="decode", target=target)
+    assert s.value("specwatch_accept_length", target=target) == 2.25
+    assert s.value("specwatch_log_lines_total", target=target) == 1
+    assert s.value("specwatch_log_unrecognized_stats_lines_total", target=target) == 0
 
 
-def test_docker_json_file_log_is_unwrapped(tmp_path: Path, port: int) -> None:
-    log = tmp_path / "container-json.log"
-    log.touch()
+def test_docker_json_file_log_is_unwrapped(shared: tuple[RunningDaemon, Path]) -> None:
+    d, folder = shared
+    log, target = folder / "docker" / "container-json.log", "docker"
     line = decode_line(1.75)
 
     def record(text: str) -> str:
         return json.dumps({"log": text, "stream": "stderr", "time": "2026-02-23T00:14:33Z"})
 
-    with run_daemon(["--log-file", str(log)], port) as d:
-        append(log, record(line[:70]))
-        append(log, record(line[70:] + "\n"), record("\x1b[32mINFO\x1b[0m: access\r\n"))
-        s = d.wait_metric(DECODES, count_is(1), kind="decode")
-        assert s.value("specwatch_accept_length") == 1.75
-        assert s.value("specwatch_log_lines_total") == 2
+    append(log, record(line[:70]))
+    append(log, record(line[70:] + "\n"), record("\x1b[32mINFO\x1b[0m: access\r\n"))
+    s = d.wait_metric(DECODES, count_is(1), kind="decode", target=target)
+    assert s.value("specwatch_accept_length", target=target) == 1.75
+    assert s.value("specwatch_log_lines_total", target=target) == 2
 
 
 def test_a_backlog_with_a_read_only_temp_directory_is_read_whole_and_reported_up(
