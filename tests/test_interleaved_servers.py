@@ -263,14 +263,25 @@ def test_a_dp_server_with_a_collapsed_rank_restarted_without_an_end_is_one_serve
     assert "dp_rank_collapsed" in codes(said)
 
 
-def test_a_crash_logged_ends_the_second_server_and_with_it_the_mix(tmp_path: Path) -> None:
+ENDS = {
+    "crashed": crashed()[-5:],
+    # Stopped on purpose (Ctrl-C, a container stop): uvicorn's last line, as SGLang logs it.
+    "stopped": [
+        f"{stamp(300)} INFO:     Shutting down",
+        f"{stamp(300)} INFO:     Finished server process [1765]",
+    ],
+}
+
+
+@pytest.mark.parametrize("end", list(ENDS))
+def test_an_end_logged_ends_the_second_server_and_with_it_the_mix(end: str) -> None:
     """Once one of the two logs its end, the lines that follow are one server's again."""
     healthy, collapsed = simulated("healthy"), simulated("collapsed", seed=1)
     state = TargetState("node")
     feed = LogFeed(state)
     feed.on_lines([line.encode() for line in interleaved(healthy, collapsed)])
     assert state.interleaving() is not None
-    feed.on_lines([line.encode() for line in crashed()[-5:]])
+    feed.on_lines([line.encode() for line in ENDS[end]])
     assert state.interleaving() is None
 
 

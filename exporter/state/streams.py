@@ -25,8 +25,8 @@ is only what the lines show, so each source keeps a :class:`StreamWatch`:
 DP ranks are one server: a start line of a rank other than 0 (vLLM's ``EngineCore_DP1``) is
 not a server start, and ranks' stats lines are one engine's.
 
-The same-engine sign holds until a server's end is logged; the engines' sign while both
-engines' lines keep coming.
+The same-engine sign holds until a server's end is logged (its death, or its HTTP server's
+last line when stopped on purpose); the engines' sign while both engines' lines keep coming.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ class StreamWatch:
         event = engine.parse_event(line.message) if engine is not None else None
         end = ending.parse(line.message, line.time)
         with self._lock:
-            if end is not None and end.final:
+            if end is not None and (end.final or end.stop):
                 self._starts.clear()
                 self._sign = None
                 self._readies = 0
