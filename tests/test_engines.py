@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import gzip
 import hashlib
 import json
 import re
@@ -285,6 +286,23 @@ def test_sglang_event_reader_leaves_vllm_engine_lines_alone() -> None:
     assert registry.engine("vllm").parse_event(message) is not None
 
 
+def test_no_other_engine_owns_a_line_of_sglangs_own_prefix() -> None:
+    """A batch whose every line has SGLang's prefix is read whole without a scan for other
+    engines' lines (``LogReader.read_whole``): no other engine may own a line starting so,
+    even one quoting its own lines whole."""
+    sglang = registry.engine("sglang")
+    others = [engine for engine in registry.ENGINES if engine is not sglang]
+    owned = []
+    for log in sorted((REPO / "tests" / "recordings").glob("vllm-*/*/server.log.gz")):
+        with gzip.open(log, "rt") as lines:
+            owned += [line.rstrip("\n") for line in lines if registry.owner(line, line.encode())]
+    assert len(owned) > 20  # engine starts, stats lines, configurations
+    for line in owned:
+        for prefix in ("[2026-02-23 00:14:33 DP3 TP3 EP3] ", "[2026-02-23 00:14:33] "):
+            quoted = prefix + line
+            assert not [e.name for e in others if e.owns(quoted)], quoted
+
+
 def test_vllm_names_every_mtp_method_mtp() -> None:
     vllm = registry.engine("vllm")
     assert [vllm.algorithm(m) for m in ("eagle3", "deepseek_mtp", "mtp", "ngram")] == [
@@ -324,7 +342,7 @@ class _Reader:
             elif text.startswith(_PREFIX + "start "):
                 self._sink.on_event(LogLine(None, None, None, text[len(_PREFIX):], "toyllm"))
 
-    def read_whole(self, framed, count, tidy):
+    def read_whole(self, framed, count, tidy, foreign):
         return None
 
     def finish(self):

@@ -223,6 +223,11 @@ _OTHER_LINES = [
     "[2026-02-23 00:14:33 TP0] " + "x" * 21 + "Max running requests is reset to 48",
     "[2026-02-23 00:14:33] " + "y" * 20 + "server_args=ServerArgs(model_path='m')",
     "[2026-02-23 00:14:33] Receive: obj=GenerateReqInput(text='Load weight end.')",
+    # Another engine's stats and start-up text quoted in a line of SGLang's own prefix: no
+    # other engine's line starts so, and the batch is read whole all the same.
+    "[2026-02-23 00:14:33] Receive: obj=GenerateReqInput(text='SpecDecoding metrics: x')",
+    "[2026-02-23 00:14:33 TP0] Avg generation throughput: 9.0 tokens/s, speculative_config=x",
+    "[2026-02-23 00:14:33] Receive: obj=GenerateReqInput(text='non-default args: {}')",
     # Finished requests in both forms, and one quoted where no record starts.
     finish_line(2.5, 40),
     finish_line(1.0, 30, json_format=True),

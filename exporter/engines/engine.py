@@ -58,9 +58,14 @@ class LogReader(Protocol):
 
     def read(self, lines: list[bytes], blob: bytes, tidy: bool) -> None: ...
 
-    def read_whole(self, framed: bytes, count: int, tidy: bool) -> list[StatsRecord] | None:
+    def read_whole(
+        self, framed: bytes, count: int, tidy: bool, foreign: tuple[bytes, ...]
+    ) -> list[StatsRecord] | None:
         """The records of a plain batch of ``count`` lines (each between two newlines) read
-        whole, or None to have the batch split and read line by line."""
+        whole, or None to have the batch split and read line by line. ``foreign``: markers of
+        lines another engine formats (its stats lines, its server's start), which the split
+        batch hands to that engine's reader: a batch holding one is declined, unless the
+        reader knows every line of it to be its own engine's."""
         ...
 
     def read_clipped(self, line: bytes) -> None:

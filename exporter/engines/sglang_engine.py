@@ -101,15 +101,22 @@ class SGLangReader:
                         break
         self._requests(blob)
 
-    def read_whole(self, framed: bytes, count: int, tidy: bool) -> list[StatsRecord] | None:
+    def read_whole(
+        self, framed: bytes, count: int, tidy: bool, foreign: tuple[bytes, ...]
+    ) -> list[StatsRecord] | None:
         """The chunk reader's records; None leaves the batch to :meth:`read`, which counts
-        why the chunk reader did not take it."""
+        why the chunk reader did not take it. A batch whose every line has SGLang's own
+        prefix (the chunk reader's message heads) holds no line of another engine, whose
+        lines start otherwise (``[`` opens no vLLM line): ``foreign`` markers in it are
+        quoted text, and it costs no scan for them."""
         if not tidy or count < CHUNK_MIN_LINES:
             return None
         found = self._chunk_records(framed, count)
         if isinstance(found, str):
             return None
         records, heads = found
+        if heads is None and any(marker in framed for marker in foreign):
+            return None
         self._requests(framed, heads)
         return records
 

@@ -51,7 +51,9 @@ class VllmReader:
                 continue
             self._deliver(feed(text if tidy else self._clean(text)))
 
-    def read_whole(self, framed: bytes, count: int, tidy: bool) -> list[StatsRecord] | None:
+    def read_whole(
+        self, framed: bytes, count: int, tidy: bool, foreign: tuple[bytes, ...]
+    ) -> list[StatsRecord] | None:
         return None
 
     def read_clipped(self, line: bytes) -> None:

@@ -110,7 +110,9 @@ class LineProcessor:
         # their lines carry: a batch without any is never looked at twice.
         self._side: dict[str, LogReader | None] = {}
         self._side_markers: tuple[bytes, ...] = ()
-        self._not_own: tuple[bytes, ...] = ()  # both: what keeps a batch from being read whole
+        # Both: a batch that may hold one of these is read whole only where its engine's reader
+        # knows every line to be its own.
+        self._not_own: tuple[bytes, ...] = ()
         if not self._auto:
             self._decide(engine)
 
@@ -279,11 +281,10 @@ class LineProcessor:
         take whole (SGLang's, tidy and long) is never split into lines; anything else is split
         and read as lines."""
         reader = self._reader
-        switching = any(marker in framed for marker in self._not_own)
-        if reader is not None and self._decoder.kind == "plain" and not switching:
+        if reader is not None and self._decoder.kind == "plain":
             count = framed.count(b"\n") - 1
             tidy = not any(debris in framed for debris in DEBRIS)
-            records = reader.read_whole(framed, count, tidy)
+            records = reader.read_whole(framed, count, tidy, self._not_own)
             if records is not None:
                 self._sink.on_lines(count)
                 self._sink.on_records(records)
