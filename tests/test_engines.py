@@ -342,7 +342,7 @@ class _Reader:
             elif text.startswith(_PREFIX + "start "):
                 self._sink.on_event(LogLine(None, None, None, text[len(_PREFIX):], "toyllm"))
 
-    def read_whole(self, framed, count, tidy, foreign):
+    def read_whole(self, framed, tidy, foreign):
         return None
 
     def finish(self):

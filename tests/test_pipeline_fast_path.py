@@ -336,3 +336,33 @@ def test_a_batch_of_plain_lines_finds_an_event_as_the_plain_reader_does(
     batch += [prefill.encode(), decode.format(2, 0, 0, 0).encode()]
     events, _ = fast_read([learn, batch], framed)
     assert events == plain_read(learn + batch)
+
+
+def test_a_long_batch_of_few_lines_is_counted_and_read_as_the_plain_reader_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bulk batch long enough to be read whole however few lines it holds (its lines are
+    counted by the chunk reader, not by a pass of their own): a line without the prefix and
+    an empty one among them, and a long request line."""
+    monkeypatch.setattr(sglang_engine, "CHUNK_MIN_LINES", 32)
+    decode = "[2026-02-23 00:14:3{} DP{} TP{} EP{}] " + _TODAY["decode"].format(
+        9, 70, "0.5", "3.1", True
+    )
+    learn = [decode.format(0, r, r, r).encode() for r in range(40)]
+    prompt = "[2026-02-23 00:14:33] Receive: obj=GenerateReqInput(text='" + "word " * 4000 + "')"
+    batch = [decode.format(1, 0, 0, 0).encode(), prompt.encode(), finish_line(2.5, 40).encode()]
+    batch += [b"", b"plain text without a prefix", decode.format(2, 1, 1, 1).encode()]
+    assert len(b"\n".join(batch)) >= sglang_engine.CHUNK_MIN_BYTES
+    split: list[int] = []
+    process = LineProcessor.process
+
+    def splitting(processor: LineProcessor, lines: list[bytes]) -> None:
+        split.append(len(lines))
+        process(processor, lines)
+
+    monkeypatch.setattr(LineProcessor, "process", splitting)
+    events, counted = fast_read([learn, batch], framed=True)
+    assert split == [len(learn)]  # the first batch teaches the layout; the second is whole
+    assert counted == len(learn) + len(batch)
+    assert events == plain_read(learn + batch)
+    assert sum(event.startswith("StatsRecord") for event in events) == 42

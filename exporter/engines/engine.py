@@ -59,10 +59,10 @@ class LogReader(Protocol):
     def read(self, lines: list[bytes], blob: bytes, tidy: bool) -> None: ...
 
     def read_whole(
-        self, framed: bytes, count: int, tidy: bool, foreign: tuple[bytes, ...]
-    ) -> list[StatsRecord] | None:
-        """The records of a plain batch of ``count`` lines (each between two newlines) read
-        whole, or None to have the batch split and read line by line. ``foreign``: markers of
+        self, framed: bytes, tidy: bool, foreign: tuple[bytes, ...]
+    ) -> tuple[int, list[StatsRecord]] | None:
+        """How many lines a plain batch holds (each between two newlines) and their records,
+        read whole; or None to have the batch split and read line by line. ``foreign``: markers of
         lines another engine formats (its stats lines, its server's start), which the split
         batch hands to that engine's reader: a batch holding one is declined, unless the
         reader knows every line of it to be its own engine's."""

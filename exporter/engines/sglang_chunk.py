@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from itertools import compress, repeat
-from operator import add, itemgetter
+from operator import itemgetter
 from typing import Any, TypeVar
 
 from exporter.engines.record import StatsRecord, record_from_row
@@ -38,9 +38,10 @@ from exporter.engines.sglang import (
 # Where a stats line's header meets its prefix; every stats line has one.
 _STATS_HEADS = (b"] Decode batch", b"] Prefill batch")
 # The prefix as the fast line reader takes it: whole seconds, a plain rank list.
-_HEAD = rb"\n\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(" + RANK_LIST.encode() + rb")\] "
+_HEAD = rb"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(" + RANK_LIST.encode() + rb")\] "
 _NEVER = rb"(?!)"
 _IS_DECODE, _IS_PREFILL = b"D", b"P"
+_VALUES_AT = 3  # the first group of decode's values: after the stamp, the ranks and the kind
 _CACHE_SIZE = 4096  # distinct stamps (one a second) and rank lists kept; cleared when full
 # Why a long batch is read line by line instead (``specwatch_log_chunk_fallbacks_total``):
 # no layout learnt yet (a source's first stats lines); the learnt layout keeps a value this
@@ -68,7 +69,9 @@ class ChunkReader:
     The pattern also matches every other line with the same prefix, taking the first
     ``message_head`` bytes of its message: when every line of a batch matched, those heads
     are all a caller needs to search for messages that must be read line by line (startup
-    events, which name their subject within their first words), not the whole batch.
+    events, which name their subject within their first words), not the whole batch. And it
+    matches every newline, a line without the prefix as an empty row: the rows count the
+    batch's lines, which costs no pass of its own.
     """
 
     def __init__(self, lines: SGLangLines, message_head: int) -> None:
@@ -76,24 +79,25 @@ class ChunkReader:
         self._message_head = message_head
         self._key: tuple[LayoutColumns | None, LayoutColumns | None] | None = None
         self._pattern: re.Pattern[bytes] | None = None
+        self._unmatched: Row = ()  # the row of a line without the prefix: every group empty
         self._times: dict[bytes, str] = {}
         self._ranks: dict[bytes, tuple[int | None, int | None, int | None]] = {}
 
-    def read(self, blob: bytes, lines: int) -> tuple[list[StatsRecord], bytes | None] | str:
-        """The records of ``blob`` (``lines`` tidy lines, each between two ``\n``) in line
-        order, and the other lines' message heads when every line has the plain prefix: the
-        text in which the caller must find no startup event instead of the whole blob (None).
-        Else why it must be read line by line (one of ``FALLBACKS``)."""
+    def read(self, blob: bytes, ascii: bool) -> tuple[int, list[StatsRecord], bytes | None] | str:
+        """How many tidy lines ``blob`` holds (each between two ``\n``; ``ascii``: all its
+        bytes are), their records in line order, and the other lines' message heads when
+        every line has the plain prefix: the text in which the caller must find no startup
+        event instead of the whole blob (None). Else why it must be read line by line (one of
+        ``FALLBACKS``)."""
         decode = self._lines.learnt_columns("decode")
         prefill = self._lines.learnt_columns("prefill")
         if decode is None and prefill is None:
             learnt = self._lines.learnt("decode") or self._lines.learnt("prefill")
             return "layout" if learnt else "unlearnt"
         rows: list[Row] = self._compiled(decode, prefill).findall(blob)
-        decode_at = 3
-        prefill_at = decode_at + (0 if decode is None else decode.groups)
-        kinds = list(map(add, map(itemgetter(2), rows), map(itemgetter(prefill_at), rows)))
-        if len(rows) == lines and blob.isascii():  # one row per line: none was left unread
+        rows.pop()  # the blob's closing newline, which opens no line
+        kinds = list(map(itemgetter(2), rows))
+        if ascii and not rows.count(self._unmatched):  # every line has the plain prefix
             heads: bytes | None = b"\n".join(map(itemgetter(-1), rows))
         else:
             heads = None
@@ -101,29 +105,33 @@ class ChunkReader:
                 return "other_layout"  # a line that might be a stats line did not match
         decodes = list(compress(rows, map(_IS_DECODE.__eq__, kinds)))
         prefills = list(compress(rows, map(_IS_PREFILL.__eq__, kinds)))
-        decoded = self._records("decode", decode, decode_at, decodes)
-        prefilled = self._records("prefill", prefill, prefill_at + 1, prefills)
+        decoded = self._records("decode", decode, _VALUES_AT, decodes)
+        prefill_at = _VALUES_AT + (0 if decode is None else decode.groups)
+        prefilled = self._records("prefill", prefill, prefill_at, prefills)
         if decoded is None or prefilled is None:
             return "bad_value"
         if not prefilled or not decoded:  # one kind: already in line order
-            return decoded or prefilled, heads
+            return len(rows), decoded or prefilled, heads
         by_kind = {_IS_DECODE: iter(decoded), _IS_PREFILL: iter(prefilled)}
         kinds = list(filter(None, kinds))
-        return list(map(next, map(by_kind.__getitem__, kinds))), heads  # back in line order
+        records = list(map(next, map(by_kind.__getitem__, kinds)))  # back in line order
+        return len(rows), records, heads
 
     def _compiled(
         self, decode: LayoutColumns | None, prefill: LayoutColumns | None
     ) -> re.Pattern[bytes]:
-        """One pattern for every line with the plain prefix: group 2 is ``D`` for a decode
-        line, followed by decode's values; then ``P`` and prefill's values; the last group is
-        another line's message head."""
+        """One pattern for every newline: where the plain prefix follows, group 2 is ``D`` for
+        a decode line, ``P`` for a prefill line, followed by decode's values, then prefill's;
+        the last group is another line's message head. A line without the prefix, or a stats
+        line in another layout, matches no group."""
         if self._pattern is None or self._key != (decode, prefill):
             decode_body = _NEVER if decode is None else decode.body
             prefill_body = _NEVER if prefill is None else prefill.body
-            alternatives = rb"(?:(D)ecode batch, " + decode_body + rb"(?=\n)"
-            alternatives += rb"|(P)refill batch, " + prefill_body + rb"(?=\n)"
-            alternatives += rb"|(?!Decode batch|Prefill batch)([^\n]{0,%d}))" % self._message_head
-            self._pattern = re.compile(_HEAD + alternatives)
+            stats = rb"([DP])(?:ecode batch, " + decode_body + rb"(?=\n)"
+            stats += rb"|refill batch, " + prefill_body + rb"(?=\n))"
+            other = rb"(?!Decode batch|Prefill batch)([^\n]{0,%d})" % self._message_head
+            pattern = re.compile(rb"\n(?:" + _HEAD + rb"(?:" + stats + rb"|" + other + rb")|)")
+            self._pattern, self._unmatched = pattern, (b"",) * pattern.groups
             self._key = (decode, prefill)
         return self._pattern
 

@@ -49,6 +49,9 @@ EVENT_MARKER_WINDOW = 20
 # Batches this long are read whole by the chunk reader; shorter ones (a live server's lines,
 # a few per wake-up) cost less line by line than the chunk reader's fixed cost per batch.
 CHUNK_MIN_LINES = 32
+# A bulk batch this long is read whole whatever its count of lines, which the chunk reader
+# takes as it reads: a separate count was a pass over every byte. A shorter one is counted.
+CHUNK_MIN_BYTES = 16 << 10
 
 _OWN_MARKERS = STATS_MARKERS + EVENT_MARKERS
 # What a reader looks for: its own lines and the lines of a server's end.
@@ -84,9 +87,9 @@ class SGLangReader:
 
     def read(self, lines: list[bytes], blob: bytes, tidy: bool) -> None:
         if len(lines) >= CHUNK_MIN_LINES:
-            found = self._chunk_records(blob, len(lines)) if tidy else "debris"
+            found = self._chunk_records(blob) if tidy else "debris"
             if not isinstance(found, str):
-                records, heads = found
+                _, records, heads = found
                 self._sink.on_records(records)
                 self._requests(blob, heads)
                 return
@@ -102,23 +105,25 @@ class SGLangReader:
         self._requests(blob)
 
     def read_whole(
-        self, framed: bytes, count: int, tidy: bool, foreign: tuple[bytes, ...]
-    ) -> list[StatsRecord] | None:
-        """The chunk reader's records; None leaves the batch to :meth:`read`, which counts
-        why the chunk reader did not take it. A batch whose every line has SGLang's own
-        prefix (the chunk reader's message heads) holds no line of another engine, whose
-        lines start otherwise (``[`` opens no vLLM line): ``foreign`` markers in it are
-        quoted text, and it costs no scan for them."""
-        if not tidy or count < CHUNK_MIN_LINES:
+        self, framed: bytes, tidy: bool, foreign: tuple[bytes, ...]
+    ) -> tuple[int, list[StatsRecord]] | None:
+        """The chunk reader's count of lines and records; None leaves the batch to
+        :meth:`read`, which counts why the chunk reader did not take it. A batch whose every
+        line has SGLang's own prefix (the chunk reader's message heads) holds no line of
+        another engine, whose lines start otherwise (``[`` opens no vLLM line): ``foreign``
+        markers in it are quoted text, and it costs no scan for them."""
+        if not tidy:
             return None
-        found = self._chunk_records(framed, count)
+        if len(framed) < CHUNK_MIN_BYTES and framed.count(b"\n") <= CHUNK_MIN_LINES:
+            return None  # fewer than CHUNK_MIN_LINES lines, each between two newlines
+        found = self._chunk_records(framed)
         if isinstance(found, str):
             return None
-        records, heads = found
+        count, records, heads = found
         if heads is None and any(marker in framed for marker in foreign):
             return None
         self._requests(framed, heads)
-        return records
+        return count, records
 
     def read_clipped(self, line: bytes) -> None:
         """A finished request's figures are at the end of its line, which was kept."""
@@ -143,22 +148,21 @@ class SGLangReader:
             if record is not None:
                 self._sink.on_request(record)
 
-    def _chunk_records(
-        self, blob: bytes, lines: int
-    ) -> tuple[list[StatsRecord], bytes | None] | str:
-        """A tidy batch's records read in one pass (the hot path, see bench/), with the other
-        lines' message heads when every line has the plain prefix (else None); or why not
-        (one of ``sglang_chunk.FALLBACKS``): the chunk reader cannot read it exactly as line
-        by line (a startup event among them, a line the line reader would count as invalid
-        UTF-8, a layout not learnt yet or not readable by column)."""
-        if not _valid_utf8(blob):
+    def _chunk_records(self, blob: bytes) -> tuple[int, list[StatsRecord], bytes | None] | str:
+        """A tidy batch's count of lines and records read in one pass (the hot path, see
+        bench/), with the other lines' message heads when every line has the plain prefix
+        (else None); or why not (one of ``sglang_chunk.FALLBACKS``): the chunk reader cannot
+        read it exactly as line by line (a startup event among them, a line the line reader
+        would count as invalid UTF-8, a layout not learnt yet or not readable by column)."""
+        ascii = blob.isascii()
+        if not ascii and not _valid_utf8(blob):
             return "invalid_utf8"
-        found = self._chunk.read(blob, lines)
+        found = self._chunk.read(blob, ascii)
         if isinstance(found, str):
             return found
-        records, heads = found
+        _, _, heads = found
         text, markers = (blob, _LINE_MARKERS) if heads is None else (heads, _HEAD_MARKERS)
-        return "events" if any(marker in text for marker in markers) else (records, heads)
+        return "events" if any(marker in text for marker in markers) else found
 
     def _handle(self, line: bytes, tidy: bool, marker: bytes) -> None:
         """Dispatch one line that carries ``marker``.
@@ -205,8 +209,6 @@ def is_event(message: str) -> bool:
 
 
 def _valid_utf8(blob: bytes) -> bool:
-    if blob.isascii():
-        return True
     try:
         blob.decode("utf-8")
     except UnicodeDecodeError:

@@ -52,8 +52,8 @@ class VllmReader:
             self._deliver(feed(text if tidy else self._clean(text)))
 
     def read_whole(
-        self, framed: bytes, count: int, tidy: bool, foreign: tuple[bytes, ...]
-    ) -> list[StatsRecord] | None:
+        self, framed: bytes, tidy: bool, foreign: tuple[bytes, ...]
+    ) -> tuple[int, list[StatsRecord]] | None:
         return None
 
     def read_clipped(self, line: bytes) -> None:

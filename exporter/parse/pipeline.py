@@ -282,10 +282,10 @@ class LineProcessor:
         and read as lines."""
         reader = self._reader
         if reader is not None and self._decoder.kind == "plain":
-            count = framed.count(b"\n") - 1
             tidy = not any(debris in framed for debris in DEBRIS)
-            records = reader.read_whole(framed, count, tidy, self._not_own)
-            if records is not None:
+            whole = reader.read_whole(framed, tidy, self._not_own)
+            if whole is not None:
+                count, records = whole
                 self._sink.on_lines(count)
                 self._sink.on_records(records)
                 return
