@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from exporter.engines import sglang
 from exporter.engines.record import LogLine, StatsRecord
 from exporter.engines.sglang_chunk import FALLBACKS
 from exporter.engines.sglang_sim.eras import ERAS
@@ -124,3 +125,24 @@ def test_every_fallback_reason_is_documented() -> None:
     )
     for reason in FALLBACKS:
         assert f"`{reason}`" in row
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        [b"1.5", b"2", b"0"],
+        [b"1e308", b"1e308"],  # finite, though their sum is not
+        [b"1e308", b"1e308", b"nan"],
+        [b"0.5", b"inf"],
+        [b"inf", b"-inf"],
+        [b"-0"],
+        [b"2.5", b"-1"],
+        [],
+    ],
+)
+def test_a_column_of_reals_takes_exactly_what_the_line_reader_takes(column: list[bytes]) -> None:
+    try:
+        expected: list[float] | None = [sglang._real(value) for value in column]
+    except ValueError:
+        expected = None
+    assert sglang.real_column(column) == expected
