@@ -226,12 +226,13 @@ class Stretches:
         self, records: Sequence[StatsRecord], ats: Iterable[float | None], interval: int | None
     ) -> None:
         """Decode windows in order, each at its time in ``ats``, as :meth:`add_window` of
-        each (:func:`window_counts` at SGLang's log ``interval``); lines that repeat another
+        each (:func:`_record_counts` at SGLang's log ``interval``); lines that repeat another
         scheduler's figures are left out (``speaks_for_node``). The stretch is looked up once
         per run of equal times: a busy node's DP ranks log one window each per second."""
+        every = interval or DEFAULT_LOG_INTERVAL
         for at, group in groupby(zip(ats, records, strict=False), itemgetter(0)):
             windows = [
-                (_record_counts(record, interval), bool(record.extra) and drafting_off(record))
+                (_record_counts(record, every), bool(record.extra) and drafting_off(record))
                 for _, record in group
                 if speaks_for_node(record)
             ]
@@ -269,34 +270,19 @@ class Stretches:
         return tuple(stretch.copy() for stretch in self._items)
 
 
-def window_counts(
-    accept_length: float | None,
-    drafts: int | None,
-    accepted: int | None,
-    running: int | None,
-    interval: int | None,
-) -> tuple[float, float] | None:
-    """A window's draft rounds and accepted draft tokens: counted where the engine counts them
-    (vLLM), else SGLang's ``interval`` batches of ``running`` requests at its mean accept
-    length. None for a window without an accept length."""
-    if drafts is not None and accepted is not None:
-        return float(drafts), float(accepted)
-    if accept_length is None:
-        return None
-    rounds = float((running or 1) * (interval or DEFAULT_LOG_INTERVAL))
-    return rounds, (accept_length - 1.0) * rounds
-
-
-def _record_counts(record: StatsRecord, interval: int | None) -> tuple[float, float] | None:
-    """:func:`window_counts` of a decode record."""
+def _record_counts(record: StatsRecord, every: int) -> tuple[float, float] | None:
+    """A decode window's draft rounds and accepted draft tokens: counted where the engine
+    counts them (vLLM), else SGLang's ``every`` batches (its log interval) of the window's
+    running requests at its mean accept length. None for a window without an accept length.
+    One call per window: a catch-up hands over hundreds of thousands."""
     counts = record.draft_counts
-    return window_counts(
-        record.accept_length,
-        None if counts is None else counts.drafts,
-        None if counts is None else counts.accepted_tokens,
-        record.running_requests,
-        interval,
-    )
+    if counts is not None and counts.drafts is not None and counts.accepted_tokens is not None:
+        return float(counts.drafts), float(counts.accepted_tokens)
+    length = record.accept_length
+    if length is None:
+        return None
+    rounds = float((record.running_requests or 1) * every)
+    return rounds, (length - 1.0) * rounds
 
 
 @dataclass(frozen=True, slots=True)
@@ -897,5 +883,4 @@ __all__ = [
     "Stretch",
     "Stretches",
     "judge",
-    "window_counts",
 ]
