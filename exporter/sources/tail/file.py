@@ -36,15 +36,14 @@ from __future__ import annotations
 import errno
 import functools
 import glob
-import hashlib
 import logging
 import math
 import os
 import stat
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
-from typing import Any
 
 from exporter import clock
 from exporter.sources.tail.events import BacklogReader, ReadErrorReason, TailEvents
@@ -84,8 +83,27 @@ _ERRNO_REASONS: dict[int, ReadErrorReason] = {
 }
 
 
-def _new_digest() -> Any:
-    return hashlib.blake2b(digest_size=16)
+class _Checksum:
+    """CRC-32 of the bytes read, with a hash object's ``update`` and ``digest``: it tells a
+    log rewritten in place from one only touched, which needs no collision resistance (who
+    can rewrite the log can as well append what they like), and a catch-up feeds it every
+    byte: a cryptographic hash cost several times as much (blake2b 0.6 GB/s, CRC-32 2.4 GB/s
+    on the bench machine)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self) -> None:
+        self._value = 0
+
+    def update(self, data: bytes | memoryview) -> None:
+        self._value = zlib.crc32(data, self._value)
+
+    def digest(self) -> bytes:
+        return self._value.to_bytes(4, "big")
+
+
+def _new_digest() -> _Checksum:
+    return _Checksum()
 
 
 @dataclass
@@ -104,7 +122,7 @@ class _Stream:
     # A digest of the bytes read from ``digest_from`` to ``offset``, and the size and mtime
     # the previous pass saw: a file whose mtime changed while its size did not was written
     # in place, and the digest tells whether what was read changed.
-    digest: Any = field(default_factory=_new_digest)
+    digest: _Checksum = field(default_factory=_new_digest)
     digest_from: int = 0
     seen: tuple[int, int] = (-1, -1)
 
