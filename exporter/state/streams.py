@@ -35,6 +35,7 @@ import threading
 from collections import Counter, deque
 from collections.abc import Sequence
 from itertools import pairwise
+from operator import attrgetter
 from statistics import fmean
 from typing import TypeGuard
 
@@ -48,6 +49,8 @@ from exporter.engines.record import LogLine, StatsRecord, drafting_off, logged_s
 # The newest stats lines whose engines are compared: a minute or so of a busy node's lines,
 # several of vLLM's 10 s windows among them.
 RECENT = 256
+# What the comparison keeps of each: read in C, a batch of records at a time.
+_ENGINE, _ACCEPT_LENGTH = attrgetter("engine"), attrgetter("accept_length")
 # Lines each of two engines must have among them, and how often the engine must change:
 # once is a node moved to another engine; back and forth is two servers.
 MIN_LINES = 2
@@ -119,7 +122,8 @@ class StreamWatch:
             return
         newest = records[-RECENT:]
         with self._lock:
-            self._recent.extend((r.engine, r.accept_length) for r in newest)
+            engines, lengths = map(_ENGINE, newest), map(_ACCEPT_LENGTH, newest)
+            self._recent.extend(zip(engines, lengths, strict=True))
             if self._sign is None and len(self._open()) >= 2:
                 if self._readies == 0:
                     self._while_starting(records)
