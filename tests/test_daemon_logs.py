@@ -21,7 +21,7 @@ from tests.support.files import append
 from tests.support.loglines import cri, decode_line
 from tests.support.metrics import scrape
 from tests.support.tools import free_port, unprivileged
-from tests.support.waiting import wait_for
+from tests.support.waiting import PROCESS_TIMEOUT, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -258,10 +258,10 @@ def test_stdin_source(port: int) -> None:
             except OSError:
                 return False
 
-        wait_for(seen, timeout=10)
+        wait_for(seen, timeout=PROCESS_TIMEOUT)  # its start, then the line
     finally:
         proc.terminate()
-        assert proc.wait(timeout=10) == 0
+        assert proc.wait(timeout=PROCESS_TIMEOUT) == 0
 
 
 def test_per_window_gauges_vanish_after_stale_after_and_return_with_a_new_window(

@@ -12,7 +12,8 @@ import bcrypt
 import pytest
 
 from tests.support.daemon import healthy, refused_start, run_daemon, specwatch_cmd
-from tests.support.waiting import wait_for
+from tests.support.proc import SCRAPE_TIMEOUT
+from tests.support.waiting import PROCESS_TIMEOUT, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.e2e
 def get(port: int, path: str, headers: dict[str, str] | None = None) -> tuple[int, str, str]:
     request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers or {})
     try:
-        with urllib.request.urlopen(request, timeout=5) as resp:
+        with urllib.request.urlopen(request, timeout=SCRAPE_TIMEOUT) as resp:
             return resp.status, resp.headers["Content-Type"], resp.read().decode()
     except urllib.error.HTTPError as err:
         return err.code, err.headers["Content-Type"], err.read().decode()
@@ -43,7 +44,9 @@ def test_endpoints(tmp_path: Path, port: int) -> None:
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(specwatch_cmd(*args), capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        specwatch_cmd(*args), capture_output=True, text=True, timeout=PROCESS_TIMEOUT
+    )
 
 
 # Each refused in the test's process (``refused_start``); a refusal by the real process, its
@@ -95,14 +98,14 @@ def test_exporter_toolkit_flag_names_listen_and_guard_like_ours(tmp_path: Path, 
     )  # fmt: skip
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: healthy(port), 20)
+        wait_for(lambda: healthy(port), PROCESS_TIMEOUT)
         assert get(port, "/metrics")[0] == 401
         right = {"Authorization": "Basic " + base64.b64encode(b"prometheus:s3cret").decode()}
         status, _, body = get(port, "/metrics", right)
         assert status == 200 and "specwatch_build_info" in body
     finally:
         proc.terminate()
-        proc.communicate(timeout=20)
+        proc.communicate(timeout=PROCESS_TIMEOUT)
 
 
 def test_port_in_use_exits_2(tmp_path: Path, port: int) -> None:

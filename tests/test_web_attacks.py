@@ -196,7 +196,7 @@ def test_a_client_trickling_its_request_is_cut_off_at_the_deadline() -> None:
 def test_the_oldest_idle_connection_makes_room_when_too_many_wait() -> None:
     server = serve_plain(Limits(max_waiting=3))
     try:
-        oldest = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        oldest = socket.create_connection(("127.0.0.1", server.port), timeout=SCRAPE_TIMEOUT)
         with oldest, idle_connections(server.port, 3):
             assert oldest.recv(1) == b""
             assert get(f"http://127.0.0.1:{server.port}/healthz") == 200
@@ -224,7 +224,7 @@ def test_a_connection_closed_to_make_room_in_the_same_wake_up_does_not_kill_the_
                 sock.close()
             clients = clients[-40:]
             time.sleep(0.005)
-        assert get(f"http://127.0.0.1:{server.port}/healthz", timeout=2) == 200
+        assert get(f"http://127.0.0.1:{server.port}/healthz") == 200
     finally:
         for sock in clients:
             sock.close()
