@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import re
 import subprocess
 import sys
@@ -10,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from exporter import __version__
-from tests.support.daemon import run_daemon
+from exporter.cli import main
+from tests.support.daemon import in_process, run_daemon
 from tests.support.tools import free_port
 
 pytestmark = pytest.mark.e2e
@@ -42,6 +44,15 @@ def test_unknown_command_exits_2_on_one_line() -> None:
     assert len(result.stderr.splitlines()) == 1 and "serve" in result.stderr
 
 
+@pytest.fixture(scope="module")
+def long_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An hour of a healthy server's log, written once (in this process: it is the input)."""
+    log = tmp_path_factory.mktemp("cli") / "server.log"
+    done = in_process("simulate", "--scenario", "healthy", "--duration", "3600", "--out", str(log))
+    assert done.returncode == 0, done.stderr
+    return log
+
+
 @pytest.mark.parametrize(
     "command",
     [
@@ -50,11 +61,9 @@ def test_unknown_command_exits_2_on_one_line() -> None:
         ["parse", "--json", "LOG"],
     ],
 )
-def test_a_reader_that_stops_early_is_not_an_error(tmp_path: Path, command: list[str]) -> None:
+def test_a_reader_that_stops_early_is_not_an_error(long_log: Path, command: list[str]) -> None:
     """`specwatch parse big.log | head`: exit 0, no complaint, whatever the command."""
-    log = tmp_path / "server.log"
-    run("simulate", "--scenario", "healthy", "--duration", "3600", "--out", str(log))
-    argv = [str(SPECWATCH), *(str(log) if arg == "LOG" else arg for arg in command)]
+    argv = [str(SPECWATCH), *(str(long_log) if arg == "LOG" else arg for arg in command)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stdout.readline()
     proc.stdout.close()  # the reader goes away with most of the output unread
@@ -69,14 +78,13 @@ def test_commands_run_the_cycle_collector_rarely(tmp_path: Path) -> None:
 
     log = tmp_path / "server.log"
     log.write_text("[2026-02-23 00:14:33 TP0] Load weight end. type=LlamaForCausalLM\n")
-    code = (
-        "import gc, sys\nfrom exporter.cli import main\n"
-        "code = main(['parse', sys.argv[1]])\nprint(code, gc.get_threshold()[0])"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code, str(log)], capture_output=True, text=True, timeout=60
-    )
-    assert result.stdout.split()[-2:] == ["0", str(YOUNG_GENERATION_THRESHOLD)], result.stderr
+    before = gc.get_threshold()
+    gc.set_threshold(700, *before[1:])  # CPython's default, whatever ran here before
+    try:
+        assert main(["parse", str(log)]) == 0
+        assert gc.get_threshold()[0] == YOUNG_GENERATION_THRESHOLD
+    finally:
+        gc.set_threshold(*before)
 
 
 # What a daemon given only flags (a log, no URL, no web config) never needs, nor its scrapes.
