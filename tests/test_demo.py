@@ -28,6 +28,7 @@ from exporter.engines.sglang import classify
 from exporter.simulate import SCENARIOS, events
 from exporter.simulate.realtime import schedule
 from tests.support.tools import REPO, require_tool
+from tests.support.waiting import PROCESS_TIMEOUT
 
 DEMO_SECONDS = 40
 
@@ -164,7 +165,7 @@ def test_ctrl_c_stops_the_demo_and_every_child() -> None:
         if "started simulator" in line or not line:
             break
     proc.send_signal(signal.SIGINT)
-    rest, _ = proc.communicate(timeout=30)
+    rest, _ = proc.communicate(timeout=PROCESS_TIMEOUT)
     run = DemoRun(proc.returncode, "".join(lines) + rest)
     assert run.returncode == 0, run.output
     assert "demo stopped" in run.output
