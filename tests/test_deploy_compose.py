@@ -227,7 +227,7 @@ def test_grafana_finds_the_dashboards_and_prometheus(services: dict[str, Any]) -
     assert url.port == listen_ports(services)["prometheus"]
 
 
-def tested_versions() -> dict[str, str]:
+def versions_under_test() -> dict[str, str]:
     """Package -> upstream version of what the tests run (scripts/install-prometheus.sh)."""
     script = (REPO / "scripts" / "install-prometheus.sh").read_text(encoding="utf-8")
     return dict(re.findall(r'^  "([\w-]+) (\d+\.\d+\.\d+)\S* [0-9a-f]{64}"$', script, re.M))
@@ -236,7 +236,7 @@ def tested_versions() -> dict[str, str]:
 def test_compose_runs_the_prometheus_and_alertmanager_the_tests_run(
     services: dict[str, Any],
 ) -> None:
-    versions = tested_versions()
+    versions = versions_under_test()
     assert services["prometheus"]["image"] == f"prom/prometheus:v{versions['prometheus']}"
     alertmanager = versions["prometheus-alertmanager"]
     assert services["alertmanager"]["image"] == f"prom/alertmanager:v{alertmanager}"
