@@ -15,6 +15,7 @@ import pytest
 
 from exporter.config import Config, TargetConfig
 from exporter.daemon import THREAD_DIED_STATUS, Daemon
+from exporter.sources.tail import file as tail_file
 from exporter.sources.tail.file import STUCK_AFTER
 from tests.support.daemon import healthz, run_daemon
 from tests.support.files import append
@@ -55,8 +56,11 @@ def test_lines_appended_right_after_the_first_200_are_all_counted(
     assert s.values("specwatch_accept_length") == [3.0] * len(logs)
 
 
-def test_a_stuck_log_reader_turns_healthz_503_naming_the_path(tmp_path: Path) -> None:
+def test_a_stuck_log_reader_turns_healthz_503_naming_the_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A reader that fails on every pass is broken in this process: a restart is the cure."""
+    monkeypatch.setattr(tail_file, "PASS_BUDGET_BYTES", 1)  # a line is a backlog to offer
     log = tmp_path / "server.log"
     append(log, decode_line(1.0))
     daemon = Daemon(Config(listen="127.0.0.1:0", targets=[TargetConfig(log_files=[str(log)])]))

@@ -328,6 +328,17 @@ def test_merged_prefers_known_newer_fields() -> None:
     )
 
 
+def test_a_merge_follows_the_configs_it_is_given_while_many_come_and_go() -> None:
+    """Merges are remembered by the configs' identity: one made anew after others were
+    dropped (and their ids reused) must be merged anew, never answered by an old one."""
+    older = ServerConfig(algorithm="EAGLE", num_draft_tokens=4)
+    for tokens in range(3000):  # past the memo's bound, so it is cleared and refilled
+        newer = ServerConfig(num_draft_tokens=tokens)
+        assert older.merged(newer).num_draft_tokens == tokens
+        assert older.merged(newer).algorithm == "EAGLE"
+    assert older.merged(ServerConfig()) == older
+
+
 # SGLang 0.5.23 logs ``server_args.resolved_dict()``: the same fields as a dict's repr.
 SERVER_ARGS_DICT = (
     "server_args={'model_path': 'moonshotai/Kimi-K2.5', 'tokenizer_mode': 'auto', "

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from exporter.sources.tail import FileTailer
+from exporter.sources.tail import file as tail_file
 from exporter.sources.tail.file import STUCK_AFTER
 from tests.support.files import append
 from tests.support.tailing import FailingOnce, following, stepped
@@ -129,10 +130,11 @@ def test_a_path_that_is_not_a_regular_file_is_not_opened(tmp_path: Path, kind: s
 
 
 def test_a_pass_that_keeps_failing_turns_the_path_stuck_logs_once_then_recovers(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A reader that fails the same way on every pass (it could not make its spool files)
     read 100 of 214,105 lines while the path was reported followed."""
+    monkeypatch.setattr(tail_file, "PASS_BUDGET_BYTES", 1)  # a line is a backlog to offer
     log = tmp_path / "server.log"
     append(log, "line")
     statuses: list[str] = []

@@ -11,6 +11,7 @@ and ``report`` judge by the same number. An algorithm not listed is judged on sp
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 from exporter.engines import registry
@@ -83,9 +84,10 @@ class Standard:
     # template of ``count`` (verified positions a round) and ``steps`` (drafted tokens).
     fewer_tokens: str
 
+    @functools.lru_cache(maxsize=64)  # noqa: B019 (the standards are few and live for good)
     def for_engine(self, engine: str | None) -> Standard:
         """This standard with its fixes in the flags of ``engine`` (every engine's while it is
-        not known)."""
+        not known); one object per standard and engine, as every judgement asks."""
 
         def filled(text: str) -> str:
             for change in _STANDARD_CHANGES:

@@ -104,12 +104,30 @@ class ServerConfig:
         return self.num_draft_tokens
 
     def merged(self, newer: ServerConfig) -> ServerConfig:
-        """This config with every field ``newer`` knows taking precedence."""
-        known = {f.name: getattr(newer, f.name) for f in fields(newer)}
-        return replace(self, **{k: v for k, v in known.items() if v is not None})
+        """This config with every field ``newer`` knows taking precedence.
+
+        The same two configs give the same object: every scrape and judgement merges each
+        target's sources again, which rarely change, and a merge rebuilt all 30 fields."""
+        key = (id(self), id(newer))
+        kept = _MERGES.get(key)
+        if kept is not None and kept[0] is self and kept[1] is newer:
+            return kept[2]
+        known = {name: value for name in _NAMES if (value := getattr(newer, name)) is not None}
+        result = replace(self, **known) if known else self
+        if len(_MERGES) >= MAX_MERGES:
+            _MERGES.clear()
+        _MERGES[key] = (self, newer, result)
+        return result
 
     def to_json_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+_NAMES = tuple(f.name for f in fields(ServerConfig))
+# Merges remembered, by the identity of both configs (held here, so an id is not reused while
+# remembered): a few per target and source; cleared when full.
+MAX_MERGES = 1024
+_MERGES: dict[tuple[int, int], tuple[ServerConfig, ServerConfig, ServerConfig]] = {}
 
 
 def coerce(value: Any, kind: type) -> Any:

@@ -341,4 +341,9 @@ def _label_values(labels: dict[str, str]) -> list[str]:
 
 
 def _bounded(labels: dict[str, str]) -> dict[str, str]:
-    return {name: bounded(value) for name, value in labels.items()}
+    """``labels`` with each value bounded; the same dict when every value is short ASCII
+    already, as nearly all are (each of a scrape's thousands of samples comes here)."""
+    for value in labels.values():
+        if len(value) > LABEL_VALUE_MAX or not value.isascii():
+            return {name: bounded(value) for name, value in labels.items()}
+    return labels

@@ -8,6 +8,7 @@ scrape never waits on a tailer or on the upstream server.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
@@ -64,12 +65,19 @@ def merged_config(target: Watched, upstream: UpstreamSnapshot | None) -> ServerC
     No file is read here (each source read the draft it names when it learnt the path): a
     path from the server must not be able to stall or bloat a scrape.
     """
-    config = ServerConfig()
-    if target.config.engine != "auto":  # the operator's word, until a source tells
-        config = ServerConfig(engine=target.config.engine)
+    config = _told(target.config.engine)
     if upstream is not None and upstream.config is not None:
         config = config.merged(upstream.config)
     return config.merged(target.state.tracker.config).merged(target.draft)
+
+
+@functools.lru_cache(maxsize=16)
+def _told(engine: str) -> ServerConfig:
+    """What the operator's ``engine:`` says, one object per value (merges of it are
+    remembered by identity, see ``ServerConfig.merged``)."""
+    if engine == "auto":
+        return ServerConfig()
+    return ServerConfig(engine=engine)  # the operator's word, until a source tells
 
 
 def inspect(

@@ -80,6 +80,9 @@ class Evidence:
         self._stretches = Stretches()
         self._baseline = baseline
         self.interval: int | None = None
+        # The samples the last observations made, by their record's identity: a window stays
+        # among the recent ones for 20 judgements or so, and is converted once.
+        self._samples: dict[int, tuple[StatsRecord, DecodeSample]] = {}
 
     def add_record(self, record: StatsRecord, at: float) -> None:
         """Count one recognised stats record seen at ``at``."""
@@ -187,7 +190,7 @@ class Evidence:
             marks = (self._last_decode_at, self._started_at)
             since = max((mark for mark in marks if mark is not None), default=now)
             last = since if self._last_at is None else self._last_at
-            samples = tuple(map(DecodeSample.from_record, self._windows))
+            samples = self._decode_samples()
             if config.engine is None and self._windows:
                 # No start line read (a log followed from its end): its lines say the engine.
                 config = replace(config, engine=self._windows[-1].engine)
@@ -204,6 +207,18 @@ class Evidence:
                 ranks=self._ranks.figures(),
                 **upstream,
             )
+
+    def _decode_samples(self) -> tuple[DecodeSample, ...]:
+        """The recent windows as the rules read them; under the lock."""
+        known, kept, samples = self._samples, {}, []
+        for record in self._windows:
+            hit = known.get(id(record))
+            if hit is None or hit[0] is not record:
+                hit = (record, DecodeSample.from_record(record))
+            kept[id(record)] = hit
+            samples.append(hit[1])
+        self._samples = kept
+        return tuple(samples)
 
 
 def _with_draft_length(config: ServerConfig, windows: Sequence[DecodeSample]) -> ServerConfig:

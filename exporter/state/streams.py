@@ -89,6 +89,9 @@ class StreamWatch:
         self._sign: str | None = None  # a same-engine sign, held until an end is logged
         # Accept lengths of one rank's decode windows since the newest start, in order.
         self._levels: deque[float] = deque(maxlen=LEVEL_WINDOWS)
+        # The one engine of every line in ``_recent`` ("" before any), None when not known to
+        # be one: then ``interleaving`` counts them, as every snapshot of the target asks.
+        self._alone: str | None = ""
 
     def observe(self, line: LogLine) -> None:
         """A start-up or ending line of the source's own engine (``parse.pipeline`` hands on
@@ -124,6 +127,9 @@ class StreamWatch:
         with self._lock:
             engines, lengths = map(_ENGINE, newest), map(_ACCEPT_LENGTH, newest)
             self._recent.extend(zip(engines, lengths, strict=True))
+            if self._alone is not None:
+                alone = self._alone or newest[0].engine
+                self._alone = alone if all(r.engine == alone for r in newest) else None
             if self._sign is None and len(self._open()) >= 2:
                 if self._readies == 0:
                     self._while_starting(records)
@@ -175,10 +181,14 @@ class StreamWatch:
     def interleaving(self) -> Interleaving | None:
         """What shows two servers in this source now, or None."""
         with self._lock:
-            recent = list(self._recent)
             sign = self._sign
+            if sign is None and self._alone is not None:
+                return None  # one engine's lines alone: no two to count
+            recent = list(self._recent)
             starts = tuple(self._open()) if sign is not None else ()
-        counts = Counter(engine for engine, _ in recent)
+            counts = Counter(engine for engine, _ in recent)
+            if len(counts) == 1:  # the other engine's lines have left the recent ones
+                self._alone = next(iter(counts))
         changes = sum(1 for (a, _), (b, _) in pairwise(recent) if a != b)
         top = counts.most_common(2)
         if len(top) == 2 and top[1][1] >= MIN_LINES and changes >= MIN_CHANGES:

@@ -278,7 +278,12 @@ class TargetState:
         self._accept_sum = functools.reduce(operator.add, values, self._accept_sum)
         self._accept_count += len(values)
         # ``<=`` is false for NaN, as for any value above the last bound: no bucket.
-        ordered = sorted([v for v in values if v <= ACCEPT_LENGTH_BUCKETS[-1]])
+        kept = [v for v in values if v <= ACCEPT_LENGTH_BUCKETS[-1]]
+        if len(kept) < len(ACCEPT_LENGTH_BUCKETS):  # a live read's few: each finds its bucket
+            for value in kept:  # bucket i holds bounds[i-1] < v <= bounds[i]
+                self._buckets[bisect.bisect_left(ACCEPT_LENGTH_BUCKETS, value)] += 1
+            return
+        ordered = sorted(kept)
         below = 0  # values in the buckets before: bucket i holds bounds[i-1] < v <= bounds[i]
         for index, bound in enumerate(ACCEPT_LENGTH_BUCKETS):
             upto = bisect.bisect_right(ordered, bound, below)

@@ -393,6 +393,8 @@ class FileTailer:
             if self._is_glob and not self._from_beginning:
                 self._sizes_at_start = {_identity(st): st.st_size for _, st in matches}
         current = self._current
+        if current is not None and self._unchanged(current, matches):
+            return
         if current is not None:
             revived = self._revived(current, matches)
             if revived is not None:
@@ -407,6 +409,15 @@ class FileTailer:
         newest = self._newest(matches)
         if newest is not None:
             self._switch_to(newest[0], idents)
+
+    def _unchanged(self, current: _Stream, matches: list[tuple[str, os.stat_result]]) -> bool:
+        """Whether the path names the followed file alone, with no match present at start
+        left to revisit: nothing to switch to (every live pass of a plain path)."""
+        return (
+            len(matches) == 1
+            and not self._sizes_at_start
+            and _identity(matches[0][1]) == current.ident
+        )
 
     def _revived(
         self, current: _Stream, matches: list[tuple[str, os.stat_result]]
@@ -577,9 +588,9 @@ class FileTailer:
 
         The stretch ends at the size ``st`` saw, so every byte of it was written by the time
         ``st`` gives: what the helpers' lines are stamped with."""
-        if self._backlog is None:
-            return None
         size = st.st_size
+        if self._backlog is None or size - stream.offset <= PASS_BUDGET_BYTES:
+            return None  # this pass reads it whole: no helper is worth starting
         self._events.on_written_by(stream.written_by(size))
         start = stream.offset
         read_here = functools.partial(self._read_between, stream)
@@ -617,6 +628,8 @@ class FileTailer:
             total += len(chunk)
             self._events.on_written_by(stream.written_by(stream.offset))
             stream.splitter.feed(chunk).deliver(self._events)
+            if len(chunk) < size:
+                break  # the end of what the file held: a read more would find nothing
         return total
 
     def _bootstrap(self, stream: _Stream) -> None:

@@ -166,6 +166,9 @@ class TailLoop:
         """Have changes to the files ``names`` (None: any) of ``directory`` bring ``job``'s
         next pass forward (``directory`` None: nothing does); True while a notification will
         come, so the job may sleep longer between polls."""
+        watched = directory is not None and self._dir_of.get(job) == directory
+        if watched and self._names_of.get(job) == names:  # as every pass asks: nothing to do
+            return True
         with self._lock:
             if self._dir_of.get(job) != directory:
                 self._leave_dir(job)
