@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.metrics_core import Metric
+from prometheus_client.metrics_core import HistogramMetricFamily, Metric, SummaryMetricFamily
 from prometheus_client.openmetrics import exposition as openmetrics
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_parse
 from prometheus_client.parser import text_string_to_metric_families
@@ -24,7 +24,7 @@ from exporter.engines.server_config import ServerConfig
 from exporter.exposition.collector import REUSE_SECONDS, SpecwatchCollector
 from exporter.exposition.families import Families
 from exporter.exposition.landing import landing_page
-from exporter.exposition.text import EOF, header, sample_lines
+from exporter.exposition.text import EOF, header, revalued, sample_lines
 from exporter.state.target_state import TargetState
 from exporter.target import Target
 from tests.support.daemon import run_daemon
@@ -202,6 +202,42 @@ def test_the_lean_writer_writes_any_sample_as_prometheus_client_does(
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Fixed(families))
     assert lean.encode() == generate_latest(registry)
+
+
+@given(st.lists(st.tuples(labels, values, values), max_size=8), st.booleans())
+def test_lines_given_new_values_are_the_lines_written_afresh(
+    series: list[tuple[dict[str, str], float, float]], relabel: bool
+) -> None:
+    """A live target's counters move on between renders: their lines keep the names and
+    labels written before and take the new values, as if written afresh; lines of other
+    series are not taken for them."""
+    before, after = Families(), Families()
+    for labelset, old, new in series:
+        before.add("log_lines", labelset, old)
+        after.add("log_lines", {**labelset, "x": "1"} if relabel else labelset, new)
+    name = "specwatch_log_lines"
+    old_samples, new_samples = before.samples(name), after.samples(name)
+    text = revalued(sample_lines(old_samples), old_samples, new_samples)
+    if relabel and series:
+        assert text is None
+    else:
+        assert text == sample_lines(new_samples)
+
+
+def test_a_histogram_and_a_summary_are_the_samples_prometheus_client_makes() -> None:
+    labels = {"target": "node", "traffic_class": 'a "b"'}
+    buckets = [("1.0", 0.0), ("2.5", 3.0), ("+Inf", 5.0)]
+    families = Families()
+    families.add_histogram("request_accept_length", labels, buckets, 9.5)
+    families.add_summary("band_gen_throughput_tokens_per_second", labels, 4, 800.0)
+    histogram = HistogramMetricFamily("specwatch_request_accept_length", "", labels=list(labels))
+    histogram.add_metric(list(labels.values()), buckets, 9.5)
+    summary = SummaryMetricFamily(
+        "specwatch_band_gen_throughput_tokens_per_second", "", labels=list(labels)
+    )
+    summary.add_metric(list(labels.values()), 4, 800.0)
+    assert families.samples("specwatch_request_accept_length") == histogram.samples
+    assert families.samples("specwatch_band_gen_throughput_tokens_per_second") == summary.samples
 
 
 class _Fixed:

@@ -28,7 +28,7 @@ from exporter.engines.record import StatsRecord, UpstreamValues, drafting_off
 from exporter.engines.server_config import ServerConfig
 from exporter.exposition.families import FAMILIES, Families, P
 from exporter.exposition.insight import Insight, inspect
-from exporter.exposition.text import header, sample_lines
+from exporter.exposition.text import header, revalued, sample_lines
 from exporter.exposition.watched import Watched
 from exporter.sources.upstream_checks import DROP_REASONS
 from exporter.sources.upstream_snapshot import ENDPOINTS, REASONS
@@ -237,14 +237,20 @@ DECLARED = frozenset(P + short for short in FAMILIES)
 def _lines(rendered: Families, last: _Render | None) -> dict[str, str]:
     """Each family's sample lines; those of a family whose samples equal the last render's
     are that render's text (most of a target's families, such as its error counters, change
-    far less often than its windows)."""
+    far less often than its windows), and those of the same series with new values keep the
+    names and labels it wrote (a live target's counters)."""
     lines = {}
     for name in rendered.names():
         samples = rendered.samples(name)
-        if last is not None and name in last.lines and last.families.samples(name) == samples:
-            lines[name] = last.lines[name]
-        else:
-            lines[name] = sample_lines(samples)
+        text = None
+        if last is not None and name in last.lines:
+            before = last.families.samples(name)
+            text = (
+                last.lines[name]
+                if before == samples
+                else revalued(last.lines[name], before, samples)
+            )
+        lines[name] = sample_lines(samples) if text is None else text
     return lines
 
 

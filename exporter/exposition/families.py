@@ -13,9 +13,7 @@ from collections.abc import Iterator, Sequence
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
     GaugeMetricFamily,
-    HistogramMetricFamily,
     Metric,
-    SummaryMetricFamily,
 )
 from prometheus_client.samples import Sample
 
@@ -263,18 +261,24 @@ class Families:
         buckets: Sequence[tuple[str, float]],
         sum_value: float,
     ) -> None:
-        """One series of a declared histogram; ``buckets`` are cumulative and end with +Inf."""
-        _, doc = FAMILIES[short]
-        family = HistogramMetricFamily(P + short, doc, labels=list(labels))
-        family.add_metric(_label_values(labels), buckets, sum_value)
-        self._samples.setdefault(P + short, []).extend(family.samples)
+        """One series of a declared histogram; ``buckets`` are cumulative, of bounds 0 or
+        more, and end with +Inf. The samples ``HistogramMetricFamily.add_metric`` makes, made
+        here: a family object per series validated its name again at every render."""
+        name = P + short
+        bounded = _bounded(labels)
+        samples = self._samples.setdefault(name, [])
+        samples.extend(Sample(name + "_bucket", {**bounded, "le": le}, n) for le, n in buckets)
+        samples.append(Sample(name + "_count", bounded, buckets[-1][1]))
+        samples.append(Sample(name + "_sum", bounded, sum_value))
 
     def add_summary(self, short: str, labels: dict[str, str], count: int, sum_value: float) -> None:
-        """One series of a declared summary (count and sum, no quantiles)."""
-        _, doc = FAMILIES[short]
-        family = SummaryMetricFamily(P + short, doc, labels=list(labels))
-        family.add_metric(_label_values(labels), count, sum_value)
-        self._samples.setdefault(P + short, []).extend(family.samples)
+        """One series of a declared summary (count and sum, no quantiles), as
+        ``SummaryMetricFamily.add_metric`` makes it."""
+        name = P + short
+        bounded = _bounded(labels)
+        samples = self._samples.setdefault(name, [])
+        samples.append(Sample(name + "_count", bounded, count))
+        samples.append(Sample(name + "_sum", bounded, sum_value))
 
     def add_custom(self, sample: CustomSample, labels: dict[str, str]) -> None:
         """A user-defined ``specwatch_custom_*`` series (names validated at start)."""
