@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import threading
 import time
@@ -275,6 +276,39 @@ def test_a_log_written_a_line_at_a_time_is_read_a_batch_at_a_time(tmp_path: Path
             loop.stop()
     batches = rec.count("lines")
     assert batches <= spent / COALESCE + 2, (batches, spent)  # one pass a tick at most
+
+
+def test_a_sync_waits_for_the_pass_under_way() -> None:
+    """The loop takes a write's notification at its tick and begins that file's pass: a
+    scrape's sync then found nothing woken and rendered before the pass had read the line
+    (a scrape right after a write showed the count before it, under load)."""
+    loop = TailLoop()
+    loop.start()
+    began, release, synced = threading.Event(), threading.Event(), threading.Event()
+
+    class SlowPass:
+        def step(self) -> float:
+            began.set()
+            release.wait(10)
+            return math.inf
+
+    try:
+        loop.add(SlowPass())
+        assert began.wait(10)
+
+        def scrape() -> None:
+            if loop.sync(10):
+                synced.set()
+
+        waiting = threading.Thread(target=scrape)
+        waiting.start()
+        assert not synced.wait(0.5)  # the pass under way has not ended
+        release.set()
+        assert synced.wait(10)
+        waiting.join(10)
+    finally:
+        release.set()
+        loop.stop()
 
 
 def test_every_tailer_of_a_loop_is_followed_by_its_one_thread(tmp_path: Path) -> None:

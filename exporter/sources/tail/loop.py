@@ -137,7 +137,12 @@ class TailLoop:
                 return True
             if self._inotify is not None:
                 self._take_notifications(self._inotify)
-            if not self._woken:
+            # A pass under way may be the one the loop began for a write before this call
+            # (its notification taken at the tick): it is waited for too, or the scrape showed
+            # the lines before that write.
+            running = self._running
+            ongoing = self._begun.get(running) if running is not None else None
+            if not self._woken and running is None:
                 return True
             wanted = set(self._woken)
             for job in wanted:
@@ -147,7 +152,10 @@ class TailLoop:
             deadline = time.monotonic() + timeout
             self._syncing += 1
             try:
-                while not self._stopping and any(self._pending(job, asked) for job in wanted):
+                while not self._stopping and (
+                    self._under_way(running, ongoing)
+                    or any(self._pending(job, asked) for job in wanted)
+                ):
                     left = deadline - time.monotonic()
                     if left <= 0:
                         return False
@@ -155,6 +163,10 @@ class TailLoop:
             finally:
                 self._syncing -= 1
             return True
+
+    def _under_way(self, job: Job | None, number: int | None) -> bool:
+        """Whether ``job``'s pass numbered ``number`` has yet to end."""
+        return job is not None and self._running is job and self._begun.get(job) == number
 
     def _pending(self, job: Job, asked: int) -> bool:
         """Whether ``job`` has yet to end a pass begun after ``asked`` passes."""
