@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
-from exporter.analysis.algorithms import LOWEST_FLOOR, floor_for, standard_for
+from exporter.analysis.algorithms import LOWEST_FLOOR, STANDARDS, floor_for, standard_for
 from exporter.analysis.thresholds import DEFAULT
+from exporter.engines import registry
+from exporter.engines.engine import Engine
 from tests.support.daemon import doctor
 from tests.support.loglines import VLLM_START, stamp, vllm_interval
 from tests.support.speclogs import decode, server_args
@@ -147,23 +149,58 @@ def test_unknown_algorithm_is_judged_on_speed_only_and_says_so(tmp_path: Path) -
 
 
 @pytest.mark.parametrize(
-    ("name", "family"),
+    ("engine", "name", "architecture", "family"),
     [
-        ("eagle3", "EAGLE"),
-        ("deepseek_mtp", "MTP"),
-        ("qwen3_next_mtp", "MTP"),
-        ("mtp", "MTP"),
-        ("FROZEN_KV_MTP", "MTP"),
-        ("ngram_gpu", "NGRAM"),
-        ("suffix", "SUFFIX"),
-        ("draft_model", "DRAFT_MODEL"),
-        ("dspark", "BLOCK_DRAFT"),
-        ("medusa", "MEDUSA"),
+        ("vllm", "eagle3", None, "EAGLE"),
+        ("vllm", "deepseek_mtp", None, "MTP"),
+        ("vllm", "qwen3_next_mtp", None, "MTP"),
+        ("vllm", "mtp", None, "MTP"),
+        ("vllm", "ngram_gpu", None, "NGRAM"),
+        ("vllm", "suffix", None, "SUFFIX"),
+        ("vllm", "draft_model", None, "DRAFT_MODEL"),
+        ("vllm", "dspark", None, "BLOCK_DRAFT"),
+        ("vllm", "medusa", None, "MEDUSA"),
+        ("sglang", "NEXTN", None, "MTP"),
+        ("sglang", "FROZEN_KV_MTP", None, "MTP"),
+        ("sglang", "STANDALONE", None, "DRAFT_MODEL"),
+        ("sglang", "DFLASH", None, "BLOCK_DRAFT"),
+        ("sglang", "UNO", None, "UNO"),
+        # NEXTN as its server arguments show it: EAGLE, the draft loaded as a NextN class.
+        ("sglang", "EAGLE", "DeepseekV3ForCausalLMNextN", "MTP"),
+        ("sglang", "EAGLE", "LlamaForCausalLMEagle3", "EAGLE"),
+        ("trtllm", "DRAFT_MODEL", None, "DRAFT_MODEL"),
+        ("trtllm", "Eagle3", None, "EAGLE"),
+        # Nothing names the engine: the first that knows the name says.
+        (None, "deepseek_mtp", None, "MTP"),
+        (None, "STANDALONE", None, "DRAFT_MODEL"),
+        (None, "EAGLE", "DeepseekV3ForCausalLMNextN", "MTP"),
     ],
 )
-def test_vllm_and_sglang_names_map_to_their_family(name: str, family: str) -> None:
-    standard = standard_for(name)
+def test_each_engines_names_map_to_their_family(
+    engine: str | None, name: str, architecture: str | None, family: str
+) -> None:
+    standard = standard_for(name, architecture, engine)
     assert standard is not None and standard.family == family
+
+
+def test_an_engine_judges_only_its_own_spellings() -> None:
+    """SGLang's NEXTN is no vLLM method, nor vLLM's suffix decoding an SGLang algorithm: each
+    engine is asked for the names it logs, and none other decides for it."""
+    assert standard_for("NEXTN", engine="vllm") is None
+    assert standard_for("suffix", engine="sglang") is None
+    assert standard_for("UNO", engine="trtllm") is None
+
+
+@pytest.mark.parametrize("engine", registry.ENGINES, ids=registry.NAMES)
+def test_every_engine_judges_by_a_standard_there_is(engine: Engine) -> None:
+    """What an engine answers is a neutral name with a standard, never a spelling of its own
+    that would leave its algorithm judged on speed only."""
+    spellings = {*STANDARDS, "NEXTN", "STANDALONE", "FROZEN_KV_MTP", "NGRAM_GPU", "DFLASH"}
+    spellings |= {"DSPARK", "DRAFTTARGET", "DEEPSEEK_MTP", "SUFFIX", "MY_SPEC", "CUSTOM_CLASS"}
+    for spelled in (*spellings, *(name.lower() for name in spellings)):
+        for architecture in (None, "DeepseekV3ForCausalLMNextN", "LlamaForCausalLMEagle3"):
+            judged = engine.judged_as(spelled, architecture)
+            assert judged is None or judged in STANDARDS, (spelled, judged)
 
 
 def test_unknown_names_have_no_standard_and_an_unnamed_method_holds_for_every_method() -> None:

@@ -303,14 +303,10 @@ def test_no_other_engine_owns_a_line_of_sglangs_own_prefix() -> None:
             assert not [e.name for e in others if e.owns(quoted)], quoted
 
 
-def test_vllm_names_every_mtp_method_mtp() -> None:
+def test_vllm_judges_every_mtp_method_as_mtp() -> None:
     vllm = registry.engine("vllm")
-    assert [vllm.algorithm(m) for m in ("eagle3", "deepseek_mtp", "mtp", "ngram")] == [
-        "EAGLE3",
-        "MTP",
-        "MTP",
-        "NGRAM",
-    ]
+    methods = ("eagle3", "deepseek_mtp", "mtp", "ngram")
+    assert [vllm.judged_as(m, None) for m in methods] == ["EAGLE3", "MTP", "MTP", "NGRAM"]
 
 
 # A whole engine in one module: a grammar of one line kind, its detection, its events and
@@ -394,6 +390,7 @@ class Toy:
     fixes = {"eagle3_algorithm": "--algo eagle3"}
     off_cause = "toy throttle"
     metric_name_folds = {}
+    decode_log_interval = 25
 
     def simulation(self):
         return _Simulation()
@@ -421,8 +418,8 @@ class Toy:
     def upstream_reader(self, prefix=None):
         return None
 
-    def algorithm(self, spelled):
-        return spelled.upper()
+    def judged_as(self, algorithm, draft_architecture):
+        return {"EAGLE3": "EAGLE3", "LOOKUP": "NGRAM"}.get(algorithm.upper())
 
     def schedule(self, steps, algorithm):
         return None
@@ -432,9 +429,12 @@ ENGINE = Toy()
 """
 
 _USE_IT = """
+import contextlib
+import io
+import json
 import os
 import sys
-from exporter.analysis.algorithms import engine_fix, off_cause
+from exporter.analysis.algorithms import config_floor, engine_fix, off_cause
 from exporter.analysis.findings import Observations, evaluate
 from exporter.cli import main
 from exporter.config import build_config
@@ -473,6 +473,17 @@ print(len(playable("toyllm")), "hidden-share" in playable("toyllm"))
 toy = ServerConfig(engine="toyllm")
 (finding,) = evaluate(Observations(config=toy, metrics_endpoint="missing"))
 print(finding.summary, "|", finding.fix)
+# Its own spelling of an algorithm, judged by that algorithm's standard (n-gram lookup's
+# floor and fixes), each window weighed by its own log interval: 25 rounds of its one request.
+print(config_floor(ServerConfig(engine="toyllm", algorithm="LOOKUP")))
+with open("lookup.log", "w") as log:
+    log.write("toyllm| start LOOKUP\\n" + "toyllm| accept=1.0\\n" * 8)
+with contextlib.redirect_stdout(io.StringIO()) as out:
+    status = main(["doctor", "--log-file", "lookup.log", "--json"])
+judged = json.loads(out.getvalue())
+verdict, (collapse,) = judged["verdict"], judged["verdicts"]
+print(status, verdict["state"], verdict["method"]["family"], verdict["drafts"])
+print("does not repeat its context" in collapse["fix"])
 os.environ.update(DEMO_ENGINE="toyllm", DEMO_SCENARIO="hidden-share")
 print("demo", demo())
 print("simulate", main(["simulate", "--engine", "toyllm", "--scenario", "hidden-share"]))
@@ -530,6 +541,11 @@ def test_an_engine_is_added_by_adding_its_module(tmp_path: Path) -> None:
         "toyllm [1.0, 3.2] 2 sglang",
         "10 False",
         "ToyLLM's /metrics endpoint is off | Restart the server with --toy-metrics.",
+        # LOOKUP is n-gram lookup: its floor is 1.2 (EAGLE's is 1.8), and its collapse over
+        # 8 windows is 200 draft rounds (8 x 25), told with n-gram lookup's fix.
+        "1.2",
+        "3 collapsed NGRAM 200",
+        "True",
         "demo 2",
         "simulate 2",
         # Texts that serve every engine name none, so the shipped rendering is unchanged:

@@ -3,10 +3,12 @@ what to do about either (docs/metrics.md, "Algorithms").
 
 An NGRAM drafter looks up the prompt and needs no training; an MTP head drafts one or two
 tokens; an EAGLE-3 draft reaches three and more. Judging every one by an EAGLE floor pages
-people for healthy nodes, so every algorithm name an engine can log is mapped here, once, to
-a family with its floor and its fixes. The daemon exports the floor
-(``specwatch_accept_length_floor``), so one alert rule serves every algorithm, and ``doctor``
-and ``report`` judge by the same number. An algorithm not listed is judged on speed only.
+people for healthy nodes, so each algorithm is judged by its family's floor and fixes, kept
+here once under a neutral name. Which name an algorithm an engine logs is judged as, the
+engine says in its own module (``Engine.judged_as``), in its own spellings: this module
+names none. The daemon exports the floor (``specwatch_accept_length_floor``), so one alert
+rule serves every algorithm, and ``doctor`` and ``report`` judge by the same number. An
+algorithm no engine knows is judged on speed only.
 """
 
 from __future__ import annotations
@@ -219,21 +221,16 @@ _UNO = Standard(
     fewer_tokens=_FEWER_STEPS,
 )
 
-# Every name an engine logs (upper-cased) -> its family. SGLang rewrites NEXTN to EAGLE; an
-# EAGLE run whose draft loaded as a NextN/MTP class is told apart by ``standard_for``.
-_BY_NAME: dict[str, Standard] = {
+# The neutral algorithms, each with the standard it is judged by: what ``Engine.judged_as``
+# answers. EAGLE3 is the EAGLE family served with the algorithm an EAGLE-3 head needs.
+STANDARDS: dict[str, Standard] = {
     "EAGLE": _EAGLE,
     "EAGLE3": _EAGLE3,
-    "NEXTN": _MTP,
     "MTP": _MTP,
-    "FROZEN_KV_MTP": _MTP,
-    "STANDALONE": _DRAFT_MODEL,
     "DRAFT_MODEL": _DRAFT_MODEL,
     "NGRAM": _NGRAM,
-    "NGRAM_GPU": _NGRAM,
     "SUFFIX": _SUFFIX,
-    "DFLASH": _BLOCK,
-    "DSPARK": _BLOCK,
+    "BLOCK_DRAFT": _BLOCK,
     "UNO": _UNO,
     "MEDUSA": Standard(
         family="MEDUSA",
@@ -245,10 +242,8 @@ _BY_NAME: dict[str, Standard] = {
         fewer_tokens=_FEWER_STEPS,
     ),
 }
-# Class-name fragments of MTP drafts loaded under SGLang's EAGLE (NEXTN is rewritten to it).
-_MTP_CLASSES = ("NextN", "MTP")
 
-LOWEST_FLOOR = min(standard.floor for standard in _BY_NAME.values())
+LOWEST_FLOOR = min(standard.floor for standard in STANDARDS.values())
 """A collapse must sit below every algorithm's floor, or a low drafter would be called collapsed."""
 
 UNKNOWN_METHOD = Standard(
@@ -276,23 +271,23 @@ MOST_COMMON = _EAGLE
 """The drafter most nodes run: the dashboards colour accept length by its floor."""
 
 
-def standard_for(algorithm: str | None, draft_architecture: str | None = None) -> Standard | None:
-    """The standard ``algorithm`` is judged by; ``None`` for an algorithm specwatch does not
-    know (a plugin's), which is judged on speed only."""
+def standard_for(
+    algorithm: str | None, draft_architecture: str | None = None, engine: str | None = None
+) -> Standard | None:
+    """The standard ``algorithm`` is judged by, as ``engine`` (the one that named it) judges
+    it; as the first engine that knows it while that is not known. ``None`` for an algorithm
+    no engine knows (a plugin's), which is judged on speed only."""
     if algorithm is None:
         return DEFAULT
-    name = algorithm.upper()
-    if name.endswith("_MTP"):  # vLLM's per-model MTP methods: deepseek_mtp, qwen3_next_mtp, ...
-        return _MTP
-    found = _BY_NAME.get(name)
-    if found in (_EAGLE, _EAGLE3) and any(m in (draft_architecture or "") for m in _MTP_CLASSES):
-        return _MTP
-    return found
+    own = registry.BY_NAME.get(engine or "")
+    asked = registry.ENGINES if own is None else (own,)
+    judged = (each.judged_as(algorithm, draft_architecture) for each in asked)
+    return STANDARDS.get(next((name for name in judged if name is not None), ""))
 
 
 def config_standard(config: ServerConfig) -> Standard | None:
     """The standard of the configured algorithm, its fixes in the run's engine's flags."""
-    standard = standard_for(config.algorithm, config.draft_architecture)
+    standard = standard_for(config.algorithm, config.draft_architecture, config.engine)
     return None if standard is None else standard.for_engine(config.engine)
 
 

@@ -42,6 +42,7 @@ from exporter.analysis.algorithms import (
 from exporter.analysis.node import speaks_for_node
 from exporter.analysis.thresholds import DEFAULT, MIN_WINDOWS, Thresholds
 from exporter.analysis.verdicts import Verdict
+from exporter.engines import registry
 from exporter.engines.record import StatsRecord, drafting_off
 from exporter.engines.server_config import ServerConfig
 
@@ -76,9 +77,6 @@ MAX_STRETCHES = 1440
 MIN_DRAFTS = 100
 # A stretch alone speaks for ``since`` and for the past on this share of the minimum.
 STRETCH_MIN_DRAFTS = MIN_DRAFTS // 5
-# SGLang logs a decode line every this many batches unless ``--decode-log-interval`` says
-# otherwise; each batch drafts once per running request.
-DEFAULT_LOG_INTERVAL = 40
 # Drift: the present below this share of the node's own level in its first hour, on a run
 # of at least ``DRIFT_RUN_SECONDS``.
 DRIFT_SHARE = 0.8
@@ -148,8 +146,8 @@ class Load:
 class Stretch:
     """The decode windows of one ``STRETCH_SECONDS`` span, folded to sums.
 
-    Acceptance counts draft rounds: an engine that counts them (vLLM) gives them; SGLang's
-    window covers ``decode_log_interval`` batches of its running requests. Speed counts node
+    Acceptance counts draft rounds: an engine that counts them (vLLM) gives them; another's
+    window covers its log interval of batches of its running requests. Speed counts node
     moments (DP ranks summed), each with the baseline at its own load, apart for moments
     drafting and moments with drafting off: each is judged by its own tolerance.
     """
@@ -226,13 +224,13 @@ class Stretches:
         self, records: Sequence[StatsRecord], ats: Iterable[float | None], interval: int | None
     ) -> None:
         """Decode windows in order, each at its time in ``ats``, as :meth:`add_window` of
-        each (:func:`_record_counts` at SGLang's log ``interval``); lines that repeat another
-        scheduler's figures are left out (``speaks_for_node``). The stretch is looked up once
+        each (:func:`_record_counts` at the configured log ``interval``, else its engine's
+        own); lines that repeat another scheduler's figures are left out
+        (``speaks_for_node``). The stretch is looked up once
         per run of equal times: a busy node's DP ranks log one window each per second."""
-        every = interval or DEFAULT_LOG_INTERVAL
         for at, group in groupby(zip(ats, records, strict=False), itemgetter(0)):
             windows = [
-                (_record_counts(record, every), bool(record.extra) and drafting_off(record))
+                (_record_counts(record, interval), bool(record.extra) and drafting_off(record))
                 for _, record in group
                 if speaks_for_node(record)
             ]
@@ -270,10 +268,12 @@ class Stretches:
         return tuple(stretch.copy() for stretch in self._items)
 
 
-def _record_counts(record: StatsRecord, every: int) -> tuple[float, float] | None:
+def _record_counts(record: StatsRecord, interval: int | None) -> tuple[float, float] | None:
     """A decode window's draft rounds and accepted draft tokens: counted where the engine
-    counts them (vLLM), else SGLang's ``every`` batches (its log interval) of the window's
-    running requests at its mean accept length. None for a window without an accept length.
+    counts them (vLLM), else its log interval of batches (``interval`` as configured, else
+    its engine's own) of the window's running requests at its mean accept length; with no
+    interval, an engine that did not count the rounds had at most one a drafted token. None
+    for a window without an accept length, or with nothing to count its rounds by.
     One call per window: a catch-up hands over hundreds of thousands."""
     counts = record.draft_counts
     if counts is not None and counts.drafts is not None and counts.accepted_tokens is not None:
@@ -281,8 +281,20 @@ def _record_counts(record: StatsRecord, every: int) -> tuple[float, float] | Non
     length = record.accept_length
     if length is None:
         return None
-    rounds = float((record.running_requests or 1) * every)
+    every = interval or _log_interval(record.engine)
+    if every:
+        rounds = float((record.running_requests or 1) * every)
+    elif counts is not None and counts.draft_tokens:
+        rounds = float(counts.draft_tokens)
+    else:
+        return None
     return rounds, (length - 1.0) * rounds
+
+
+def _log_interval(engine: str) -> int | None:
+    """The decode rounds between two stats lines of ``engine`` where nothing configured says."""
+    own = registry.BY_NAME.get(engine)
+    return None if own is None else own.decode_log_interval
 
 
 @dataclass(frozen=True, slots=True)

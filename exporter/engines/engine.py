@@ -152,6 +152,11 @@ class Engine(Protocol):
     # old to new (SGLang's ``sglang:`` and ``sglang_``), applied to a scrape before any reader
     # claims it.
     metric_name_folds: Mapping[str, str]
+    # Decode rounds between two of its stats lines where its configuration does not say
+    # (SGLang's --decode-log-interval, 40): a line that counts no draft rounds of its own
+    # covers this many batches of its running requests. None for an engine without such an
+    # interval (its lines count their rounds, or it logs by time).
+    decode_log_interval: int | None
 
     def simulation(self) -> Simulation | None:
         """How it writes a scenario's server runs as its log (``specwatch simulate``, the
@@ -202,8 +207,13 @@ class Engine(Protocol):
         """
         ...
 
-    def algorithm(self, spelled: str) -> str:
-        """Its name for a speculative algorithm as specwatch names it (``EAGLE3``, ``MTP``)."""
+    def judged_as(self, algorithm: str, draft_architecture: str | None) -> str | None:
+        """The neutral algorithm whose standard a run of ``algorithm`` (as its configuration
+        names it) with a draft loaded as ``draft_architecture`` is judged by: a key of
+        ``STANDARDS`` in ``analysis/algorithms.py`` (``EAGLE``, ``EAGLE3``, ``MTP``,
+        ``DRAFT_MODEL``, ``NGRAM``, ``SUFFIX``, ``BLOCK_DRAFT``, ``UNO``, ``MEDUSA``). None for
+        an algorithm it does not know (a plugin's), which is judged on speed only. Its own
+        spellings stay here: the analysis knows only the neutral names."""
         ...
 
     def schedule(self, steps: Sequence[BandSteps], algorithm: str | None) -> str | None:

@@ -24,6 +24,8 @@ from typing import Any, TypeVar
 from exporter.engines.record import LogLine, StatsRecord, Unrecognized
 
 NAME = "sglang"
+# Decode batches between two of its decode lines unless --decode-log-interval says otherwise.
+DECODE_LOG_INTERVAL = 40
 # Marker -> record kind; the pipeline reads a line with a stats marker as that kind first.
 STATS_KINDS: dict[bytes, str] = {b"Decode batch": "decode", b"Prefill batch": "prefill"}
 STATS_MARKERS: tuple[bytes, ...] = tuple(STATS_KINDS)

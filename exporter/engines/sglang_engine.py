@@ -20,6 +20,7 @@ from exporter.engines.events import Event
 from exporter.engines.record import LogLine, StatsRecord, Unrecognized
 from exporter.engines.server_config import ServerConfig
 from exporter.engines.sglang import (
+    DECODE_LOG_INTERVAL,
     EVENT_MARKERS,
     NAME,
     STATS_KINDS,
@@ -221,6 +222,27 @@ def _valid_utf8(blob: bytes) -> bool:
 ADAPTIVE_ALGORITHMS = ("EAGLE", "EAGLE3")
 ADAPTIVE_TIERS = (1, 8, 32, 64)
 
+# Its algorithms (``--speculative-algorithm``, upper-cased) by the neutral algorithm whose
+# standard each is judged by. NEXTN is the model's own MTP layers, which its server arguments
+# show as EAGLE (rewritten before they are logged); FROZEN_KV_MTP drafts with them too;
+# STANDALONE is a small draft model; DFLASH and DSPARK draft a block at a time.
+JUDGED_AS = MappingProxyType(
+    {
+        "EAGLE": "EAGLE",
+        "EAGLE3": "EAGLE3",
+        "NEXTN": "MTP",
+        "FROZEN_KV_MTP": "MTP",
+        "STANDALONE": "DRAFT_MODEL",
+        "NGRAM": "NGRAM",
+        "DFLASH": "BLOCK_DRAFT",
+        "DSPARK": "BLOCK_DRAFT",
+        "UNO": "UNO",
+    }
+)
+# Class-name fragments of the MTP (NextN) drafts it loads under EAGLE, which is all its server
+# arguments say of a NEXTN run.
+MTP_CLASSES = ("NextN", "MTP")
+
 
 class SGLang:
     name = NAME
@@ -250,7 +272,9 @@ class SGLang:
         # the drafted tokens (gamma).
         "dflash_block": "--speculative-dflash-block-size {count}",
         "dspark_block": "--speculative-dspark-block-size {steps}",
-        "log_stats": "--log-level info and the default --decode-log-interval 40",
+        "log_stats": (
+            f"--log-level info and the default --decode-log-interval {DECODE_LOG_INTERVAL}"
+        ),
         "cuda_graphs_off": "disable_cuda_graph=True in the server arguments",
         "cuda_graphs_off_backend": (
             "the decode backend of cuda_graph_config is 'disabled' in the server arguments "
@@ -287,6 +311,7 @@ class SGLang:
     off_cause = "adaptive"
     # Its /metrics names are written sglang: or sglang_ (by release): read as one.
     metric_name_folds: Mapping[str, str] = {"sglang:": "sglang_"}
+    decode_log_interval: int | None = DECODE_LOG_INTERVAL
 
     def simulation(self) -> Simulation:
         # Only the simulator pays for importing it; the daemon and other commands do not.
@@ -327,9 +352,14 @@ class SGLang:
 
         return SGLangUpstream() if prefix in (None, "sglang_", "sglang:") else None
 
-    def algorithm(self, spelled: str) -> str:
-        """SGLang's own names, case aside (``--speculative-algorithm eagle3`` is EAGLE3)."""
-        return spelled.upper()
+    def judged_as(self, algorithm: str, draft_architecture: str | None) -> str | None:
+        """Its names, case aside (``--speculative-algorithm eagle3`` is EAGLE3); an EAGLE run
+        whose draft loaded as a NextN/MTP class is the model's MTP layers (NEXTN)."""
+        judged = JUDGED_AS.get(algorithm.upper())
+        architecture = draft_architecture or ""
+        if judged in ("EAGLE", "EAGLE3") and any(part in architecture for part in MTP_CLASSES):
+            return "MTP"
+        return judged
 
     def schedule(self, steps: Sequence[BandSteps], algorithm: str | None) -> str | None:
         """Adaptive speculation's ``candidate_steps`` per batch-size tier, for the algorithms

@@ -19,6 +19,20 @@ if TYPE_CHECKING:
     from exporter.engines.simulation import Simulation
 
 
+# Its decoding types, as its config-info metric names them, by the neutral algorithm whose
+# standard each is judged by.
+JUDGED_AS = MappingProxyType(
+    {
+        "EAGLE": "EAGLE",
+        "EAGLE3": "EAGLE3",
+        "MTP": "MTP",
+        "NGRAM": "NGRAM",
+        "DRAFT_MODEL": "DRAFT_MODEL",
+        "MEDUSA": "MEDUSA",
+    }
+)
+
+
 class Trtllm:
     name = "trtllm"
     title = "TensorRT-LLM"
@@ -40,6 +54,7 @@ class Trtllm:
 
     off_cause = ""
     metric_name_folds: Mapping[str, str] = {}
+    decode_log_interval: int | None = None  # no log of it is read
 
     def simulation(self) -> Simulation | None:
         return None  # its log is not read, so none is written
@@ -69,10 +84,10 @@ class Trtllm:
 
         return TrtllmUpstream() if prefix in (None, PREFIX) else None
 
-    def algorithm(self, spelled: str) -> str:
-        from exporter.engines.trtllm_upstream import algorithm
-
-        return algorithm(spelled)
+    def judged_as(self, algorithm: str, draft_architecture: str | None) -> str | None:
+        """Its ``decoding_type`` as its config-info metric names it (``trtllm_upstream``:
+        DraftTarget is DRAFT_MODEL there)."""
+        return JUDGED_AS.get(algorithm.upper())
 
     def schedule(self, steps: Sequence[BandSteps], algorithm: str | None) -> str | None:
         """TensorRT-LLM drafts ``max_draft_len`` at every batch size."""

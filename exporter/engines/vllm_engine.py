@@ -76,6 +76,23 @@ class VllmReader:
 
 # vLLM caps a schedule's ranges at its own max batch size; an open-ended range ends here.
 OPEN_END = 4096
+# Its methods (``method`` in --speculative-config, as ``vllm.algorithm`` names them) by the
+# neutral algorithm whose standard each is judged by: ``draft_model`` is a small draft model,
+# ``suffix`` suffix decoding, ``dflash`` and ``dspark`` draft a block at a time.
+JUDGED_AS = MappingProxyType(
+    {
+        "EAGLE": "EAGLE",
+        "EAGLE3": "EAGLE3",
+        "MTP": "MTP",
+        "DRAFT_MODEL": "DRAFT_MODEL",
+        "NGRAM": "NGRAM",
+        "NGRAM_GPU": "NGRAM",
+        "SUFFIX": "SUFFIX",
+        "DFLASH": "BLOCK_DRAFT",
+        "DSPARK": "BLOCK_DRAFT",
+        "MEDUSA": "MEDUSA",
+    }
+)
 
 
 class Vllm:
@@ -124,6 +141,7 @@ class Vllm:
 
     off_cause = "per-batch-size schedule"
     metric_name_folds: Mapping[str, str] = {}
+    decode_log_interval: int | None = None  # its lines count their draft rounds
 
     def simulation(self) -> Simulation:
         # Only the simulator pays for importing it; the daemon and other commands do not.
@@ -173,8 +191,9 @@ class Vllm:
 
         return VllmUpstream(prefix)
 
-    def algorithm(self, spelled: str) -> str:
-        return vllm.algorithm(spelled)
+    def judged_as(self, algorithm: str, draft_architecture: str | None) -> str | None:
+        """Its methods as its configuration names them (every model's ``*_mtp`` is MTP)."""
+        return JUDGED_AS.get(vllm.algorithm(algorithm))
 
     def schedule(self, steps: Sequence[BandSteps], algorithm: str | None) -> str | None:
         """Dynamic speculative decoding's table, for every method."""

@@ -12,6 +12,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from exporter.engines.sglang import DECODE_LOG_INTERVAL
 from exporter.engines.sglang_sim.eras import Era, PrefillBatch
 from exporter.engines.sglang_sim.lines import READY, LogEvent, access
 from exporter.engines.simulation import Deployment
@@ -24,7 +25,6 @@ MAX_RUNNING_REQUESTS = 48  # SGLang's reset for speculative decoding when the fl
 MAX_TOTAL_NUM_TOKENS = 114688
 CONTEXT_LEN = 262144
 CHUNKED_PREFILL_SIZE = 8192
-DECODE_LOG_INTERVAL = 40  # SGLang's default --decode-log-interval
 # The candidate steps of SGLang's default adaptive tier for batch size 1, which its
 # initialization line lists.
 ADAPTIVE_FIRST_TIER = (1, 3, 5, 7)

@@ -12,14 +12,11 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from exporter.engines.sglang import DECODE_LOG_INTERVAL
 from exporter.engines.sglang_sim.eras import Era, PrefillBatch, Window
 from exporter.engines.sglang_sim.finished import CLASSES, NO_BENEFIT_CLASS, finish_event
 from exporter.engines.sglang_sim.lines import LogEvent, access
-from exporter.engines.sglang_sim.startup import (
-    CHUNKED_PREFILL_SIZE,
-    DECODE_LOG_INTERVAL,
-    MAX_TOTAL_NUM_TOKENS,
-)
+from exporter.engines.sglang_sim.startup import CHUNKED_PREFILL_SIZE, MAX_TOTAL_NUM_TOKENS
 from exporter.engines.simulation import Phase
 
 ADAPTIVE_OFF_FROM = 64  # SGLang's default adaptive tiers: candidate steps [0] from here on

@@ -12,9 +12,10 @@ from datetime import datetime
 from itertools import chain
 from types import MappingProxyType
 
+from exporter.engines.sglang import DECODE_LOG_INTERVAL
 from exporter.engines.sglang_sim.eras import DEFAULT_ERA, ERAS
 from exporter.engines.sglang_sim.lines import LogEvent
-from exporter.engines.sglang_sim.startup import DECODE_LOG_INTERVAL, startup
+from exporter.engines.sglang_sim.startup import startup
 from exporter.engines.sglang_sim.traffic import Traffic
 from exporter.engines.simulation import Phase
 
