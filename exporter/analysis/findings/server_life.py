@@ -141,8 +141,9 @@ def _stats_off_by_engine(obs: Observations) -> Finding | None:
 def _requests_without_decode(obs: Observations) -> bool:
     """Requests flow (prefill lines, or running requests upstream) yet no decode line comes.
 
-    A decode line is due every ``decode_log_interval`` (40) decode rounds, a second or two
-    under load, so minutes of traffic without one means they are filtered or disabled.
+    A decode line is due every log interval of decode rounds (``decode_log_interval``, else
+    the engine's own), a second or two under load, so minutes of traffic without one means
+    they are filtered or disabled.
     """
     if obs.config.prefill_only:
         return False  # its decode servers decode (and log) what it prefills
