@@ -300,6 +300,7 @@ def live_simulation(
     rate: int = 4,
     engine: str = "sglang",
     log_requests: str | None = None,
+    seed: int = 0,
 ) -> Iterator[Path]:
     """``specwatch simulate`` appending ``scenario`` to ``log`` in real time until the block ends.
 
@@ -309,6 +310,7 @@ def live_simulation(
     """
     errors = log.with_suffix(".stderr")
     flags: tuple[str, ...] = ("--scenario", scenario, "--engine", engine, "--rate", str(rate))
+    flags += ("--seed", str(seed))
     if log_requests is not None:
         flags += ("--log-requests", log_requests)
     cmd = specwatch_cmd("simulate", *flags, "--out", str(log))
