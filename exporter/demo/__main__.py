@@ -81,7 +81,9 @@ def main() -> int:
     if scenario not in known:
         print(f"demo: DEMO_SCENARIO must be one of {', '.join(known)}", file=sys.stderr)
         return 2
-    for signum in (signal.SIGTERM, signal.SIGHUP):
+    # Ctrl-C as well: a shell that starts the demo in the background (or a CI runner) passes
+    # SIGINT on ignored, and Python then leaves it ignored, so Ctrl-C stopped nothing.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _interrupt)
     with tempfile.TemporaryDirectory(prefix="specwatch-demo-") as workdir:
         demo = Demo(Path(workdir), scenario, engine)
