@@ -10,6 +10,7 @@ import contextlib
 import json
 import math
 import os
+import random
 import socket
 import subprocess
 import threading
@@ -402,14 +403,30 @@ def test_finite_upstream_counts_too_large_to_sum_are_dropped_not_exported_as_inf
 
 
 @contextmanager
+def silent_dns() -> Iterator[str]:
+    """The address of a UDP socket on port 53 that never answers, a loopback address of its own
+    (resolv.conf names no port), so two test runs on one machine do not both ask for one."""
+    for _ in range(50):
+        octets = (random.randrange(1, 255), random.randrange(256), random.randrange(2, 255))
+        address = "127.{}.{}.{}".format(*octets)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as dns:
+            try:
+                dns.bind((address, 53))
+            except OSError:
+                continue
+            yield address
+            return
+    raise AssertionError("no loopback address had port 53 free")
+
+
+@contextmanager
 def silent_resolver(tmp_path: Path) -> Iterator[list[str]]:
     """A command prefix whose process resolves names through a DNS server that never
-    answers (a UDP socket on 127.0.0.2:53 that reads and stays silent), in a mount namespace
+    answers (``silent_dns``), in a mount namespace
     of its own so the machine's resolv.conf is left alone."""
-    resolv = tmp_path / "resolv.conf"
-    resolv.write_text("nameserver 127.0.0.2\noptions timeout:5 attempts:2\n")
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as dns:
-        dns.bind(("127.0.0.2", 53))
+    with silent_dns() as address:
+        resolv = tmp_path / "resolv.conf"
+        resolv.write_text(f"nameserver {address}\noptions timeout:5 attempts:2\n")
         script = f'mount --bind {resolv} /etc/resolv.conf && exec "$@"'
         yield [
             require_tool("unshare"),
