@@ -422,8 +422,8 @@ def silent_dns() -> Iterator[str]:
 @contextmanager
 def silent_resolver(tmp_path: Path) -> Iterator[list[str]]:
     """A command prefix whose process resolves names through a DNS server that never
-    answers (``silent_dns``), in a mount namespace
-    of its own so the machine's resolv.conf is left alone."""
+    answers (``silent_dns``), in a mount namespace of its own so the machine's resolv.conf is
+    left alone."""
     with silent_dns() as address:
         resolv = tmp_path / "resolv.conf"
         resolv.write_text(f"nameserver {address}\noptions timeout:5 attempts:2\n")
