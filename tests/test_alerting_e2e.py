@@ -61,12 +61,15 @@ ALERTMANAGER = REPO / "deploy" / "alertmanager" / "alertmanager.yml"
 BASELINE_CURVE = "1:82,48:1500,128:2370"
 MISMATCHED_SPEEDUP = 52 / 82
 # The undertrained drafter was measured against its own single-stream baseline of 90 tok/s.
-# The mismatched drafter's accept length is 1.10 with a jitter of 0.04; the default seed's first
-# window is 1.03, at the collapse line. A Prometheus that first evaluated the series on that
-# window alone held both warnings back for five minutes (the collapse guard), as it would on a
-# node whose first window fell so low: timing decided the test. Seed 2's first windows are all
-# 1.07 or above.
+# The mismatched drafter's accept length is 1.10 with a jitter of 0.04: one window in nine is at
+# or below the collapse line of 1.05. Where such a window is among the first the daemon shows,
+# the young series' two-minute mean is that window alone, and the warnings' collapse guard
+# (`min_over_time(...avg2m[5m]) <= 1.05`, a range the fast rules keep) holds both warnings back
+# for five minutes, as it would on a real node. Seed 2's first windows are all 1.07 or above,
+# which makes that rare; on a loaded machine the daemon can come up windows later, so the wait
+# for the alerts allows the guard's five minutes as well.
 SEEDS = {"mismatched": 2}
+COLLAPSE_GUARD = 300
 BASELINE_FLAGS = {"undertrained": ("--baseline-tok-s", "90")}
 # A metrics URL that answers 404 for the collapsed drafter, whose logged arguments say its
 # metrics are on: a wrong URL, not metrics switched off. The log alone must raise the page.
@@ -329,7 +332,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             return not missing
 
         try:
-            prometheus.wait_for(all_firing, timeout=90)
+            prometheus.wait_for(all_firing, timeout=90 + COLLAPSE_GUARD)
         except AssertionError as exc:
             raise AssertionError(f"not firing: {missing}\n{exc}") from None
         fired_at = prometheus.rule_evaluations()
