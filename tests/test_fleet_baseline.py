@@ -15,7 +15,6 @@ Prometheus that evaluates the multi-cluster rendering).
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ import yaml
 from exporter.mixin.render import render
 from exporter.mixin_config import MixinConfig
 from tests.support.daemon import entered_together, run_daemon
+from tests.support.files import live_lines
 from tests.support.realprom import RunningPrometheus, running_agent, running_prometheus
 from tests.support.tools import duration_seconds, free_port, require_tool
 
@@ -90,21 +90,9 @@ def _now() -> str:
 @contextmanager
 def live_log(path: Path, node: Node) -> Iterator[None]:
     """The node's server writing its log: the start, then a decode line every 0.25 s."""
-    stop = threading.Event()
     path.write_text(_start_line(node) + "\n")
-
-    def write() -> None:
-        while not stop.wait(0.25):
-            with path.open("a") as log:
-                log.write(_decode_line(node) + "\n")
-
-    writer = threading.Thread(target=write, daemon=True)
-    writer.start()
-    try:
+    with live_lines(path, lambda: [_decode_line(node)], every=0.25):
         yield
-    finally:
-        stop.set()
-        writer.join(timeout=5)
 
 
 @contextmanager
