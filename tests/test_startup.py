@@ -123,7 +123,11 @@ def test_elided_reference_style_line_parses() -> None:
         (
             "Load weight end. elapsed=1.02 s, type=LlamaForCausalLMEagle3, "
             "dtype=torch.bfloat16, avail mem=17.43 GB, mem usage=0.79 GB.",
-            WeightsLoaded("LlamaForCausalLMEagle3"),
+            WeightsLoaded("LlamaForCausalLMEagle3", draft=True),
+        ),
+        (
+            "Load weight end. elapsed=9.41 s, type=DeepseekV3ForCausalLM, avail mem=1.00 GB",
+            WeightsLoaded("DeepseekV3ForCausalLM"),
         ),
         (
             "max_total_num_tokens=1183744, chunked_prefill_size=8192, max_prefill_tokens=16384, "
@@ -175,6 +179,21 @@ def test_tracker_tells_target_from_draft_per_rank_with_interleaved_ranks() -> No
     assert config.draft_architecture == "LlamaForCausalLMEagle3"
     assert config.max_running_requests == 48
     assert config.num_draft_tokens == 4
+
+
+def test_a_load_is_the_drafts_by_the_engines_word_or_by_its_order_on_its_rank() -> None:
+    """Which class names a draft's is the engine's to say (``WeightsLoaded.draft``): the
+    tracker knows none, and without that word only a rank's second load is its draft."""
+    tracker = ConfigTracker()
+    tracker.observe(WeightsLoaded("LlamaForCausalLMEagle3"), rank=0)
+    assert tracker.config.target_architecture == "LlamaForCausalLMEagle3"
+    assert tracker.config.draft_architecture is None
+    tracker.observe(WeightsLoaded("ToyDraftHead", draft=True), rank=1)  # rank 1's first load
+    assert tracker.config.draft_architecture == "ToyDraftHead"
+    tracker.observe(WeightsLoaded("ToyTarget"), rank=2)
+    tracker.observe(WeightsLoaded("ToySecondModel"), rank=2)
+    assert tracker.config.target_architecture == "ToyTarget"
+    assert tracker.config.draft_architecture == "ToySecondModel"
 
 
 def test_new_server_args_line_forgets_the_previous_run() -> None:

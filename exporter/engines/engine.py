@@ -187,7 +187,9 @@ class Engine(Protocol):
         ...
 
     def parse_event(self, message: str) -> Event | None:
-        """The start-up event in the message of one of its lines, if any."""
+        """The start-up event in the message of one of its lines, if any. A model's load
+        (``WeightsLoaded``) says ``draft`` where the engine knows its class for a draft's: the
+        run's state knows no engine's class names."""
         ...
 
     def read_server_info(self, info: Mapping[str, Any]) -> ServerConfig | None:

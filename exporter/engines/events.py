@@ -23,9 +23,15 @@ class ServerArgsEvent:
 
 @dataclass(frozen=True, slots=True)
 class WeightsLoaded:
-    """``Load weight end. ... type=<Class>``: one per model loaded (target, then draft)."""
+    """``Load weight end. ... type=<Class>``: one per model loaded (target, then draft).
+
+    ``draft``: the engine knows the class for a draft's by its name alone (SGLang's EAGLE and
+    MTP draft classes), so a rank whose target load was not seen still tells the draft's; else
+    the load order per rank tells them apart.
+    """
 
     model_class: str
+    draft: bool = False
 
 
 @dataclass(frozen=True, slots=True)

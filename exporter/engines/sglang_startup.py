@@ -37,6 +37,9 @@ SERVER_ARGS_FORMS = ((SERVER_ARGS_OPEN, ")"), (SERVER_ARGS_DICT_OPEN, "}"))
 
 
 _WEIGHTS = re.compile(r"Load weight end\..*?\btype=([A-Za-z_][A-Za-z0-9_]*)")
+# Class-name fragments of its draft models (the EntryClass names of its EAGLE and MTP drafts):
+# a load of one of these is the draft's, whatever the rank logged before it.
+DRAFT_CLASSES = ("Eagle", "NextN", "MTP")
 _INT_FIELD = r"\b{}=(\d+)"
 _RESET = re.compile(r"Max running requests is reset to (\d+)")
 # Step counts are small; a longer digit run is hostile input, not a setup.
@@ -57,7 +60,7 @@ def parse_event(message: str) -> Event | None:
         return ServerArgsEvent(start_config(parse_server_args(message)))
     if "Load weight end." in message:
         match = _WEIGHTS.search(message)
-        return WeightsLoaded(match.group(1)) if match else None
+        return _weights(match.group(1)) if match else None
     if "max_total_num_tokens=" in message:
         return MemoryPlan(_int_field(message, "max_running_requests"))
     if "fired up and ready" in message:
@@ -68,6 +71,10 @@ def parse_event(message: str) -> Event | None:
     if message.startswith(ADAPTIVE_MARKERS):
         return _adaptive(message)
     return None
+
+
+def _weights(model_class: str) -> WeightsLoaded:
+    return WeightsLoaded(model_class, any(part in model_class for part in DRAFT_CLASSES))
 
 
 def _adaptive(message: str) -> AdaptiveSteps | None:

@@ -65,10 +65,6 @@ class RunTracker:
         return False
 
 
-# Class-name fragments of draft models (SGLang's EntryClass names for EAGLE/MTP drafts).
-_DRAFT_CLASS_MARKERS = ("Eagle", "NextN", "MTP")
-
-
 # Schedulers of one server whose load order is followed; hostile logs could name millions.
 MAX_RANKS = 1024
 
@@ -76,10 +72,11 @@ MAX_RANKS = 1024
 class ConfigTracker:
     """Folds startup events from one log into a :class:`ServerConfig`, thread-safe.
 
-    ``Load weight end`` is logged by every scheduler rank, first for the target then for the
-    draft (scheduler init order), so the order is counted per rank. A new ``server_args`` line
-    means the server restarted: everything learnt before is dropped, because the new run may
-    use other flags or another draft.
+    A model's weights loaded (``WeightsLoaded``) are logged by every scheduler rank, first the
+    target's then the draft's (scheduler init order), so the order is counted per rank; a class
+    the engine knows for a draft's is the draft's whatever the order. A new start
+    (``ServerArgsEvent``) means the server restarted: everything learnt before is dropped,
+    because the new run may use other flags or another draft.
     """
 
     def __init__(self, drafts: DraftLookups | None = None) -> None:
@@ -106,7 +103,7 @@ class ConfigTracker:
                 self._config, self._loads, self._schedule = config, {}, None
                 self._reset_seen = False
             elif isinstance(event, WeightsLoaded):
-                self._config = self._with_weights(event.model_class, rank)
+                self._config = self._with_weights(event, rank)
             elif isinstance(event, MemoryPlan) and event.max_running_requests is not None:
                 self._config = replace(
                     self._config, max_running_requests=event.max_running_requests
@@ -126,14 +123,13 @@ class ConfigTracker:
                 self._schedule = event.ranges
                 self._config = replace(self._config, adaptive=True, schedule=event.ranges)
 
-    def _with_weights(self, model_class: str, rank: Hashable) -> ServerConfig:
+    def _with_weights(self, event: WeightsLoaded, rank: Hashable) -> ServerConfig:
         seen = self._loads.get(rank, 0)
         if rank in self._loads or len(self._loads) < MAX_RANKS:
-            self._loads[rank] = seen + 1  # beyond the bound, only the class name tells
-        is_draft = seen >= 1 or any(m in model_class for m in _DRAFT_CLASS_MARKERS)
-        if is_draft:
-            return replace(self._config, draft_architecture=model_class)
-        return replace(self._config, target_architecture=model_class)
+            self._loads[rank] = seen + 1  # beyond the bound, only the engine's word tells
+        if seen >= 1 or event.draft:
+            return replace(self._config, draft_architecture=event.model_class)
+        return replace(self._config, target_architecture=event.model_class)
 
 
 def _with_steps(config: ServerConfig, event: AdaptiveSteps) -> ServerConfig:
