@@ -25,6 +25,7 @@ import pytest
 
 from exporter.cli import main
 from exporter.engines.record import StatsRecord
+from exporter.simulate.scenarios import SCENARIOS
 from exporter.state.feed import LogFeed
 from exporter.state.streams import StreamWatch
 from exporter.state.target_state import TargetState
@@ -36,6 +37,7 @@ from tests.support.recordings import Recording, recordings
 from tests.support.waiting import PROCESS_TIMEOUT, wait_for
 
 READY = "The server is fired up and ready to roll!"
+SCENARIOS_CURVE = SCENARIOS["healthy"].baseline_flag()
 
 
 def simulated(scenario: str, engine: str = "sglang", seed: int = 0) -> list[str]:
@@ -124,6 +126,24 @@ def test_two_sglang_servers_one_collapsed_are_named_and_not_judged_as_one(
     written = report(capsys, log)
     assert state(written) == "interleaved"
     assert "interleaved_servers" in codes(written)
+
+
+def test_the_mix_sizes_no_drafts_where_one_server_alone_is_sized(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The judge says two servers' windows size no drafts (``Judgement.sizes_drafts``), so the
+    report gives the mix no draft-token count and no draft steps by load, where the healthy
+    server alone gets both."""
+    healthy, collapsed = simulated("healthy"), simulated("collapsed", seed=1)
+
+    def advice(lines: list[str]) -> tuple[object, object]:
+        log = write(tmp_path, lines)
+        assert main(["report", str(log), "--json", "--baseline-curve", SCENARIOS_CURVE]) == 0
+        answer = json.loads(capsys.readouterr().out)
+        return answer["breakeven"], answer["schedule"]
+
+    assert None not in advice(healthy)
+    assert advice(interleaved(healthy, collapsed, 0)) == (None, None)
 
 
 @pytest.mark.parametrize("first", ["sglang", "vllm"])

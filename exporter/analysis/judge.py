@@ -417,6 +417,12 @@ class Judgement:
         return next((v for v in self.verdicts if v.code == _CODES.get(self.state)), None)
 
     @property
+    def sizes_drafts(self) -> bool:
+        """Whether the judged windows may size the drafts (a draft count, draft steps by
+        load): not two servers' mix, which is neither's."""
+        return self.state != "interleaved"
+
+    @property
     def span_text(self) -> str:
         return "no decode window" if self.span is None else span_text(*self.span)
 

@@ -27,6 +27,7 @@ from exporter.analysis.findings.draft_tokens import position_profile
 from exporter.analysis.judge import (
     MIN_DRAFTS,
     Case,
+    Judgement,
     SpeedBaseline,
     judge,
     method_of,
@@ -294,17 +295,19 @@ class ReportBuilder(RecordSink):
         if band == MIN_BAND_WINDOWS or (band > MIN_BAND_WINDOWS and band % 64 == 0):
             self._learned = drafting_off_baseline(speed)
 
-    def _close_run(self, config: ServerConfig) -> None:
+    def _close_run(self, config: ServerConfig) -> Judgement | None:
         """The run so far is over (a restart, or the end of the log); judge it by the
-        standard of its own algorithm."""
+        standard of its own algorithm. Its judgement, or None for a run of no line."""
         self._flush_node()
         run = self._run
-        if run.stats_lines or run.started_at is not None:
-            figures = run.figures(self.baseline is not None, self.baseline_option)
-            # A run whose start line was not read takes its engine from its stats lines.
-            config = replace(config, engine=config.engine or self._engine)
-            judgement = judge(self.case(run, config))
-            self._done.append(run.summary(figures, judgement, config))
+        if not run.stats_lines and run.started_at is None:
+            return None
+        figures = run.figures(self.baseline is not None, self.baseline_option)
+        # A run whose start line was not read takes its engine from its stats lines.
+        config = replace(config, engine=config.engine or self._engine)
+        judgement = judge(self.case(run, config))
+        self._done.append(run.summary(figures, judgement, config))
+        return judgement
 
     def case(self, run: Run, config: ServerConfig) -> Case:
         """What the judge judges of ``run``: its stretches, under its own configuration."""
@@ -367,11 +370,14 @@ class ReportBuilder(RecordSink):
             snap.finished, counts.count, counts.no_draft, snap.clipped, counts.buckets, snap.recent
         )
 
-    def breakeven(self, config: ServerConfig) -> Assessment | None:
-        """One draft-token count for the run; none under adaptive speculation, which runs no
-        one count (its steps follow the batch size), nor from too few windows to judge."""
+    def breakeven(self, config: ServerConfig, judged: Judgement | None) -> Assessment | None:
+        """One draft-token count for the newest run, ``judged`` so; none where the judge says
+        its windows size no drafts, under adaptive speculation, which runs no one count (its
+        steps follow the batch size), nor from too few windows to judge."""
         self._fold_held()
-        if config.adaptive or self._run.accept_count < MIN_WINDOWS or self.interleaved:
+        if judged is None or not judged.sizes_drafts:
+            return None
+        if config.adaptive or self._run.accept_count < MIN_WINDOWS:
             return None
         if sum(stretch.drafts for stretch in self._run.stretches.items()) < MIN_DRAFTS:
             return None  # too few drafts to judge the drafter: none to size it by either
@@ -383,12 +389,12 @@ class ReportBuilder(RecordSink):
             self._run.accept_length, config.num_draft_tokens, self.advice_speedup(), engine
         )
 
-    def schedule(self, config: ServerConfig) -> str | None:
+    def schedule(self, config: ServerConfig, judged: Judgement | None) -> str | None:
         """The newest run's draft steps that pay per concurrency band, in its engine's terms
-        (``analysis.schedule``); chains only."""
+        (``analysis.schedule``), where the judge says its windows size drafts; chains only."""
         self._fold_held()
-        if config.eagle_topk not in (None, 1) or self.interleaved:
-            return None  # a mix of two servers' windows sizes neither's drafts
+        if judged is None or not judged.sizes_drafts or config.eagle_topk not in (None, 1):
+            return None
         # No schedule from a speed that is no evidence (a baseline that cannot be right), nor
         # for a drafter that accepts nothing: its fix is the drafter, not its step count.
         figures = self._run.figures(self.baseline is not None, self.baseline_option)
@@ -413,10 +419,10 @@ class ReportBuilder(RecordSink):
         config = self.config
         self._flush_node()
         findings = evaluate(self.observations(config))
-        breakeven = self.breakeven(config)
-        schedule = self.schedule(config)
         newest_bands = _band_results(self._run.bands, has_baseline)
-        self._close_run(config)
+        newest = self._close_run(config)
+        breakeven = self.breakeven(config, newest)
+        schedule = self.schedule(config, newest)
         bands = _band_results(self._bands, has_baseline)
         overall = self._overall.result("all", has_baseline) if self._overall.windows else None
         return Report(
