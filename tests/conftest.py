@@ -33,6 +33,18 @@ def pytest_configure(config: pytest.Config) -> None:
     # The Go tools (promtool, Prometheus, Alertmanager) collect garbage four times less often:
     # promtool's unit scenarios took a quarter less CPU, at twice its 86 MB, for short runs.
     os.environ.setdefault("GOGC", "400")
+    if not hasattr(config, "workerinput"):  # once, before xdist starts its workers
+        _list_fonts()
+
+
+def _list_fonts() -> None:
+    """Have matplotlib list the machine's fonts now, before any test. The first time it is
+    imported under a user it runs ``fc-list`` and caches the list: on a new machine the first
+    unit test that draws a chart started a process, and the guard below failed it."""
+    try:
+        import matplotlib.font_manager  # noqa: F401
+    except ImportError:  # the report extra is not installed: no test draws a chart
+        return
 
 
 # Property tests' effort, set here and nowhere else (a test's own ``@settings`` names no
