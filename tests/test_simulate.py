@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from exporter.analysis.algorithms import STANDARDS
 from exporter.engines.sglang_sim.eras import ERAS
 from exporter.parse.envelopes import EnvelopeDecoder
 from exporter.simulate import SCENARIOS, events, generate
@@ -351,6 +352,18 @@ def test_every_scenario_has_its_intended_findings_declared() -> None:
     assert set(INTENDED_FINDINGS) == set(SCENARIOS)
     for name, scenario in SCENARIOS.items():
         assert set(scenario.findings) == INTENDED_FINDINGS[name], name
+
+
+def test_scenarios_name_neutral_algorithms_that_each_engine_spells() -> None:
+    """A scenario speaks no engine's words: its algorithms are the neutral ones of the
+    standards, and the model's own MTP layers are MTP (SGLang's simulation writes them as its
+    EAGLE with a NextN draft class, as its server logs them)."""
+    for scenario in SCENARIOS.values():
+        for phase in scenario.phases:
+            assert phase.deployment.algorithm in STANDARDS, scenario.name
+    (mtp,) = SCENARIOS["mtp"].phases
+    assert STANDARDS[mtp.deployment.algorithm].family == "MTP"
+    assert mtp.deployment.draft_architecture is None  # the engine's class for the layers
 
 
 @pytest.mark.parametrize("scenario", sorted(INTENDED_FINDINGS))

@@ -21,8 +21,10 @@ class Deployment:
     """What a server run was started with, in specwatch's terms: each engine's simulation
     spells it in its own flags."""
 
-    algorithm: str
+    algorithm: str  # a neutral one (``analysis/algorithms.py``): each engine spells it
     draft_model_path: str | None  # None: a drafter without a model (NGRAM)
+    # The class a draft checkpoint declares; None for a drafter without a model of its own
+    # (NGRAM) or the target's own layers (MTP), which each engine loads as a class of its own.
     draft_architecture: str | None
     num_steps: int
     eagle_topk: int

@@ -74,8 +74,9 @@ _ADAPTIVE_BROKEN = Deployment(
     "EAGLE3", _BROKEN_DRAFT, _EAGLE3_ARCH, 3, 1, 4, adaptive=True, max_running_requests=128
 )
 _NGRAM = Deployment("NGRAM", None, None, 7, 1, 8)
-# NEXTN: SGLang serves the model's own MTP layers as EAGLE, from the target's checkpoint.
-_MTP = Deployment("EAGLE", "moonshotai/Kimi-K2.5", "DeepseekV3ForCausalLMNextN", 3, 1, 4)
+# The model's own multi-token-prediction layers, from the target's checkpoint: the engine
+# loads them as a class of its own, so the scenario names none.
+_MTP = Deployment("MTP", "moonshotai/Kimi-K2.5", None, 3, 1, 4)
 
 
 def _scenarios() -> dict[str, Scenario]:

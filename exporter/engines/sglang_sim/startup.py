@@ -28,6 +28,22 @@ CHUNKED_PREFILL_SIZE = 8192
 # The candidate steps of SGLang's default adaptive tier for batch size 1, which its
 # initialization line lists.
 ADAPTIVE_FIRST_TIER = (1, 3, 5, 7)
+# NEXTN, the model's own MTP layers: SGLang rewrites it to EAGLE before its arguments are
+# logged, and loads the layers from the target's checkpoint as the model's NextN class.
+MTP_ALGORITHM = "EAGLE"
+MTP_DRAFT_ARCHITECTURE = "DeepseekV3ForCausalLMNextN"
+
+
+def _algorithm(deployment: Deployment) -> str:
+    """The scenario's algorithm as SGLang's arguments show it."""
+    return MTP_ALGORITHM if deployment.algorithm == "MTP" else deployment.algorithm
+
+
+def _draft_class(deployment: Deployment) -> str | None:
+    """The class its draft loads as: the checkpoint's, or SGLang's own for MTP layers."""
+    if deployment.algorithm == "MTP":
+        return MTP_DRAFT_ARCHITECTURE
+    return deployment.draft_architecture
 
 
 def _set_cap(deployment: Deployment) -> int | None:
@@ -70,7 +86,7 @@ def server_args(deployment: Deployment) -> str:
         ("enable_metrics_for_all_schedulers", False),
         ("api_key", None),
         ("enable_dp_attention", False),
-        ("speculative_algorithm", deployment.algorithm),
+        ("speculative_algorithm", _algorithm(deployment)),
         ("speculative_draft_model_path", deployment.draft_model_path),
         ("speculative_draft_model_revision", "main"),
         ("speculative_draft_load_format", None),
@@ -157,8 +173,9 @@ def _schedulers(deployment: Deployment, clock: _Clock, scale: float) -> list[Log
     if not deployment.disable_cuda_graph:
         events += _capture(clock, "cuda graph", avail, 0.80, scale)
         avail -= 0.80
-    if deployment.draft_architecture is not None:
-        events += _load_weights(clock, deployment.draft_architecture, avail, 0.79, 1.0 * scale)
+    draft_class = _draft_class(deployment)
+    if draft_class is not None:
+        events += _load_weights(clock, draft_class, avail, 0.79, 1.0 * scale)
         avail -= 0.79
     if deployment.adaptive:
         events.append(
@@ -169,7 +186,7 @@ def _schedulers(deployment: Deployment, clock: _Clock, scale: float) -> list[Log
                 rank="TP0",
             )
         )
-    if not deployment.disable_cuda_graph and deployment.draft_architecture is not None:
+    if not deployment.disable_cuda_graph and draft_class is not None:
         events += _capture(clock, "draft cuda graph", avail, 0.41, scale)
         avail -= 0.41
         events += _capture(clock, "draft extend cuda graph", avail, 0.22, scale)
