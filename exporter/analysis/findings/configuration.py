@@ -27,12 +27,13 @@ _EAGLE3_NAME = re.compile(r"eagle[-_.]?3", re.IGNORECASE)
 def eagle3_draft_evidence(config: ServerConfig) -> str | None:
     """Why the draft is believed to be an EAGLE-3 model, or ``None`` if nothing says so.
 
-    The loaded class (``Load weight end ... type=``) or the draft's ``config.json`` are proof.
+    The class the draft loaded as (the engine's start-up lines) or the draft's ``config.json``
+    are proof.
     ``/server_info`` carries neither, only the draft path; a path naming EAGLE-3 is used as
     evidence then, and said so, because it is all a scrape-only deployment has.
     """
     if (config.draft_architecture or "").endswith("Eagle3"):
-        return f"the draft loaded as type={config.draft_architecture}"
+        return f"the draft loaded as {config.draft_architecture}"
     if config.draft_has_eagle_config:
         return "the draft's config.json has an eagle_config (EAGLE-3 layer fusion)"
     if config.draft_architecture is None and _EAGLE3_NAME.search(config.draft_model_path or ""):
@@ -50,7 +51,7 @@ def eagle3_draft_with_eagle_algorithm(obs: Observations) -> Finding | None:
     return Finding(
         code="eagle3_draft_with_eagle_algorithm",
         summary="EAGLE-3 draft served with the EAGLE algorithm",
-        seen=f"speculative_algorithm='EAGLE' while {evidence}{measured}.",
+        seen=f"The server's configuration names the EAGLE algorithm while {evidence}{measured}.",
         why=(
             "Only the algorithm string EAGLE3 makes the target capture the three hidden layers "
             "an EAGLE-3 draft fuses; under EAGLE that fusion is skipped silently, drafts are "
