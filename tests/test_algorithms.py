@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from exporter.analysis.thresholds import DEFAULT
 from exporter.engines import registry
 from exporter.engines.engine import Engine
 from tests.support.daemon import doctor
+from tests.support.docs import doc, section
 from tests.support.loglines import VLLM_START, stamp, vllm_interval
 from tests.support.speclogs import decode, server_args
 
@@ -201,6 +203,28 @@ def test_every_engine_judges_by_a_standard_there_is(engine: Engine) -> None:
         for architecture in (None, "DeepseekV3ForCausalLMNextN", "LlamaForCausalLMEagle3"):
             judged = engine.judged_as(spelled, architecture)
             assert judged is None or judged in STANDARDS, (spelled, judged)
+
+
+def test_each_name_in_the_algorithms_table_is_judged_by_its_row_as_its_engine_judges_it() -> None:
+    """docs/metrics.md's Algorithms table gives each engine's own spellings in a column under
+    its title; every one is judged by its row's family, as that engine judges it (a note in
+    parentheses is read as prose)."""
+    table = [
+        row for row in section(doc("metrics.md"), "## Algorithms").splitlines() if row[:1] == "|"
+    ]
+    header = [cell.strip() for cell in table[0].strip("|").split("|")]
+    titles = {engine.title: engine.name for engine in registry.ENGINES}
+    columns = {index: titles[title] for index, title in enumerate(header) if title in titles}
+    assert set(columns.values()) == {"sglang", "vllm", "trtllm"}
+    checked = 0
+    for row in table[2:]:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        for index, engine in columns.items():
+            for name in re.findall(r"`([^`*]+)`", re.sub(r"\([^)]*\)", "", cells[index])):
+                standard = standard_for(name, engine=engine)
+                assert standard is not None and standard.family == cells[0], (engine, name)
+                checked += 1
+    assert checked >= 25
 
 
 def test_unknown_names_have_no_standard_and_an_unnamed_method_holds_for_every_method() -> None:

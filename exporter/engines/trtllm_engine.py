@@ -28,6 +28,7 @@ JUDGED_AS = MappingProxyType(
         "MTP": "MTP",
         "NGRAM": "NGRAM",
         "DRAFT_MODEL": "DRAFT_MODEL",
+        "DRAFTTARGET": "DRAFT_MODEL",  # as it spells it, before its reader renames it
         "MEDUSA": "MEDUSA",
     }
 )
@@ -85,8 +86,8 @@ class Trtllm:
         return TrtllmUpstream() if prefix in (None, PREFIX) else None
 
     def judged_as(self, algorithm: str, draft_architecture: str | None) -> str | None:
-        """Its ``decoding_type`` as its config-info metric names it (``trtllm_upstream``:
-        DraftTarget is DRAFT_MODEL there)."""
+        """Its ``decoding_type`` as its config-info metric names it, any case (DraftTarget is
+        DRAFT_MODEL once ``trtllm_upstream`` has read it)."""
         return JUDGED_AS.get(algorithm.upper())
 
     def schedule(self, steps: Sequence[BandSteps], algorithm: str | None) -> str | None:
