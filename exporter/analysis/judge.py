@@ -185,33 +185,47 @@ class Stretches:
     def __init__(self, seconds: float = STRETCH_SECONDS, keep: int = MAX_STRETCHES) -> None:
         self._seconds = seconds
         self._items: deque[Stretch] = deque(maxlen=keep)
+        # The copies ``items`` hands out, kept: only a stretch changed since is copied again,
+        # so a judge sees the same objects for the stretches that did not change (a day of
+        # them is 1,440 copies a judgement otherwise), and ``StateMemo`` knows them again.
+        self._copies: deque[Stretch | None] = deque(maxlen=keep)
+        self._recopy = 0  # the newest stretches changed since the last ``items``, a count
         self._at = 0.0  # the newest time seen
         # The newest time of each kind (windows, moments): one without a time of its own is
         # placed there, whatever the other kind did meanwhile.
         self._last = {True: 0.0, False: 0.0}
 
     def _stretch(self, at: float | None, window: bool) -> Stretch:
-        """The stretch ``at`` falls in. Windows and node moments of one read arrive apart (a
-        moment closes after its windows), so an earlier time goes to its own stretch, or
-        the first one after it where a gap holds no stretch of its own."""
+        """The stretch ``at`` falls in, to be changed (copied again by the next ``items``)."""
+        back = self._back(at, window)
+        self._recopy = max(self._recopy, back)
+        return self._items[-back]
+
+    def _back(self, at: float | None, window: bool) -> int:
+        """Where the stretch ``at`` falls in is, counted from the newest (1). Windows and node
+        moments of one read arrive apart (a moment closes after its windows), so an earlier
+        time goes to its own stretch, or the first one after it where a gap holds no stretch
+        of its own."""
         items = self._items
         if at is None:
             at = self._last[window]
         else:
             self._last[window] = max(at, self._last[window])
         if items and at < items[-1].start:
-            later = items[-1]
-            for stretch in reversed(items):
+            later = 1
+            for back, stretch in enumerate(reversed(items), 1):
                 if stretch.start <= at:
-                    return stretch if at < stretch.start + self._seconds else later
-                later = stretch
-            return items[0]
+                    return back if at < stretch.start + self._seconds else later
+                later = back
+            return len(items)
         self._at = max(at, self._at)
         if items and at < items[-1].start + self._seconds:
             items[-1].end = max(items[-1].end, at)
-            return items[-1]
+            return 1
         items.append(Stretch(at, at))
-        return items[-1]
+        self._copies.append(None)
+        self._recopy += 1  # the changed ones are one further from the newest now
+        return 1
 
     def add_window(
         self, at: float | None, drafts: float | None, accepted: float | None, off: bool
@@ -264,8 +278,13 @@ class Stretches:
         (stretch.plain if off else stretch.drafting).add(running, throughput, baseline)
 
     def items(self) -> tuple[Stretch, ...]:
-        """Copies of the stretches, oldest first."""
-        return tuple(stretch.copy() for stretch in self._items)
+        """Copies of the stretches, oldest first: the same copies as the last call's for the
+        stretches that did not change since (callers never change them)."""
+        items, copies = self._items, self._copies
+        for back in range(1, min(self._recopy, len(items)) + 1):
+            copies[-back] = items[-back].copy()
+        self._recopy = 0
+        return tuple(copies)  # type: ignore[arg-type]  # every one copied by now
 
 
 def _record_counts(record: StatsRecord, interval: int | None) -> tuple[float, float] | None:
@@ -370,6 +389,9 @@ class Case:
     # Whether the windows are two servers' lines in one log (``state.streams``), so no one
     # server's: then nothing is judged of them.
     interleaved: bool = False
+    # The states of stretches judged before, kept by whoever judges one run again and again
+    # (the daemon): a stretch that has not changed is not judged again. None: judged afresh.
+    memo: StateMemo | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -600,6 +622,8 @@ def _newest_stretch(case: Case, reference: float | None) -> list[Stretch]:
 
 def judge(case: Case) -> Judgement:
     """The node's state over the newest stretch of its windows, since when, and its past."""
+    if case.memo is not None:
+        case.memo.keep_only(case.stretches)
     reference = _earlier_level(case)
     now = _newest_stretch(case, reference)
     figures = _figures(now)
@@ -794,7 +818,56 @@ def _earlier_level(case: Case) -> float | None:
 
 
 def _stretch_state(stretch: Stretch, case: Case, reference: float | None) -> str:
-    return _decide(_figures((stretch,)), case, STRETCH_MIN_DRAFTS, reference)[0]
+    memo = case.memo
+    if memo is None:
+        return _decide(_figures((stretch,)), case, STRETCH_MIN_DRAFTS, reference)[0]
+    return memo.state(stretch, case, reference)
+
+
+class StateMemo:
+    """The state each stretch showed alone, remembered by the stretch's identity for one
+    run's judgements: ``Stretches.items`` hands out the same copy of a stretch until it
+    changes, so after a day of serving a judgement decides the newest stretch or two, not
+    1,440 (each state depends only on its stretch, the case's settings and the run's early
+    level). Safe to share between threads: at worst a state is decided twice."""
+
+    _KEEP_EXTRA = 64  # forgotten copies kept before the memo is pruned
+
+    def __init__(self) -> None:
+        # The settings and early level the states were decided under, and the states, by
+        # the stretch's id (the stretch kept with it, so that the id stays its own).
+        self._kept: tuple[tuple[object, ...], dict[int, tuple[Stretch, str]]] = ((), {})
+
+    def state(self, stretch: Stretch, case: Case, reference: float | None) -> str:
+        context = (
+            case.method,
+            case.expected_accept_length,
+            case.thresholds,
+            case.baseline,
+            case.pipelined,
+            case.probes,
+            case.basis,
+            case.counted,
+            reference,
+        )
+        kept, states = self._kept
+        if kept != context:
+            states = {}
+            self._kept = (context, states)
+        known = states.get(id(stretch))
+        if known is not None and known[0] is stretch:
+            return known[1]
+        state = _decide(_figures((stretch,)), case, STRETCH_MIN_DRAFTS, reference)[0]
+        states[id(stretch)] = (stretch, state)
+        return state
+
+    def keep_only(self, stretches: Sequence[Stretch]) -> None:
+        """Forget the stretches no longer judged (replaced by newer copies), now and then."""
+        kept, states = self._kept
+        if len(states) > len(stretches) + self._KEEP_EXTRA:
+            current = {id(stretch) for stretch in stretches}
+            pruned = {key: value for key, value in states.items() if key in current}
+            self._kept = (kept, pruned)
 
 
 def _since(case: Case, state: str, reference: float | None, present_count: int) -> float | None:
@@ -898,6 +971,7 @@ __all__ = [
     "Judgement",
     "Method",
     "SpeedBaseline",
+    "StateMemo",
     "Stretch",
     "Stretches",
     "judge",

@@ -159,7 +159,8 @@ def _judgement(
     scrapes' counted drafts (``VerdictTrack.fold_scrape``); else the upstream gauges that
     stand in for a silent log (their drafts not counted). ``interleaved``: two servers
     write its log (``Case.interleaved``)."""
-    stretches: tuple[Stretch, ...] = target.state.evidence.stretches()
+    evidence = target.state.evidence
+    stretches: tuple[Stretch, ...] = evidence.stretches()
     counted = True
     upstream = target.upstream.snapshot() if target.upstream is not None else None
     scraped: tuple[Stretch, ...] = ()
@@ -199,6 +200,7 @@ def _judgement(
             counted=counted,
             now=now,
             interleaved=interleaved,
+            memo=evidence.memo,
         )
     )
 

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from exporter.analysis.baseline import Baseline
 from exporter.analysis.findings import DecodeSample, Observations
-from exporter.analysis.judge import Stretch, Stretches
+from exporter.analysis.judge import StateMemo, Stretch, Stretches
 from exporter.analysis.node import NodeMoments
 from exporter.analysis.ranks import RankAccepts
 from exporter.engines.ending import Ending
@@ -78,6 +78,8 @@ class Evidence:
         # The run's windows by the minute, for the judge (``analysis.judge``), with the
         # baseline at each moment's load; ``interval``: SGLang's decode log interval.
         self._stretches = Stretches()
+        # The states of this run's stretches the judge decided (``Case.memo``).
+        self.memo = StateMemo()
         self._baseline = baseline
         self.interval: int | None = None
         # The samples the last observations made, by their record's identity: a window stays

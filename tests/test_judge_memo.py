@@ -1,0 +1,65 @@
+"""A run judged again and again (the daemon's every scrape) decides only the stretches that
+changed: the same judgement as a fresh one, whatever order the windows came in."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from exporter.analysis.judge import Case, SpeedBaseline, StateMemo, Stretches, judge
+
+T0 = 1_800_000_000.0
+
+
+def test_a_stretch_that_did_not_change_is_handed_out_as_the_same_copy() -> None:
+    stretches = Stretches()
+    stretches.add_window(T0, 32.0, 40.0, False)
+    stretches.add_window(T0 + 61, 32.0, 40.0, False)
+    first = stretches.items()
+    stretches.add_window(T0 + 62, 32.0, 10.0, False)
+    second = stretches.items()
+    assert second[0] is first[0]
+    assert second[1] is not first[1] and second[1].accepted == 50.0
+    assert first[1].accepted == 40.0  # a copy handed out earlier is never changed
+    stretches.add_window(T0 + 5, 32.0, 1.0, False)  # a late window, into the older stretch
+    third = stretches.items()
+    assert third[0] is not first[0] and third[0].accepted == 41.0
+    assert third[1] == second[1]
+
+
+# A window: seconds after the last one (some of them back in time: a late line), its accept
+# length (None: drafting off), the node's throughput.
+windows = st.lists(
+    st.tuples(st.floats(-90, 400), st.one_of(st.none(), st.floats(1.0, 4.0)), st.floats(10, 900)),
+    max_size=60,
+)
+
+
+def _add(stretches: Stretches, at: float, length: float | None, throughput: float) -> None:
+    if length is None:
+        stretches.add_window(at, None, None, True)
+    else:
+        stretches.add_window(at, 40.0, 40.0 * (length - 1.0), False)
+    stretches.add_moment(at, 8, throughput, 600.0, length is None)
+
+
+@given(windows, st.booleans())
+def test_a_judgement_with_the_memo_is_the_judgement_without_it(
+    added: list[tuple[float, float | None, float]], baseline: bool
+) -> None:
+    """Judged after every window, as the daemon's scrapes do, against a run whose stretches
+    are copied afresh (a twin fed the same windows, asked for the first time)."""
+    stretches, memo, at = Stretches(), StateMemo(), T0
+    based = SpeedBaseline() if baseline else None
+    moments: list[tuple[float, float | None, float]] = []
+    for step, length, throughput in added:
+        at = max(T0, at + step)
+        moments.append((at, length, throughput))
+        _add(stretches, at, length, throughput)
+        twin = Stretches()
+        for moment in moments:
+            _add(twin, *moment)
+        items = stretches.items()
+        assert items == twin.items()  # every stretch that changed was copied again
+        fresh = judge(Case(stretches=items, now=at, baseline=based))
+        assert judge(Case(stretches=items, now=at, baseline=based, memo=memo)) == fresh
