@@ -12,22 +12,28 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from datetime import datetime
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 import yaml
 
 from exporter.demo.configs import demo_rules
+from exporter.demo.loopback import PREFERRED, bound, fetch
 from exporter.demo.narrator import Narrator, read_metrics, status_line
+from exporter.demo.stack import Demo
+from exporter.demo.webhook import start_webhook, stop_webhook
 from exporter.engines.record import StatsRecord
 from exporter.engines.sglang import classify
 from exporter.simulate import SCENARIOS, events
 from exporter.simulate.realtime import schedule
-from tests.support.tools import REPO, require_tool
+from tests.support.tools import REPO, free_port, require_tool
 from tests.support.waiting import PROCESS_TIMEOUT
 
 DEMO_SECONDS = 40
@@ -180,6 +186,57 @@ def test_bad_demo_seconds_is_refused_by_name() -> None:
     )
     assert result.returncode == 2
     assert "DEMO_SECONDS" in result.stderr
+
+
+def test_two_demos_starting_at_once_each_get_a_port_of_their_own() -> None:
+    """Two demos' webhooks started in the same moment, both preferring one free port: one gets
+    it, the other one the kernel picks, and each is its own server. A choice that probed the
+    port and let it go before the service bound it gave both demos that port, and the second
+    to bind it failed."""
+    preferred = free_port()
+    together = threading.Barrier(2)
+    servers: list[ThreadingHTTPServer] = []
+
+    def start(port: int) -> int | None:
+        if port == preferred:
+            together.wait(timeout=PROCESS_TIMEOUT)
+        server = start_webhook(port)
+        if server is None:
+            return None
+        servers.append(server)
+        return server.server_port
+
+    with ThreadPoolExecutor(2) as pool:
+        ports = list(pool.map(lambda _: bound(start, preferred), range(2)))
+    try:
+        assert None not in ports and len(set(ports)) == 2 and preferred in ports
+        assert len(servers) == 2
+    finally:
+        for server in servers:
+            stop_webhook(server)
+
+
+@pytest.mark.e2e
+def test_two_demos_started_together_run_each_its_own_exporter(tmp_path: Path) -> None:
+    """Two demos in the same second, preferring one free port for their exporters: each
+    exporter comes up, on a port of its own, read back from what it says."""
+    preferred = replace(PREFERRED, exporter=free_port())
+    demos = []
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+        demos.append(Demo(tmp_path / name, "collapsed", preferred=preferred))
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            started = list(pool.map(lambda d: d.start_exporter(d.workdir / "server.log"), demos))
+        assert started == [True, True], [c.tail() for d in demos for c in d.processes.ended]
+        ports = {demo.ports.exporter for demo in demos}
+        assert len(ports) == 2 and preferred.exporter in ports
+        for demo in demos:
+            assert demo.processes.dead() is None
+            assert "specwatch_" in (fetch(demo.metrics_url) or "")
+    finally:
+        for demo in demos:
+            demo.stop()
 
 
 def exposition(accept: float | None, draft: str, architecture: str = "") -> str:

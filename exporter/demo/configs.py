@@ -25,24 +25,26 @@ DEMO_KEEP_FIRING = "130s"
 PROMETHEUS_JOB = "specwatch"  # the job name the shipped rules select
 
 
-def alertmanager_argv(binary: str, workdir: Path, ports: Ports) -> list[str]:
-    """The shipped example config, delivering to the demo's webhook within seconds.
+def alertmanager_argv(binary: str, workdir: Path, webhook: int, listen: int) -> list[str]:
+    """The shipped example config, delivering to the demo's webhook within seconds, served on
+    port ``listen``.
 
     Its routes and inhibitions are kept as they are, so the demo shows what an on-call would
     get from them: the page, the ticket, and the twin alert held back.
     """
-    config = demo_alertmanager_config(f"http://127.0.0.1:{ports.webhook}/")
+    config = demo_alertmanager_config(f"http://127.0.0.1:{webhook}/")
     return [
         binary,
         f"--config.file={_config_file(workdir / 'alertmanager.yml', config)}",
         f"--storage.path={workdir / 'alertmanager-data'}",
-        f"--web.listen-address=127.0.0.1:{ports.alertmanager}",
+        f"--web.listen-address=127.0.0.1:{listen}",
         "--cluster.listen-address=",
     ]
 
 
 def prometheus_argv(binary: str, workdir: Path, ports: Ports) -> list[str]:
-    """Scrape the exporter under the shipped rules' job name, alert to the demo's Alertmanager."""
+    """Scrape the exporter under the shipped rules' job name, alert to the demo's Alertmanager,
+    serve on ``ports.prometheus``."""
     rules = workdir / "specwatch-rules.yaml"
     demo_rules(rules)
     config = {

@@ -1,8 +1,14 @@
-"""Ports for the demo's services on loopback, and reading from them while they come up."""
+"""Ports for the demo's services on loopback, and reading from them while they come up.
+
+Each service takes its well-known port where it can bind it, else one the kernel picks (port
+0), and the demo reads back the port it got: from the server it made, or from the line the
+service writes once it listens. No port is probed and let go before the service binds it, so
+two demos started together cannot both be handed one port and then fight over it.
+"""
 
 from __future__ import annotations
 
-import socket
+import re
 import time
 import urllib.error
 import urllib.request
@@ -17,36 +23,25 @@ class Ports:
     alertmanager: int
     webhook: int
 
-    @classmethod
-    def choose(cls) -> Ports:
-        return cls(*pick_ports((9477, 9090, 9093, 9099)))
+
+# The well-known ports, taken where they are free.
+PREFERRED = Ports(exporter=9477, prometheus=9090, alertmanager=9093, webhook=9099)
+
+# What each service writes once it listens, with the port it got: specwatch's start line, and
+# the "Listening on" line Prometheus and Alertmanager write in both their log formats.
+EXPORTER_LISTENING = re.compile(r"listening on \S+ \(port (\d+)\)")
+TOOL_LISTENING = re.compile(r'msg="?Listening on"?.*?\baddress=\S*:(\d+)')
 
 
-def pick_ports(preferred: tuple[int, ...]) -> list[int]:
-    """The well-known ports where free, else free ones: never collide with another run.
-
-    All sockets stay bound until every port is chosen, so no two choices can coincide.
-    """
-    held: list[socket.socket] = []
-    try:
-        for port in preferred:
-            held.append(_bind(port))
-        return [sock.getsockname()[1] for sock in held]
-    finally:
-        for sock in held:
-            sock.close()
-
-
-def _bind(preferred: int) -> socket.socket:
+def bound(start: Callable[[int], int | None], preferred: int) -> int | None:
+    """The port a service listens on: ``start(port)`` starts it on ``port`` and gives the port
+    it then listens on, or None where it could not bind; tried on ``preferred``, then on one
+    the kernel picks. None when neither came up."""
     for port in (preferred, 0):
-        sock = socket.socket()
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            sock.close()
-            continue
-        return sock
-    raise OSError("no free loopback port")
+        listening = start(port)
+        if listening is not None:
+            return listening
+    return None
 
 
 def fetch(url: str, timeout: float = 2.0) -> str | None:

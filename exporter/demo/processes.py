@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import time
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from exporter.demo.console import say
+from exporter.demo.loopback import wait_until
 
 STOP_GRACE_SECONDS = 5.0
 
@@ -25,6 +27,21 @@ class Child:
         """The end of its output: what explains an exit without flooding the terminal."""
         return self.log.read_text(errors="replace")[-2000:]
 
+    def listening(self, line: re.Pattern[str], seconds: float) -> int | None:
+        """The port it says it listens on, in the first group of ``line`` in its output; None
+        once it has exited without saying so (a port taken), or after ``seconds``."""
+        found: list[int] = []
+
+        def said() -> bool:
+            exited = self.proc.poll() is not None  # before reading: its last words count
+            match = line.search(self.log.read_text(errors="replace"))
+            if match is not None:
+                found.append(int(match.group(1)))
+            return match is not None or exited
+
+        wait_until(said, seconds)
+        return found[0] if found and self.proc.poll() is None else None
+
 
 @dataclass
 class Processes:
@@ -32,9 +49,11 @@ class Processes:
 
     workdir: Path
     children: list[Child] = field(default_factory=list)
+    ended: list[Child] = field(default_factory=list)  # dropped: their output still explains
 
     def spawn(self, name: str, argv: list[str]) -> Child:
-        log = self.workdir / f"{name}.out"
+        tries = sum(1 for child in (*self.children, *self.ended) if child.name == name)
+        log = self.workdir / (f"{name}.out" if not tries else f"{name}-{tries + 1}.out")
         with log.open("wb") as out:
             proc = subprocess.Popen(
                 argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
@@ -56,6 +75,14 @@ class Processes:
                 _signal_group(child.proc, signal.SIGKILL)
                 child.proc.wait()
         self.children.clear()
+
+    def drop(self, child: Child) -> None:
+        """Stop a child that did not come up (its port taken, say) and keep only its output:
+        the demo goes on without it."""
+        _signal_group(child.proc, signal.SIGKILL)
+        child.proc.wait()
+        self.children.remove(child)
+        self.ended.append(child)
 
     def dead(self) -> Child | None:
         return next((c for c in self.children if c.proc.poll() is not None), None)

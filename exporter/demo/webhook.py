@@ -35,9 +35,13 @@ class WebhookHandler(BaseHTTPRequestHandler):
         """Silence the per-request access log; the notification line says it all."""
 
 
-def start_webhook(port: int) -> ThreadingHTTPServer:
-    """Serve on a daemon thread: notifications print while the main loop narrates."""
-    server = ThreadingHTTPServer(("127.0.0.1", port), WebhookHandler)
+def start_webhook(port: int) -> ThreadingHTTPServer | None:
+    """Serve on ``port`` (0: one the kernel picks; ``server_port`` says which) on a daemon
+    thread, so notifications print while the main loop narrates; None where it is taken."""
+    try:
+        server = ThreadingHTTPServer(("127.0.0.1", port), WebhookHandler)
+    except OSError:
+        return None
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
