@@ -1,4 +1,4 @@
-"""Configuration: one pydantic model fed by a YAML file, ``SPECWATCH_*`` variables and flags.
+"""Configuration: one model fed by a YAML file, ``SPECWATCH_*`` variables and flags.
 
 Precedence is file < environment < flags, so a packaged config can be adjusted per pod with an
 environment variable and per run with a flag. Every error names the key (and where it came
@@ -11,19 +11,20 @@ import glob
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+import msgspec
+from msgspec import Meta
 
 from exporter.analysis.thresholds import STALE_AFTER
 from exporter.engines import registry
 from exporter.engines.counters import MAX_ACCEPT_LENGTH, PREFIX_RE
 from exporter.engines.draft_config import from_draft_config
 from exporter.parse.custom_rules import CustomRule, CustomRuleSet
-from exporter.settings import ConfigError, Strict, load_yaml, plain_problem
+from exporter.settings import ConfigError, Invalid, Problem, Strict, load_yaml, validate
 from exporter.smallfile import read_small_file
 from exporter.suggest import nearest
 
@@ -38,32 +39,51 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 _MODEL_RE = re.compile(r"^[!-~][ -~]{0,127}$")
 
 
-class BaselineConfig(Strict):
+class BaselineConfig(Strict, frozen=True):
     """Throughput of the same server without speculation: one of four forms."""
 
-    tok_s: float | None = Field(default=None, gt=0)
+    tok_s: Annotated[float, Meta(gt=0)] | None = None
     curve: str | None = None
     bench_file: Path | None = None
     log: Path | None = None
 
-    @model_validator(mode="after")
-    def _one_form(self) -> BaselineConfig:
+    def __post_init__(self) -> None:
         forms = ("tok_s", "curve", "bench_file", "log")
         given = [k for k in forms if getattr(self, k) is not None]
         if len(given) > 1:
             raise ValueError(f"give only one of {', '.join(forms)} (got {', '.join(given)})")
         if not given:
             raise ValueError(f"give one of {', '.join(forms)}")
-        return self
 
 
-class TargetConfig(Strict):
+class _LogPaths(list[str]):
+    """``log_files``: a list of paths, or one path alone (``log_files: /var/log/server.log`` is
+    the natural way to write one), none of them empty."""
+
+    @classmethod
+    def from_setting(cls, value: Any) -> _LogPaths:
+        paths = [value] if isinstance(value, str) else value
+        if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+            raise TypeError("must be a list of paths (text)")
+        if any(not path.strip() for path in paths):
+            raise ValueError("an empty path names no file")
+        return cls(paths)
+
+
+# To its readers log_files is a list of paths; only reading a file's value differs.
+if TYPE_CHECKING:
+    LogPaths = list[str]
+else:
+    LogPaths = _LogPaths
+
+
+class TargetConfig(Strict, frozen=True):
     """One watched server. Several per process are allowed (daemonset mode)."""
 
     name: str = DEFAULT_TARGET
     # "auto": the log's first stats lines (or the /metrics names) tell SGLang from vLLM.
     engine: str = "auto"  # or a registered engine's name
-    log_files: list[str] = Field(default_factory=list)
+    log_files: LogPaths = msgspec.field(default_factory=LogPaths)
     # The server's base URL (http://127.0.0.1:30000): each engine's endpoints are found from
     # it; metrics_url and server_info_url override one each.
     url: str | None = None
@@ -75,180 +95,158 @@ class TargetConfig(Strict):
     bearer_token_env: str | None = None
     draft_config: Path | None = None
     # At least a second, as Prometheus' own: 1e-9 sent the server ~1,000 scrapes a second.
-    scrape_interval: float = Field(default=15.0, ge=1, le=3600)
+    scrape_interval: Annotated[float, Meta(ge=1, le=3600)] = 15.0
     baseline: BaselineConfig | None = None
     # An accept length is at most the draft steps + 1; an endless expectation pages every node.
-    expected_accept_length: float | None = Field(default=None, ge=1, le=MAX_ACCEPT_LENGTH)
+    expected_accept_length: Annotated[float, Meta(ge=1, le=MAX_ACCEPT_LENGTH)] | None = None
     # A header SGLang logs with each finished request (SGLANG_LOG_REQUEST_HEADERS) whose value
     # splits the per-request histogram by traffic class (docs/metrics.md, "Per-request acceptance").
-    request_label_header: str | None = Field(default=None, pattern=r"^[a-z0-9_-]{1,64}$")
+    request_label_header: Annotated[str, Meta(pattern=r"^[a-z0-9_-]{1,64}$")] | None = None
     # The `served_model` label of specwatch_target_info; by default the server's own name.
     served_model: str | None = None
     # The `hardware` label of the per-band throughput: what makes nodes of one model comparable
     # (e.g. "8xH200"); fleet peers are matched on (served_model, hardware, band).
     hardware: str | None = None
 
-    @field_validator("served_model", "hardware")
-    @classmethod
-    def _printable_model(cls, value: str | None) -> str | None:
-        if value is not None and not _MODEL_RE.match(value):
-            raise ValueError("must be 1-128 printable characters")
-        return value
-
-    @field_validator("name")
-    @classmethod
-    def _bounded_name(cls, value: str) -> str:
-        # The name becomes the `target` label: keep it short and free of odd characters.
-        if not _NAME_RE.match(value):
-            raise ValueError("must be 1-64 characters of letters, digits, '_', '.', ':' or '-'")
-        return value
-
-    @field_validator("engine", mode="before")
-    @classmethod
-    def _known_engine(cls, value: Any) -> Any:
+    def __post_init__(self) -> None:
+        """Each key's own rule, then the rules across keys; the files and variables named are
+        read here, so a typo stops the start with the key named, not a scrape later."""
         # Engines are written SGLang, vLLM, TensorRT-LLM in their own docs: any case is meant.
-        if isinstance(value, str):
-            value = value.strip().lower()
-        if isinstance(value, str) and value != "auto" and value not in registry.NAMES:
-            near = nearest(value, ["auto", *registry.NAMES])
-            raise ValueError(f"must be auto or one of {', '.join(registry.NAMES)}{near}")
-        return value
+        msgspec.structs.force_setattr(self, "engine", self.engine.strip().lower())
+        for key, value in self._values():
+            if value is not None:
+                try:
+                    _KEY_RULES[key](value)
+                except ValueError as exc:
+                    raise ValueError(f"{key}: {exc}") from None
+        self._engine_reads_its_names()
+        self._engine_has_a_log()
 
-    @field_validator("metrics_prefix")
-    @classmethod
-    def _metric_name_start(cls, value: str | None) -> str | None:
-        if value is not None and not PREFIX_RE.match(value):
-            raise ValueError(
-                "must start a metric name and end in '_' or ':' (like llamacpp: or ray_vllm_), "
-                "at most 64 characters"
-            )
-        return value
+    def _values(self) -> Iterator[tuple[str, Any]]:
+        return ((key, getattr(self, key)) for key in _KEY_RULES)
 
-    @model_validator(mode="after")
-    def _engine_reads_its_names(self) -> TargetConfig:
+    def _engine_reads_its_names(self) -> None:
         if self.metrics_prefix is None or self.engine == "auto":
-            return self
+            return
         if registry.engine(self.engine).upstream_reader(self.metrics_prefix) is None:
             raise ValueError(
                 f"metrics_prefix: {self.engine} writes no metrics under {self.metrics_prefix}"
             )
-        return self
 
-    @model_validator(mode="after")
-    def _engine_has_a_log(self) -> TargetConfig:
+    def _engine_has_a_log(self) -> None:
         if self.log_files and self.engine != "auto" and not registry.engine(self.engine).markers:
             title = registry.engine(self.engine).title
             raise ValueError(f"log_files: specwatch reads no {title} log; give url")
-        return self
-
-    @field_validator("log_files", mode="before")
-    @classmethod
-    def _one_path_is_a_list(cls, value: Any) -> Any:
-        # `log_files: /var/log/sglang/server.log` is the natural way to write one path.
-        return [value] if isinstance(value, str) else value
-
-    @field_validator("log_files")
-    @classmethod
-    def _no_empty_path(cls, value: list[str]) -> list[str]:
-        if any(not path.strip() for path in value):
-            raise ValueError("an empty path names no file")
-        return value
-
-    @field_validator("bearer_token_file", "draft_config", mode="before")
-    @classmethod
-    def _not_empty(cls, value: Any) -> Any:
-        # Path("") is ".", the working directory: an empty value is a mistake, not a path.
-        if isinstance(value, str) and not value.strip():
-            raise ValueError("an empty path names no file")
-        return value
-
-    @field_validator("bearer_token_file")
-    @classmethod
-    def _readable_token(cls, value: Path | None) -> Path | None:
-        # Read at start: a wrong path would otherwise show only as 401s from the server.
-        if value is not None:
-            from exporter.sources.upstream import MAX_TOKEN_BYTES  # a scraping target's
-
-            try:
-                read_small_file(value, MAX_TOKEN_BYTES)
-            except OSError as exc:
-                raise ValueError(f"cannot read {value}: {exc.strerror or exc}") from None
-        return value
-
-    @field_validator("bearer_token_env")
-    @classmethod
-    def _variable_set(cls, value: str | None) -> str | None:
-        if value is not None and not os.environ.get(value):
-            raise ValueError(f"environment variable {value} is not set or empty")
-        return value
-
-    @field_validator("draft_config")
-    @classmethod
-    def _readable_draft(cls, value: Path | None) -> Path | None:
-        # Read once here so a typo stops the start with the key named, not a scrape later.
-        if value is not None:
-            from_draft_config(value)
-        return value
-
-    @field_validator("url", "metrics_url", "server_info_url")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        if value is not None:
-            check_http_url(value)
-        return value
 
 
-class Config(Strict):
+def _bounded_name(value: str) -> None:
+    # The name becomes the `target` label: keep it short and free of odd characters.
+    if not _NAME_RE.match(value):
+        raise ValueError("must be 1-64 characters of letters, digits, '_', '.', ':' or '-'")
+
+
+def _known_engine(value: str) -> None:
+    if value != "auto" and value not in registry.NAMES:
+        near = nearest(value, ["auto", *registry.NAMES])
+        raise ValueError(f"must be auto or one of {', '.join(registry.NAMES)}{near}")
+
+
+def _metric_name_start(value: str) -> None:
+    if not PREFIX_RE.match(value):
+        raise ValueError(
+            "must start a metric name and end in '_' or ':' (like llamacpp: or ray_vllm_), "
+            "at most 64 characters"
+        )
+
+
+def _printable_model(value: str) -> None:
+    if not _MODEL_RE.match(value):
+        raise ValueError("must be 1-128 printable characters")
+
+
+def _readable_token(value: Path) -> None:
+    # Read at start: a wrong path would otherwise show only as 401s from the server.
+    from exporter.sources.upstream import MAX_TOKEN_BYTES  # a scraping target's
+
+    try:
+        read_small_file(value, MAX_TOKEN_BYTES)
+    except OSError as exc:
+        raise ValueError(f"cannot read {value}: {exc.strerror or exc}") from None
+
+
+def _variable_set(value: str) -> None:
+    if not os.environ.get(value):
+        raise ValueError(f"environment variable {value} is not set or empty")
+
+
+def _readable_draft(value: Path) -> None:
+    from_draft_config(value)  # a DraftConfigError (a ValueError) says what is wrong
+
+
+def _http_url(value: str) -> None:
+    check_http_url(value)
+
+
+# A target's rules of one key each, in the order they are checked.
+_KEY_RULES: dict[str, Callable[[Any], None]] = {
+    "name": _bounded_name,
+    "engine": _known_engine,
+    "url": _http_url,
+    "metrics_url": _http_url,
+    "metrics_prefix": _metric_name_start,
+    "server_info_url": _http_url,
+    "bearer_token_file": _readable_token,
+    "bearer_token_env": _variable_set,
+    "draft_config": _readable_draft,
+    "served_model": _printable_model,
+    "hardware": _printable_model,
+}
+
+
+class Config(Strict, frozen=True):
     """The whole daemon configuration; docs/configuration.md lists every key."""
 
     listen: str = DEFAULT_LISTEN
     # Finite (see Strict), so only a value given on purpose (a replay of an old log takes
     # 1e9) keeps a window current for long; a missing log is reported within a day, and one
     # line without a newline cannot take more than the cap.
-    stale_after: float = Field(default=STALE_AFTER, gt=0)
-    log_missing_grace: float = Field(default=60.0, ge=0, le=86400)
-    max_line_bytes: int = Field(default=1 << 20, ge=1024, le=MAX_LINE_BYTES)
+    stale_after: Annotated[float, Meta(gt=0)] = STALE_AFTER
+    log_missing_grace: Annotated[float, Meta(ge=0, le=86400)] = 60.0
+    max_line_bytes: Annotated[int, Meta(ge=1024, le=MAX_LINE_BYTES)] = 1 << 20
     # DP ranks with their own per-window series; further ranks count only in the totals.
-    max_dp_ranks: int = Field(default=32, ge=1, le=1024)
+    max_dp_ranks: Annotated[int, Meta(ge=1, le=1024)] = 32
     # Values of request_label_header with series of their own; later ones count as "other".
-    max_traffic_classes: int = Field(default=8, ge=1, le=64)
+    max_traffic_classes: Annotated[int, Meta(ge=1, le=64)] = 8
     from_beginning: bool = False
     web_config: Path | None = None
-    targets: list[TargetConfig] = Field(default_factory=list)
-    custom_rules: list[CustomRule] = Field(default_factory=list)
+    targets: list[TargetConfig] = msgspec.field(default_factory=list)
+    custom_rules: list[CustomRule] = msgspec.field(default_factory=list)
 
-    @field_validator("web_config", mode="before")
-    @classmethod
-    def _not_empty(cls, value: Any) -> Any:
-        if isinstance(value, str) and not value.strip():
-            raise ValueError("an empty path names no file")
-        return value
+    def __post_init__(self) -> None:
+        try:
+            parse_listen(self.listen)
+        except ValueError as exc:
+            raise ValueError(f"listen: {exc}") from None
+        try:
+            CustomRuleSet(self.custom_rules)  # raises when two rules export the same metric name
+        except ValueError as exc:
+            raise ValueError(f"custom_rules: {exc}") from None
+        try:
+            _unique_names(self.targets)
+        except ValueError as exc:
+            raise ValueError(f"targets: {exc}") from None
 
-    @field_validator("listen")
-    @classmethod
-    def _host_port(cls, value: str) -> str:
-        parse_listen(value)
-        return value
 
-    @field_validator("custom_rules")
-    @classmethod
-    def _unique_metrics(cls, rules: list[CustomRule]) -> list[CustomRule]:
-        CustomRuleSet(rules)  # raises when two rules export the same metric name
-        return rules
-
-    @field_validator("targets")
-    @classmethod
-    def _unique_names(cls, targets: list[TargetConfig]) -> list[TargetConfig]:
-        names = [t.name for t in targets]
-        if len(targets) > MAX_TARGETS:
-            raise ValueError(f"at most {MAX_TARGETS} targets per process (got {len(targets)})")
-        if (paths := sum(len(t.log_files) for t in targets)) > MAX_LOG_PATHS:
-            raise ValueError(f"at most {MAX_LOG_PATHS} log paths per process (got {paths})")
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"target names must be unique (repeated: {', '.join(dupes)})")
-        _unique_paths(targets)
-        return targets
+def _unique_names(targets: list[TargetConfig]) -> None:
+    names = [t.name for t in targets]
+    if len(targets) > MAX_TARGETS:
+        raise ValueError(f"at most {MAX_TARGETS} targets per process (got {len(targets)})")
+    if (paths := sum(len(t.log_files) for t in targets)) > MAX_LOG_PATHS:
+        raise ValueError(f"at most {MAX_LOG_PATHS} log paths per process (got {paths})")
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"target names must be unique (repeated: {', '.join(dupes)})")
+    _unique_paths(targets)
 
 
 def _unique_paths(targets: list[TargetConfig]) -> None:
@@ -362,8 +360,29 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
         if key not in known or suffix.lower() in _ENV_ALIASES.values():
             near = nearest(var, [env_name(k) for k in known])
             raise ConfigError(f"{var}: unknown setting{near} (known: {_env_names(known)})")
-        out[key] = raw.split(os.pathsep) if key == "log_files" else raw
+        out[key] = raw.split(os.pathsep) if key == "log_files" else _flag_word(key, raw)
     return out
+
+
+# Words for true and false a variable may give beyond true/false/1/0 (which the models read
+# themselves): SPECWATCH_FROM_BEGINNING=yes has always worked.
+_FLAG_WORDS = {"y": True, "yes": True, "on": True, "t": True}
+_FLAG_WORDS.update({"n": False, "no": False, "off": False, "f": False})
+
+
+def _flag_word(key: str, raw: str) -> str | bool:
+    """``raw`` as true or false where ``key`` is a flag of the models and ``raw`` a word for
+    one; otherwise as given, for the models to read or refuse."""
+    word = raw.strip().lower()
+    if word not in _FLAG_WORDS:
+        return raw
+    flags = {
+        field.name
+        for model in (Config, TargetConfig)
+        for field in msgspec.structs.fields(model)
+        if field.type is bool
+    }
+    return _FLAG_WORDS[word] if key in flags else raw
 
 
 def _env_names(keys: set[str]) -> str:
@@ -394,8 +413,8 @@ def build_config(
     if target_over:
         data["targets"] = _merge_target(data.get("targets"), target_over)
     try:
-        return Config.model_validate(data)
-    except ValidationError as exc:
+        return validate(Config, data)
+    except Invalid as exc:
         raise ConfigError(_describe(exc, origins or {}, file_origin)) from None
 
 
@@ -417,22 +436,19 @@ def _merge_target(targets: Any, over: dict[str, Any]) -> Any:
     return targets
 
 
-def _describe(exc: ValidationError, origins: Mapping[str, str], file_origin: str) -> str:
+def _describe(exc: Invalid, origins: Mapping[str, str], file_origin: str) -> str:
     """Every error on one line, each naming its key and where the value came from."""
-    return "; ".join(_describe_one(err, origins, file_origin) for err in exc.errors())
+    return "; ".join(_describe_one(found, origins, file_origin) for found in exc.problems)
 
 
-def _describe_one(err: Any, origins: Mapping[str, str], file_origin: str) -> str:
-    loc = [str(p) for p in err["loc"]]
-    key = ".".join(loc) or "(top level)"
-    msg = plain_problem(err, Config) + _example(loc, err.get("input"))
+def _describe_one(found: Problem, origins: Mapping[str, str], file_origin: str) -> str:
+    loc = list(found.loc)
+    msg = found.text + _example(loc, found.given)
     # The flat override key a location came from: baseline.tok_s was baseline_tok_s.
     leaf = "_".join(loc[-2:]) if loc[-2:-1] == ["baseline"] else (loc[-1] if loc else "")
     if leaf not in origins and loc[-1:] == ["baseline"]:
         leaf = next((k for k in _BASELINE_KEYS if k in origins), leaf)
-    # A check across a target's keys names the key it refuses first ("log_files: ...").
-    leaf = leaf if leaf in origins else msg.partition(":")[0]
-    return f"{key}: {msg} ({origins.get(leaf, file_origin)})"
+    return f"{found.key}: {msg} ({origins.get(leaf, file_origin)})"
 
 
 def _example(loc: list[str], given: Any) -> str:

@@ -10,16 +10,18 @@ from __future__ import annotations
 import re
 import string
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+import msgspec
+from msgspec import Meta
 
 from exporter import PROJECT_URL, __version__
 from exporter.analysis.algorithms import LOWEST_FLOOR
 from exporter.analysis.thresholds import DEFAULT, Thresholds
 from exporter.parse.custom_rules import compile_rule
-from exporter.settings import ConfigError, load_yaml, plain_problem
+from exporter.settings import ConfigError, Invalid, Strict, load_yaml, validate
 
 # One PromQL label matcher: name, operator, double-quoted value with Go's escapes only (an
 # unknown one such as `\q` made Prometheus refuse every rule).
@@ -46,10 +48,8 @@ DEFAULT_RUNBOOK_URL_TEMPLATE = "{base}#{alertname_lower}"
 DEFAULT_GRAFANA_URL = "http://localhost:3000"
 
 
-class MixinConfig(BaseModel):
+class MixinConfig(Strict, frozen=True):
     """Selectors, labels, links, thresholds and dashboard identity of one rendering."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     # PromQL label matchers every rule and dashboard query puts on every specwatch series.
     selector: str = 'job="specwatch"'
@@ -57,130 +57,31 @@ class MixinConfig(BaseModel):
     runbook_url_template: str = DEFAULT_RUNBOOK_URL_TEMPLATE
     grafana_url: str = DEFAULT_GRAFANA_URL
     # Labels of the PrometheusRule object: what the Operator's ruleSelector matches.
-    rule_labels: dict[str, str] = Field(default_factory=lambda: {"role": "alert-rules"})
+    rule_labels: dict[str, str] = msgspec.field(default_factory=lambda: {"role": "alert-rules"})
     # Labels every alert carries, for Alertmanager routing (team, service...).
-    alert_labels: dict[str, str] = Field(default_factory=dict)
+    alert_labels: dict[str, str] = msgspec.field(default_factory=dict)
     thresholds: Thresholds = DEFAULT
-    dashboard_tags: list[str] = Field(default_factory=lambda: ["specwatch"], min_length=1)
+    dashboard_tags: Annotated[list[str], Meta(min_length=1)] = msgspec.field(
+        default_factory=lambda: ["specwatch"]
+    )
     dashboard_uid_prefix: str = "specwatch"
     # Thanos, Mimir, Cortex: series of several clusters in one place, told apart by a label.
     multi_cluster: bool = False
     cluster_label: str = "cluster"
     # Share of decode windows that must beat the baseline (e.g. 0.95); set, it renders the
     # multi-window, multi-burn-rate speed-budget alerts. Off by default.
-    speed_slo: float | None = Field(default=None, gt=0, lt=1)
+    speed_slo: Annotated[float, Meta(gt=0, lt=1)] | None = None
 
-    @field_validator("selector")
-    @classmethod
-    def _matchers(cls, value: str) -> str:
-        # The exporter-down alerts read `up{selector}`: an empty selector would page for
-        # every target Prometheus scrapes.
-        _printable(value)
-        if not _SELECTOR.match(value):
-            raise ValueError('must be PromQL label matchers, e.g. job="specwatch"')
-        for match in re.finditer(_MATCHER, value):
-            name, operator, quoted = match.groups()
-            if name.startswith("__"):
-                raise ValueError(f"{name}: a reserved label name (__name__ would name the metric)")
-            if operator in ("=~", "!~"):
-                _regex(name, _unquote(quoted))
-        return ", ".join(m.strip() for m in _split_matchers(value))
-
-    @field_validator("runbook_url_template")
-    @classmethod
-    def _placeholders(cls, value: str) -> str:
-        _template_safe(value)
-        try:
-            fields = {name for _, name, _, _ in string.Formatter().parse(value) if name is not None}
-        except ValueError as exc:
-            raise ValueError(f"not a valid template: {exc}") from None
-        unknown = fields - RUNBOOK_FIELDS
-        if unknown or not value.strip():
-            raise ValueError("may use only {base}, {alertname} and {alertname_lower}")
-        return value
-
-    @field_validator("runbook_url_base", "grafana_url")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        # A relative link opens neither from a notification nor from another Grafana folder.
-        _template_safe(value)  # both are written into annotations
-        if not _ABSOLUTE_URL.match(value):
-            raise ValueError("must be an absolute http(s) URL, e.g. https://grafana.example.com")
-        return value.rstrip("/")
-
-    @field_validator("rule_labels")
-    @classmethod
-    def _kubernetes_labels(cls, value: dict[str, str]) -> dict[str, str]:
-        for key, label in value.items():
-            if not _K8S_KEY.match(key) or not _K8S_VALUE.match(label):
-                raise ValueError(f"{key}: not a valid Kubernetes label")
-        return value
-
-    @field_validator("alert_labels")
-    @classmethod
-    def _prometheus_labels(cls, value: dict[str, str]) -> dict[str, str]:
-        for key, label in value.items():
-            if not _LABEL_NAME.match(key) or key.startswith("__"):
-                raise ValueError(f"{key}: not a Prometheus label name")
-            if key == "severity":
-                raise ValueError("severity: set by each alert, routing depends on it")
+    def __post_init__(self) -> None:
+        """Each key's rule, in the order of the keys; a rule may give the value its one
+        spelling (the selector's matchers joined by ", ", a URL without its trailing "/")."""
+        for key, rule in _KEY_RULES.items():
             try:
-                _template_safe(label)
+                value = rule(getattr(self, key))
             except ValueError as exc:
                 raise ValueError(f"{key}: {exc}") from None
-        return value
-
-    @field_validator("dashboard_tags")
-    @classmethod
-    def _tags(cls, value: list[str]) -> list[str]:
-        for tag in value:
-            _printable(tag)
-        return value
-
-    @field_validator("thresholds")
-    @classmethod
-    def _sane_thresholds(cls, value: Thresholds) -> Thresholds:
-        for key in ("collapsed_for", "low_accept_for", "slower_for", "no_benefit_for"):
-            if not _DURATION.match(getattr(value, key)):
-                raise ValueError(f"{key}: must be a Prometheus duration, e.g. 10m")
-        if not 1 <= value.collapsed_accept_length < LOWEST_FLOOR:
-            raise ValueError(
-                "collapsed_accept_length: must be at least 1 and below every algorithm's "
-                f"accept-length floor ({LOWEST_FLOOR:g})"
-            )
-        if not 0 < value.low_accept_fraction <= 1:
-            raise ValueError("low_accept_fraction: must be above 0 and at most 1")
-        if value.slower_than_baseline_speedup <= 0:
-            raise ValueError("slower_than_baseline_speedup: must be above 0")
-        if not 0 < value.drafting_off_speedup <= value.slower_than_baseline_speedup:
-            raise ValueError(
-                "drafting_off_speedup: must be above 0 and at most slower_than_baseline_speedup"
-            )
-        if not 0 < value.no_benefit_share < 1:
-            raise ValueError("no_benefit_share: must be above 0 and below 1")
-        if value.no_benefit_min_requests < 1:
-            raise ValueError("no_benefit_min_requests: must be at least 1")
-        if value.no_benefit_window != DEFAULT.no_benefit_window:
-            # The daemon and doctor judge the share over the same 15 minutes.
-            raise ValueError(
-                f"no_benefit_window: is {DEFAULT.no_benefit_window}, as the exporter's"
-            )
-        return value
-
-    @field_validator("dashboard_uid_prefix")
-    @classmethod
-    def _uid(cls, value: str) -> str:
-        # Grafana caps a uid at 40 characters; "-fleet" takes six.
-        if not _UID_PREFIX.match(value):
-            raise ValueError("must be 1-34 letters, digits, '_' or '-'")
-        return value
-
-    @field_validator("cluster_label")
-    @classmethod
-    def _label_name(cls, value: str) -> str:
-        if not _LABEL_NAME.match(value) or value.startswith("__"):
-            raise ValueError("not a Prometheus label name")
-        return value
+            if value is not None:
+                msgspec.structs.force_setattr(self, key, value)
 
     def matchers(self) -> tuple[str, ...]:
         """The selector as separate matchers, for queries that add their own."""
@@ -194,6 +95,116 @@ class MixinConfig(BaseModel):
     def runbook_index(self) -> str:
         """The runbook itself: the template's address without the per-alert fragment."""
         return self.runbook_url("").split("#", 1)[0]
+
+
+def _matchers(value: str) -> str:
+    # The exporter-down alerts read `up{selector}`: an empty selector would page for every
+    # target Prometheus scrapes.
+    _printable(value)
+    if not _SELECTOR.match(value):
+        raise ValueError('must be PromQL label matchers, e.g. job="specwatch"')
+    for match in re.finditer(_MATCHER, value):
+        name, operator, quoted = match.groups()
+        if name.startswith("__"):
+            raise ValueError(f"{name}: a reserved label name (__name__ would name the metric)")
+        if operator in ("=~", "!~"):
+            _regex(name, _unquote(quoted))
+    return ", ".join(m.strip() for m in _split_matchers(value))
+
+
+def _placeholders(value: str) -> None:
+    _template_safe(value)
+    try:
+        fields = {name for _, name, _, _ in string.Formatter().parse(value) if name is not None}
+    except ValueError as exc:
+        raise ValueError(f"not a valid template: {exc}") from None
+    unknown = fields - RUNBOOK_FIELDS
+    if unknown or not value.strip():
+        raise ValueError("may use only {base}, {alertname} and {alertname_lower}")
+
+
+def _absolute(value: str) -> str:
+    # A relative link opens neither from a notification nor from another Grafana folder.
+    _template_safe(value)  # both are written into annotations
+    if not _ABSOLUTE_URL.match(value):
+        raise ValueError("must be an absolute http(s) URL, e.g. https://grafana.example.com")
+    return value.rstrip("/")
+
+
+def _kubernetes_labels(value: dict[str, str]) -> None:
+    for key, label in value.items():
+        if not _K8S_KEY.match(key) or not _K8S_VALUE.match(label):
+            raise ValueError(f"{key}: not a valid Kubernetes label")
+
+
+def _prometheus_labels(value: dict[str, str]) -> None:
+    for key, label in value.items():
+        if not _LABEL_NAME.match(key) or key.startswith("__"):
+            raise ValueError(f"{key}: not a Prometheus label name")
+        if key == "severity":
+            raise ValueError("severity: set by each alert, routing depends on it")
+        try:
+            _template_safe(label)
+        except ValueError as exc:
+            raise ValueError(f"{key}: {exc}") from None
+
+
+def _sane_thresholds(value: Thresholds) -> None:
+    for key in ("collapsed_for", "low_accept_for", "slower_for", "no_benefit_for"):
+        if not _DURATION.match(getattr(value, key)):
+            raise ValueError(f"{key}: must be a Prometheus duration, e.g. 10m")
+    if not 1 <= value.collapsed_accept_length < LOWEST_FLOOR:
+        raise ValueError(
+            "collapsed_accept_length: must be at least 1 and below every algorithm's "
+            f"accept-length floor ({LOWEST_FLOOR:g})"
+        )
+    if not 0 < value.low_accept_fraction <= 1:
+        raise ValueError("low_accept_fraction: must be above 0 and at most 1")
+    if value.slower_than_baseline_speedup <= 0:
+        raise ValueError("slower_than_baseline_speedup: must be above 0")
+    if not 0 < value.drafting_off_speedup <= value.slower_than_baseline_speedup:
+        raise ValueError(
+            "drafting_off_speedup: must be above 0 and at most slower_than_baseline_speedup"
+        )
+    if not 0 < value.no_benefit_share < 1:
+        raise ValueError("no_benefit_share: must be above 0 and below 1")
+    if value.no_benefit_min_requests < 1:
+        raise ValueError("no_benefit_min_requests: must be at least 1")
+    if value.no_benefit_window != DEFAULT.no_benefit_window:
+        # The daemon and doctor judge the share over the same 15 minutes.
+        raise ValueError(f"no_benefit_window: is {DEFAULT.no_benefit_window}, as the exporter's")
+
+
+def _tags(value: list[str]) -> None:
+    for tag in value:
+        _printable(tag)
+
+
+def _uid(value: str) -> None:
+    # Grafana caps a uid at 40 characters; "-fleet" takes six.
+    if not _UID_PREFIX.match(value):
+        raise ValueError("must be 1-34 letters, digits, '_' or '-'")
+
+
+def _label_name(value: str) -> None:
+    if not _LABEL_NAME.match(value) or value.startswith("__"):
+        raise ValueError("not a Prometheus label name")
+
+
+# Each key's rule, in the order of the keys: it raises ValueError saying what is wrong, and
+# returns the value's one spelling where it has one (None: as given).
+_KEY_RULES: dict[str, Callable[[Any], object]] = {
+    "selector": _matchers,
+    "runbook_url_base": _absolute,
+    "runbook_url_template": _placeholders,
+    "grafana_url": _absolute,
+    "rule_labels": _kubernetes_labels,
+    "alert_labels": _prometheus_labels,
+    "thresholds": _sane_thresholds,
+    "dashboard_tags": _tags,
+    "dashboard_uid_prefix": _uid,
+    "cluster_label": _label_name,
+}
 
 
 def _printable(value: str) -> None:
@@ -248,12 +259,10 @@ def load_mixin_config(path: Path | None) -> MixinConfig:
         return MixinConfig()
     data: dict[str, Any] = load_yaml(path)
     try:
-        return MixinConfig.model_validate(data)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"]) or "top level"
-        message = REMOVED.get(where) or plain_problem(error, MixinConfig)
-        raise ConfigError(f"mixin config {path}: {where}: {message}") from None
+        return validate(MixinConfig, data)
+    except Invalid as exc:
+        said = "; ".join(f"{p.key}: {REMOVED.get(p.key) or p.text}" for p in exc.problems)
+        raise ConfigError(f"mixin config {path}: {said}") from None
 
 
 # Keys earlier releases took, with what replaced them: a config kept from then is refused

@@ -1,7 +1,7 @@
 """Reading a file an operator names, which may be anything: a FIFO, a device, a huge file.
 
-Beneath every layer, and light (no pydantic): the one-shot commands read baselines and draft
-configs through it, and the settings files, the upstream token and the web config too.
+Beneath every layer, and light (no validation library): the one-shot commands read baselines
+and draft configs through it, and the settings files, the upstream token and the web config too.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The nearest valid name to a mistyped one, for "did you mean" in one-line errors.
 
 Beneath every layer and free of heavy imports: the command line's usage errors use it before
-pydantic is imported, the settings files' errors after.
+the settings models are imported, the settings files' errors after.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from exporter.cli import build_parser, main
 from exporter.commands.doctor import diagnose
 from exporter.config import TargetConfig, load_config
 from exporter.exposition.setup import setup_lines
+from exporter.settings import validate
 from exporter.target import Target
 from tests.support.fake_sglang import FakeSGLang, Route, exposition, fake_sglang, server_info
 from tests.support.loglines import decode
@@ -42,7 +43,7 @@ def sglang(server: FakeSGLang, **info: object) -> None:
 
 def watched(**config: str) -> tuple[Target, Scrape]:
     """A target of ``config``, its server scraped once, and what specwatch's scrape shows."""
-    target = Target.from_config(TargetConfig(name="t", **config))  # type: ignore[arg-type]
+    target = Target.from_config(validate(TargetConfig, {"name": "t", **config}))
     assert target.upstream is not None
     target.upstream.scrape_once()
     clock = Clock()

@@ -25,6 +25,7 @@ from exporter.mixin.dashboards.queries import dashboard_queries, expand
 from exporter.mixin.render import render
 from exporter.mixin.repository import COMMITTED, committed_path
 from exporter.mixin_config import MixinConfig, load_mixin_config
+from exporter.settings import validate
 from tests.support.daemon import in_process
 from tests.support.deploy import OPERATOR_SCHEMAS
 from tests.support.docs import doc
@@ -332,11 +333,11 @@ def documented_mixin_examples() -> list[dict[str, Any]]:
 
 def test_the_docs_list_the_defaults_and_valid_examples() -> None:
     reference, *examples = documented_mixin_examples()
-    assert MixinConfig.model_validate(reference) == MixinConfig()
+    assert validate(MixinConfig, reference) == MixinConfig()
     assert set(reference["thresholds"]) == {f.name for f in dataclasses.fields(Thresholds)}
     assert len(examples) == 3
     for example in examples:
-        MixinConfig.model_validate(example)
+        validate(MixinConfig, example)
 
 
 def test_a_rendering_of_your_own_names_the_command_that_made_it(tmp_path: Path) -> None:

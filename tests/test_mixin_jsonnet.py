@@ -21,6 +21,7 @@ import yaml
 
 from exporter.mixin.render import render
 from exporter.mixin_config import MixinConfig
+from exporter.settings import validate
 from tests.support.daemon import in_process
 from tests.support.docs import doc
 from tests.support.tools import REPO, require_tool
@@ -115,10 +116,10 @@ def python_rendering(config: MixinConfig) -> tuple[list[Any], dict[str, Any]]:
 
 def test_overridden_strings_give_the_python_rendering(tmp_path: Path) -> None:
     out = evaluate(USER_JSONNET, tmp_path)
-    groups, dashboards = python_rendering(MixinConfig.model_validate(USER_YAML))
+    groups, dashboards = python_rendering(validate(MixinConfig, USER_YAML))
     assert out["prometheusRule"]["spec"]["groups"] == groups
     assert out["dashboards"] == dashboards
-    v2 = render(MixinConfig.model_validate(USER_YAML))
+    v2 = render(validate(MixinConfig, USER_YAML))
     assert out["dashboardsV2"] == {
         name: json.loads(v2[f"dashboards_v2_out/{name}"]) for name in dashboards
     }

@@ -12,6 +12,7 @@ import pytest
 from exporter.config import TargetConfig
 from exporter.exposition.landing import landing_page
 from exporter.exposition.setup import setup_lines
+from exporter.settings import validate
 from exporter.target import Target
 from tests.support.daemon import run_daemon
 from tests.support.fake_sglang import FakeSGLang, Route, exposition, fake_sglang, server_info
@@ -28,7 +29,7 @@ def server() -> Iterator[FakeSGLang]:
 
 
 def target(**config: object) -> Target:
-    return Target.from_config(TargetConfig(name="t", **config))  # type: ignore[arg-type]
+    return Target.from_config(validate(TargetConfig, {"name": "t", **config}))
 
 
 def found(t: Target) -> dict[str, str]:

@@ -15,6 +15,7 @@ import yaml
 
 from exporter.mixin.render import render, write
 from exporter.mixin_config import MixinConfig
+from exporter.settings import validate
 from tests.support.tools import (
     REPO,
     group_order_problem,
@@ -63,4 +64,4 @@ def test_promtool_scenarios_pass_on_the_speed_budget_rendering(tmp_path: Path) -
 def test_a_slo_outside_zero_to_one_is_refused() -> None:
     for bad in (0, 1, 1.5):
         with pytest.raises(ValueError, match="speed_slo"):
-            MixinConfig.model_validate({"speed_slo": bad})
+            validate(MixinConfig, {"speed_slo": bad})

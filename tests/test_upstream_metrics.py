@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from exporter.config import TargetConfig
+from exporter.settings import validate
 from exporter.sources.upstream import MAX_BODY_BYTES
 from exporter.sources.upstream_snapshot import REASONS
 from exporter.state.feed import LogFeed
@@ -39,13 +40,14 @@ def server() -> Iterator[FakeSGLang]:
 
 
 def target_for(url: str, **extra: object) -> Target:
-    config = TargetConfig.model_validate(
+    config = validate(
+        TargetConfig,
         {
             "name": "sglang-0",
             "metrics_url": f"{url}/metrics",
             "server_info_url": f"{url}/server_info",
             **extra,
-        }
+        },
     )
     return Target.from_config(config)
 

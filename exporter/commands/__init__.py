@@ -41,8 +41,8 @@ def register_all(
     """Add every command's parser, in :data:`COMMANDS` order.
 
     Only the command ``argv`` names is imported and given its flags (all of them when it
-    names none, for ``--help``): the commands together import pydantic, the daemon and the
-    simulator, half a second of every ``report`` on a log.
+    names none, for ``--help``): the commands together import the settings models, the daemon
+    and the simulator, half a second of every ``report`` on a log.
     """
     chosen = None if argv is None else next((arg for arg in argv if arg in COMMANDS), None)
     for name, line in COMMANDS.items():
@@ -143,7 +143,8 @@ def judging_options(args: argparse.Namespace) -> Judging:
     if config_path is not None and not given:
         target = _config_target(args)
         if target.baseline is not None:
-            given = {k: v for k, v in target.baseline.model_dump().items() if v is not None}
+            values = {k: getattr(target.baseline, k) for k in BASELINE_KEYS}
+            given = {k: v for k, v in values.items() if v is not None}
             where = f"baseline.{next(iter(given))} in {config_path}"
         expected = expected if expected is not None else target.expected_accept_length
         draft = target.draft_config
@@ -167,8 +168,8 @@ def judging_options(args: argparse.Namespace) -> Judging:
 
 def _config_target(args: argparse.Namespace) -> TargetConfig:
     """The one target of ``--config`` (``--target`` picks among several)."""
-    from exporter.config import load_config  # pydantic: only when a file is given
-    from exporter.settings import ConfigError  # pydantic: only when a file is given
+    from exporter.config import load_config  # the models: only when a file is given
+    from exporter.settings import ConfigError
 
     name = getattr(args, "target", None)
     try:
@@ -197,7 +198,7 @@ def mixin_thresholds(args: argparse.Namespace) -> Thresholds:
     if args.mixin_config is None:
         return DEFAULT
     from exporter.mixin_config import load_mixin_config
-    from exporter.settings import ConfigError  # pydantic: only when a file is given
+    from exporter.settings import ConfigError
 
     try:
         return load_mixin_config(args.mixin_config).thresholds

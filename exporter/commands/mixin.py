@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    # pydantic and grafana-foundation-sdk: imported only by the command that needs them.
+    # The settings models and grafana-foundation-sdk: imported only by the command that needs them.
     from exporter.mixin.render import MAKE_MIXIN, render, write
     from exporter.mixin_config import load_mixin_config
     from exporter.settings import ConfigError

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+import msgspec
 
 from exporter.settings import ConfigError, Strict
 
@@ -63,30 +63,55 @@ _VERIFY_MODES = {
 }
 
 
-class TLSConfig(Strict):
+class Secret:
+    """Text that is never shown: an inline private key stays out of every repr and log line."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    @classmethod
+    def from_setting(cls, value: object) -> Secret:
+        if not isinstance(value, str):
+            raise TypeError("must be text")
+        return cls(value)
+
+    def get_secret_value(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('**********')"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+class TLSConfig(Strict, frozen=True):
     cert_file: Path | None = None
     key_file: Path | None = None
     cert: str | None = None  # inline PEM; cert_file wins when both are given, as in Go
-    key: SecretStr | None = None
+    key: Secret | None = None
     client_ca: str | None = None
     client_ca_file: Path | None = None
     client_auth_type: ClientAuth = "NoClientCert"
     client_allowed_sans: list[str] | None = None
     min_version: TLSVersionName = "TLS12"
     max_version: TLSVersionName = "TLS13"
-    cipher_suites: list[str] = Field(default_factory=list)
+    cipher_suites: list[str] = msgspec.field(default_factory=list)
     prefer_server_cipher_suites: bool = True
-    curve_preferences: list[Curve] = Field(default_factory=list)
+    curve_preferences: list[Curve] = msgspec.field(default_factory=list)
 
-    @field_validator("cipher_suites")
-    @classmethod
-    def _go_names(cls, value: list[str]) -> list[str]:
-        for name in value:
+    def __post_init__(self) -> None:
+        for name in self.cipher_suites:
             if name not in GO_CIPHERS:
                 raise ValueError(
-                    f"unknown cipher: {name} (Go's names, e.g. {next(iter(GO_CIPHERS))})"
+                    f"cipher_suites: unknown cipher: {name} (Go's names, e.g. "
+                    f"{next(iter(GO_CIPHERS))})"
                 )
-        return value
 
     def files(self) -> tuple[Path, ...]:
         """The files this config reads, whose change means reading it again."""
@@ -196,7 +221,7 @@ def _san_text(kind: object, value: object) -> str | None:
     return value
 
 
-def _secret(value: SecretStr | None) -> str | None:
+def _secret(value: Secret | None) -> str | None:
     return None if value is None else value.get_secret_value()
 
 

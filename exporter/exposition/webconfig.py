@@ -18,10 +18,11 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import bcrypt
-from pydantic import Field, ValidationError, field_validator
+import msgspec
+from msgspec import Meta
 
 from exporter.exposition.server import StartResponse, WSGIApp
 from exporter.exposition.tlsconfig import (
@@ -31,7 +32,14 @@ from exporter.exposition.tlsconfig import (
     check,
     san_refusal,
 )
-from exporter.settings import MAX_SETTINGS_BYTES, ConfigError, Strict, load_yaml, plain_problem
+from exporter.settings import (
+    MAX_SETTINGS_BYTES,
+    ConfigError,
+    Invalid,
+    Strict,
+    load_yaml,
+    validate,
+)
 from exporter.smallfile import read_small_file
 
 # A Go duration as exporter-toolkit writes one: 500ms, 1s, 1m30s.
@@ -40,30 +48,38 @@ _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
-class HTTPServerConfig(Strict):
+class HTTPServerConfig(Strict, frozen=True):
     http2: bool | None = None  # None: not written (Go's default is on)
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
 
 
-class RateLimit(Strict):
-    interval: str = "0"
-    burst: int = Field(default=0, ge=0)
+class GoDuration(str):
+    """A Go duration as exporter-toolkit writes one (500ms, 1s, 1m30s; a bare 0 too)."""
 
-    @field_validator("interval", mode="before")
+    __slots__ = ()
+
     @classmethod
-    def _duration(cls, value: object) -> str:
-        if not _GO_DURATION.match(str(value)):
+    def from_setting(cls, value: object) -> GoDuration:
+        if isinstance(value, bool) or not _GO_DURATION.match(str(value)):
             raise ValueError("must be a duration such as 100ms, 1s or 1m")
-        return str(value)
+        return cls(value)
 
     def seconds(self) -> float:
-        return sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(self.interval))
+        return sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(self))
 
 
-class WebConfig(Strict):
+class RateLimit(Strict, frozen=True):
+    interval: GoDuration = GoDuration("0")
+    burst: Annotated[int, Meta(ge=0)] = 0
+
+    def seconds(self) -> float:
+        return self.interval.seconds()
+
+
+class WebConfig(Strict, frozen=True):
     tls_server_config: TLSConfig | None = None
-    basic_auth_users: dict[str, str] = Field(default_factory=dict)
-    http_server_config: HTTPServerConfig = HTTPServerConfig()
+    basic_auth_users: dict[str, str] = msgspec.field(default_factory=dict)
+    http_server_config: HTTPServerConfig = msgspec.field(default_factory=HTTPServerConfig)
     rate_limit: RateLimit | None = None
 
     def unenforced(self) -> list[str]:
@@ -211,13 +227,9 @@ def load_web_config(path: Path) -> ActiveWebConfig:
     Relative paths in it are taken from the file's folder, as exporter-toolkit does.
     """
     try:
-        config = WebConfig.model_validate(load_yaml(path, "web config"))
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {plain_problem(err, WebConfig)}"
-            for err in exc.errors()
-        )
-        raise ConfigError(f"web config {path}: {problems}") from None
+        config = validate(WebConfig, load_yaml(path, "web config"))
+    except Invalid as exc:
+        raise ConfigError(f"web config {path}: {exc}") from None
     for user, hashed in config.basic_auth_users.items():
         if not _is_bcrypt(hashed):
             # Accepted, it would answer 401 to everyone and log nothing.
@@ -227,7 +239,7 @@ def load_web_config(path: Path) -> ActiveWebConfig:
             )
     tls = config.tls_server_config
     if tls is not None:
-        config = config.model_copy(update={"tls_server_config": _in_folder(tls, path.parent)})
+        config = msgspec.structs.replace(config, tls_server_config=_in_folder(tls, path.parent))
     return ActiveWebConfig.of(config, path)
 
 
@@ -237,7 +249,7 @@ def _in_folder(tls: TLSConfig, folder: Path) -> TLSConfig:
         for key in ("cert_file", "key_file", "client_ca_file")
         if (value := getattr(tls, key)) is not None and not value.is_absolute()
     }
-    return tls.model_copy(update=update)
+    return msgspec.structs.replace(tls, **update)
 
 
 _BCRYPT_RE = re.compile(r"^\$2[abxy]?\$\d{2}\$[./A-Za-z0-9]{53}$")

@@ -17,6 +17,8 @@ import json
 import re
 from typing import Any
 
+import msgspec
+
 from exporter.mixin.dashboards.build import render as render_dashboards
 from exporter.mixin.dashboards.build import render_v2
 from exporter.mixin.groups import alerting, recorded
@@ -62,17 +64,16 @@ def marked(value: Any) -> Any:
 
 
 def _shape(config: MixinConfig, multi_cluster: bool) -> dict[str, Any]:
-    placeholder = config.model_copy(
-        update={
-            "selector": PLACEHOLDERS["selector"],
-            "runbook_url_template": PLACEHOLDERS["runbook"] + "{alertname}",
-            "grafana_url": PLACEHOLDERS["grafana"],
-            "cluster_label": PLACEHOLDERS["cluster"],
-            "dashboard_uid_prefix": PLACEHOLDERS["uid"],
-            "dashboard_tags": [PLACEHOLDERS["tag"]],
-            "alert_labels": {},
-            "multi_cluster": multi_cluster,
-        }
+    placeholder = msgspec.structs.replace(
+        config,
+        selector=PLACEHOLDERS["selector"],
+        runbook_url_template=PLACEHOLDERS["runbook"] + "{alertname}",
+        grafana_url=PLACEHOLDERS["grafana"],
+        cluster_label=PLACEHOLDERS["cluster"],
+        dashboard_uid_prefix=PLACEHOLDERS["uid"],
+        dashboard_tags=[PLACEHOLDERS["tag"]],
+        alert_labels={},
+        multi_cluster=multi_cluster,
     )
     dashboards = render_dashboards(placeholder)
     shape: dict[str, Any] = marked(

@@ -47,17 +47,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    field_validator,
-    model_validator,
-)
+import msgspec
+from msgspec import Meta
 
 from exporter import clock
+from exporter.settings import Strict
 
 if TYPE_CHECKING:
     import re2
@@ -91,71 +87,57 @@ class CustomRuleError(ValueError):
     """A rule that cannot work, reported naming the rule."""
 
 
-class CustomMetric(BaseModel):
+class CustomMetric(Strict, frozen=True):
     """One metric a rule feeds: a gauge set to a group, or a counter increased by it (or 1)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # as Strict's
-
-    name: str = Field(description="suffix after specwatch_custom_; counters get _total added")
+    name: str  # suffix after specwatch_custom_; counters get _total added
     type: Literal["gauge", "counter"] = "gauge"
-    value: str | None = Field(None, description="named group holding the number")
+    value: str | None = None  # the named group holding the number
     help: str = ""
 
-    @field_validator("name")
-    @classmethod
-    def _valid_name(cls, name: str) -> str:
-        if not _NAME.match(name) or name.endswith("_total"):
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name) or self.name.endswith("_total"):
             raise ValueError(
-                f"metric name {name!r} must match [a-zA-Z_][a-zA-Z0-9_]* and not end in _total"
+                f"name: metric name {self.name!r} must match [a-zA-Z_][a-zA-Z0-9_]* "
+                "and not end in _total"
             )
-        if name in OWN_METRICS:
-            raise ValueError(f"metric name {name!r} is specwatch's own {PREFIX}{name}_total")
-        return name
-
-    @model_validator(mode="after")
-    def _gauge_has_value(self) -> CustomMetric:
+        if self.name in OWN_METRICS:
+            raise ValueError(
+                f"name: metric name {self.name!r} is specwatch's own {PREFIX}{self.name}_total"
+            )
         if self.type == "gauge" and self.value is None:
             raise ValueError(f"gauge {self.name!r} needs a value group")
-        return self
 
 
-class CustomRule(BaseModel):
+class CustomRule(Strict, frozen=True):
     """One ``custom_rules`` entry of the config file."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # as Strict's
 
     name: str
     pattern: str
+    metrics: Annotated[list[CustomMetric], Meta(min_length=1)]
     contains: str | None = None
-    labels: list[str] = Field(default_factory=list)
-    metrics: list[CustomMetric] = Field(min_length=1)
-    max_series: int = Field(100, ge=1, le=1000)
+    labels: list[str] = msgspec.field(default_factory=list)
+    max_series: Annotated[int, Meta(ge=1, le=1000)] = 100
 
-    @field_validator("pattern")
-    @classmethod
-    def _compiles(cls, pattern: str) -> str:
-        compile_rule(pattern)
-        return pattern
-
-    @field_validator("labels")
-    @classmethod
-    def _label_names(cls, labels: list[str]) -> list[str]:
-        """Prometheus reserves ``__`` names (a ``__name__`` label makes it reject the whole
-        scrape), the exporter sets ``target``, and a histogram or summary owns ``le`` and
-        ``quantile``; a name given twice would write one series with two values."""
-        if bad := sorted({n for n in labels if n in _RESERVED_LABELS or n.startswith("__")}):
-            raise ValueError(f"label name {bad} is reserved")
-        if twice := sorted({n for n in labels if labels.count(n) > 1}):
-            raise ValueError(f"label name {twice} given twice")
-        return labels
-
-    @model_validator(mode="after")
-    def _groups_exist(self) -> CustomRule:
-        groups = set(compile_rule(self.pattern).groupindex)
+    def __post_init__(self) -> None:
+        try:
+            groups = set(compile_rule(self.pattern).groupindex)
+        except ValueError as exc:
+            raise ValueError(f"pattern: {exc}") from None
+        self._label_names()
         wanted = set(self.labels) | {m.value for m in self.metrics if m.value}
         if missing := sorted(wanted - groups):
             raise ValueError(f"rule {self.name!r}: pattern has no named group {missing}")
-        return self
+
+    def _label_names(self) -> None:
+        """Prometheus reserves ``__`` names (a ``__name__`` label makes it reject the whole
+        scrape), the exporter sets ``target``, and a histogram or summary owns ``le`` and
+        ``quantile``; a name given twice would write one series with two values."""
+        labels = self.labels
+        if bad := sorted({n for n in labels if n in _RESERVED_LABELS or n.startswith("__")}):
+            raise ValueError(f"labels: label name {bad} is reserved")
+        if twice := sorted({n for n in labels if labels.count(n) > 1}):
+            raise ValueError(f"labels: label name {twice} given twice")
 
 
 def compile_rule(pattern: str) -> re2._Regexp[str]:
