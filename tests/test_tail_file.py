@@ -15,7 +15,7 @@ from exporter.sources.tail import FileTailer, TailLoop
 from exporter.sources.tail.loop import COALESCE
 from tests.support.files import append
 from tests.support.loglines import joined, numbered
-from tests.support.tailing import Recorder, following, stepped
+from tests.support.tailing import Recorder, following, stepped, turned
 from tests.support.waiting import wait_for
 
 
@@ -396,7 +396,7 @@ def test_a_write_is_read_at_the_next_tick_or_at_once_when_a_scrape_syncs(tmp_pat
             wait_for(lambda: rec.bootstraps, what="bootstrap")
             assert loop.active
             server.write(b"one\n")
-            time.sleep(0.3)
+            turned(loop)  # the write's notification taken
             assert rec.lines == []  # held for the tick, 30 s away
             assert loop.sync(timeout=5.0)
             assert rec.lines == [b"one"]

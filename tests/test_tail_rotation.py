@@ -13,7 +13,7 @@ from typing import Any
 from exporter.sources.tail import FileTailer, TailLoop
 from tests.support.files import append
 from tests.support.loglines import joined, numbered
-from tests.support.tailing import Recorder, following, stepped
+from tests.support.tailing import Recorder, following, stepped, turned
 from tests.support.waiting import wait_for
 
 
@@ -107,7 +107,7 @@ def test_a_copy_opening_the_log_reads_it_before_the_truncation(tmp_path: Path) -
             wait_for(lambda: rec.bootstraps, what="bootstrap")
             assert loop.active
             server.write(joined(numbered("before", 20)))
-            time.sleep(0.2)
+            turned(loop)  # the write's notification taken
             assert rec.lines == []  # held for the tick
             with open(log, "r+b") as source, open(copy, "wb") as target:  # copytruncate's steps
                 deadline = time.monotonic() + 2.0  # a copy of a large log takes this long
@@ -142,7 +142,7 @@ def test_a_steady_log_is_not_read_more_often_for_its_own_reads(tmp_path: Path) -
                 server.write(f"line {n}\n".encode())
                 time.sleep(0.05)
             os.listdir(tmp_path)  # a directory listed, as a glob does
-            time.sleep(0.3)
+            turned(loop)  # every write and open taken, and what they made due read
             assert rec.lines == []  # all held for the tick, an hour away
         finally:
             tailer.stop()

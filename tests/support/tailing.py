@@ -2,11 +2,14 @@
 
 ``stepped`` gives a tailer that only moves when the test calls ``poll()``: one pass each, so a
 test can show that a pass did *not* deliver something. ``following`` gives a running tailer, for
-what needs its thread (wake-ups, stop), waited on with ``wait_for``.
+what needs its thread (wake-ups, stop), waited on with ``wait_for``; ``turned`` waits for a
+running ``TailLoop`` to have taken what happened before it, so a test can show that the loop
+holds a read back without sleeping first.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import Counter
@@ -17,12 +20,38 @@ from typing import Any
 
 from exporter.config import TargetConfig
 from exporter.sources.tail import FileTailer, TailEvents
+from exporter.sources.tail.loop import TailLoop
 from exporter.state.feed import LogFeed
 from exporter.target import Target
 from tests.support.metrics import Scrape, render
+from tests.support.waiting import wait_for
 
 FAST: dict[str, Any] = {"poll_interval": 0.02, "rotate_wait": 0.3}
 """Tailer timings that keep each test well under a second of waiting."""
+
+
+class _Turns:
+    """A job of a ``TailLoop`` that makes two passes at once, then none: counts the loop's
+    rounds."""
+
+    def __init__(self) -> None:
+        self.passes = 0
+
+    def step(self) -> float:
+        self.passes += 1
+        return 0.0 if self.passes < 2 else math.inf
+
+
+def turned(loop: TailLoop) -> None:
+    """Wait until ``loop`` has gone round twice from now: every notification of a write or an
+    open made before this call is taken, and every pass it made due at once is made (each
+    round takes the notifications queued, then makes the passes due, earliest first)."""
+    turns = _Turns()
+    loop.add(turns)
+    try:
+        wait_for(lambda: turns.passes >= 2, what="two rounds of the tail loop")
+    finally:
+        loop.remove(turns)
 
 
 class Recorder(TailEvents):
