@@ -17,7 +17,6 @@ import json
 import math
 import subprocess
 import tempfile
-import time
 from functools import cache
 from pathlib import Path
 
@@ -345,6 +344,17 @@ def test_the_daemon_shows_the_finding_and_no_flipping_accept_length(
                 assert s.values(name) == [], name
 
 
+def after_more_windows(daemon: RunningDaemon, before: Scrape) -> Scrape:
+    """The first scrape once the daemon has read decode windows that ``before`` did not show."""
+    seen = sum(before.values("specwatch_decode_windows_total"))
+
+    def check() -> Scrape | None:
+        s = daemon.scrape()
+        return s if sum(s.values("specwatch_decode_windows_total")) > seen else None
+
+    return wait_for(check, timeout=30, what="more decode windows")
+
+
 def read(daemon: RunningDaemon, lines: int) -> Scrape:
     """The scrape once the daemon counted ``lines`` lines."""
 
@@ -378,13 +388,12 @@ def test_two_live_servers_appending_to_one_file_are_named_within_seconds(
         ]
         try:
             s = daemon.wait_metric("specwatch_finding", bool, 30, code="interleaved_servers")
-            for _ in range(5):
+            for _ in range(5):  # each scrape after more of the servers' windows were read
                 assert s.value("specwatch_finding", code="interleaved_servers") == 1
                 assert s.value("specwatch_verdict", state="interleaved") == 1
                 for name in CURRENT:
                     assert s.values(name) == [], name
-                time.sleep(1)
-                s = daemon.scrape()
+                s = after_more_windows(daemon, s)
         finally:
             for server in servers:
                 server.terminate()
