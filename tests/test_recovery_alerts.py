@@ -7,7 +7,6 @@ rules (every ``for:`` shrunk from minutes to seconds, the averaging windows left
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from datetime import datetime
@@ -26,9 +25,10 @@ pytestmark = pytest.mark.e2e
 
 LINE_EVERY = 0.5
 BASELINE = "1:82,16:900,32:1210,48:1500"
-# Seconds the collapse lasts once it pages: long enough for the warnings' means to hold it
-# well past their (shrunk) ``for:`` after the page resolves, so a warning unguarded would fire.
-COLLAPSE_AFTER_PAGE = 25.0
+# Rule evaluations (a second apart) the collapse lasts once it pages: long enough for the
+# warnings' means to hold it well past their (shrunk) ``for:`` after the page resolves, so a
+# warning unguarded would fire.
+COLLAPSE_AFTER_PAGE = 25
 # The accept-length tail is over for a node once its 2-minute mean, which the low warning
 # requires to be under the floor as well, is back at the floor: from then on it cannot fire.
 # The speed's tail lasts minutes longer; it is watched for as many evaluations as the slower
@@ -111,9 +111,9 @@ def evaluations_to_fire(rules: dict[str, Any]) -> int:
 @pytest.fixture(scope="module")
 def seen_after_recovery(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
     """Both engines' nodes at once, behind one Prometheus: each collapses until both have
-    paged, holds the collapse ``COLLAPSE_AFTER_PAGE`` longer, recovers, and is watched once
-    both pages resolved until their accept-length tails are over and a warning has had its
-    time to fire. The warnings seen firing, per engine."""
+    paged, holds the collapse ``COLLAPSE_AFTER_PAGE`` evaluations longer, recovers, and is
+    watched once both pages resolved until their accept-length tails are over and a warning
+    has had its time to fire. The warnings seen firing, per engine."""
     require_tool("prometheus")
     tmp = tmp_path_factory.mktemp("recovery")
     rules, shrunk = tmp / "rules.yaml", fast_rules()
@@ -133,7 +133,8 @@ def seen_after_recovery(tmp_path_factory: pytest.TempPathFactory) -> dict[str, s
         instances = [f"127.0.0.1:{port}" for port in ports]
         prom = stack.enter_context(running_prometheus(tmp, instances, [rules]))
         prom.wait_for(lambda: all(PAGE in firing(prom, e) for e in NODES), timeout=90)
-        time.sleep(COLLAPSE_AFTER_PAGE)
+        paged = prom.rule_evaluations()
+        prom.wait_for(lambda: prom.rule_evaluations() >= paged + COLLAPSE_AFTER_PAGE, 90)
         for node in nodes.values():
             node.healthy = True
         prom.wait_for(lambda: not any(PAGE in firing(prom, e) for e in NODES), timeout=90)
