@@ -14,6 +14,7 @@ import pytest
 from exporter.cli import main
 from exporter.config import BaselineConfig, TargetConfig
 from exporter.exposition.insight import inspect_now
+from exporter.simulate import ENGINES as SIMULATED
 from exporter.simulate.scenarios import SCENARIOS
 from exporter.state.feed import LogFeed
 from exporter.target import Target
@@ -81,7 +82,7 @@ def test_the_html_page_is_checked_on_a_scenario_of_each_state() -> None:
     assert {EXPECTED[scenario] for scenario in checked} == set(EXPECTED.values())
 
 
-@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+@pytest.mark.parametrize("engine", SIMULATED)
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_every_consumer_gives_the_same_state_on_a_simulated_scenario(
     scenario: str, engine: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from exporter.simulate import ENGINES as SIMULATED
 from tests.support.daemon import run_daemon, simulated_log
 from tests.support.loglines import decode, startup
 from tests.support.metrics import Scrape
@@ -36,7 +37,7 @@ def served_model(log: Path, *flags: str) -> str:
     return info.labels.get("served_model", "")
 
 
-@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+@pytest.mark.parametrize("engine", SIMULATED)
 def test_the_served_model_is_the_servers_own_name(engine: str, tmp_path: Path) -> None:
     assert served_model(simulated_log(tmp_path, "healthy", engine)) == "moonshotai/Kimi-K2.5"
 
