@@ -312,7 +312,7 @@ def test_eager_windows_above_the_graph_batch_cap_name_the_cap() -> None:
     windows = tuple(DecodeSample(accept_length=3.0, cuda_graph=False, running=64) for _ in range(4))
     (finding,) = evaluate(Observations(config=config, windows=windows))
     assert finding.code == "cuda_graph_disabled"
-    assert "up to 64 running requests, cuda_graph_max_bs=48" in finding.seen
+    assert "up to 64 running requests, graphs captured up to batch size 48" in finding.seen
     assert "--cuda-graph-max-bs" in finding.fix
 
 
@@ -327,7 +327,7 @@ def test_a_log_level_that_hides_the_stats_is_said_of_the_engine_that_logs(
     assert finding.code == "decode_stats_not_logged"
     assert (
         finding.seen
-        == f"log_level='warning': {writer} logs decode stats at INFO, so none are written."
+        == f"The log level is warning: {writer} logs decode stats at INFO, so none are written."
     )
 
 

@@ -115,7 +115,7 @@ def _batch_note(obs: Observations) -> str:
     cap = obs.config.cuda_graph_max_bs
     running = [w.running for w in obs.windows if w.running is not None]
     if cap is not None and running and max(running) > cap:
-        return f" (up to {max(running)} running requests, cuda_graph_max_bs={cap})"
+        return f" (up to {max(running)} running requests, graphs captured up to batch size {cap})"
     return ""
 
 

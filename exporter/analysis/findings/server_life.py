@@ -94,10 +94,10 @@ def decode_stats_not_logged(obs: Observations) -> Finding | None:
     level = (obs.config.log_level or "").lower()
     if level in HIDING_LOG_LEVELS:
         writer = _logger(obs.config)
-        seen = f"log_level='{level}': {writer} logs decode stats at INFO, so none are written."
+        seen = f"The log level is {level}: {writer} logs decode stats at INFO, so none are written."
     elif _requests_without_decode(obs):
         interval = obs.config.decode_log_interval
-        note = f" (decode_log_interval={interval})" if interval is not None else ""
+        note = f" (a stats line due every {interval} decode rounds)" if interval is not None else ""
         if _prefills_without_decode(obs):
             traffic, seconds = (
                 f"{obs.prefills_without_decode} prefill batches",
