@@ -10,6 +10,7 @@ servers pays for the ones that moved.
 from __future__ import annotations
 
 import logging
+import operator
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -28,7 +29,7 @@ from exporter.engines.record import StatsRecord, UpstreamValues, drafting_off
 from exporter.engines.server_config import ServerConfig
 from exporter.exposition.families import FAMILIES, Families, P
 from exporter.exposition.insight import Insight, inspect
-from exporter.exposition.text import header, revalued, sample_lines
+from exporter.exposition.text import header, heads, sample_lines, with_heads
 from exporter.exposition.watched import Watched
 from exporter.sources.upstream_checks import DROP_REASONS
 from exporter.sources.upstream_snapshot import ENDPOINTS, REASONS
@@ -83,6 +84,9 @@ class _Render:
     view: TargetView | None  # None: the render failed
     families: Families
     lines: dict[str, str]  # family name -> this target's sample lines
+    # family name -> its series (name and labels of each sample) and their lines' heads, for
+    # the families a render wrote again with new values
+    heads: dict[str, tuple[list[tuple[str, dict[str, str]]], list[str]]]
 
 
 class SpecwatchCollector(Collector):
@@ -205,7 +209,7 @@ class SpecwatchCollector(Collector):
         except Exception:
             return self._failed(number, target, now)
         until = _reusable_until(target, view, self._stale_after)
-        return self._kept(number, target, _Render(key, now, until, view, rendered, {}))
+        return self._kept(number, target, _Render(key, now, until, view, rendered, {}, {}))
 
     def _failed(self, number: int, target: Watched, now: float) -> _Render:
         """A render that failed: none of the target's series but its count of failures,
@@ -220,13 +224,13 @@ class SpecwatchCollector(Collector):
             target.name,
             exc_info=True,
         )
-        return self._kept(number, target, _Render((), now, now, None, Families(), {}))
+        return self._kept(number, target, _Render((), now, now, None, Families(), {}, {}))
 
     def _kept(self, number: int, target: Watched, render: _Render) -> _Render:
         """``render`` with its count of failures and its text, as the newest."""
         families = render.families
         families.add("render_errors", {"target": target.name}, self._render_errors[target.name])
-        render.lines.update(_lines(families, self._renders[number]))
+        _lines(families, self._renders[number], render.lines, render.heads)
         self._renders[number] = render
         return render
 
@@ -234,24 +238,41 @@ class SpecwatchCollector(Collector):
 DECLARED = frozenset(P + short for short in FAMILIES)
 
 
-def _lines(rendered: Families, last: _Render | None) -> dict[str, str]:
-    """Each family's sample lines; those of a family whose samples equal the last render's
-    are that render's text (most of a target's families, such as its error counters, change
-    far less often than its windows), and those of the same series with new values keep the
-    names and labels it wrote (a live target's counters)."""
-    lines = {}
+_SERIES = operator.itemgetter(0, 1)  # a sample's name and labels
+
+
+def _lines(
+    rendered: Families,
+    last: _Render | None,
+    lines: dict[str, str],
+    written: dict[str, tuple[list[tuple[str, dict[str, str]]], list[str]]],
+) -> None:
+    """Each family's sample lines into ``lines``; those of a family whose samples equal the
+    last render's are that render's text (most of a target's families, such as its error
+    counters, change far less often than its windows), and those of the same series with new
+    values keep the names and labels it wrote (a live target's counters), their heads kept in
+    ``written`` for the next render."""
     for name in rendered.names():
         samples = rendered.samples(name)
-        text = None
-        if last is not None and name in last.lines:
-            before = last.families.samples(name)
-            text = (
-                last.lines[name]
-                if before == samples
-                else revalued(last.lines[name], before, samples)
-            )
-        lines[name] = sample_lines(samples) if text is None else text
-    return lines
+        text = last.lines.get(name) if last is not None else None
+        if last is None or text is None:
+            lines[name] = sample_lines(samples)
+            continue
+        before = last.families.samples(name)
+        known = last.heads.get(name)
+        if before == samples:
+            lines[name] = text
+            if known is not None:
+                written[name] = known
+            continue
+        series = list(map(_SERIES, samples))
+        if known is None and list(map(_SERIES, before)) == series:
+            known = (series, heads(text))
+        if known is not None and known[0] == series:
+            lines[name] = with_heads(known[1], samples)
+            written[name] = known
+        else:
+            lines[name] = sample_lines(samples)
 
 
 def _assemble(form: str, top: Families, renders: Sequence[_Render]) -> str:
@@ -414,16 +435,9 @@ def _render_speed(out: Families, target: Watched, base: dict[str, str], insight:
 def _render_bands(out: Families, target: Watched, labels: dict[str, str]) -> None:
     """Throughput by load band and mode, for baselines learned across the fleet."""
     labels = {**labels, "hardware": target.config.hardware or ""}
-    for mode, speed in target.state.band_speed().items():
-        for band, counts in zip(BAND_LABELS, speed.bands, strict=True):
-            if counts.windows:
-                series = {**labels, "band": band, "mode": mode}
-                out.add_summary(
-                    "band_gen_throughput_tokens_per_second",
-                    series,
-                    counts.windows,
-                    counts.tok_s_sum,
-                )
+    for mode, band, windows, tok_s_sum in target.state.band_sums():
+        series = {**labels, "band": BAND_LABELS[band], "mode": mode}
+        out.add_summary("band_gen_throughput_tokens_per_second", series, windows, tok_s_sum)
 
 
 def _render_setup(

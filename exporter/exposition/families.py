@@ -235,6 +235,15 @@ FAMILIES: dict[str, tuple[str, str]] = {
 }
 
 
+# Each declared family's exported name and its gauge or counter sample's name, and its place
+# in the exposition's order: looked up once per sample, not built.
+_NAMES: dict[str, tuple[str, str]] = {
+    short: (P + short, P + short + ("_total" if kind == "counter" else ""))
+    for short, (kind, _) in FAMILIES.items()
+}
+_ORDER: dict[str, int] = {P + short: number for number, short in enumerate(FAMILIES)}
+
+
 class Families:
     """Samples by exported family, yielded as prometheus_client metrics in declaration order
     (user-defined families after them, in the order first seen).
@@ -250,8 +259,7 @@ class Families:
 
     def add(self, short: str, labels: dict[str, str], value: float) -> None:
         """One series of a declared gauge or counter (a counter's sample adds ``_total``)."""
-        name = P + short
-        sample = name + "_total" if FAMILIES[short][0] == "counter" else name
+        name, sample = _NAMES[short]
         self._samples.setdefault(name, []).append(Sample(sample, _bounded(labels), value))
 
     def add_histogram(
@@ -296,7 +304,8 @@ class Families:
 
     def names(self) -> list[str]:
         """The families holding samples, in the order they are exported."""
-        declared = [P + short for short in FAMILIES if P + short in self._samples]
+        order = _ORDER
+        declared = sorted((name for name in self._samples if name in order), key=order.__getitem__)
         return declared + [name for name in self._custom if name in self._samples]
 
     def samples(self, name: str) -> Sequence[Sample]:

@@ -112,12 +112,14 @@ def inspect(
     # from the upstream gauges) stands in only when the log has none.
     recent = evidence.recent_speedup(target.baseline) if fresh else None
     judged = recent if recent is not None else speedup
-    observations = evidence.observations(config, now, speedup=judged, **inputs)
-    observations = replace(
-        observations,
+    observations = evidence.observations(
+        config,
+        now,
+        speedup=judged,
         log_watched=bool(target.config.log_files),
         requests=target.state.requests.snapshot(now).recent,
         interleaving=snap.interleaving,
+        **inputs,
     )
     interleaved = snap.interleaving is not None
     judgement = _judgement(target, observations.config, fallback, now, stale_after, interleaved)

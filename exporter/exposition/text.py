@@ -62,6 +62,18 @@ def revalued(text: str, before: Sequence[Sample], samples: Sequence[Sample]) -> 
     return "".join([f"{head} {_number(s.value)}\n" for head, s in zip(heads, samples, strict=True)])
 
 
+def heads(text: str) -> list[str]:
+    """Each line of ``text`` up to its value: its name, labels and the space before the value
+    (see ``revalued``), to write the same series with other values (``with_heads``)."""
+    return [line.rpartition(" ")[0] + " " for line in text.split("\n")[:-1]]
+
+
+def with_heads(written: Sequence[str], samples: Sequence[Sample]) -> str:
+    """The lines of ``samples``, whose names and labels ``written`` holds (``heads``)."""
+    pairs = zip(written, samples, strict=True)
+    return "".join([f"{head}{_number(sample.value)}\n" for head, sample in pairs])
+
+
 def _line(sample: Sample) -> str:
     value = _number(sample.value)
     if not sample.labels:

@@ -85,6 +85,8 @@ class Evidence:
         # The samples the last observations made, by their record's identity: a window stays
         # among the recent ones for 20 judgements or so, and is converted once.
         self._samples: dict[int, tuple[StatsRecord, DecodeSample]] = {}
+        # The configuration last named with the lines' engine, and what it was named from.
+        self._engine_config: tuple[ServerConfig, str, ServerConfig] | None = None
 
     def add_record(self, record: StatsRecord, at: float) -> None:
         """Count one recognised stats record seen at ``at``."""
@@ -181,7 +183,8 @@ class Evidence:
 
     def observations(self, config: ServerConfig, now: float, **upstream: Any) -> Observations:
         """Inputs for :func:`evaluate` as of ``now``; ``upstream`` adds ``metrics_endpoint``,
-        ``cuda_graph_share`` and ``upstream_busy`` from a scrape.
+        ``cuda_graph_share`` and ``upstream_busy`` from a scrape, and any other field of
+        ``Observations`` the caller knows better (a daemon's ``log_watched``).
 
         Silence is counted from the later of the last decode line and the start of watching
         (lines older than that are history), to the last line read for the log's own silence,
@@ -195,20 +198,31 @@ class Evidence:
             samples = self._decode_samples()
             if config.engine is None and self._windows:
                 # No start line read (a log followed from its end): its lines say the engine.
-                config = replace(config, engine=self._windows[-1].engine)
+                config = self._with_engine(config, self._windows[-1].engine)
+            fields: dict[str, Any] = {
+                "log_watched": self._started_at is not None,
+                "prefills_without_decode": self._silent_prefills,
+                "seconds_without_decode": max(0.0, last - since),
+                "seconds_watched_without_decode": max(0.0, now - since),
+                "stats_lines": len(self._outcomes),
+                "unrecognized_lines": self._outcomes.count(False),
+                "ending": self._ending,
+                "ranks": self._ranks.figures(),
+            }
+            fields.update(upstream)
             return Observations(
-                config=_with_draft_length(config, samples),
-                windows=samples,
-                log_watched=self._started_at is not None,
-                prefills_without_decode=self._silent_prefills,
-                seconds_without_decode=max(0.0, last - since),
-                seconds_watched_without_decode=max(0.0, now - since),
-                stats_lines=len(self._outcomes),
-                unrecognized_lines=self._outcomes.count(False),
-                ending=self._ending,
-                ranks=self._ranks.figures(),
-                **upstream,
+                config=_with_draft_length(config, samples), windows=samples, **fields
             )
+
+    def _with_engine(self, config: ServerConfig, engine: str) -> ServerConfig:
+        """``config`` naming ``engine``: the same object while both are (a copy of a
+        configuration of some forty fields cost a tenth of each judgement)."""
+        kept = self._engine_config
+        if kept is not None and kept[0] is config and kept[1] == engine:
+            return kept[2]
+        named = replace(config, engine=engine)
+        self._engine_config = (config, engine, named)
+        return named
 
     def _decode_samples(self) -> tuple[DecodeSample, ...]:
         """The recent windows as the rules read them; under the lock."""

@@ -317,6 +317,18 @@ class TargetState:
         with self._lock:
             return {mode: speed.copy() for mode, speed in self._speed.bands.items()}
 
+    def band_sums(self) -> list[tuple[str, int, int, float]]:
+        """Each mode's bands that hold windows: the mode, the band's index, its windows and
+        their throughput's sum, read under the lock (what a scrape exports of them, for a
+        tenth of the price of a copy of every band)."""
+        with self._lock:
+            return [
+                (mode, index, band.windows, band.tok_s_sum)
+                for mode, speed in self._speed.bands.items()
+                for index, band in enumerate(speed.bands)
+                if band.windows
+            ]
+
     def _count_speculation(self, decodes: Sequence[StatsRecord]) -> None:
         counts = [c for record in decodes if (c := record.draft_counts) is not None]
         for count in counts:  # one by one: the order names first appear is the export order

@@ -42,6 +42,7 @@ class VerdictTrack:
         self._lock = threading.Lock()
         self._now: Verdict | None = None
         self._told: set[str] = set()
+        self.observed_at: float | None = None  # when a judgement was last taken
         # The server's counters, folded per scrape (``fold_scrape``).
         self._scrapes = Stretches()
         self._scraped_at: float | None = None
@@ -55,6 +56,7 @@ class VerdictTrack:
         back only as far as the windows it keeps), or an earlier one the windows show.
         """
         with self._lock:
+            self.observed_at = now
             before = self._now
             since = judgement.since if judgement.since is not None else now
             changed = before is None or before.state != judgement.state
