@@ -47,7 +47,7 @@ def test_wrong_flag_log_is_critical_with_cause_and_fix(tmp_path: Path) -> None:
     assert result.returncode == 3, result.stderr
     out = result.stdout
     assert "CRITICAL  eagle3_draft_with_eagle_algorithm" in out
-    assert "type=LlamaForCausalLMEagle3" in out
+    assert "loaded as LlamaForCausalLMEagle3" in out
     assert "fix:  Restart the server with the EAGLE-3 algorithm" in out
     assert "SGLang --speculative-algorithm EAGLE3" in out
     assert "sk-live" not in out + result.stderr
@@ -105,7 +105,7 @@ def test_draft_config_proves_the_draft_kind(server: FakeSGLang, tmp_path: Path) 
     )
     result = doctor("--url", server.url, "--draft-config", str(draft))
     assert result.returncode == 3
-    assert "type=LlamaForCausalLMEagle3" in result.stdout
+    assert "loaded as LlamaForCausalLMEagle3" in result.stdout
 
 
 def test_missing_metrics_endpoint_alone_judges_nothing(server: FakeSGLang) -> None:
