@@ -6,16 +6,19 @@ import threading
 import time
 
 from exporter.sources.scrape_pool import ScrapePool
-from tests.support.waiting import wait_for
+from tests.support.waiting import PROCESS_TIMEOUT, wait_for
 
 
 class Counting:
-    """A scraper that records when it ran and on which thread; optionally raises or hangs."""
+    """A scraper that records when it ran and on which thread; optionally raises, or hangs
+    until ``released`` (at most ``PROCESS_TIMEOUT``)."""
 
-    def __init__(self, interval: float, fail: bool = False, hang: float = 0.0) -> None:
+    def __init__(self, interval: float, fail: bool = False, hang: bool = False) -> None:
         self.interval = interval
         self.runs: list[float] = []
+        self.ended = 0  # scrapes that returned
         self.threads: set[str] = set()
+        self.released = threading.Event()
         self._fail = fail
         self._hang = hang
 
@@ -23,7 +26,8 @@ class Counting:
         self.runs.append(time.monotonic())
         self.threads.add(threading.current_thread().name)
         if self._hang:
-            time.sleep(self._hang)
+            self.released.wait(PROCESS_TIMEOUT)
+        self.ended += 1
         if self._fail:
             raise RuntimeError("a scraper bug")
 
@@ -45,12 +49,17 @@ def test_many_scrapers_share_a_few_threads_and_each_keeps_its_interval() -> None
 
 
 def test_hanging_scrapes_hold_their_own_workers_only_and_stop_waits_a_bounded_time() -> None:
-    hung = [Counting(0.1, hang=30) for _ in range(2)]
+    """Two scrapes hang until the test lets them go (or, were stop waiting on them, the test's
+    own deadline): stop returns while they still hang."""
+    hung = [Counting(0.1, hang=True) for _ in range(2)]
     healthy = Counting(0.1)
     pool = ScrapePool([*hung, healthy], workers=3)
     pool.start()
-    wait_for(lambda: len(healthy.runs) >= 5 and all(h.runs for h in hung), timeout=10)
-    started = time.monotonic()
-    pool.stop(timeout=0.5)
-    assert time.monotonic() - started < 1.5
-    assert all(len(h.runs) == 1 for h in hung)
+    try:
+        wait_for(lambda: len(healthy.runs) >= 5 and all(h.runs for h in hung), timeout=10)
+        pool.stop(timeout=0.5)
+        assert all(h.ended == 0 for h in hung)  # stop returned while they hang
+        assert all(len(h.runs) == 1 for h in hung)
+    finally:
+        for scraper in hung:
+            scraper.released.set()

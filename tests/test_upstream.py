@@ -30,7 +30,7 @@ from tests.support.fake_sglang import (
     server_info,
 )
 from tests.support.tools import free_port
-from tests.support.waiting import wait_for
+from tests.support.waiting import PROCESS_TIMEOUT, wait_for
 
 
 @pytest.fixture
@@ -194,19 +194,27 @@ def test_refused_connection() -> None:
 
 
 def test_slow_server_times_out(sglang: FakeSGLang) -> None:
-    sglang.routes["/metrics"] = Route(body=exposition().encode(), delay=2.0)
-    started = time.monotonic()
-    snap = UpstreamScraper(f"{sglang.url}/metrics", timeout=0.5).scrape_once()
-    assert time.monotonic() - started < 1.5
+    """The server answers only once the scrape has returned (or, were it waited for, after
+    the test's own deadline): a scrape that waited would show its values, up."""
+    answer = threading.Event()
+    sglang.routes["/metrics"] = Route(body=exposition().encode(), hold=answer)
+    guard = threading.Timer(PROCESS_TIMEOUT, answer.set)
+    guard.start()
+    try:
+        snap = UpstreamScraper(f"{sglang.url}/metrics", timeout=0.5).scrape_once()
+        assert not answer.is_set()  # returned while the server still held its answer
+    finally:
+        answer.set()
+        guard.cancel()
     assert not snap.endpoints["metrics"].up
     assert _failed(dict(snap.errors), "metrics") == {"timeout"}
 
 
 def test_trickling_body_hits_the_overall_deadline(sglang: FakeSGLang) -> None:
+    """A byte every 0.05 s never lets a read wait out a per-read timeout; only a deadline
+    over the whole scrape ends it, minutes before the body would."""
     sglang.routes["/metrics"] = Route(body=exposition().encode(), trickle=0.05)
-    started = time.monotonic()
     snap = UpstreamScraper(f"{sglang.url}/metrics", timeout=0.5).scrape_once()
-    assert time.monotonic() - started < 1.5
     assert _failed(dict(snap.errors), "metrics") == {"timeout"}
 
 
@@ -269,21 +277,26 @@ def test_errors_accumulate_and_recovery_clears_up(sglang: FakeSGLang) -> None:
 
 
 def test_background_thread_never_blocks_readers(sglang: FakeSGLang) -> None:
-    sglang.routes["/metrics"] = Route(body=exposition().encode(), delay=1.5)
-    scrape = UpstreamScraper(f"{sglang.url}/metrics", interval=0.1, timeout=1.0)
+    """Readers take snapshots while the scrape in flight waits on a server that answers only
+    when the test lets it (or, were a reader waiting on the scrape, after the test's own
+    deadline): none of them waits for that scrape."""
+    answer = threading.Event()
+    sglang.routes["/metrics"] = Route(body=exposition().encode(), hold=answer)
+    scrape = UpstreamScraper(f"{sglang.url}/metrics", interval=0.1, timeout=PROCESS_TIMEOUT)
     pool = ScrapePool([scrape])
+    guard = threading.Timer(PROCESS_TIMEOUT / 2, answer.set)
     pool.start()
     try:
-        wait_for(lambda: sglang.seen_auth, what="the first scrape waiting on the slow server")
-        # The scrape in flight waits 1.5 s for its answer; a reader that waited on it would
-        # take at least the rest of that, whatever the machine's speed.
-        started = time.monotonic()
-        for _ in range(100):
-            scrape.snapshot()
-        assert time.monotonic() - started < 0.5
-        wait_for(lambda: scrape.snapshot().errors, 5, what="the timed-out scrape")
-        assert scrape.snapshot().errors[("metrics", "timeout")] >= 1
+        assert sglang.held.acquire(timeout=PROCESS_TIMEOUT)  # the scrape waits on the server
+        guard.start()
+        snapshots = [scrape.snapshot() for _ in range(100)]
+        assert not answer.is_set()  # every one taken while the scrape was in flight
+        assert all(snap.values is None for snap in snapshots)
+        answer.set()
+        wait_for(lambda: scrape.snapshot().values, what="the scrape's answer, once let go")
     finally:
+        answer.set()
+        guard.cancel()
         pool.stop(timeout=3)
 
 
