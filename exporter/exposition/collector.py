@@ -324,7 +324,8 @@ def render_target(
     """``target``'s series into ``out``, and what they were rendered from."""
     base = {"target": target.name}
     fresh = snap.fresh_windows(now, stale_after)
-    insight = inspect(target, snap, fresh, now, stale_after)
+    requests = target.state.requests.snapshot(now)
+    insight = inspect(target, snap, fresh, now, stale_after, requests)
     engine = engine_of(target, snap, insight)
     model = served_model(target, insight)
     out.add("target_info", {**base, "engine": engine, "served_model": model}, 1)
@@ -333,7 +334,7 @@ def render_target(
     _render_bands(out, target, {**base, "served_model": model})
     _render_setup(out, base, insight, snap)
     _render_counters(out, base, snap)
-    _render_requests(out, base, target.state.requests.snapshot(now))
+    _render_requests(out, base, requests)
     _render_speculation_counts(out, target, base, snap, insight)
     _render_log_health(out, base, snap)
     _render_insight(out, target, base, fresh, insight, stale_after)

@@ -260,7 +260,8 @@ class Families:
     def add(self, short: str, labels: dict[str, str], value: float) -> None:
         """One series of a declared gauge or counter (a counter's sample adds ``_total``)."""
         name, sample = _NAMES[short]
-        self._samples.setdefault(name, []).append(Sample(sample, _bounded(labels), value))
+        made = _new(Sample, (sample, _bounded(labels), value, None, None, None))
+        self._samples.setdefault(name, []).append(made)
 
     def add_histogram(
         self,
@@ -275,9 +276,11 @@ class Families:
         name = P + short
         bounded = _bounded(labels)
         samples = self._samples.setdefault(name, [])
-        samples.extend(Sample(name + "_bucket", {**bounded, "le": le}, n) for le, n in buckets)
-        samples.append(Sample(name + "_count", bounded, buckets[-1][1]))
-        samples.append(Sample(name + "_sum", bounded, sum_value))
+        bucket = name + "_bucket"
+        for each, (_, count) in zip(_bucket_labels(bounded, buckets), buckets, strict=True):
+            samples.append(_new(Sample, (bucket, each, count, None, None, None)))
+        samples.append(_new(Sample, (name + "_count", bounded, buckets[-1][1], None, None, None)))
+        samples.append(_new(Sample, (name + "_sum", bounded, sum_value, None, None, None)))
 
     def add_summary(self, short: str, labels: dict[str, str], count: int, sum_value: float) -> None:
         """One series of a declared summary (count and sum, no quantiles), as
@@ -322,6 +325,30 @@ class Families:
             metric = Metric(name, doc, kind)
             metric.samples = list(self._samples[name])
             yield metric
+
+
+# ``Sample(name, labels, value)`` without the Python call of a named tuple's constructor: a
+# scrape of 100 targets makes some 6,000 of them.
+_new = tuple.__new__
+
+# The labels of a histogram's buckets, by the series' labels and its bounds: the same dicts
+# from one render to the next (a render compares its samples with the last one's, and equal
+# objects compare at once), made once instead of a dozen per series and render.
+_BUCKET_LABELS: dict[tuple[tuple[str, str], ...], list[dict[str, str]]] = {}
+_BUCKET_LABELS_MAX = 4096
+
+
+def _bucket_labels(
+    labels: dict[str, str], buckets: Sequence[tuple[str, float]]
+) -> list[dict[str, str]]:
+    key = (*labels.items(), *((("le", le)) for le, _ in buckets))
+    known = _BUCKET_LABELS.get(key)
+    if known is None:
+        if len(_BUCKET_LABELS) >= _BUCKET_LABELS_MAX:
+            _BUCKET_LABELS.clear()  # series come and go (traffic classes): start again
+        known = [{**labels, "le": le} for le, _ in buckets]
+        _BUCKET_LABELS[key] = known
+    return known
 
 
 # The prometheus_client family that writes a user-defined sample of each type.

@@ -37,6 +37,7 @@ from exporter.engines.record import UpstreamValues
 from exporter.engines.server_config import ServerConfig
 from exporter.exposition.watched import Watched
 from exporter.sources.upstream_snapshot import UpstreamSnapshot
+from exporter.state.requests import RequestsSnapshot
 from exporter.state.target_state import LatestDecode, TargetSnapshot
 from exporter.state.verdict import Verdict
 
@@ -86,10 +87,12 @@ def inspect(
     fresh: Mapping[int | None, LatestDecode],
     now: float,
     stale_after: float,
+    requests: RequestsSnapshot | None = None,
 ) -> Insight:
     """Everything the collector renders beyond the log windows, as of ``now``.
 
-    ``fresh`` are the log windows younger than ``stale_after``, by DP rank.
+    ``fresh`` are the log windows younger than ``stale_after``, by DP rank; ``requests``,
+    the finished requests as of ``now`` when the caller has them already.
     """
     upstream = target.upstream.snapshot() if target.upstream is not None else None
     config = merged_config(target, upstream)
@@ -117,7 +120,7 @@ def inspect(
         now,
         speedup=judged,
         log_watched=bool(target.config.log_files),
-        requests=target.state.requests.snapshot(now).recent,
+        requests=(requests or target.state.requests.snapshot(now)).recent,
         interleaving=snap.interleaving,
         **inputs,
     )
