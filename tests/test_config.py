@@ -202,3 +202,19 @@ def test_a_check_across_a_targets_keys_names_where_the_refused_key_came_from() -
         load_config(None, {"engine": "trtllm", "log_files": ["server.log"]}, environ={})
     with pytest.raises(ConfigError, match=r"log_files: .* \(environment variable SPECWATCH_LOG_"):
         load_config(None, {"engine": "trtllm"}, environ={"SPECWATCH_LOG_FILE": "server.log"})
+
+
+@pytest.mark.parametrize(
+    ("value", "meant"),
+    [("yes", True), ("On", True), ("t", True), ("1", True), ("no", False), ("off", False)],
+)
+def test_a_flag_variable_takes_the_usual_words_for_true_and_false(value: str, meant: bool) -> None:
+    env = {"SPECWATCH_FROM_BEGINNING": value, "SPECWATCH_LOG_FILE": "a"}
+    assert load_config(None, None, environ=env).from_beginning is meant
+
+
+def test_a_word_for_true_is_no_value_of_a_key_that_is_not_a_flag() -> None:
+    with pytest.raises(ConfigError, match=r"^max_dp_ranks: must be a whole number \(environment"):
+        load_config(
+            None, None, environ={"SPECWATCH_MAX_DP_RANKS": "yes", "SPECWATCH_LOG_FILE": "a"}
+        )
