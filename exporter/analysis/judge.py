@@ -439,10 +439,16 @@ class Judgement:
         return next((v for v in self.verdicts if v.code == _CODES.get(self.state)), None)
 
     @property
+    def mixed(self) -> bool:
+        """Whether the judged windows are two servers' mix: none of their figures (accept
+        length, speed) is either server's to show."""
+        return self.state == "interleaved"
+
+    @property
     def sizes_drafts(self) -> bool:
         """Whether the judged windows may size the drafts (a draft count, draft steps by
         load): not two servers' mix, which is neither's."""
-        return self.state != "interleaved"
+        return not self.mixed
 
     @property
     def span_text(self) -> str:

@@ -344,7 +344,7 @@ class Report:
         run = self.newest
         if run is None or not run.decode_windows:
             return None  # an idle server: the headline says so
-        if run.judgement is not None and run.judgement.state == "interleaved":
+        if run.judgement is not None and run.judgement.mixed:
             return run.judgement.head
         windows = f"{run.decode_windows} decode window{'' if run.decode_windows == 1 else 's'}"
         if run.accept_length is None and not run.drafting_off:

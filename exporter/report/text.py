@@ -164,7 +164,7 @@ def run_line(run: RunSummary, with_engine: bool = False) -> str:
     span = f"{_when(run.first_time or run.started_at)} to {_when(run.last_time)} ({setup})"
     if run.accept_length is None and not run.drafting_off:
         return f"{span}: no decode windows"
-    if run.judgement is not None and run.judgement.state == "interleaved":
+    if run.judgement is not None and run.judgement.mixed:
         return f"{span}: {run.judgement.head}"  # its figures are two servers' mix
     text = span
     if run.accept_length is not None:
