@@ -843,8 +843,21 @@ class StateMemo:
         # The settings and early level the states were decided under, and the states, by
         # the stretch's id (the stretch kept with it, so that the id stays its own).
         self._kept: tuple[tuple[object, ...], dict[int, tuple[Stretch, str]]] = ((), {})
+        # The stretches of the last ``states`` call, their states and the settings then.
+        self._states: tuple[tuple[Stretch, ...], list[str], tuple[object, ...]] = ((), [], ())
 
     def state(self, stretch: Stretch, case: Case, reference: float | None) -> str:
+        states = self._under(case, reference)
+        known = states.get(id(stretch))
+        if known is not None and known[0] is stretch:
+            return known[1]
+        state = _decide(_figures((stretch,)), case, STRETCH_MIN_DRAFTS, reference)[0]
+        states[id(stretch)] = (stretch, state)
+        return state
+
+    def _under(self, case: Case, reference: float | None) -> dict[int, tuple[Stretch, str]]:
+        """The states decided under the case's settings and early level (none yet when
+        these changed since)."""
         context = (
             case.method,
             case.expected_accept_length,
@@ -860,12 +873,25 @@ class StateMemo:
         if kept != context:
             states = {}
             self._kept = (context, states)
-        known = states.get(id(stretch))
-        if known is not None and known[0] is stretch:
-            return known[1]
-        state = _decide(_figures((stretch,)), case, STRETCH_MIN_DRAFTS, reference)[0]
-        states[id(stretch)] = (stretch, state)
-        return state
+        return states
+
+    def states(self, case: Case, reference: float | None) -> Sequence[str]:
+        """The state of each of ``case``'s stretches: those of the last call's for its
+        stretches that are still the same (all but the newest, between two judgements of a
+        live run), so a day of stretches is not looked up one by one at every judgement."""
+        items = tuple(case.stretches)
+        last_items, last_states, last_context = self._states
+        self._under(case, reference)
+        context = self._kept[0]
+        same = 0
+        if last_context == context and last_items:
+            for keep in (len(last_items) - 1, len(last_items) - 2):
+                if 0 < keep <= len(items) and items[:keep] == last_items[:keep]:
+                    same = keep
+                    break
+        states = [*last_states[:same], *(self.state(s, case, reference) for s in items[same:])]
+        self._states = (items, states, context)
+        return states
 
     def keep_only(self, stretches: Sequence[Stretch]) -> None:
         """Forget the stretches no longer judged (replaced by newer copies), now and then."""
@@ -874,6 +900,13 @@ class StateMemo:
             current = {id(stretch) for stretch in stretches}
             pruned = {key: value for key, value in states.items() if key in current}
             self._kept = (kept, pruned)
+
+
+def _states(case: Case, reference: float | None) -> Sequence[str]:
+    """The state each of the case's stretches shows alone, oldest first."""
+    if case.memo is not None:
+        return case.memo.states(case, reference)
+    return [_stretch_state(stretch, case, reference) for stretch in case.stretches]
 
 
 def _since(case: Case, state: str, reference: float | None, present_count: int) -> float | None:
@@ -886,8 +919,7 @@ def _since(case: Case, state: str, reference: float | None, present_count: int) 
         recent = present(items, case.now)
         return recent[0].start if recent else items[-1].end
     since = None
-    for stretch in reversed(items):
-        alone = _stretch_state(stretch, case, reference)
+    for stretch, alone in zip(reversed(items), reversed(_states(case, reference)), strict=True):
         if alone in _UNTOLD:
             continue
         if alone != state:
@@ -902,6 +934,7 @@ def _past(
     """The run's earlier episodes in a state other than ``state`` (a collapse that ended),
     each at least ``EPISODE_SECONDS`` long; the newest ``MAX_EPISODES``."""
     items = list(case.stretches)[: len(case.stretches) - present_count]
+    states = _states(case, reference)[: len(items)]
     episodes: list[Episode] = []
     current: list[Stretch] = []
     current_state = ""
@@ -913,8 +946,7 @@ def _past(
                 length = _figures(current).accept_length
                 episodes.append(Episode(current_state, current[0].start, end, length))
 
-    for stretch in items:
-        alone = _stretch_state(stretch, case, reference)
+    for stretch, alone in zip(items, states, strict=True):
         if alone in _UNTOLD:
             continue
         if alone != current_state:
