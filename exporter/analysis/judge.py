@@ -445,6 +445,13 @@ class Judgement:
         return self.state == "interleaved"
 
     @property
+    def held_off(self) -> bool:
+        """Whether the judged windows were held to the drafting-off tolerance (mostly
+        drafting off): the node's speed now is that of a server not speculating."""
+        slow = _CODES["drafting_off_below_baseline"]
+        return self.state in ("drafting_off", slow) or any(v.code == slow for v in self.verdicts)
+
+    @property
     def sizes_drafts(self) -> bool:
         """Whether the judged windows may size the drafts (a draft count, draft steps by
         load): not two servers' mix, which is neither's."""

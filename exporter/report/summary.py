@@ -174,11 +174,7 @@ class RunSummary:
     def mostly_off(self) -> bool:
         """The judge held its newest windows to the drafting-off tolerance: the node's speed
         now is that of a server not speculating."""
-        judgement = self.judgement
-        return judgement is not None and (
-            judgement.state in ("drafting_off", DRAFTING_OFF_SLOW)
-            or any(v.code == DRAFTING_OFF_SLOW for v in judgement.verdicts)
-        )
+        return self.judgement is not None and self.judgement.held_off
 
     @property
     def costly_off(self) -> bool:
