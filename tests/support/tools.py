@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import random
 import re
 import shutil
 import socket
 import subprocess
+import tempfile
+import time
 from functools import cache
 from pathlib import Path
 from typing import Any, NoReturn
@@ -131,13 +135,20 @@ def missing(message: str) -> NoReturn:
 # is taken is passed over, and none is handed out twice in a process.
 _PORTS = range(20_000, 32_768)
 _handed_out: set[int] = set()
+# Ports handed out by any test process of the machine (another worker, another run): a file
+# each, made only where none is, removed when the process that made it exits. Two processes
+# that both found a port free could otherwise both hand it out before either's server bound
+# it. A claim a killed run left is taken back after a day.
+_CLAIMS = Path(tempfile.gettempdir()) / "specwatch-test-ports"
+_CLAIM_DAYS = 1
+_claimed: list[Path] = []
 
 
 def free_port() -> int:
-    """A loopback port nothing listens on, not handed out before by this process."""
+    """A loopback port nothing listens on, not handed out before by any test process."""
     for _ in range(1000):
         port = random.choice(_PORTS)
-        if port in _handed_out:
+        if port in _handed_out or not _claim(port):
             continue
         with socket.socket() as sock:
             try:
@@ -147,6 +158,31 @@ def free_port() -> int:
         _handed_out.add(port)
         return port
     raise RuntimeError(f"no free port in {_PORTS}")
+
+
+def _claim(port: int) -> bool:
+    """Whether this process now holds ``port`` against every other test process; True, too,
+    where no claim can be made (a temporary directory it may not write)."""
+    path = _CLAIMS / str(port)
+    try:
+        _CLAIMS.mkdir(exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            if time.time() - path.stat().st_mtime > _CLAIM_DAYS * 86400:
+                path.unlink()
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    except FileExistsError:
+        return False
+    except OSError:
+        return True
+    _claimed.append(path)
+    return True
+
+
+@atexit.register
+def _release_claims() -> None:
+    for path in _claimed:
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 def unprivileged() -> list[str]:
