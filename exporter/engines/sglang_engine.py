@@ -37,7 +37,12 @@ from exporter.engines.sglang_requests import (
     read_request,
     request_lines,
 )
-from exporter.engines.sglang_startup import SERVER_ARGS_FORMS, opens_server_args, parse_event
+from exporter.engines.sglang_startup import (
+    MTP_CLASSES,
+    SERVER_ARGS_FORMS,
+    opens_server_args,
+    parse_event,
+)
 
 if TYPE_CHECKING:
     from exporter.engines.simulation import Simulation
@@ -239,9 +244,6 @@ JUDGED_AS = MappingProxyType(
         "UNO": "UNO",
     }
 )
-# Class-name fragments of the MTP (NextN) drafts it loads under EAGLE, which is all its server
-# arguments say of a NEXTN run.
-MTP_CLASSES = ("NextN", "MTP")
 
 
 class SGLang:

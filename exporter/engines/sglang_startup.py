@@ -37,9 +37,12 @@ SERVER_ARGS_FORMS = ((SERVER_ARGS_OPEN, ")"), (SERVER_ARGS_DICT_OPEN, "}"))
 
 
 _WEIGHTS = re.compile(r"Load weight end\..*?\btype=([A-Za-z_][A-Za-z0-9_]*)")
+# Class-name fragments of the MTP (NextN) drafts it loads under EAGLE, which is all its server
+# arguments say of a NEXTN run.
+MTP_CLASSES = ("NextN", "MTP")
 # Class-name fragments of its draft models (the EntryClass names of its EAGLE and MTP drafts):
 # a load of one of these is the draft's, whatever the rank logged before it.
-DRAFT_CLASSES = ("Eagle", "NextN", "MTP")
+DRAFT_CLASSES = ("Eagle", *MTP_CLASSES)
 _INT_FIELD = r"\b{}=(\d+)"
 _RESET = re.compile(r"Max running requests is reset to (\d+)")
 # Step counts are small; a longer digit run is hostile input, not a setup.
