@@ -19,7 +19,6 @@ from exporter.commands.usage import UsageError
 from exporter.engines.server_config import ServerConfig
 from exporter.parse.reader import Progress, ReadError, total_size
 from exporter.report import build_report
-from exporter.report.html import MissingExtra, render_html, require_matplotlib
 from exporter.report.text import render_text
 
 
@@ -47,6 +46,9 @@ def main(args: argparse.Namespace) -> int:
     judging = judging_options(args)
     thresholds = mixin_thresholds(args)
     if args.html is not None:
+        # Imported only for a page: its module and charts are no cost of every report.
+        from exporter.report.html import MissingExtra, require_matplotlib
+
         try:
             require_matplotlib()  # fail before a long read, not after it
         except MissingExtra as exc:
@@ -69,6 +71,8 @@ def main(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_text(report))
     if args.html is not None:
+        from exporter.report.html import render_html
+
         _write_html(args.html, render_html(report))
     return 0
 

@@ -10,7 +10,6 @@ target is read or counted for another.
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import threading
 from collections import Counter, OrderedDict
@@ -156,6 +155,10 @@ class DraftLookups:
         self._failures: Counter[str] = Counter()
 
     def get(self, path: str) -> ServerConfig:
+        # Imported here: hashlib loads OpenSSL's libcrypto, a cost of every start of the
+        # one-shot commands, which never look a draft up.
+        import hashlib
+
         key = hashlib.blake2b(path.encode("utf-8", "surrogatepass"), digest_size=16).digest()
         with self._lock:
             if key in self._answers:
