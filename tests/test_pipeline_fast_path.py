@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exporter.engines import sglang, sglang_engine
+from exporter.engines import sglang, sglang_chunk, sglang_engine
 from exporter.engines.record import LogLine, RequestRecord, StatsRecord
 from exporter.parse.pipeline import LineProcessor, RecordSink
 from exporter.sources.tail.lines import LineSplitter
@@ -31,8 +31,10 @@ FIXTURE_PER_TEST = HealthCheck.function_scoped_fixture
 
 @pytest.fixture(autouse=True)
 def chunk_reader_for_every_batch(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The batches here are short; the chunk reader must read them too, to be held equal."""
+    """The batches here are short; the chunk reader must read them too, and convert their
+    columns through its caches of repeated values, to be held equal."""
     monkeypatch.setattr(sglang_engine, "CHUNK_MIN_LINES", 1)
+    monkeypatch.setattr(sglang_chunk, "_CACHED_ROWS", 1)
 
 
 class RecordingSink(RecordSink):
@@ -285,6 +287,31 @@ def test_whole_batches_read_in_one_pass_equal_the_plain_reader(
     as lines or framed."""
     lines = [line for batch in batches for line in batch]
     events, counted = fast_read(batches, framed)
+    assert counted == len(lines)
+    assert events == plain_read(lines)
+
+
+@pytest.mark.parametrize("garbage", ["nan", "x", " 9", "1e3", "-1", "1_0"])
+def test_long_batches_of_repeated_values_read_as_the_plain_reader_does(
+    monkeypatch: Any, garbage: str
+) -> None:
+    """Batches as long as a busy node's, with real thresholds: a column whose values repeat
+    is converted through the chunk reader's cache, one whose values do not goes value by
+    value, and a value either would refuse (or reads otherwise) among cached ones still
+    reads as the line reader reads it."""
+    monkeypatch.setattr(sglang_chunk, "_CACHED_ROWS", 64)
+
+    def line(second: int, rank: int, running: object, tokens: int, length: str) -> bytes:
+        body = _TODAY["decode"].format(running, tokens, "0.5", length, True)
+        return f"[2026-02-23 00:14:{second:02d} DP{rank} TP{rank} EP{rank}] {body}".encode()
+
+    batches = [
+        [line(second, i % 8, 7 + i % 3, 40000 + 97 * i, f"{1 + i / 100:.2f}") for i in range(120)]
+        for second in range(3)
+    ]
+    batches[2][70] = line(2, 6, garbage, 1, "3.10")
+    events, counted = fast_read(batches, framed=True)
+    lines = [text for batch in batches for text in batch]
     assert counted == len(lines)
     assert events == plain_read(lines)
 

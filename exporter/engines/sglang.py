@@ -126,7 +126,11 @@ def _real(value: str | bytes) -> float:
 def real_column(column: Sequence[bytes]) -> list[float] | None:
     """:func:`_real` over a whole column at C speed (the chunk reader's), or None where it
     would refuse a value; ``float`` may raise ValueError as there."""
-    numbers = list(map(float, column))
+    return real_numbers(list(map(float, column)))
+
+
+def real_numbers(numbers: list[float]) -> list[float] | None:
+    """``numbers`` (each ``float`` of a value) when :func:`_real` takes every one, else None."""
     # A finite sum has no inf or nan in it, and takes no call per value; finite values whose
     # sum overflows are looked at one by one.
     finite = isfinite(sum(numbers)) or all(map(isfinite, numbers))

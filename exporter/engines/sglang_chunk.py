@@ -33,6 +33,7 @@ from exporter.engines.sglang import (
     iso_time,
     rank_numbers,
     real_column,
+    real_numbers,
 )
 
 # Where a stats line's header meets its prefix; every stats line has one.
@@ -43,6 +44,8 @@ _NEVER = rb"(?!)"
 _IS_DECODE, _IS_PREFILL = b"D", b"P"
 _VALUES_AT = 3  # the first group of decode's values: after the stamp, the ranks and the kind
 _CACHE_SIZE = 4096  # distinct stamps (one a second) and rank lists kept; cleared when full
+# A column this short is converted value by value: its repeats would not pay for a lookup.
+_CACHED_ROWS = 64
 # Why a long batch is read line by line instead (``specwatch_log_chunk_fallbacks_total``):
 # no layout learnt yet (a source's first stats lines); the learnt layout keeps a value this
 # reader does not convert by column (text such as ``timestamp:``, or a percentage such as
@@ -80,8 +83,12 @@ class ChunkReader:
         self._key: tuple[LayoutColumns | None, LayoutColumns | None] | None = None
         self._pattern: re.Pattern[bytes] | None = None
         self._unmatched: Row = ()  # the row of a line without the prefix: every group empty
-        self._times: dict[bytes, str] = {}
-        self._ranks: dict[bytes, tuple[int | None, int | None, int | None]] = {}
+        self._times = _Parsed(iso_time)
+        # The DP, TP and PP rank of a rank list, a cache each: three C lookups per row.
+        self._dp = _Parsed(_rank_number(0))
+        self._tp = _Parsed(_rank_number(1))
+        self._pp = _Parsed(_rank_number(2))
+        self._values = _Values()
 
     def read(self, blob: bytes, ascii: bool) -> tuple[int, list[StatsRecord], bytes | None] | str:
         """How many tidy lines ``blob`` holds (each between two ``\n``; ``ascii``: all its
@@ -142,8 +149,8 @@ class ChunkReader:
         if not rows or layout is None:
             return []
         columns = list(zip(*rows, strict=True))  # one pass, not one per group
-        records = _converted(layout.records, columns, first)
-        extras = _converted(layout.extras, columns, first)
+        records = self._values.converted(layout, layout.records, columns, first)
+        extras = self._values.converted(layout, layout.extras, columns, first)
         if records is None or extras is None:
             return None
         values: list[Iterable[Any]] = [repeat(None)] * VALUE_FIELD_COUNT
@@ -152,15 +159,17 @@ class ChunkReader:
         pools = [list(extras[key]) for key in POOL_USAGES if key in extras]
         if pools and TOKEN_USAGE not in records:  # hybrid pools: the fullest, as sglang.py
             values[TOKEN_USAGE] = list(map(max, *pools)) if len(pools) > 1 else pools[0]
-        ranks = _looked_up(self._ranks, columns[1], _rank_numbers)
-        dp, tp, pp = zip(*ranks, strict=True)
+        stamps, ranks = columns[0], columns[1]
+        caches = (self._times, self._dp, self._tp, self._pp)
+        for cache in caches:
+            cache.bound()
         fields = zip(
             repeat(kind),
-            _looked_up(self._times, columns[0], iso_time),
+            map(self._times.__getitem__, stamps),
             repeat("sglang"),
-            dp,
-            tp,
-            pp,
+            map(self._dp.__getitem__, ranks),
+            map(self._tp.__getitem__, ranks),
+            map(self._pp.__getitem__, ranks),
             *values,
             _extra_dicts(extras, len(rows)),
         )
@@ -171,35 +180,34 @@ _T = TypeVar("_T")
 _K = TypeVar("_K", int, str)
 
 
-def _looked_up(
-    cache: dict[bytes, _T], keys: Sequence[bytes], parse: Callable[[bytes], _T]
-) -> list[_T]:
-    """``parse`` of each key, through a bounded cache: a batch holds few distinct stamps (one
-    a second) and rank lists (one per rank), so each is parsed about once."""
-    missing = set(keys).difference(cache)
-    if len(cache) + len(missing) > _CACHE_SIZE:
-        cache.clear()
-        missing = set(keys)
-    for key in missing:
-        cache[key] = parse(key)
-    return list(map(cache.__getitem__, keys))
+class _Parsed(dict[bytes, _T]):
+    """``parse`` of each key, kept: a batch holds few distinct stamps (one a second) and rank
+    lists (one per rank), so each is parsed about once. A key not seen yet is parsed by
+    ``__missing__``, so a column's lookups are one C pass (``map(cache.__getitem__, ...)``)
+    with no pass of its own to find the new keys first."""
+
+    def __init__(self, parse: Callable[[bytes], _T]) -> None:
+        super().__init__()
+        self._parse = parse
+
+    def __missing__(self, key: bytes) -> _T:
+        value = self[key] = self._parse(key)
+        return value
+
+    def bound(self) -> None:
+        """Forget every key once ``_CACHE_SIZE`` are kept, before a batch's lookups (a batch
+        adds at most its rows)."""
+        if len(self) >= _CACHE_SIZE:
+            self.clear()
 
 
-def _rank_numbers(ranks: bytes) -> tuple[int | None, int | None, int | None]:
-    return rank_numbers(ranks.decode("ascii"))
+def _rank_number(index: int) -> Callable[[bytes], int | None]:
+    """The DP (0), TP (1) or PP (2) rank of a rank list's bytes."""
 
+    def number(ranks: bytes) -> int | None:
+        return rank_numbers(ranks.decode("ascii"))[index]
 
-def _converted(
-    entries: tuple[tuple[int, _K, str], ...], columns: list[Row], first: int
-) -> dict[_K, list[Any]] | None:
-    """Each entry's (group, key, converter) column converted, by key, or None if one fails."""
-    converted: dict[_K, list[Any]] = {}
-    for group, key, converter in entries:
-        column = _convert(converter, columns[first + group])
-        if column is None:
-            return None
-        converted[key] = column
-    return converted
+    return number
 
 
 def _extra_dicts(extras: dict[str, list[Any]], count: int) -> list[dict[str, Any]]:
@@ -213,16 +221,67 @@ def _extra_dicts(extras: dict[str, list[Any]], count: int) -> list[dict[str, Any
     return [dict(zip(keys, row, strict=True)) for row in zip(*extras.values(), strict=True)]
 
 
-def _convert(converter: str, column: Sequence[bytes]) -> list[Any] | None:
-    """A column's values as the line reader converts each, or None if any would fail there."""
-    try:
-        if converter == "int":
-            return list(map(int, column))
-        if converter == "real":
-            return real_column(column)
-    except ValueError:
-        return None
-    return flag_column(column)
+class _Values:
+    """Numbers converted once per distinct text, for the columns whose values repeat.
+
+    Most of a stats line's values take few distinct texts (running and queued requests,
+    token usage, accept length and rate, new sequences): a dict lookup costs about half an
+    ``int`` or ``float`` of the bytes, and the records then share one number object each.
+    A column whose values seldom repeat (throughputs, token counts) is found so in one batch
+    and converted value by value from then on. Either way each value is ``int`` or ``float``
+    of its text, as the line reader converts it.
+    """
+
+    def __init__(self) -> None:
+        self._ints: _Parsed[int] = _Parsed(int)
+        self._reals: _Parsed[float] = _Parsed(float)
+        # (layout, group) of the columns whose values seldom repeat: converted value by value.
+        self._direct: set[tuple[int, int]] = set()
+
+    def converted(
+        self,
+        layout: LayoutColumns,
+        entries: tuple[tuple[int, _K, str], ...],
+        columns: list[Row],
+        first: int,
+    ) -> dict[_K, list[Any]] | None:
+        """Each entry's (group, key, converter) column converted, by key, or None if one
+        fails."""
+        converted: dict[_K, list[Any]] = {}
+        for group, key, converter in entries:
+            column = self._convert(converter, columns[first + group], (id(layout), group))
+            if column is None:
+                return None
+            converted[key] = column
+        return converted
+
+    def _convert(
+        self, converter: str, column: Sequence[bytes], key: tuple[int, int]
+    ) -> list[Any] | None:
+        """A column's values as the line reader converts each, or None if any would fail
+        there (``int`` and ``float`` raise ValueError through the cache as without it)."""
+        if converter == "flag":
+            return flag_column(column)
+        try:
+            if len(column) < _CACHED_ROWS or key in self._direct:
+                return list(map(int, column)) if converter == "int" else real_column(column)
+            if converter == "int":
+                return self._through(self._ints, column, key)
+            return real_numbers(self._through(self._reals, column, key))
+        except ValueError:
+            return None
+
+    def _through(
+        self, cache: _Parsed[_T], column: Sequence[bytes], key: tuple[int, int]
+    ) -> list[_T]:
+        """``column`` converted through ``cache``; a column that added more than an eighth of
+        its length of new texts is converted value by value from now on."""
+        cache.bound()
+        before = len(cache)
+        values = list(map(cache.__getitem__, column))
+        if len(cache) - before > len(column) >> 3:
+            self._direct.add(key)
+        return values
 
 
 if len(StatsRecord._fields) != 6 + VALUE_FIELD_COUNT + 1:
