@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import reduce
 from itertools import groupby
-from operator import add, itemgetter
+from operator import add, attrgetter, itemgetter
 from typing import Any
 
 from exporter.analysis import verdicts as texts
@@ -39,7 +39,7 @@ from exporter.analysis.algorithms import (
     config_standard,
     floor_for,
 )
-from exporter.analysis.node import speaks_for_node
+from exporter.analysis.node import all_speak_for_node, speaks_for_node
 from exporter.analysis.thresholds import DEFAULT, MIN_WINDOWS, Thresholds
 from exporter.analysis.verdicts import Verdict
 from exporter.engines import registry
@@ -242,11 +242,13 @@ class Stretches:
         own); lines that repeat another scheduler's figures are left out
         (``speaks_for_node``). The stretch is looked up once
         per run of equal times: a busy node's DP ranks log one window each per second."""
+        every = _one_interval(records, interval)
+        speak = all_speak_for_node(records)
         for at, group in groupby(zip(ats, records, strict=False), itemgetter(0)):
             windows = [
-                (_record_counts(record, interval), bool(record.extra) and drafting_off(record))
+                (_record_counts(record, every), bool(record.extra) and drafting_off(record))
                 for _, record in group
-                if speaks_for_node(record)
+                if speak or speaks_for_node(record)
             ]
             if windows:
                 self._add_windows(at, windows)
@@ -308,6 +310,20 @@ def _record_counts(record: StatsRecord, interval: int | None) -> tuple[float, fl
     else:
         return None
     return rounds, (length - 1.0) * rounds
+
+
+def _one_interval(records: Sequence[StatsRecord], interval: int | None) -> int | None:
+    """``interval``, else the log interval of the one engine that wrote ``records`` (looked up
+    once, not per window, as :func:`_record_counts` would); else ``interval`` as given."""
+    if interval or not records:
+        return interval
+    engine = records[0].engine
+    if not all(map(engine.__eq__, map(_ENGINE, records))):
+        return interval
+    return _log_interval(engine)
+
+
+_ENGINE = attrgetter("engine")
 
 
 def _log_interval(engine: str) -> int | None:

@@ -9,8 +9,9 @@ node several times slower than it is. The daemon sums its fresh windows with
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from itertools import repeat
+from operator import attrgetter
 from typing import NamedTuple
 
 from exporter.analysis.thresholds import STALE_AFTER
@@ -117,6 +118,17 @@ def speaks_for_node(record: StatsRecord) -> bool:
     )
 
 
+def all_speak_for_node(records: Sequence[StatsRecord]) -> bool:
+    """Whether :func:`speaks_for_node` holds for every one of ``records``, found in two C
+    passes: a DP-attention node's lines all name their DP rank and no pipeline stage, and a
+    batch of them then costs no call per line."""
+    return None not in map(_DP_RANK, records) and not any(map(_PP_RANK, records))
+
+
+_DP_RANK = attrgetter("dp_rank")
+_PP_RANK = attrgetter("pp_rank")
+
+
 class NodeMoments:
     """Folds one log's decode lines into node moments, as the daemon sees them.
 
@@ -138,6 +150,13 @@ class NodeMoments:
         in order. Many lines a call: a call per line cost more than its moment."""
         moments: list[Moment] = []
         round_ = self._round
+        if isinstance(records, Sequence) and all_speak_for_node(records):
+            for record, at in zip(records, times, strict=False):  # every line has a DP rank
+                rank = record.dp_rank
+                if rank in round_:
+                    moments.append(self._moment())
+                round_[rank] = (at, record)
+            return moments
         for record, at in zip(records, times, strict=False):  # ``times`` may be ``repeat``
             if not speaks_for_node(record):
                 continue
