@@ -61,5 +61,7 @@ def test_a_judgement_with_the_memo_is_the_judgement_without_it(
             _add(twin, *moment)
         items = stretches.items()
         assert items == twin.items()  # every stretch that changed was copied again
-        fresh = judge(Case(stretches=items, now=at, baseline=based))
-        assert judge(Case(stretches=items, now=at, baseline=based, memo=memo)) == fresh
+        for later in (0.0, 1.0, 400.0):  # the same windows, judged again as time passes
+            fresh = judge(Case(stretches=items, now=at + later, baseline=based))
+            kept = judge(Case(stretches=items, now=at + later, baseline=based, memo=memo))
+            assert kept == fresh

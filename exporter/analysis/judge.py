@@ -651,8 +651,14 @@ def _newest_stretch(case: Case, reference: float | None) -> list[Stretch]:
 
 def judge(case: Case) -> Judgement:
     """The node's state over the newest stretch of its windows, since when, and its past."""
-    if case.memo is not None:
-        case.memo.keep_only(case.stretches)
+    memo = case.memo
+    if memo is None:
+        return _judged(case)
+    memo.keep_only(case.stretches)
+    return memo.judgement(case)
+
+
+def _judged(case: Case) -> Judgement:
     reference = _earlier_level(case)
     now = _newest_stretch(case, reference)
     figures = _figures(now)
@@ -866,6 +872,8 @@ class StateMemo:
         # The settings and early level the states were decided under, and the states, by
         # the stretch's id (the stretch kept with it, so that the id stays its own).
         self._kept: tuple[tuple[object, ...], dict[int, tuple[Stretch, str]]] = ((), {})
+        # The last judgement and what it was of (``judgement``).
+        self._judged: tuple[tuple[object, ...], Judgement] | None = None
         # The stretches of the last ``states`` call, their states and the settings then.
         self._states: tuple[tuple[Stretch, ...], list[str], tuple[object, ...]] = ((), [], ())
 
@@ -915,6 +923,32 @@ class StateMemo:
         states = [*last_states[:same], *(self.state(s, case, reference) for s in items[same:])]
         self._states = (items, states, context)
         return states
+
+    def judgement(self, case: Case) -> Judgement:
+        """The last judgement again while its case is the same but for the moment (a scrape
+        that finds no new decode window since the last): the moment only matters where the
+        newest stretch leaves the present, which is part of what is compared."""
+        items = tuple(case.stretches)
+        gone = bool(items) and case.now is not None and items[-1].end < case.now - PRESENT_SECONDS
+        key = (
+            items,
+            gone,
+            case.method,
+            case.expected_accept_length,
+            case.thresholds,
+            case.baseline,
+            case.pipelined,
+            case.probes,
+            case.basis,
+            case.counted,
+            case.interleaved,
+        )
+        last = self._judged
+        if last is not None and last[0] == key:
+            return last[1]
+        judged = _judged(case)
+        self._judged = (key, judged)
+        return judged
 
     def keep_only(self, stretches: Sequence[Stretch]) -> None:
         """Forget the stretches no longer judged (replaced by newer copies), now and then."""

@@ -481,8 +481,8 @@ def _render_counters(out: Families, base: dict[str, str], snap: TargetSnapshot) 
     for speed, count in (snap.windows_vs_baseline or {}).items():
         out.add("windows_vs_baseline", {**base, "speed": speed}, count)
     buckets = [
-        (_le(bound), float(count))
-        for bound, count in zip(ACCEPT_LENGTH_BUCKETS, snap.accept_length_buckets, strict=True)
+        (le, float(count))
+        for le, count in zip(_ACCEPT_LENGTH_LE, snap.accept_length_buckets, strict=True)
     ]
     buckets.append(("+Inf", float(snap.accept_length_count)))
     out.add_histogram("accept_length_windows", base, buckets, snap.accept_length_sum)
@@ -500,13 +500,18 @@ def _render_requests(out: Families, base: dict[str, str], requests: RequestsSnap
         labels = base if name is None else {**base, "traffic_class": name}
         out.add("requests_speculative", labels, counts.count)
         out.add("requests_no_draft_accepted", labels, counts.no_draft)
-        buckets = [(_le(b), float(c)) for b, c in zip(REQUEST_BUCKETS, counts.buckets, strict=True)]
+        buckets = [(le, float(c)) for le, c in zip(_REQUEST_LE, counts.buckets, strict=True)]
         buckets.append(("+Inf", float(counts.count)))
         out.add_histogram("request_accept_length", labels, buckets, counts.total)
 
 
 def _le(bound: float) -> str:
     return repr(float(bound))
+
+
+# The histograms' ``le`` label values, written once.
+_ACCEPT_LENGTH_LE = tuple(map(_le, ACCEPT_LENGTH_BUCKETS))
+_REQUEST_LE = tuple(map(_le, REQUEST_BUCKETS))
 
 
 def _render_log_health(out: Families, base: dict[str, str], snap: TargetSnapshot) -> None:

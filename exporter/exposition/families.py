@@ -261,7 +261,11 @@ class Families:
         """One series of a declared gauge or counter (a counter's sample adds ``_total``)."""
         name, sample = _NAMES[short]
         made = _new(Sample, (sample, _bounded(labels), value, None, None, None))
-        self._samples.setdefault(name, []).append(made)
+        samples = self._samples.get(name)
+        if samples is None:
+            self._samples[name] = [made]
+        else:
+            samples.append(made)
 
     def add_histogram(
         self,
@@ -383,6 +387,9 @@ def _label_values(labels: dict[str, str]) -> list[str]:
 def _bounded(labels: dict[str, str]) -> dict[str, str]:
     """``labels`` with each value bounded; the same dict when every value is short ASCII
     already, as nearly all are (each of a scrape's thousands of samples comes here)."""
+    joined = "".join(labels.values())  # short ASCII together: each one is
+    if len(joined) <= LABEL_VALUE_MAX and joined.isascii():
+        return labels
     for value in labels.values():
         if len(value) > LABEL_VALUE_MAX or not value.isascii():
             return {name: bounded(value) for name, value in labels.items()}
