@@ -16,7 +16,7 @@ from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import reduce
-from itertools import groupby
+from itertools import compress, groupby
 from operator import add, attrgetter
 
 from exporter.analysis.algorithms import config_standard
@@ -211,15 +211,22 @@ class ReportBuilder(RecordSink):
         self.decode_windows += len(decodes)
         run = self._run
         run.add_windows(decodes)
-        off = drafting_off_count(decodes)
+        # Most windows carry no extras: those that do are picked out in C, once.
+        extras = list(compress(decodes, map(_EXTRA, decodes)))
+        off = drafting_off_count(extras)
         run.drafting_off += off
         if not run.old_spec_form:
-            run.old_spec_form = any(OLD_SPEC_FORM in r.extra for r in decodes if r.extra)
-        accepts = [
-            value
-            for record in decodes
-            if (value := record.accept_length) is not None and not (off and drafting_off(record))
-        ]
+            run.old_spec_form = any(OLD_SPEC_FORM in r.extra for r in extras)
+        if off:
+            accepts = [
+                value
+                for record in decodes
+                if (value := record.accept_length) is not None and not drafting_off(record)
+            ]
+        else:
+            accepts = list(map(_ACCEPT_LENGTH, decodes))
+            if None in accepts:
+                accepts = [value for value in accepts if value is not None]
         run.stretches.add_records(decodes, ats, self._runs.config.decode_log_interval)
         ranks = set(map(_DP_RANK, decodes))
         if accepts:
@@ -234,9 +241,10 @@ class ReportBuilder(RecordSink):
         graphs = list(map(_CUDA_GRAPH, decodes))
         self._graph_on += graphs.count(True)
         self._graph_off += graphs.count(False)
-        self._graph_devices.update(
-            r.extra.get("graph_device", "cuda") for r in decodes if r.cuda_graph is not None
-        )
+        graphed = [r for r in extras if r.cuda_graph is not None]
+        self._graph_devices.update(r.extra.get("graph_device", "cuda") for r in graphed)
+        if len(graphs) - graphs.count(None) > len(graphed):  # a window without extras: CUDA's
+            self._graph_devices.add("cuda")
         self._dp_ranks |= ranks - {None}
         for moment in self._node.add(decodes, ats):
             self._add_moment(moment)
@@ -484,6 +492,8 @@ def _written_at(files: tuple[str, ...]) -> float | None:
 _TIME = attrgetter("time")
 _CUDA_GRAPH = attrgetter("cuda_graph")
 _DP_RANK = attrgetter("dp_rank")
+_EXTRA = attrgetter("extra")
+_ACCEPT_LENGTH = attrgetter("accept_length")
 
 
 def _one_device(devices: set[str]) -> str | None:

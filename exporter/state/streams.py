@@ -79,8 +79,8 @@ class StreamWatch:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        # (engine, accept length or None) of the newest stats lines.
-        self._recent: deque[tuple[str, float | None]] = deque(maxlen=RECENT)
+        # The newest stats lines, whose engines and accept lengths are compared when asked.
+        self._recent: deque[StatsRecord] = deque(maxlen=RECENT)
         # Server starts (engine, logged time) since the last end logged, oldest first.
         self._starts: deque[tuple[str, str | None]] = deque(maxlen=MAX_STARTS)
         self._announcing: set[str] = set()  # engines whose servers said they were ready here
@@ -125,11 +125,11 @@ class StreamWatch:
             return
         newest = records[-RECENT:]
         with self._lock:
-            engines, lengths = map(_ENGINE, newest), map(_ACCEPT_LENGTH, newest)
-            self._recent.extend(zip(engines, lengths, strict=True))
+            self._recent.extend(newest)
             if self._alone is not None:
                 alone = self._alone or newest[0].engine
-                self._alone = alone if all(r.engine == alone for r in newest) else None
+                same = all(map(alone.__eq__, map(_ENGINE, newest)))
+                self._alone = alone if same else None
             if self._sign is None and len(self._open()) >= 2:
                 if self._readies == 0:
                     self._while_starting(records)
@@ -184,7 +184,8 @@ class StreamWatch:
             sign = self._sign
             if sign is None and self._alone is not None:
                 return None  # one engine's lines alone: no two to count
-            recent = list(self._recent)
+            lines = self._recent
+            recent = list(zip(map(_ENGINE, lines), map(_ACCEPT_LENGTH, lines), strict=True))
             starts = tuple(self._open()) if sign is not None else ()
             counts = Counter(engine for engine, _ in recent)
             if len(counts) == 1:  # the other engine's lines have left the recent ones
