@@ -90,6 +90,13 @@ class ChunkReader:
         self._pp = _Parsed(_rank_number(2))
         self._values = _Values()
 
+    def stamps(self) -> Callable[[bytes], str]:
+        """Logged stamps (``2026-02-23 00:14:33``) as ``iso_time`` reads them, through the
+        reader's cache of them, for a batch's other lines: the finished requests' lines share
+        their seconds too."""
+        self._times.bound()
+        return self._times.__getitem__
+
     def read(self, blob: bytes, ascii: bool) -> tuple[int, list[StatsRecord], bytes | None] | str:
         """How many tidy lines ``blob`` holds (each between two ``\n``; ``ascii``: all its
         bytes are), their records in line order, and the other lines' message heads when

@@ -149,8 +149,9 @@ class SGLangReader:
         if heads is not None:
             forms = zip(REQUEST_HEADS, REQUEST_MARKERS, strict=True)
             markers = tuple(marker for head, marker in forms if head in heads)
+        times = self._chunk.stamps()
         for line in request_lines(blob, markers):
-            record = read_request(line)
+            record = read_request(line, times=times)
             if record is not None:
                 self._sink.on_request(record)
 

@@ -28,6 +28,8 @@ label, until the state has picked the one it is configured to count by (docs/met
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from functools import partial
 from math import isfinite
 
 from exporter.engines.counters import MAX_ACCEPT_LENGTH
@@ -86,19 +88,22 @@ def is_request_record(line: bytes) -> bool:
     return _HEAD.match(line) is not None
 
 
-def read_request(line: bytes, clipped: bool = False) -> RequestRecord | None:
+def read_request(
+    line: bytes, clipped: bool = False, times: Callable[[bytes], str] = iso_time
+) -> RequestRecord | None:
     """The figures of one finished-request line (``clipped``: only its head and tail were
     kept, see ``sources.tail.lines``), or None when ``line`` is not one.
 
     A record without figures (a server without speculation, a request that never reached a
     verify round, figures pushed out of the tail by opt-in outputs) is still a finished
     request: its ``accept_length`` is None. The line is searched in place, never copied: it
-    may be a megabyte long.
+    may be a megabyte long. ``times`` reads the logged stamp as :func:`iso_time` does (a
+    reader's cache of it: a busy node logs many requests a second).
     """
     head = _HEAD.match(line)
     if head is None:
         return None
-    time = iso_time(head[1])
+    time = times(head[1])
     keys = _TEXT_KEYS if head[2] else _JSON_KEYS
     headers = _headers(line, keys.quote) if keys.headers in line else ()
     start = max(head.end(0), len(line) - TAIL_BYTES)
@@ -107,7 +112,7 @@ def read_request(line: bytes, clipped: bool = False) -> RequestRecord | None:
     info_at = line.rfind(keys.meta_info, start) if line.endswith(_WHOLE) else -1
     completion_at = line.rfind(keys.completion, info_at + 1) if info_at >= 0 else -1
     if completion_at < 0:
-        return RequestRecord(time, None, None, None, None, clipped, headers)
+        return _request((time, None, None, None, None, clipped, headers))
     completion = _value(line, completion_at + len(keys.completion), _INTEGER)
     verify_at = line.rfind(keys.verify, completion_at)
     length_at = line.rfind(keys.length, completion_at)
@@ -116,12 +121,17 @@ def read_request(line: bytes, clipped: bool = False) -> RequestRecord | None:
     if rounds is None or length is None or rounds <= 0 or not 1 <= length <= MAX_ACCEPT_LENGTH:
         # No figures, as a request that never drafted: an accept length of 1e308 left the
         # histogram's sum at +Inf for good, and 0 or 500 are no verify round's.
-        return RequestRecord(time, None, None, None, _int(completion), clipped, headers)
+        return _request((time, None, None, None, _int(completion), clipped, headers))
     rate_at = line.rfind(keys.rate, completion_at)
     rate = _value(line, rate_at + len(keys.rate), _NUMBER) if rate_at > 0 else None
     if rate is not None and not 0 <= rate <= 1:
         rate = None
-    return RequestRecord(time, length, rate, int(rounds), _int(completion), clipped, headers)
+    return _request((time, length, rate, int(rounds), _int(completion), clipped, headers))
+
+
+# RequestRecord of its fields in order, built in C (``tuple.__new__``), not by the named
+# tuple's ``__new__`` in Python: every field is given.
+_request = partial(tuple.__new__, RequestRecord)
 
 
 class _Keys:
