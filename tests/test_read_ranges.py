@@ -68,6 +68,7 @@ def idle_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every core idle, whatever else runs on this machine meanwhile: helpers start where
     the CPUs allow them (a busy machine: ``test_a_busy_machine_starts_no_helper``)."""
     monkeypatch.setattr(ranges, "idle_cores", lambda sample=ranges.IDLE_SAMPLE: 64.0)
+    monkeypatch.setattr(ranges.IdleWatch, "cores", lambda self: 64.0)
 
 
 @pytest.fixture
@@ -299,6 +300,67 @@ def test_idle_cores_are_the_idle_share_of_the_cpu_time_in_proc_stat(
     stat.write_text("cpu  nonsense\n")
     monkeypatch.setattr(ranges, "usable_cpus", lambda: 3)
     assert ranges.idle_cores() == 3  # unreadable: as if every usable core were idle
+
+
+class _Clock:
+    """``ranges``' view of time: a sleep moves it on, and writes the next ``/proc/stat``."""
+
+    def __init__(self, stat: Path, after_sleep: list[str]) -> None:
+        self.now, self.cpu = 100.0, 0.0
+        self.slept: list[float] = []
+        self._stat, self.after_sleep = stat, after_sleep
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def process_time(self) -> float:
+        return self.cpu
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+        self._stat.write_text(self.after_sleep.pop(0))
+
+
+def test_a_reader_asking_before_every_pass_waits_for_idle_cores_only_at_its_first_look(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon catching up asks before each 4 MiB pass: a wait of 0.1 s each time was a
+    third of its wall time on a busy machine. Later looks measure from the one before, the
+    reader's own CPU time since counted idle (its core is its own)."""
+    monkeypatch.undo()  # the real watch, not the idle machine of every other test
+    stat = tmp_path / "stat"
+    line = "cpu  {} 0 0 {} 0 0 0 0 0 0\n"  # busy ticks, idle ticks
+    stat.write_text(line.format(1000, 1000))
+    clock = _Clock(stat, [line.format(1030, 1010)])
+    monkeypatch.setattr(ranges, "time", clock)
+    monkeypatch.setattr(ranges, "PROC_STAT", str(stat))
+    monkeypatch.setattr(ranges, "CLK_TCK", 100)
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    watch = ranges.IdleWatch(sample=0.1, fresh=5.0)
+    # The first look waits the sample: 10 idle ticks of 40, on 4 cores.
+    assert watch.cores() == pytest.approx(4 * 10 / 40)
+    assert clock.slept == pytest.approx([0.1])
+    # A pass later (0.3 s, of which the reader ran 0.25 s), no wait: 30 idle of 120 ticks.
+    clock.now += 0.3
+    clock.cpu += 0.25
+    stat.write_text(line.format(1120, 1040))
+    assert watch.cores() == pytest.approx(4 * (30 + 25) / 120)
+    assert clock.slept == pytest.approx([0.1])
+    # Sooner than the sample after the last look: the rest of it is waited.
+    clock.now += 0.04
+    clock.after_sleep.append(line.format(1140, 1060))
+    assert watch.cores() == pytest.approx(4 * 20 / 40)
+    assert clock.slept == pytest.approx([0.1, 0.06])
+    # Long after: that look tells little of now, so the watch looks afresh and waits.
+    clock.now += 60.0
+    stat.write_text(line.format(5000, 5000))
+    clock.after_sleep.append(line.format(5010, 5030))
+    assert watch.cores() == pytest.approx(4 * 30 / 40)
+    assert clock.slept == pytest.approx([0.1, 0.06, 0.1])
+    clock.after_sleep.append("cpu  nonsense\n")
+    monkeypatch.setattr(ranges, "usable_cpus", lambda: 3)
+    assert watch.cores() == 3  # unreadable: as if every usable core were idle
 
 
 def test_a_catch_up_takes_on_at_most_its_stretch_and_the_rest_is_read_after(

@@ -145,6 +145,8 @@ class LogFeed(TailEvents):
         self._sink = StateSink(state)
         self._processor = LineProcessor(self._sink, engine)
         self._custom_rules = custom_rules
+        # Asked before each pass of a long backlog: waits once, not before every pass.
+        self._idle = ranges.IdleWatch()
 
     def on_lines(self, lines: list[bytes]) -> None:
         try:
@@ -189,6 +191,7 @@ class LogFeed(TailEvents):
                 stopping,
                 max_stretch=MAX_STRETCH_BYTES,
                 engine=engine,
+                idle=self._idle.cores,
             )
         finally:
             self._sink.flush()  # the last replayed records become current now, not next read
