@@ -218,14 +218,28 @@ def _rank_number(index: int) -> Callable[[bytes], int | None]:
 
 
 def _extra_dicts(extras: dict[str, list[Any]], count: int) -> list[dict[str, Any]]:
-    """One fresh dict per row (records own theirs), keys in line order as the line reader's."""
+    """The rows' extras, keys in line order as the line reader's. Rows with the same extras
+    share one dict: records never change theirs (``extra`` is a read-only ``Mapping``), and a
+    busy node's decode lines keep none, its prefill lines one of few values (#new-seq)."""
     if not extras:
-        return [{} for _ in range(count)]
-    if len(extras) == 1:  # prefill lines keep one (#new-seq): a third of the cost
+        return [{}] * count
+    if len(extras) == 1:
         ((key, column),) = extras.items()
-        return [{key: value} for value in column]
+        return list(map(_Shared(key).__getitem__, column))
     keys = list(extras)
     return [dict(zip(keys, row, strict=True)) for row in zip(*extras.values(), strict=True)]
+
+
+class _Shared(dict[Any, dict[str, Any]]):
+    """``{key: value}`` of each value, made once per distinct value of a batch."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__()
+        self._key = key
+
+    def __missing__(self, value: Any) -> dict[str, Any]:
+        extra = self[value] = {self._key: value}
+        return extra
 
 
 class _Values:
