@@ -318,7 +318,7 @@ def _one_interval(records: Sequence[StatsRecord], interval: int | None) -> int |
     if interval or not records:
         return interval
     engine = records[0].engine
-    if not all(map(engine.__eq__, map(_ENGINE, records))):
+    if len(set(map(_ENGINE, records))) != 1:
         return interval
     return _log_interval(engine)
 
