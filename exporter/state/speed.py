@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from exporter.analysis.baseline import Baseline
-from exporter.analysis.node import speaks_for_node
+from exporter.analysis.node import all_speak_for_node, speaks_for_node
 from exporter.analysis.plain_speed import (
     DRAFTING,
     DRAFTING_OFF_MODE,
@@ -67,12 +67,13 @@ class SpeedCounters:
         previous = self._previous
         total = self.generated_tokens
         text, at = None, None  # lines of one batch mostly share their second: read it once
+        speak = all_speak_for_node(decodes)
         for record in decodes:
             if record.time != text:
                 text, at = record.time, logged_seconds(record.time)
             tput, rank = record.gen_throughput, record.dp_rank
             # Other TP ranks and pipeline stages repeat their group's figures.
-            if at is None or tput is None or not speaks_for_node(record):
+            if at is None or tput is None or not (speak or speaks_for_node(record)):
                 continue
             before = previous.get(rank)
             previous[rank] = at

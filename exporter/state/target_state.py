@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from exporter import clock
 from exporter.analysis.baseline import Baseline
 from exporter.analysis.findings import Interleaving
-from exporter.analysis.node import speaks_for_node
+from exporter.analysis.node import all_speak_for_node, speaks_for_node
 from exporter.analysis.plain_speed import PlainSpeed
 from exporter.engines import ending
 from exporter.engines.draft_config import DraftLookups
@@ -40,6 +40,7 @@ DEFAULT_MAX_DP_RANKS = 32
 MAX_FOLDED_DP_RANKS = 4096
 # Speculation counts a window may carry (vLLM logs them), summed into exported counters.
 SPECULATION_COUNTS = ("drafts", "draft_tokens", "accepted_tokens")
+_DP_RANK = operator.attrgetter("dp_rank")
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +230,10 @@ class TargetState:
         """
         # Lines repeating another scheduler's figures (TP ranks but 0, later pipeline stages)
         # are left out.
-        newest = {r.dp_rank: r for r in decodes if speaks_for_node(r)}
+        if all_speak_for_node(decodes):  # a DP-attention node's lines: no call per line
+            newest = dict(zip(map(_DP_RANK, decodes), decodes, strict=True))
+        else:
+            newest = {r.dp_rank: r for r in decodes if speaks_for_node(r)}
         if newest and self._windows_of_old_run:
             self._windows.clear()
             self._windows_of_old_run = False
