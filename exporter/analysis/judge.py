@@ -878,7 +878,7 @@ class StateMemo:
         self._states: tuple[tuple[Stretch, ...], list[str], tuple[object, ...]] = ((), [], ())
 
     def state(self, stretch: Stretch, case: Case, reference: float | None) -> str:
-        states = self._under(case, reference)
+        _, states = self._under(case, reference)
         known = states.get(id(stretch))
         if known is not None and known[0] is stretch:
             return known[1]
@@ -886,9 +886,12 @@ class StateMemo:
         states[id(stretch)] = (stretch, state)
         return state
 
-    def _under(self, case: Case, reference: float | None) -> dict[int, tuple[Stretch, str]]:
-        """The states decided under the case's settings and early level (none yet when
-        these changed since)."""
+    def _under(
+        self, case: Case, reference: float | None
+    ) -> tuple[tuple[object, ...], dict[int, tuple[Stretch, str]]]:
+        """The case's settings and early level, and the states decided under them (none yet
+        when these changed since); another thread judging under other settings meanwhile
+        changes neither."""
         context = (
             case.method,
             case.expected_accept_length,
@@ -904,7 +907,7 @@ class StateMemo:
         if kept != context:
             states = {}
             self._kept = (context, states)
-        return states
+        return context, states
 
     def states(self, case: Case, reference: float | None) -> Sequence[str]:
         """The state of each of ``case``'s stretches: those of the last call's for its
@@ -912,8 +915,7 @@ class StateMemo:
         live run), so a day of stretches is not looked up one by one at every judgement."""
         items = tuple(case.stretches)
         last_items, last_states, last_context = self._states
-        self._under(case, reference)
-        context = self._kept[0]
+        context, _ = self._under(case, reference)
         same = 0
         if last_context == context and last_items:
             for keep in (len(last_items) - 1, len(last_items) - 2):
