@@ -46,25 +46,11 @@ def sample_lines(samples: Iterable[Sample]) -> str:
     return "".join(map(_line, samples))
 
 
-def revalued(text: str, before: Sequence[Sample], samples: Sequence[Sample]) -> str | None:
-    """The lines of ``samples``, from ``text``, the lines of ``before``: when both are the
-    same series in the same order (a target's counters moving on), each line keeps its name
-    and labels, written already, and takes its new value. None when the series differ.
-
-    The value is all a line holds after its last space (label values are quoted, and a
-    space in one comes before it; a newline in one is escaped)."""
-    if len(before) != len(samples) or any(
-        old.name != new.name or old.labels != new.labels
-        for old, new in zip(before, samples, strict=True)
-    ):
-        return None
-    heads = [line.rpartition(" ")[0] for line in text.split("\n")[:-1]]
-    return "".join([f"{head} {_number(s.value)}\n" for head, s in zip(heads, samples, strict=True)])
-
-
 def heads(text: str) -> list[str]:
-    """Each line of ``text`` up to its value: its name, labels and the space before the value
-    (see ``revalued``), to write the same series with other values (``with_heads``)."""
+    """Each line of ``text`` up to its value: its name, labels and the space before the value,
+    to write the same series with other values (``with_heads``). The value is all a line
+    holds after its last space (label values are quoted, and a space in one comes before it;
+    a newline in one is escaped)."""
     return [line.rpartition(" ")[0] + " " for line in text.split("\n")[:-1]]
 
 
