@@ -19,7 +19,6 @@ from exporter import clock
 from exporter.analysis.baseline import Baseline
 from exporter.analysis.findings import Interleaving
 from exporter.analysis.node import all_speak_for_node, speaks_for_node
-from exporter.analysis.plain_speed import PlainSpeed
 from exporter.engines import ending
 from exporter.engines.draft_config import DraftLookups
 from exporter.engines.record import LogLine, StatsRecord, drafting_off, drafting_off_count
@@ -315,11 +314,6 @@ class TargetState:
         node's windows with drafting off (once a band has enough of them)."""
         with self._lock:
             return self._speed.baseline
-
-    def band_speed(self) -> dict[str, PlainSpeed]:
-        """Node moments by mode and load band, copied under the lock."""
-        with self._lock:
-            return {mode: speed.copy() for mode, speed in self._speed.bands.items()}
 
     def band_sums(self) -> list[tuple[str, int, int, float]]:
         """Each mode's bands that hold windows: the mode, the band's index, its windows and
