@@ -65,3 +65,27 @@ def test_a_judgement_with_the_memo_is_the_judgement_without_it(
             fresh = judge(Case(stretches=items, now=at + later, baseline=based))
             kept = judge(Case(stretches=items, now=at + later, baseline=based, memo=memo))
             assert kept == fresh
+
+
+@given(windows)
+def test_one_memo_judged_under_other_settings_in_turn_judges_each_as_afresh(
+    added: list[tuple[float, float | None, float]],
+) -> None:
+    """The daemon's judge thread and a scrape may judge one run under other settings (a
+    baseline, an expected accept length, two servers' mix): what the memo kept under one is
+    never handed to the other."""
+    stretches, memo, at = Stretches(), StateMemo(), T0
+    settings: list[dict[str, object]] = [
+        {},
+        {"baseline": SpeedBaseline()},
+        {"expected_accept_length": 3.5},
+        {"interleaved": True},
+    ]
+    for step, length, throughput in added:
+        at = max(T0, at + step)
+        _add(stretches, at, length, throughput)
+        items = stretches.items()
+        for each in settings:
+            fresh = judge(Case(stretches=items, now=at, **each))  # type: ignore[arg-type]
+            kept = judge(Case(stretches=items, now=at, memo=memo, **each))  # type: ignore[arg-type]
+            assert kept == fresh

@@ -892,17 +892,7 @@ class StateMemo:
         """The case's settings and early level, and the states decided under them (none yet
         when these changed since); another thread judging under other settings meanwhile
         changes neither."""
-        context = (
-            case.method,
-            case.expected_accept_length,
-            case.thresholds,
-            case.baseline,
-            case.pipelined,
-            case.probes,
-            case.basis,
-            case.counted,
-            reference,
-        )
+        context = (*_settings(case), reference)
         kept, states = self._kept
         if kept != context:
             states = {}
@@ -932,19 +922,7 @@ class StateMemo:
         newest stretch leaves the present, which is part of what is compared."""
         items = tuple(case.stretches)
         gone = bool(items) and case.now is not None and items[-1].end < case.now - PRESENT_SECONDS
-        key = (
-            items,
-            gone,
-            case.method,
-            case.expected_accept_length,
-            case.thresholds,
-            case.baseline,
-            case.pipelined,
-            case.probes,
-            case.basis,
-            case.counted,
-            case.interleaved,
-        )
+        key = (items, gone, *_settings(case), case.interleaved)
         last = self._judged
         if last is not None and last[0] == key:
             return last[1]
@@ -959,6 +937,21 @@ class StateMemo:
             current = {id(stretch) for stretch in stretches}
             pruned = {key: value for key, value in states.items() if key in current}
             self._kept = (kept, pruned)
+
+
+def _settings(case: Case) -> tuple[object, ...]:
+    """What of ``case`` a stretch's state is decided under, but its early level: the fields
+    ``StateMemo`` compares to know its states and its last judgement still hold."""
+    return (
+        case.method,
+        case.expected_accept_length,
+        case.thresholds,
+        case.baseline,
+        case.pipelined,
+        case.probes,
+        case.basis,
+        case.counted,
+    )
 
 
 def _states(case: Case, reference: float | None) -> Sequence[str]:
