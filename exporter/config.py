@@ -223,18 +223,17 @@ class Config(Strict, frozen=True):
     custom_rules: list[CustomRule] = msgspec.field(default_factory=list)
 
     def __post_init__(self) -> None:
-        try:
-            parse_listen(self.listen)
-        except ValueError as exc:
-            raise ValueError(f"listen: {exc}") from None
-        try:
-            CustomRuleSet(self.custom_rules)  # raises when two rules export the same metric name
-        except ValueError as exc:
-            raise ValueError(f"custom_rules: {exc}") from None
-        try:
-            _unique_names(self.targets)
-        except ValueError as exc:
-            raise ValueError(f"targets: {exc}") from None
+        """The rules of one key each, every error put under its key (see ``Strict``)."""
+        rules: tuple[tuple[str, Callable[[Any], object]], ...] = (
+            ("listen", parse_listen),
+            ("custom_rules", CustomRuleSet),  # raises when two rules export one metric name
+            ("targets", _unique_names),
+        )
+        for key, rule in rules:
+            try:
+                rule(getattr(self, key))
+            except ValueError as exc:
+                raise ValueError(f"{key}: {exc}") from None
 
 
 def _unique_names(targets: list[TargetConfig]) -> None:
