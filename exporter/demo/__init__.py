@@ -8,7 +8,8 @@ notifications. Everything is a child process in its own process group, so Ctrl-C
 ``DEMO_SECONDS`` ends all of it.
 
 The parts, in the order data flows: :mod:`.stack` starts the children (:mod:`.processes`) on
-free loopback ports (:mod:`.loopback`), with the configs of :mod:`.configs`; :mod:`.narrator`
-turns the exporter's scrapes and Prometheus's alert states (:mod:`.prometheus`) into lines for
-the reader, beside the notifications :mod:`.webhook` receives; :mod:`.__main__` runs it all.
+loopback, each on its usual port or one the system picks, read back (:mod:`.loopback`), with
+the configs of :mod:`.configs`; :mod:`.narrator` turns the exporter's scrapes and
+Prometheus's alert states (:mod:`.prometheus`) into lines for the reader, beside the
+notifications :mod:`.webhook` receives; :mod:`.__main__` runs it all.
 """
