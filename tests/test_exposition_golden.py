@@ -6,7 +6,8 @@ clock: a batch of lines every few seconds of the log's own time, and a scrape af
 the lean text and OpenMetrics writers and through prometheus_client's. The hashes were made
 by the code before the render and the tail pass were cut for a node of many servers, so a
 change that alters one byte of any of those scrapes (a value, a label, an order, a series
-that lingers or vanishes at another moment) fails here, naming the scenario.
+that lingers or vanishes at another moment) fails here, naming the scenario. A change of the
+exposition made on purpose takes the new hash the failure shows, in the same commit.
 """
 
 from __future__ import annotations
