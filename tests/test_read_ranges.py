@@ -327,7 +327,8 @@ def test_a_reader_asking_before_every_pass_waits_for_idle_cores_only_at_its_firs
 ) -> None:
     """The daemon catching up asks before each 4 MiB pass: a wait of 0.1 s each time was a
     third of its wall time on a busy machine. Later looks measure from the one before, the
-    reader's own CPU time since counted idle (its core is its own)."""
+    reader's own CPU time since counted idle (its core is its own). The first look is taken
+    when the watch is made."""
     monkeypatch.undo()  # the real watch, not the idle machine of every other test
     stat = tmp_path / "stat"
     line = "cpu  {} 0 0 {} 0 0 0 0 0 0\n"  # busy ticks, idle ticks
@@ -337,27 +338,28 @@ def test_a_reader_asking_before_every_pass_waits_for_idle_cores_only_at_its_firs
     monkeypatch.setattr(ranges, "PROC_STAT", str(stat))
     monkeypatch.setattr(ranges, "CLK_TCK", 100)
     monkeypatch.setattr(os, "cpu_count", lambda: 4)
-    watch = ranges.IdleWatch(sample=0.1, fresh=5.0)
-    # The first look waits the sample: 10 idle ticks of 40, on 4 cores.
+    watch = ranges.IdleWatch(sample=0.1, fresh=5.0)  # looks now, at the daemon's start
+    # Asked sooner than the sample after it: the rest is waited. 10 idle ticks of 40, 4 cores.
+    clock.now += 0.04
     assert watch.cores() == pytest.approx(4 * 10 / 40)
-    assert clock.slept == pytest.approx([0.1])
+    assert clock.slept == pytest.approx([0.06])
     # A pass later (0.3 s, of which the reader ran 0.25 s), no wait: 30 idle of 120 ticks.
     clock.now += 0.3
     clock.cpu += 0.25
     stat.write_text(line.format(1120, 1040))
     assert watch.cores() == pytest.approx(4 * (30 + 25) / 120)
-    assert clock.slept == pytest.approx([0.1])
+    assert clock.slept == pytest.approx([0.06])
     # Sooner than the sample after the last look: the rest of it is waited.
     clock.now += 0.04
     clock.after_sleep.append(line.format(1140, 1060))
     assert watch.cores() == pytest.approx(4 * 20 / 40)
-    assert clock.slept == pytest.approx([0.1, 0.06])
+    assert clock.slept == pytest.approx([0.06, 0.06])
     # Long after: that look tells little of now, so the watch looks afresh and waits.
     clock.now += 60.0
     stat.write_text(line.format(5000, 5000))
     clock.after_sleep.append(line.format(5010, 5030))
     assert watch.cores() == pytest.approx(4 * 30 / 40)
-    assert clock.slept == pytest.approx([0.1, 0.06, 0.1])
+    assert clock.slept == pytest.approx([0.06, 0.06, 0.1])
     clock.after_sleep.append("cpu  nonsense\n")
     monkeypatch.setattr(ranges, "usable_cpus", lambda: 3)
     assert watch.cores() == 3  # unreadable: as if every usable core were idle

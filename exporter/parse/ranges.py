@@ -130,14 +130,16 @@ class IdleWatch:
     first look waits ``sample`` seconds (28 waits of 0.1 s were a third of a 600k-line
     catch-up's wall time on a busy machine). The reader's own CPU time since then counts as
     idle: that core is its own, as it is while ``idle_cores`` waits. A look older than
-    ``fresh`` seconds tells little of now: the next waits again."""
+    ``fresh`` seconds tells little of now: the next waits again. The first look is taken
+    when the watch is made (the daemon's start), so a catch-up's first pass, which comes
+    after the rest of the start, seldom waits at all."""
 
     def __init__(self, sample: float = IDLE_SAMPLE, fresh: float = IDLE_FRESH) -> None:
         self._sample = sample
         self._fresh = fresh
         # When the last look was (monotonic), /proc/stat's idle and total ticks then, and this
         # process's CPU seconds then.
-        self._last: tuple[float, tuple[int, int] | None, float] | None = None
+        self._last: tuple[float, tuple[int, int] | None, float] | None = self._look()
 
     def cores(self) -> float:
         """Cores that ran nothing (the reader's own counted) since the last look, at least
