@@ -139,14 +139,14 @@ class IdleWatch:
         self._fresh = fresh
         # When the last look was (monotonic), /proc/stat's idle and total ticks then, and this
         # process's CPU seconds then.
-        self._last: tuple[float, tuple[int, int] | None, float] | None = self._look()
+        self._last: tuple[float, tuple[int, int] | None, float] = self._look()
 
     def cores(self) -> float:
         """Cores that ran nothing (the reader's own counted) since the last look, at least
         ``sample`` seconds ago (waiting out the rest); every usable core where
         ``/proc/stat`` cannot be read."""
         last = self._last
-        if last is None or time.monotonic() - last[0] > self._fresh:
+        if time.monotonic() - last[0] > self._fresh:
             last = self._look()
         wait = last[0] + self._sample - time.monotonic()
         if wait > 0:
