@@ -335,6 +335,7 @@ def test_a_reader_asking_before_every_pass_waits_for_idle_cores_only_at_its_firs
     stat.write_text(line.format(1000, 1000))
     clock = _Clock(stat, [line.format(1030, 1010)])
     monkeypatch.setattr(ranges, "time", clock)
+    monkeypatch.setattr(ranges, "_own_cpu", clock.process_time)
     monkeypatch.setattr(ranges, "PROC_STAT", str(stat))
     monkeypatch.setattr(ranges, "CLK_TCK", 100)
     monkeypatch.setattr(os, "cpu_count", lambda: 4)
@@ -363,6 +364,15 @@ def test_a_reader_asking_before_every_pass_waits_for_idle_cores_only_at_its_firs
     clock.after_sleep.append("cpu  nonsense\n")
     monkeypatch.setattr(ranges, "usable_cpus", lambda: 3)
     assert watch.cores() == 3  # unreadable: as if every usable core were idle
+
+
+def test_a_look_after_a_stretch_counts_the_reaped_helpers_cpu_as_the_readers_own() -> None:
+    """Their cores were the reader's to use: counted busy, a catch-up of more than one
+    stretch would start no helper for the next on a machine that is otherwise idle."""
+    before = ranges._own_cpu()
+    burn = "import time\nstart = time.process_time()\nwhile time.process_time() - start < 0.3: pass"
+    subprocess.run([sys.executable, "-c", burn], check=True)  # reaped, as Helper.close does
+    assert ranges._own_cpu() - before >= 0.25
 
 
 def test_a_catch_up_takes_on_at_most_its_stretch_and_the_rest_is_read_after(

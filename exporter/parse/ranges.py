@@ -137,8 +137,8 @@ class IdleWatch:
     def __init__(self, sample: float = IDLE_SAMPLE, fresh: float = IDLE_FRESH) -> None:
         self._sample = sample
         self._fresh = fresh
-        # When the last look was (monotonic), /proc/stat's idle and total ticks then, and this
-        # process's CPU seconds then.
+        # When the last look was (monotonic), /proc/stat's idle and total ticks then, and the
+        # CPU seconds of this process and its reaped helpers then (``_own_cpu``).
         self._last: tuple[float, tuple[int, int] | None, float] = self._look()
 
     def cores(self) -> float:
@@ -162,7 +162,15 @@ class IdleWatch:
 
     @staticmethod
     def _look() -> tuple[float, tuple[int, int] | None, float]:
-        return time.monotonic(), _idle_and_total(), time.process_time()
+        return time.monotonic(), _idle_and_total(), _own_cpu()
+
+
+def _own_cpu() -> float:
+    """CPU seconds of this process and of the helpers it has reaped: a look taken after a
+    stretch its helpers read counts their cores as the reader's own, not as busy (else the
+    next stretch would start none)."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
 
 
 def _idle_and_total() -> tuple[int, int] | None:
