@@ -255,6 +255,9 @@ def problem(message: str, model: type, data: Any = None) -> Problem:
     that starts with one of its section's keys (``"name: must be ..."``) is put under that key.
     """
     text, loc = _split(message)
+    if (at := _AT.search(message)) is not None and at[1].endswith("[...]"):
+        key = _mapping_key(model, loc, data)  # msgspec names no key of a mapping
+        loc = loc if key is None else [*loc, key]
     if match := re.fullmatch(r"Object contains unknown field `(.+)`", text):
         words = "unknown key" + nearest(match[1], _keys_at(model, loc))
         loc = [*loc, match[1]]
@@ -273,6 +276,20 @@ def problem(message: str, model: type, data: Any = None) -> Problem:
         while (split := words.split(": ", 1))[1:] and split[0] in _keys_at(model, loc):
             loc, words = [*loc, split[0]], split[1]
     return Problem(tuple(loc), words, _at(data, loc))
+
+
+def _mapping_key(model: type, loc: Sequence[str], data: Any) -> str | None:
+    """The key of the first value of the mapping at ``loc`` that its type refuses, or None."""
+    mapping, kind = _at(data, loc), _unwrap(_type_at(model, loc))
+    if not isinstance(mapping, dict) or get_origin(kind) is not dict:
+        return None
+    value_type = get_args(kind)[1]
+    for key, value in mapping.items():
+        try:
+            msgspec.convert(value, value_type, strict=False, dec_hook=_decode)
+        except (msgspec.ValidationError, TypeError, ValueError):
+            return str(key)
+    return None
 
 
 def _non_finite(given: Any) -> bool:

@@ -68,7 +68,7 @@ def said(data: Any) -> list[tuple[str, str]]:
         ({"tags": "x"}, ("tags", "must be a list")),
         ({"inner": 3}, ("inner", "must be a mapping of keys (count, share, word, code, kind, on)")),
         ({"labels": [1]}, ("labels", "must be a mapping")),
-        ({"labels": {"a": 1}}, ("labels", "must be text")),
+        ({"labels": {"a": 1}}, ("labels.a", "must be text")),
         ({"inner": {"count": 0}}, ("inner.count", "must be at least 1")),
         ({"inner": {"count": 11}}, ("inner.count", "must be at most 10")),
         ({"inner": {"share": 0}}, ("inner.share", "must be more than 0")),
@@ -93,6 +93,16 @@ def test_each_kind_of_library_error_is_said_in_plain_words(
     data: Any, words: tuple[str, str]
 ) -> None:
     assert said(data) == [words]
+
+
+def test_a_mapping_value_at_fault_is_named_by_its_key() -> None:
+    """msgspec names no key of a mapping (``$.labels[...]``): the file's author, with a dozen
+    users or labels, is told which one."""
+    assert said({"labels": {"team": "a", "tier": 5}}) == [("labels.tier", "must be text")]
+    assert said({"items": [{}, {"count": 0}], "labels": {"ok": [1]}})[1] == (
+        "labels.ok",
+        "must be text",
+    )
 
 
 def test_a_required_key_left_out_is_named() -> None:
