@@ -196,7 +196,18 @@ class Stretches:
         self._last = {True: 0.0, False: 0.0}
 
     def _stretch(self, at: float | None, window: bool) -> Stretch:
-        """The stretch ``at`` falls in, to be changed (copied again by the next ``items``)."""
+        """The stretch ``at`` falls in, to be changed (copied again by the next ``items``).
+        A time in the newest stretch, nearly every one of a log read in order, is placed here
+        as :meth:`_back` would place it, without its call: a report hands over one a window."""
+        items = self._items
+        if at is not None and items:
+            newest = items[-1]
+            if newest.start <= at < newest.start + self._seconds:
+                self._last[window] = max(at, self._last[window])
+                self._at = max(at, self._at)
+                newest.end = max(newest.end, at)
+                self._recopy = self._recopy or 1
+                return newest
         back = self._back(at, window)
         self._recopy = max(self._recopy, back)
         return self._items[-back]
