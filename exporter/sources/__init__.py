@@ -7,8 +7,9 @@ The names below are imported when first asked for: the one-shot commands read fi
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from exporter import lazy
 
 if TYPE_CHECKING:
     from exporter.sources.stdin import StdinSource
@@ -22,9 +23,4 @@ _HOMES = {
     "TailLoop": "exporter.sources.tail",
 }
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
+__getattr__ = lazy.importer(__name__, _HOMES)

@@ -10,8 +10,9 @@ The names below are imported when first asked for: a one-shot command splits lin
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from exporter import lazy
 
 if TYPE_CHECKING:
     from exporter.sources.tail.events import ReadErrorReason, SkipReason, TailEvents
@@ -34,9 +35,4 @@ _HOMES = {
     "TailLoop": "exporter.sources.tail.loop",
 }
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
+__getattr__ = lazy.importer(__name__, _HOMES)
