@@ -59,6 +59,10 @@ class Traffic:
     request_rng: random.Random = field(default_factory=lambda: random.Random(23))
     steps: int | None = None  # adaptive speculation's draft steps in force
     windows: int = 0
+    # The KV cache's tokens: each running request's prompt and the whole tokens it generated,
+    # kept as requests start, grow and finish. Summing them at every prefill was most of
+    # simulating a busy run: a prefill per finished request, each over the whole batch.
+    kv_tokens: int = 0
 
     def events(self, until: float | None) -> Iterator[LogEvent]:
         """Lines in time order until the simulated clock passes ``until`` (None: forever)."""
@@ -83,7 +87,7 @@ class Traffic:
         events += self._periodic(timers)
         rate = self.era.accept_rate(accept, deployment.num_steps, deployment.num_draft_tokens)
         running = len(self.requests)
-        tokens = self._kv_tokens()
+        tokens = self.kv_tokens
         window = Window(
             running=running,
             tokens=tokens,
@@ -149,43 +153,51 @@ class Traffic:
         deployment = self.phase.deployment
         return not deployment.disable_cuda_graph and running <= deployment.cuda_graph_max_bs
 
-    def _kv_tokens(self) -> int:
-        """The KV cache's tokens: each running request's prompt and what it generated so far.
-        Summed at every prefill over every running request, without a call per request (a
-        property's call each was a third of simulating a busy run)."""
-        return sum([request.prompt + int(request.generated) for request in self.requests])
-
     def _advance(self, accept: float, start: float, seconds: float) -> list[LogEvent]:
-        """Grow every request by the window's tokens; replace the ones that finish."""
+        """Grow every request by the window's tokens; replace the ones that finish.
+
+        A finished request's replacement takes its place in the batch, so the requests after
+        it keep their indexes while the loop walks them: the batch is never copied or
+        searched (``list.remove`` compared every request before it, field by field)."""
         events: list[LogEvent] = []
         gained = DECODE_LOG_INTERVAL * accept
-        for index, request in enumerate(list(self.requests)):
-            left = request.output - request.generated
-            request.generated += gained
+        requests = self.requests
+        for index in range(len(requests)):
+            request = requests[index]
+            before = request.generated
+            request.generated = before + gained
+            self.kv_tokens += int(request.generated) - int(before)
             if request.generated < request.output:
                 continue
+            left = request.output - before
             finished_at = start + seconds * min(left / gained, 1.0)
             events.append(
                 access(finished_at, self._client(), "POST /v1/chat/completions", "200 OK")
             )
             if self.phase.deployment.log_requests is not None:
                 events.append(self._finished(request, finished_at))
-            self.requests.remove(request)
+            self.kv_tokens -= request.prompt + int(request.generated)
             gap = 0.0 if self.phase.behaviour.queued else CLIENT_GAP_SECONDS
-            arrival = min(finished_at + gap, self.now)
-            events += self._admit(1, arrival, position=index)
+            events.append(self._replace(index, min(finished_at + gap, self.now)))
         return events
 
-    def _admit(self, count: int, at: float, position: int | None = None) -> list[LogEvent]:
+    def _replace(self, index: int, at: float) -> LogEvent:
+        """The finished request at ``index`` gives its place to a new one, prefilled alone at
+        ``at`` beside the others still running."""
+        request = self._new_request()
+        running = len(self.requests) - 1  # the finished one no longer runs
+        self.requests[index] = request
+        self.kv_tokens += request.prompt  # nothing generated yet
+        return LogEvent(at, self.era.prefill_line(self._prefill([request], running)), rank="TP0")
+
+    def _admit(self, count: int, at: float) -> list[LogEvent]:
         """Start ``count`` requests; SGLang prefills them in chunks of ``chunked_prefill_size``."""
         new = [self._new_request() for _ in range(count)]
         events: list[LogEvent] = []
         for batch in _chunked(new):
             running = len(self.requests)
-            if position is None:
-                self.requests.extend(batch)
-            else:
-                self.requests[position:position] = batch
+            self.requests.extend(batch)
+            self.kv_tokens += sum(request.prompt for request in batch)  # none generated yet
             events.append(
                 LogEvent(at, self.era.prefill_line(self._prefill(batch, running)), rank="TP0")
             )
@@ -199,7 +211,7 @@ class Traffic:
             new_seq=len(batch),
             new_tokens=new_tokens,
             cached_tokens=cached,
-            token_usage=self._kv_tokens() / MAX_TOTAL_NUM_TOKENS,
+            token_usage=self.kv_tokens / MAX_TOTAL_NUM_TOKENS,
             running=running,
             queued=self.phase.behaviour.queued,
             input_throughput=new_tokens / _prefill_seconds(new_tokens),
@@ -259,7 +271,7 @@ class Traffic:
             1,
             1,
             0,
-            self._kv_tokens() / MAX_TOTAL_NUM_TOKENS,
+            self.kv_tokens / MAX_TOTAL_NUM_TOKENS,
             len(self.requests),
             self.phase.behaviour.queued,
             0.05,
