@@ -287,8 +287,17 @@ def standard_for(
 
 def config_standard(config: ServerConfig) -> Standard | None:
     """The standard of the configured algorithm, its fixes in the run's engine's flags."""
-    standard = standard_for(config.algorithm, config.draft_architecture, config.engine)
-    return None if standard is None else standard.for_engine(config.engine)
+    return _engine_standard(config.algorithm, config.draft_architecture, config.engine)
+
+
+@functools.lru_cache(maxsize=256)
+def _engine_standard(
+    algorithm: str | None, draft_architecture: str | None, engine: str | None
+) -> Standard | None:
+    """``config_standard`` by the three names it reads: a render asks it four times per
+    target, each time asking every engine; the engines' names and standards live for good."""
+    standard = standard_for(algorithm, draft_architecture, engine)
+    return None if standard is None else standard.for_engine(engine)
 
 
 def config_floor(config: ServerConfig) -> float | None:

@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from functools import reduce
+from functools import lru_cache, reduce
 from itertools import groupby
 from operator import add, attrgetter, itemgetter
 from typing import Any
@@ -374,13 +374,26 @@ class Method:
 
 def method_of(config: ServerConfig, source: str | None) -> Method:
     """The method ``config`` names, learnt from ``source`` (None: nothing named it)."""
-    return Method(
-        engine=config.engine,
-        algorithm=config.algorithm,
-        standard=config_standard(config),
-        steps=config.num_steps,
-        source=source if config.algorithm is not None else None,
+    return _method(
+        config.engine,
+        config.algorithm,
+        config_standard(config),
+        config.num_steps,
+        source if config.algorithm is not None else None,
     )
+
+
+@lru_cache(maxsize=256)
+def _method(
+    engine: str | None,
+    algorithm: str | None,
+    standard: Standard | None,
+    steps: int | None,
+    source: str | None,
+) -> Method:
+    """One object per method: a run's ``StateMemo`` compares the method of every judgement
+    with the last one's, at once when it is the same object."""
+    return Method(engine, algorithm, standard, steps, source)
 
 
 @dataclass(frozen=True, slots=True)
@@ -729,14 +742,23 @@ def _decide(
     figures: _Figures, case: Case, min_drafts: float, reference: float | None
 ) -> tuple[str, list[Verdict], list[str]]:
     """The state the figures show, the verdicts behind it (most severe first) and notes on
-    what was not judged."""
+    what was not judged.
+
+    The verdicts' words name the judged span (``RunFigures.windows_text``), which nothing
+    else reads: it is written only where a verdict is given (a healthy node, most of them,
+    and a stretch's state alone give none), since dates in words cost as much as the rest
+    of a decision."""
     notes: list[str] = []
     total = figures.windows + figures.off
     if total == 0 and not figures.any_load:
         return "no_decode", [], ["no decode window in the judged span"]
-    run = _run_figures(figures, case)
+    run = _run_figures(figures, case, worded=False)
     accept = _acceptance(figures, case, min_drafts, reference, run, notes)
     speed = _speed(figures, case, run, notes)
+    if accept is not None or speed is not None:
+        run, notes = _run_figures(figures, case), []
+        accept = _acceptance(figures, case, min_drafts, reference, run, notes)
+        speed = _speed(figures, case, run, notes)
     if accept is not None and accept.code == _CODES["collapsed"] and speed is not None:
         # The collapse is why it is slow (its verdict says how slow): one page, no ticket
         # beside it, as the alert rules have it. A baseline that cannot be right still says so.
@@ -759,17 +781,20 @@ _STATE_OF = {code: state for state, code in _CODES.items()}
 _TOO_FEW = "too few drafts"
 
 
-def _run_figures(figures: _Figures, case: Case) -> texts.RunFigures:
-    """The judged figures in the shape the verdicts' texts are written for."""
+def _run_figures(figures: _Figures, case: Case, worded: bool = True) -> texts.RunFigures:
+    """The judged figures in the shape the verdicts' texts are written for; without
+    ``worded``, without the judged span in words (for deciding, not for telling)."""
     option = case.baseline.option if case.baseline is not None else None
-    measured = f"{figures.windows + figures.off} decode windows"
-    told = []
-    if figures.windows and case.counted:
-        told.append(f"{figures.drafts:,.0f} draft rounds")
-    if figures.first is not None and figures.last is not None:
-        told.append(span_text(figures.first, figures.last))
-    if told:
-        measured += f" ({', '.join(told)})"
+    measured = None
+    if worded:
+        measured = f"{figures.windows + figures.off} decode windows"
+        told = []
+        if figures.windows and case.counted:
+            told.append(f"{figures.drafts:,.0f} draft rounds")
+        if figures.first is not None and figures.last is not None:
+            told.append(span_text(figures.first, figures.last))
+        if told:
+            measured += f" ({', '.join(told)})"
     return texts.RunFigures(
         windows=figures.windows,
         accept_length=figures.accept_length,

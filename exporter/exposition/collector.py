@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
 
 from exporter import __version__
 from exporter.analysis.findings import drafts_only_accept_rate, window_accept_rate
@@ -32,7 +33,7 @@ from exporter.exposition.insight import Insight, inspect
 from exporter.exposition.text import header, heads, sample_lines, with_heads
 from exporter.exposition.watched import Watched
 from exporter.sources.upstream_checks import DROP_REASONS
-from exporter.sources.upstream_snapshot import ENDPOINTS, REASONS
+from exporter.sources.upstream_snapshot import ENDPOINTS, REASONS, UpstreamSnapshot
 from exporter.state.requests import NO_REQUESTS, REQUEST_BUCKETS, RequestsSnapshot
 from exporter.state.target_state import (
     ACCEPT_LENGTH_BUCKETS,
@@ -40,6 +41,7 @@ from exporter.state.target_state import (
     LatestDecode,
     TargetSnapshot,
 )
+from exporter.state.verdict import Verdict
 
 SERVED_MODEL_MAX = 128
 
@@ -505,6 +507,28 @@ def _render_requests(out: Families, base: dict[str, str], requests: RequestsSnap
         out.add_histogram("request_accept_length", labels, buckets, counts.total)
 
 
+# Groups of a target's samples that rest on a few plain values only (its verdict, its
+# upstream's error counts), by those values and the target's name: the same samples from one
+# render to the next while the values hold, which a render neither builds again nor compares
+# beyond their identity (``_lines``). Cleared when full, as targets and values come and go.
+_GROUPS: dict[tuple[object, ...], tuple[tuple[str, tuple[Sample, ...]], ...]] = {}
+_GROUPS_MAX = 4096
+
+
+def _grouped(out: Families, key: tuple[object, ...], render: Callable[[Families], None]) -> None:
+    """What ``render`` adds, kept by ``key``: everything it reads must be in ``key``."""
+    known = _GROUPS.get(key)
+    if known is None:
+        group = Families()
+        render(group)
+        known = tuple((name, tuple(group.samples(name))) for name in group.names())
+        if len(_GROUPS) >= _GROUPS_MAX:
+            _GROUPS.clear()
+        _GROUPS[key] = known
+    for name, samples in known:
+        out.extend(name, samples)
+
+
 def _le(bound: float) -> str:
     return repr(float(bound))
 
@@ -578,10 +602,10 @@ def _render_insight(
         out.add("speculative_info", {**base, **spec_labels}, 1)
     for finding in insight.findings:
         out.add("finding", {**base, "code": finding.code, "severity": finding.severity}, 1)
-    if insight.verdict is not None:
-        for state in STATES:
-            out.add("verdict", {**base, "state": state}, float(state == insight.verdict.state))
-        out.add("verdict_since_timestamp_seconds", base, insight.verdict.since)
+    verdict = insight.verdict
+    if verdict is not None:
+        key = ("verdict", base["target"], verdict.state, verdict.since)
+        _grouped(out, key, lambda group: _render_verdict(group, base, verdict))
     _render_upstream_health(out, base, insight)
     _render_custom(out, base, target, stale_after)
 
@@ -641,6 +665,12 @@ def speculative_labels(config: ServerConfig) -> dict[str, str]:
     }
 
 
+def _render_verdict(out: Families, base: dict[str, str], verdict: Verdict) -> None:
+    for state in STATES:
+        out.add("verdict", {**base, "state": state}, float(state == verdict.state))
+    out.add("verdict_since_timestamp_seconds", base, verdict.since)
+
+
 def _render_upstream_health(out: Families, base: dict[str, str], insight: Insight) -> None:
     snap = insight.upstream
     if snap is None:
@@ -649,6 +679,18 @@ def _render_upstream_health(out: Families, base: dict[str, str], insight: Insigh
         labels = {**base, "endpoint": endpoint}
         out.add("upstream_up", labels, 1 if status.up else 0)
         out.add("upstream_scrape_duration_seconds", labels, status.duration_seconds)
+    key = (
+        "upstream",
+        base["target"],
+        tuple(snap.endpoints),
+        tuple(snap.errors.items()),
+        tuple(snap.dropped.items()),
+    )
+    _grouped(out, key, lambda group: _render_upstream_counts(group, base, snap))
+
+
+def _render_upstream_counts(out: Families, base: dict[str, str], snap: UpstreamSnapshot) -> None:
+    """Every endpoint's failures by reason and the dropped samples, each from zero."""
     for endpoint in ENDPOINTS:
         if endpoint not in snap.endpoints:
             continue

@@ -295,6 +295,10 @@ class Families:
         samples.append(Sample(name + "_count", bounded, count))
         samples.append(Sample(name + "_sum", bounded, sum_value))
 
+    def extend(self, name: str, samples: Sequence[Sample]) -> None:
+        """Samples of declared family ``name`` (its exported name) made before, as they were."""
+        self._samples.setdefault(name, []).extend(samples)
+
     def add_custom(self, sample: CustomSample, labels: dict[str, str]) -> None:
         """A user-defined ``specwatch_custom_*`` series (names validated at start)."""
         family = _SCALAR[sample.type](sample.name, sample.help, labels=list(labels))

@@ -393,9 +393,17 @@ class UpstreamScraper:
             endpoints=MappingProxyType(endpoints),
             errors=MappingProxyType(dict(self._errors)),
             dropped=MappingProxyType(dict(self._dropped)),
+            config=self._same_config(snapshot.config),
         )
         self._snapshot = snapshot
         return snapshot
+
+    def _same_config(self, config: ServerConfig | None) -> ServerConfig | None:
+        """``config``, or the last published one where equal: the server's setup seldom
+        changes, and every scrape of specwatch merges it into the target's configuration,
+        which is remembered by the identity of what it merges (``ServerConfig.merged``)."""
+        last = self._snapshot.config
+        return last if config is not None and config == last else config
 
     def _timed(
         self,
