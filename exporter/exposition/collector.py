@@ -9,6 +9,7 @@ servers pays for the ones that moved.
 
 from __future__ import annotations
 
+import functools
 import logging
 import operator
 import threading
@@ -253,15 +254,23 @@ def _lines(
     last render's are that render's text (most of a target's families, such as its error
     counters, change far less often than its windows), and those of the same series with new
     values keep the names and labels it wrote (a live target's counters), their heads kept in
-    ``written`` for the next render."""
-    for name in rendered.names():
-        samples = rendered.samples(name)
-        text = last.lines.get(name) if last is not None else None
-        if last is None or text is None:
+    ``written`` for the next render. Families in the order first added (``_assemble`` puts
+    them in the exported order); the dictionaries read directly, as a target has some forty
+    families and most are unchanged."""
+    if last is None:
+        for name, samples in rendered.by_family.items():
+            lines[name] = sample_lines(samples)
+        return
+    last_samples = last.families.by_family
+    last_lines = last.lines
+    last_heads = last.heads
+    for name, samples in rendered.by_family.items():
+        text = last_lines.get(name)
+        if text is None:
             lines[name] = sample_lines(samples)
             continue
-        before = last.families.samples(name)
-        known = last.heads.get(name)
+        before = last_samples[name]
+        known = last_heads.get(name)
         if before == samples:
             lines[name] = text
             if known is not None:
@@ -324,7 +333,7 @@ def render_target(
     out: Families, target: Watched, snap: TargetSnapshot, now: float, stale_after: float
 ) -> TargetView:
     """``target``'s series into ``out``, and what they were rendered from."""
-    base = {"target": target.name}
+    base = _target_labels(target.name)
     fresh = snap.fresh_windows(now, stale_after)
     requests = target.state.requests.snapshot(now)
     insight = inspect(target, snap, fresh, now, stale_after, requests)
@@ -341,6 +350,14 @@ def render_target(
     _render_log_health(out, base, snap)
     _render_insight(out, target, base, fresh, insight, stale_after)
     return TargetView(snap, fresh, insight, now)
+
+
+@functools.lru_cache(maxsize=4096)
+def _target_labels(name: str) -> dict[str, str]:
+    """A target's own label, the same dict from one render to the next (never changed: every
+    series with more labels copies it), so comparing a render's samples with the last
+    render's finds most labels equal by identity."""
+    return {"target": name}
 
 
 def engine_of(target: Watched, snap: TargetSnapshot, insight: Insight) -> str:

@@ -8,6 +8,7 @@ pass through :func:`bounded` on their way out, whichever renderer wrote them.
 from __future__ import annotations
 
 import hashlib
+import operator
 from collections.abc import Iterator, Sequence
 
 from prometheus_client.metrics_core import (
@@ -322,6 +323,12 @@ class Families:
     def samples(self, name: str) -> Sequence[Sample]:
         return self._samples.get(name, ())
 
+    @property
+    def by_family(self) -> dict[str, list[Sample]]:
+        """Every family's samples by its name, in the order first added (declared and
+        user-defined mixed; ``names()`` gives the exported order): read, never changed."""
+        return self._samples
+
     def kind(self, name: str) -> tuple[str, str]:
         """The type and HELP text of family ``name``."""
         custom = self._custom.get(name)
@@ -346,10 +353,13 @@ _BUCKET_LABELS: dict[tuple[tuple[str, str], ...], list[dict[str, str]]] = {}
 _BUCKET_LABELS_MAX = 4096
 
 
+_BOUND = operator.itemgetter(0)  # a bucket's ``le``
+
+
 def _bucket_labels(
     labels: dict[str, str], buckets: Sequence[tuple[str, float]]
 ) -> list[dict[str, str]]:
-    key = (*labels.items(), *((("le", le)) for le, _ in buckets))
+    key = (*labels.items(), *map(_BOUND, buckets))
     known = _BUCKET_LABELS.get(key)
     if known is None:
         if len(_BUCKET_LABELS) >= _BUCKET_LABELS_MAX:
