@@ -70,11 +70,26 @@ def _line(sample: Sample) -> str:
 
 def _number(value: float) -> str:
     """``floatToGoString``, without its float conversion and checks for the counts most
-    samples are (an integer Go writes without an exponent)."""
+    samples are (an integer Go writes without an exponent), and for a positive float written
+    before (a histogram's bucket counts, a counter's sum: most stay as they were from one
+    render to the next)."""
     if type(value) is int and -(10**15) < value < 10**6:
         return f"{value}.0"
+    if type(value) is float and value > 0:  # not -0.0, which equals 0.0 as a key
+        known = _WRITTEN.get(value)
+        if known is None:
+            known = floatToGoString(value)
+            if len(_WRITTEN) >= _WRITTEN_MAX:
+                _WRITTEN.clear()
+            _WRITTEN[value] = known
+        return known
     text: str = floatToGoString(value)
     return text
+
+
+# Positive floats as written, by value (equal floats are written alike), cleared when full.
+_WRITTEN: dict[float, str] = {}
+_WRITTEN_MAX = 4096
 
 
 def _escape(value: str) -> str:
