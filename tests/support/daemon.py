@@ -210,6 +210,7 @@ def in_process(*argv: str) -> subprocess.CompletedProcess[str]:
     said = logging.StreamHandler(err)
     said.setLevel(logging.WARNING)
     root, threshold = logging.getLogger(), gc.get_threshold()
+    frozen = gc.get_freeze_count()
     root.addHandler(said)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -218,8 +219,11 @@ def in_process(*argv: str) -> subprocess.CompletedProcess[str]:
         root.removeHandler(said)
         # main tunes the collector for a process of its own, and `run` freezes what its
         # set-up made (``starting``): here the test's objects, which must stay collectable.
+        # Unfreezing them unfreezes what the test run froze after collecting too
+        # (tests/conftest.py), so only a command that froze anything does.
         gc.set_threshold(*threshold)
-        gc.unfreeze()
+        if gc.get_freeze_count() != frozen:
+            gc.unfreeze()
     return subprocess.CompletedProcess(["specwatch", *argv], code, out.getvalue(), err.getvalue())
 
 
