@@ -381,7 +381,9 @@ def served_model(target: Watched, insight: Insight) -> str:
     )
     if name.startswith("/"):
         name = "/".join(name.rstrip("/").split("/")[-2:])
-    return "".join(c for c in name if c.isprintable())[:SERVED_MODEL_MAX]
+    if not name.isprintable():
+        name = "".join(c for c in name if c.isprintable())
+    return name[:SERVED_MODEL_MAX]
 
 
 def _render_speculation_counts(
@@ -559,6 +561,24 @@ def _render_log_health(out: Families, base: dict[str, str], snap: TargetSnapshot
     out.add("log_lines", base, snap.log_lines)
     for kind, count in sorted(snap.stats_lines.items()):
         out.add("log_stats_lines", {**base, "kind": kind}, count)
+    key = (
+        "log",
+        base["target"],
+        snap.unrecognized,
+        snap.rotations,
+        snap.truncations,
+        tuple(snap.skipped.items()),
+        tuple(snap.chunk_fallbacks.items()),
+        snap.read_errors,
+        tuple(snap.log_sources.items()),
+        snap.folded_dp_ranks,
+    )
+    _grouped(out, key, lambda group: _render_log_troubles(group, base, snap))
+
+
+def _render_log_troubles(out: Families, base: dict[str, str], snap: TargetSnapshot) -> None:
+    """What a healthy log's reading leaves as it was: its skipped and unreadable lines,
+    rotations, the state of each path."""
     out.add("log_unrecognized_stats_lines", base, snap.unrecognized)
     out.add("log_rotations", base, snap.rotations)
     out.add("log_truncations", base, snap.truncations)
