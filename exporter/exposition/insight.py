@@ -193,7 +193,7 @@ def _judgement(
         )
         stretches, counted = (*stretches, gauge), False
     known = target.baseline
-    baseline = None if known is None else SpeedBaseline(known.kind, "baseline")
+    baseline = None if known is None else _speed_baseline(known.kind)
     return judge(
         Case(
             stretches=stretches,
@@ -208,6 +208,13 @@ def _judgement(
             memo=evidence.memo,
         )
     )
+
+
+@functools.lru_cache(maxsize=16)
+def _speed_baseline(kind: str) -> SpeedBaseline:
+    """One object per kind: the run's ``StateMemo`` compares it with the last judgement's at
+    every judgement, at once when it is the same object."""
+    return SpeedBaseline(kind, "baseline")
 
 
 def _findings(observations: Observations) -> list[Finding]:
