@@ -393,7 +393,9 @@ def test_a_write_is_read_at_the_next_tick_or_at_once_when_a_scrape_syncs(tmp_pat
     with open(log, "ab", buffering=0) as server:  # held open, as a server holds its log
         try:
             tailer.start()
-            wait_for(lambda: rec.bootstraps, what="bootstrap")
+            # The first pass over, not just begun: a write made while it still read was
+            # read by it (under load), not held for the tick.
+            wait_for(tailer.ready.is_set, what="the first pass")
             assert loop.active
             server.write(b"one\n")
             turned(loop)  # the write's notification taken

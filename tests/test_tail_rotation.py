@@ -104,7 +104,9 @@ def test_a_copy_opening_the_log_reads_it_before_the_truncation(tmp_path: Path) -
     with open(log, "ab", buffering=0) as server:  # a server holds its log open
         try:
             tailer.start()
-            wait_for(lambda: rec.bootstraps, what="bootstrap")
+            # The first pass over, not just begun: a write made while it still read was
+            # read by it (under load), not held for the tick.
+            wait_for(tailer.ready.is_set, what="the first pass")
             assert loop.active
             server.write(joined(numbered("before", 20)))
             turned(loop)  # the write's notification taken
@@ -137,7 +139,9 @@ def test_a_steady_log_is_not_read_more_often_for_its_own_reads(tmp_path: Path) -
     with open(log, "ab", buffering=0) as server:
         try:
             tailer.start()
-            wait_for(lambda: rec.bootstraps, what="bootstrap")
+            # The first pass over, not just begun: a write made while it still read was
+            # read by it (under load), not held for the tick.
+            wait_for(tailer.ready.is_set, what="the first pass")
             for n in range(10):
                 server.write(f"line {n}\n".encode())
                 time.sleep(0.05)
