@@ -34,10 +34,13 @@ from tests.support.waiting import wait_for
 
 T = TypeVar("T")
 
-STARTUP_TIMEOUT = 30.0
+# Deadlines that bound a wait, not budgets: on a machine at load 40 (20 runnable tasks a core)
+# a Prometheus took over 30 s to be ready and over 5 s to answer a scrape of its own metrics.
+STARTUP_TIMEOUT = 60.0
+REQUEST_TIMEOUT = 15.0
 
 
-def http_json(url: str, body: Any = None, timeout: float = 5.0) -> Any:
+def http_json(url: str, body: Any = None, timeout: float = REQUEST_TIMEOUT) -> Any:
     """GET (or POST ``body`` as JSON to) ``url`` and decode the JSON answer."""
     data = None if body is None else json.dumps(body).encode()
     headers = {} if body is None else {"Content-Type": "application/json"}
@@ -112,7 +115,7 @@ class RunningPrometheus:
 
     def rule_evaluations(self) -> int:
         """Evaluations so far of the rule group evaluated least often (Prometheus' own count)."""
-        with urllib.request.urlopen(f"{self.url}/metrics", timeout=5) as response:
+        with urllib.request.urlopen(f"{self.url}/metrics", timeout=REQUEST_TIMEOUT) as response:
             own = Scrape(response.read().decode())
         counts = own.values("prometheus_rule_group_iterations_total")
         assert counts, "Prometheus evaluates no rule group"
