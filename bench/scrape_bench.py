@@ -8,8 +8,9 @@ apart; then the collector writes the specwatch families of ``/metrics``. The fig
 render's CPU (this thread's) and nothing else: not the reading of the lines, not HTTP. The
 interpreter runs with the daemon's collector settings (``runtime.tune_gc``).
 
-``--check`` also renders each time with a collector that never rendered before and holds the
-two bodies to the same bytes (what the kept renders, heads and groups must not change).
+``--check`` also renders each time with a collector that never rendered before, its groups of
+kept samples built afresh, and holds the two bodies to the same bytes (what the kept renders,
+heads and groups must not change).
 ``--profile FILE`` writes cProfile's statistics of the renders.
 
     .venv/bin/python bench/scrape_bench.py [--targets 100] [--upstream] [--renders 30]
@@ -30,6 +31,7 @@ from pathlib import Path
 from fleet import decode_line, upstreams
 
 from exporter.config import TargetConfig
+from exporter.exposition import collector as collector_module
 from exporter.exposition.collector import SpecwatchCollector
 from exporter.runtime import tune_gc
 from exporter.sources.tail import FileTailer
@@ -102,6 +104,7 @@ def main() -> int:
                 profile.disable()
             spent.append(time.thread_time() - start)
             if args.check:
+                collector_module._GROUPS.clear()  # every group built afresh, too
                 fresh = SpecwatchCollector(targets, 60.0, lambda: now[0])
                 assert fresh.exposition("text") == body, "a kept render differs"
         if profile is not None:

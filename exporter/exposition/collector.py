@@ -527,23 +527,34 @@ def _render_requests(out: Families, base: dict[str, str], requests: RequestsSnap
 
 
 # Groups of a target's samples that rest on a few plain values only (its verdict, its
-# upstream's error counts), by those values and the target's name: the same samples from one
-# render to the next while the values hold, which a render neither builds again nor compares
-# beyond their identity (``_lines``). Cleared when full, as targets and values come and go.
-_GROUPS: dict[tuple[object, ...], tuple[tuple[str, tuple[Sample, ...]], ...]] = {}
+# upstream's error counts, its log's troubles): the same samples from one render to the next
+# while the values hold, which a render neither builds again nor compares beyond their
+# identity (``_lines``). One slot per group and target, holding its newest values only, so
+# what is kept is what the renders show; cleared when full, as targets come and go.
+_Group = tuple[tuple[str, tuple[Sample, ...]], ...]  # each family's samples
+_GROUPS: dict[tuple[str, str], tuple[tuple[object, ...], _Group]] = {}
 _GROUPS_MAX = 4096
 
 
-def _grouped(out: Families, key: tuple[object, ...], render: Callable[[Families], None]) -> None:
-    """What ``render`` adds, kept by ``key``: everything it reads must be in ``key``."""
-    known = _GROUPS.get(key)
-    if known is None:
+def _grouped(
+    out: Families,
+    slot: tuple[str, str],
+    values: tuple[object, ...],
+    render: Callable[[Families], None],
+) -> None:
+    """What ``render`` adds, kept in ``slot`` (the group and the target's name) while
+    ``values`` hold: everything it reads must be in them."""
+    kept = _GROUPS.get(slot)
+    known: _Group
+    if kept is not None and kept[0] == values:
+        known = kept[1]
+    else:
         group = Families()
         render(group)
         known = tuple((name, tuple(group.samples(name))) for name in group.names())
-        if len(_GROUPS) >= _GROUPS_MAX:
+        if len(_GROUPS) >= _GROUPS_MAX and slot not in _GROUPS:
             _GROUPS.clear()
-        _GROUPS[key] = known
+        _GROUPS[slot] = (values, known)
     for name, samples in known:
         out.extend(name, samples)
 
@@ -561,9 +572,7 @@ def _render_log_health(out: Families, base: dict[str, str], snap: TargetSnapshot
     out.add("log_lines", base, snap.log_lines)
     for kind, count in sorted(snap.stats_lines.items()):
         out.add("log_stats_lines", {**base, "kind": kind}, count)
-    key = (
-        "log",
-        base["target"],
+    values = (
         snap.unrecognized,
         snap.rotations,
         snap.truncations,
@@ -573,7 +582,8 @@ def _render_log_health(out: Families, base: dict[str, str], snap: TargetSnapshot
         tuple(snap.log_sources.items()),
         snap.folded_dp_ranks,
     )
-    _grouped(out, key, lambda group: _render_log_troubles(group, base, snap))
+    slot = ("log", base["target"])
+    _grouped(out, slot, values, lambda group: _render_log_troubles(group, base, snap))
 
 
 def _render_log_troubles(out: Families, base: dict[str, str], snap: TargetSnapshot) -> None:
@@ -641,8 +651,9 @@ def _render_insight(
         out.add("finding", {**base, "code": finding.code, "severity": finding.severity}, 1)
     verdict = insight.verdict
     if verdict is not None:
-        key = ("verdict", base["target"], verdict.state, verdict.since)
-        _grouped(out, key, lambda group: _render_verdict(group, base, verdict))
+        values = (verdict.state, verdict.since)
+        slot = ("verdict", base["target"])
+        _grouped(out, slot, values, lambda group: _render_verdict(group, base, verdict))
     _render_upstream_health(out, base, insight)
     _render_custom(out, base, target, stale_after)
 
@@ -716,14 +727,13 @@ def _render_upstream_health(out: Families, base: dict[str, str], insight: Insigh
         labels = {**base, "endpoint": endpoint}
         out.add("upstream_up", labels, 1 if status.up else 0)
         out.add("upstream_scrape_duration_seconds", labels, status.duration_seconds)
-    key = (
-        "upstream",
-        base["target"],
+    values = (
         tuple(snap.endpoints),
         tuple(snap.errors.items()),
         tuple(snap.dropped.items()),
     )
-    _grouped(out, key, lambda group: _render_upstream_counts(group, base, snap))
+    slot = ("upstream", base["target"])
+    _grouped(out, slot, values, lambda group: _render_upstream_counts(group, base, snap))
 
 
 def _render_upstream_counts(out: Families, base: dict[str, str], snap: UpstreamSnapshot) -> None:
