@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -154,7 +155,11 @@ def naming(source: str) -> list[tuple[int, str]]:
     module of its own. Documentation, a string standing alone as a statement, is the
     developer's and may explain by an engine's example."""
     tree = ast.parse(source)
-    found = _texts(tree, ENGINE_WORD)
+    return _naming(tree, _strings(tree))
+
+
+def _naming(tree: ast.Module, strings: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    found = _texts(strings, ENGINE_WORD)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom) and _imports_an_engines_own(node):
             found.append((node.lineno, ast.unparse(node)))
@@ -214,11 +219,11 @@ def test_no_module_outside_engines_names_an_engine() -> None:
     """An engine's name or title, a metric name of its own or one of its modules, in any
     other module, is a branch, a default or a text that the next engine would have to edit:
     a text speaks of the engine, or asks the registry for the engine's own words."""
-    found = set()
-    for path in sorted((REPO / "exporter").rglob("*.py")):
-        module = path.relative_to(REPO / "exporter").as_posix()
-        if not module.startswith("engines/"):
-            found |= {(module, word) for _, word in naming(path.read_text(encoding="utf-8"))}
+    found = {
+        (module, word)
+        for module, tree, strings in _shared_modules()
+        for _, word in _naming(tree, strings)
+    }
     assert sorted(found - ALLOWED) == []
     assert found >= ALLOWED, "an allowed name is gone: drop it from ALLOWED"
 
@@ -248,29 +253,47 @@ def test_no_module_outside_engines_gives_an_engines_flag() -> None:
     flags = _engines_flags()
     assert {"--enable-metrics", "--enforce-eager", "--speculative-num-steps"} <= flags
     pattern = re.compile(rf"(?<![\w-])(?:{'|'.join(map(re.escape, flags))})(?![\w-])")
-    found = []
-    for path in sorted((REPO / "exporter").rglob("*.py")):
-        module = path.relative_to(REPO / "exporter").as_posix()
-        if not module.startswith("engines/"):
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-            found += [f"{module}:{line} {word}" for line, word in _texts(tree, pattern)]
+    found = [
+        f"{module}:{line} {word}"
+        for module, _, strings in _shared_modules()
+        for line, word in _texts(strings, pattern)
+    ]
     assert found == []
 
 
-def _texts(tree: ast.Module, pattern: re.Pattern[str]) -> list[tuple[int, str]]:
-    """What ``pattern`` finds in the strings of ``tree`` that are not documentation."""
+@cache
+def _shared_modules() -> tuple[tuple[str, ast.Module, list[tuple[int, str]]], ...]:
+    """Each module outside ``engines/`` (its path under ``exporter/``), its syntax tree and
+    its strings that are not documentation, parsed and walked once for the two tests that
+    read them all (half their CPU). Only read."""
+    paths = sorted((REPO / "exporter").rglob("*.py"))
+    modules = ((path.relative_to(REPO / "exporter").as_posix(), path) for path in paths)
+    trees = (
+        (module, ast.parse(path.read_text(encoding="utf-8")))
+        for module, path in modules
+        if not module.startswith("engines/")
+    )
+    return tuple((module, tree, _strings(tree)) for module, tree in trees)
+
+
+def _strings(tree: ast.Module) -> list[tuple[int, str]]:
+    """The strings of ``tree`` that are not documentation, with their lines."""
     documentation = {
         id(node.value)
         for node in ast.walk(tree)
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
     }
     return [
-        (node.lineno, word)
+        (node.lineno, node.value)
         for node in ast.walk(tree)
         if isinstance(node, ast.Constant) and isinstance(node.value, str)
         if id(node) not in documentation
-        for word in pattern.findall(node.value)
     ]
+
+
+def _texts(strings: list[tuple[int, str]], pattern: re.Pattern[str]) -> list[tuple[int, str]]:
+    """What ``pattern`` finds in ``strings`` (``_strings``)."""
+    return [(line, word) for line, text in strings for word in pattern.findall(text)]
 
 
 def test_the_simulator_writes_each_engine_that_logs() -> None:
