@@ -411,7 +411,9 @@ def test_only_the_families_an_engine_reads_are_parsed(
         body = body.replace(f"{family}_total ", f"{family} ") + "# EOF\n"
         content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8"
     sglang.routes["/metrics"] = Route(body=body.encode(), content_type=content_type)
-    snap = UpstreamScraper(f"{sglang.url}/metrics", timeout=2).scrape_once()
+    # A scrape's timeout is no measure of the filter (a 2 s one ran out at load 10): the
+    # deadline already passed, below, is.
+    snap = UpstreamScraper(f"{sglang.url}/metrics", timeout=30).scrape_once()
     assert snap.endpoints["metrics"].up
     assert snap.values is not None and snap.values.running_requests == 61
     # Parsed whole, the body is cut short by a deadline already passed; the engine's own
