@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from exporter.analysis.baseline import Baseline
+from exporter.engines.batch import FIELDS, KindColumns, StatsBatch
 from exporter.engines.record import DraftCounts, LogLine, StatsRecord, logged_seconds
 from exporter.engines.server_config import ServerConfig
 from exporter.report import run as run_module
@@ -314,6 +315,86 @@ def test_records_folded_a_read_at_a_time_report_exactly_as_one_by_one(
         patch.object(run_module, "FINDINGS_SAMPLE", sample),
     ):
         assert _folded(calls, baseline, by_reads) == _folded(calls, baseline, _one_by_one)
+
+
+def batch_of(records: list[StatsRecord]) -> StatsBatch:
+    """``records`` as the chunk reader hands a read over: each kind's rows by column, a field
+    whose rows all hold the one same object as that value."""
+    kinds = {record.kind for record in records}
+    order = b"".join(b"D" if r.kind == "decode" else b"P" for r in records)
+    return StatsBatch(
+        order if len(kinds) > 1 else b"",
+        _kind_columns("decode", [r for r in records if r.kind == "decode"]),
+        _kind_columns("prefill", [r for r in records if r.kind == "prefill"]),
+    )
+
+
+def _kind_columns(kind: str, rows: list[StatsRecord]) -> KindColumns:
+    if not rows:
+        return KindColumns(0, (None,) * len(FIELDS), (kind,) + (None,) * (len(FIELDS) - 1))
+    columns = list(zip(*rows, strict=True))
+    same = [all(value is column[0] for value in column) for column in columns]
+    return KindColumns(
+        len(rows),
+        tuple(None if one else list(column) for one, column in zip(same, columns, strict=True)),
+        tuple(column[0] for column in columns),
+    )
+
+
+# Reads of a DP-attention node: every decode line names its rank and counts nothing itself,
+# so a chunk reader's read of them is folded from its columns.
+_DP_FOLDED = _FOLDED.map(lambda r: r._replace(dp_rank=r.dp_rank or 0, draft_counts=None))
+_DP_CALLS = st.lists(
+    st.one_of(
+        st.tuples(st.just("records"), st.lists(_DP_FOLDED, max_size=40)),
+        st.tuples(st.just("records"), st.lists(_FOLDED, max_size=40)),
+        st.tuples(st.just("event"), st.just(_RESTART)),
+        st.tuples(st.just("unrecognized"), st.just("drift")),
+    ),
+    max_size=12,
+)
+
+
+@given(
+    calls=_DP_CALLS,
+    baseline=st.sampled_from([None, _BASELINE]),
+    evidence_batch=st.sampled_from([1, 7, 4096]),
+    sample=st.sampled_from([1, 3, 2000]),
+)
+def test_a_chunk_readers_batch_folded_from_its_columns_reports_exactly_as_one_by_one(
+    calls: list[tuple[str, Any]], baseline: Baseline | None, evidence_batch: int, sample: int
+) -> None:
+    """A read handed over as the chunk reader's batch is folded from its columns where its
+    decode lines allow, else as records: either way as its records one by one."""
+
+    def as_batch(builder: ReportBuilder, records: list[StatsRecord]) -> None:
+        builder.on_lines(len(records))
+        builder.on_records(batch_of(records))
+
+    with (
+        patch.object(run_module, "EVIDENCE_BATCH", evidence_batch),
+        patch.object(run_module, "FINDINGS_SAMPLE", sample),
+    ):
+        assert _folded(calls, baseline, as_batch) == _folded(calls, baseline, _one_by_one)
+
+
+@given(st.lists(_FOLDED, max_size=60), st.integers(0, 70), st.integers(-70, 70))
+def test_a_batch_reads_as_the_list_of_its_records(
+    records: list[StatsRecord], start: int, index: int
+) -> None:
+    """Each record, slice and column of a batch, built alone, is its records' own."""
+    batch = batch_of(records)
+    assert len(batch) == len(records)
+    if -len(records) <= index < len(records):
+        assert batch[index] == records[index]
+        assert batch.value(FIELDS.index("time"), index) == records[index].time
+    assert batch[start:] == records[start:]
+    assert batch[start : start + 3] == records[start : start + 3]
+    for field in range(len(FIELDS)):
+        assert batch.column(field, start) == [record[field] for record in records[start:]]
+    decodes = [at for at, record in enumerate(records) if record.kind == "decode"]
+    assert batch.recent_start(3) == (decodes[-3] if len(decodes) >= 3 else 0)
+    assert list(batch) == records
 
 
 def _iso_reading(time: str) -> float | None:

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache, reduce
-from itertools import groupby
+from itertools import groupby, repeat
 from operator import add, attrgetter, itemgetter
 from typing import Any
 
@@ -255,14 +255,43 @@ class Stretches:
         per run of equal times: a busy node's DP ranks log one window each per second."""
         every = _one_interval(records, interval)
         speak = all_speak_for_node(records)
-        for at, group in groupby(zip(ats, records, strict=False), itemgetter(0)):
-            windows = [
-                (_record_counts(record, every), bool(record.extra) and drafting_off(record))
-                for _, record in group
-                if speak or speaks_for_node(record)
+        windows = (
+            (at, (_record_counts(record, every), bool(record.extra) and drafting_off(record)))
+            for at, record in zip(ats, records, strict=False)
+            if speak or speaks_for_node(record)
+        )
+        self._add_grouped(windows)
+
+    def add_columns(
+        self,
+        ats: Iterable[float | None],
+        lengths: Sequence[float | None],
+        running: Sequence[int | None],
+        engine: str,
+        interval: int | None,
+    ) -> None:
+        """Decode windows as :meth:`add_records` of their records, from a batch's columns
+        (each window's time, accept length and running requests): windows that all speak for
+        the node, none with drafting off, none with counts of its own, of one ``engine``.
+        Their counts are :func:`_record_counts`'s: rounds of the log interval's batches."""
+        every = interval or _log_interval(engine)
+        if every:
+            rounds = [float((requests or 1) * every) for requests in running]
+            counts: list[tuple[float, float] | None] = [
+                None if length is None else (drafts, (length - 1.0) * drafts)
+                for length, drafts in zip(lengths, rounds, strict=True)
             ]
-            if windows:
-                self._add_windows(at, windows)
+        else:
+            counts = [None] * len(lengths)
+        self._add_grouped(zip(ats, zip(counts, repeat(False), strict=False), strict=True))
+
+    def _add_grouped(
+        self, windows: Iterable[tuple[float | None, tuple[tuple[float, float] | None, bool]]]
+    ) -> None:
+        """Windows in order, each (time, (counts, drafting off)): the stretch is looked up
+        once per run of equal times."""
+        for at, group in groupby(windows, itemgetter(0)):
+            self._add_windows(at, list(map(itemgetter(1), group)))
 
     def _add_windows(
         self, at: float | None, windows: list[tuple[tuple[float, float] | None, bool]]

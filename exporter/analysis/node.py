@@ -9,10 +9,10 @@ node several times slower than it is. The daemon sums its fresh windows with
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import repeat
 from operator import attrgetter
-from typing import NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from exporter.analysis.thresholds import STALE_AFTER
 from exporter.engines.record import SPEC_STEPS, StatsRecord, drafting_off
@@ -36,6 +36,48 @@ class Moment(NamedTuple):
     pipelined: bool = False
 
 
+class NodeLine(Protocol):
+    """What a node moment reads of a decode line: a record, or a :class:`RankLine`."""
+
+    @property
+    def dp_rank(self) -> int | None: ...
+
+    @property
+    def tp_rank(self) -> int | None: ...
+
+    @property
+    def pp_rank(self) -> int | None: ...
+
+    @property
+    def running_requests(self) -> int | None: ...
+
+    @property
+    def queued_requests(self) -> int | None: ...
+
+    @property
+    def accept_length(self) -> float | None: ...
+
+    @property
+    def gen_throughput(self) -> float | None: ...
+
+    @property
+    def extra(self) -> Mapping[str, Any]: ...
+
+
+class RankLine(NamedTuple):
+    """The fields of a decode line that a node moment reads, named as a record's: built from
+    a batch's columns (``engines.batch``) for a fraction of a whole record."""
+
+    dp_rank: int | None
+    tp_rank: int | None
+    pp_rank: int | None
+    running_requests: int | None
+    queued_requests: int | None
+    accept_length: float | None
+    gen_throughput: float | None
+    extra: Mapping[str, Any]
+
+
 def node_totals(records: Iterable[StatsRecord]) -> tuple[float | None, int | None]:
     """Throughput and running requests summed over ranks; ``None`` where any rank lacks it."""
     moment = _summed(None, zip(repeat(None), records))
@@ -44,7 +86,7 @@ def node_totals(records: Iterable[StatsRecord]) -> tuple[float | None, int | Non
 
 def _summed(
     now: float | None,
-    ranks: Iterable[tuple[float | None, StatsRecord]],
+    ranks: Iterable[tuple[float | None, NodeLine]],
     stale_after: float = STALE_AFTER,
 ) -> Moment:
     """The moment ``now`` of the ranks' (time, line) pairs, leaving out lines older than
@@ -81,7 +123,7 @@ def _summed(
     return Moment(now, accept, running, tput, queued, steps, pipelined)
 
 
-def _latest(ranks: Iterable[tuple[float | None, StatsRecord]]) -> float | None:
+def _latest(ranks: Iterable[tuple[float | None, NodeLine]]) -> float | None:
     """The newest time of the ranks' lines, if any has one (a loop: no call per rank)."""
     latest = None
     for at, _ in ranks:
@@ -90,7 +132,7 @@ def _latest(ranks: Iterable[tuple[float | None, StatsRecord]]) -> float | None:
     return latest
 
 
-def _own_moment(at: float | None, record: StatsRecord) -> Moment:
+def _own_moment(at: float | None, record: NodeLine) -> Moment:
     """The moment of a line that speaks for the whole node alone."""
     steps = record.extra.get(SPEC_STEPS)
     return Moment(
@@ -104,7 +146,7 @@ def _own_moment(at: float | None, record: StatsRecord) -> Moment:
     )
 
 
-def speaks_for_node(record: StatsRecord) -> bool:
+def speaks_for_node(record: NodeLine) -> bool:
     """Whether a rank's line describes the node (or its DP rank's share of it).
 
     With every scheduler printing (``--enable-metrics-for-all-schedulers``) TP ranks other
@@ -118,7 +160,7 @@ def speaks_for_node(record: StatsRecord) -> bool:
     )
 
 
-def all_speak_for_node(records: Sequence[StatsRecord]) -> bool:
+def all_speak_for_node(records: Sequence[NodeLine]) -> bool:
     """Whether :func:`speaks_for_node` holds for every one of ``records``, found in two C
     passes: a DP-attention node's lines all name their DP rank and no pipeline stage, and a
     batch of them then costs no call per line."""
@@ -141,11 +183,11 @@ class NodeMoments:
 
     def __init__(self, stale_after: float = STALE_AFTER) -> None:
         self._stale_after = stale_after
-        self._newest: dict[int, tuple[float | None, StatsRecord]] = {}
+        self._newest: dict[int, tuple[float | None, NodeLine]] = {}
         # This round's lines, joining ``_newest`` when it closes: one dict store per line.
-        self._round: dict[int, tuple[float | None, StatsRecord]] = {}
+        self._round: dict[int, tuple[float | None, NodeLine]] = {}
 
-    def add(self, records: Iterable[StatsRecord], times: Iterable[float | None]) -> list[Moment]:
+    def add(self, records: Iterable[NodeLine], times: Iterable[float | None]) -> list[Moment]:
         """Take decode lines in order, each with its time in seconds; the moments they made,
         in order. Many lines a call: a call per line cost more than its moment."""
         moments: list[Moment] = []

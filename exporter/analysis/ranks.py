@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from math import isfinite
+from operator import attrgetter
 from statistics import fmean
 
 from exporter.engines.record import StatsRecord, drafting_off
@@ -39,12 +40,15 @@ class RankAccepts:
         self._sums: dict[int, list[float]] = {}  # rank -> [sum, count]
 
     def add(self, records: Iterable[StatsRecord]) -> None:
-        for record in records:
-            rank, length = record.dp_rank, record.accept_length
+        # Drafting off is told by ``extra``, which few records carry.
+        drafted = [r for r in records if not (r.extra and drafting_off(r))]
+        self.add_lengths(map(_DP_RANK, drafted), map(_ACCEPT_LENGTH, drafted))
+
+    def add_lengths(self, ranks: Iterable[int | None], lengths: Iterable[float | None]) -> None:
+        """Windows that drafted, by their DP ranks and accept lengths (a batch's columns)."""
+        for rank, length in zip(ranks, lengths, strict=False):
             if rank is None or length is None or not isfinite(length):
                 continue  # a hostile line's inf or nan: nothing of a drafter
-            if record.extra and drafting_off(record):  # nor drafting off (``extra``: rare)
-                continue
             if self._recent is None:
                 total = self._sums.get(rank)
                 if total is None:
@@ -68,3 +72,7 @@ class RankAccepts:
         else:
             found = [RankAccept(r, len(v), fmean(v)) for r, v in self._values.items()]
         return tuple(sorted(found, key=lambda rank: rank.dp_rank))
+
+
+_DP_RANK = attrgetter("dp_rank")
+_ACCEPT_LENGTH = attrgetter("accept_length")

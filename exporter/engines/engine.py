@@ -60,7 +60,7 @@ class LogReader(Protocol):
 
     def read_whole(
         self, framed: bytes, tidy: bool, foreign: tuple[bytes, ...]
-    ) -> tuple[int, list[StatsRecord]] | None:
+    ) -> tuple[int, Sequence[StatsRecord]] | None:
         """How many lines a plain batch holds (each between two newlines) and their records,
         read whole; or None to have the batch split and read line by line. ``foreign``: markers of
         lines another engine formats (its stats lines, its server's start), which the split

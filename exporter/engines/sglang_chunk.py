@@ -16,12 +16,13 @@ defines the result.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from itertools import repeat
 from operator import itemgetter
 from typing import Any, TypeVar
 
-from exporter.engines.record import StatsRecord, record_from_row
+from exporter.engines.batch import KindColumns, StatsBatch
+from exporter.engines.record import StatsRecord
 from exporter.engines.sglang import (
     POOL_USAGES,
     RANK_LIST,
@@ -97,7 +98,7 @@ class ChunkReader:
         self._times.bound()
         return self._times.__getitem__
 
-    def read(self, blob: bytes, ascii: bool) -> tuple[int, list[StatsRecord], bytes | None] | str:
+    def read(self, blob: bytes, ascii: bool) -> tuple[int, StatsBatch, bytes | None] | str:
         """How many tidy lines ``blob`` holds (each between two ``\n``; ``ascii``: all its
         bytes are), their records in line order, and the other lines' message heads when
         every line has the plain prefix: the text in which the caller must find no startup
@@ -120,17 +121,14 @@ class ChunkReader:
         # Comprehensions: a bound ``bytes.__eq__`` per row cost twice their compare.
         decodes = [row for row in rows if row[2] == _IS_DECODE]
         prefills = [row for row in rows if row[2] == _IS_PREFILL]
-        decoded = self._records("decode", decode, _VALUES_AT, decodes)
+        decoded = self._columns("decode", decode, _VALUES_AT, decodes)
         prefill_at = _VALUES_AT + (0 if decode is None else decode.groups)
-        prefilled = self._records("prefill", prefill, prefill_at, prefills)
+        prefilled = self._columns("prefill", prefill, prefill_at, prefills)
         if decoded is None or prefilled is None:
             return "bad_value"
-        if not prefilled or not decoded:  # one kind: already in line order
-            return len(rows), decoded or prefilled, heads
-        by_kind = {_IS_DECODE: iter(decoded), _IS_PREFILL: iter(prefilled)}
-        kinds = list(filter(None, kinds))
-        records = list(map(next, map(by_kind.__getitem__, kinds)))  # back in line order
-        return len(rows), records, heads
+        # The kinds in line order, a byte each, needed only where the batch holds both.
+        order = b"".join(kinds) if decodes and prefills else b""
+        return len(rows), StatsBatch(order, decoded, prefilled), heads
 
     def _compiled(
         self, decode: LayoutColumns | None, prefill: LayoutColumns | None
@@ -150,18 +148,19 @@ class ChunkReader:
             self._key = (decode, prefill)
         return self._pattern
 
-    def _records(
+    def _columns(
         self, kind: str, layout: LayoutColumns | None, first: int, rows: list[Row]
-    ) -> list[StatsRecord] | None:
-        """Records of one kind's rows; ``first`` is the group its layout's values start at."""
+    ) -> KindColumns | None:
+        """The record fields of one kind's rows, by column; ``first`` is the group its
+        layout's values start at. None if a value does not convert."""
         if not rows or layout is None:
-            return []
+            return KindColumns(0, _NO_COLUMNS, (kind, *_NO_CONSTANTS[1:]))
         columns = list(zip(*rows, strict=True))  # one pass, not one per group
         records = self._values.converted(layout, layout.records, columns, first)
         extras = self._values.converted(layout, layout.extras, columns, first)
         if records is None or extras is None:
             return None
-        values: list[Iterable[Any]] = [repeat(None)] * VALUE_FIELD_COUNT
+        values: list[Sequence[Any] | None] = [None] * VALUE_FIELD_COUNT
         for position, column in records.items():
             values[position] = column
         pools = [list(extras[key]) for key in POOL_USAGES if key in extras]
@@ -171,18 +170,27 @@ class ChunkReader:
         caches = (self._times, self._dp, self._tp, self._pp)
         for cache in caches:
             cache.bound()
-        fields = zip(
-            repeat(kind),
-            map(self._times.__getitem__, stamps),
-            repeat("sglang"),
-            map(self._dp.__getitem__, ranks),
-            map(self._tp.__getitem__, ranks),
-            map(self._pp.__getitem__, ranks),
-            *values,
-            _extra_dicts(extras, len(rows)),
+        # Rows with no extras share one dict: records never change theirs.
+        extra: list[dict[str, Any]] | None = _extra_dicts(extras) if extras else None
+        return KindColumns(
+            len(rows),
+            (
+                None,
+                list(map(self._times.__getitem__, stamps)),
+                None,
+                list(map(self._dp.__getitem__, ranks)),
+                list(map(self._tp.__getitem__, ranks)),
+                list(map(self._pp.__getitem__, ranks)),
+                *values,
+                extra,
+            ),
+            (kind, *_NO_CONSTANTS[1:-1], {}),
         )
-        return list(map(record_from_row, fields))
 
+
+# A kind's record fields where no row has a value of its own: the kind, "sglang", else None.
+_NO_CONSTANTS: tuple[Any, ...] = (None, None, "sglang", *repeat(None, len(StatsRecord._fields) - 3))
+_NO_COLUMNS: tuple[None, ...] = (None,) * len(StatsRecord._fields)
 
 _T = TypeVar("_T")
 _K = TypeVar("_K", int, str)
@@ -218,12 +226,10 @@ def _rank_number(index: int) -> Callable[[bytes], int | None]:
     return number
 
 
-def _extra_dicts(extras: dict[str, list[Any]], count: int) -> list[dict[str, Any]]:
+def _extra_dicts(extras: dict[str, list[Any]]) -> list[dict[str, Any]]:
     """The rows' extras, keys in line order as the line reader's. Rows with the same extras
     share one dict: records never change theirs (``extra`` is a read-only ``Mapping``), and a
-    busy node's decode lines keep none, its prefill lines one of few values (#new-seq)."""
-    if not extras:
-        return [{}] * count
+    busy node's prefill lines keep one of few values (#new-seq)."""
     if len(extras) == 1:
         ((key, column),) = extras.items()
         return list(map(_Shared(key).__getitem__, column))

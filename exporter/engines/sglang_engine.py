@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from exporter.engines import ending
+from exporter.engines.batch import StatsBatch
 from exporter.engines.engine import BandSteps, Deliveries, UpstreamReader
 from exporter.engines.events import Event
 from exporter.engines.record import LogLine, StatsRecord, Unrecognized
@@ -112,7 +113,7 @@ class SGLangReader:
 
     def read_whole(
         self, framed: bytes, tidy: bool, foreign: tuple[bytes, ...]
-    ) -> tuple[int, list[StatsRecord]] | None:
+    ) -> tuple[int, Sequence[StatsRecord]] | None:
         """The chunk reader's count of lines and records; None leaves the batch to
         :meth:`read`, which counts why the chunk reader did not take it. A batch whose every
         line has SGLang's own prefix (the chunk reader's message heads) holds no line of
@@ -155,7 +156,7 @@ class SGLangReader:
             if record is not None:
                 self._sink.on_request(record)
 
-    def _chunk_records(self, blob: bytes) -> tuple[int, list[StatsRecord], bytes | None] | str:
+    def _chunk_records(self, blob: bytes) -> tuple[int, StatsBatch, bytes | None] | str:
         """A tidy batch's count of lines and records read in one pass (the hot path, see
         bench/), with the other lines' message heads when every line has the plain prefix
         (else None); or why not (one of ``sglang_chunk.FALLBACKS``): the chunk reader cannot

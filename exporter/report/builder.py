@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import os
 from collections import Counter, deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from functools import reduce
-from itertools import compress, groupby
+from functools import partial, reduce
+from itertools import chain, compress, groupby
 from operator import add, attrgetter
 
 from exporter.analysis.algorithms import config_standard
@@ -33,7 +33,7 @@ from exporter.analysis.judge import (
     method_of,
 )
 from exporter.analysis.load_bands import band_of
-from exporter.analysis.node import Moment, NodeMoments
+from exporter.analysis.node import Moment, NodeMoments, RankLine
 from exporter.analysis.plain_speed import (
     MIN_BAND_WINDOWS,
     PlainSpeed,
@@ -43,6 +43,22 @@ from exporter.analysis.schedule import advise_bands, schedule_text
 from exporter.analysis.thresholds import DEFAULT, MIN_WINDOWS, Thresholds
 from exporter.analysis.verdicts import implausible
 from exporter.engines import ending
+from exporter.engines.batch import (
+    ACCEPT_LENGTH,
+    CUDA_GRAPH,
+    DP_RANK,
+    DRAFT_COUNTS,
+    ENGINE,
+    EXTRA,
+    GEN_THROUGHPUT,
+    PP_RANK,
+    QUEUED,
+    RUNNING,
+    TIME,
+    TP_RANK,
+    KindColumns,
+    StatsBatch,
+)
 from exporter.engines.record import (
     OLD_SPEC_FORM,
     LogLine,
@@ -116,6 +132,7 @@ class ReportBuilder(RecordSink):
         self._done: deque[RunSummary] = deque(maxlen=MAX_RUNS)
         self._node = NodeMoments()
         self._held: list[StatsRecord] = []
+        self._batch: StatsBatch | None = None  # a chunk reader's batch, held alone
         self._engine: str | None = (
             None  # of the newest stats line  # records not folded yet: see ``on_record``
         )
@@ -130,10 +147,23 @@ class ReportBuilder(RecordSink):
         self.lines += count
 
     def on_record(self, record: StatsRecord) -> None:
+        self._hold_batch()
         self._held.append(record)
 
     def on_records(self, records: Sequence[StatsRecord]) -> None:
+        if not records:
+            return
+        if isinstance(records, StatsBatch) and not self._held and self._batch is None:
+            self._batch = records  # folded from its columns, if nothing else is held with it
+            return
+        self._hold_batch()
         self._held.extend(records)
+
+    def _hold_batch(self) -> None:
+        """The batch held, as records: another call of records follows it."""
+        if self._batch is not None:
+            self._held.extend(self._batch)
+            self._batch = None
 
     def on_unrecognized(self, reason: str) -> None:
         self._fold_held()
@@ -162,6 +192,9 @@ class ReportBuilder(RecordSink):
     # Folding ------------------------------------------------------------------------------
     def _fold_held(self) -> None:
         """Fold the records held since the last call of another kind, all at once."""
+        if self._batch is not None:
+            batch, self._batch = self._batch, None
+            self._fold_batch(batch)
         if self._held:
             held, self._held = self._held, []
             self._fold(held)
@@ -183,21 +216,54 @@ class ReportBuilder(RecordSink):
         self._streams.add(records)
         self._engine = records[-1].engine
         self._run.hold(records)
-        seconds = self._place(records)
+        seconds = self._place(list(map(_TIME, records)))
         decodes = [record for record in records if record.kind == "decode"]
         self.prefill_windows += len(records) - len(decodes)
         if decodes:
             self._add_decodes(decodes, list(map(seconds.__getitem__, map(_TIME, decodes))))
 
-    def _place(self, records: list[StatsRecord]) -> dict[str | None, float | None]:
-        """Seconds of each time the records logged, read once per distinct text (the lines of
-        a second share it), and kept as the log's and the run's first and last time seen."""
-        seconds = {time: logged_seconds(time) for time in dict.fromkeys(map(_TIME, records))}
+    def _fold_batch(self, batch: StatsBatch) -> None:
+        """:meth:`_fold` of a chunk reader's batch, from its columns: no record is built but
+        the few the evidence, the streams' watch and the findings' sample keep. Where its
+        decode lines are not a DP-attention node's plain ones (each names its DP rank and no
+        pipeline stage, and keeps no extras or counts), or speculation is adaptive (each
+        window is stamped with its steps), it is folded as records."""
+        decodes = batch.decodes
+        if self._runs.stamped(batch) is not batch or not _plain_ranks(decodes):
+            self._fold(list(batch))
+            return
+        self._streams.add(batch)
+        self._engine = batch[-1].engine
+        self._run.hold(batch)
+        seconds = self._place_batch(batch)
+        self.prefill_windows += batch.prefills.rows
+        if decodes.rows:
+            self._add_decode_columns(decodes, list(map(seconds.__getitem__, decodes.column(TIME))))
+
+    def _place(self, times: Sequence[str | None]) -> dict[str | None, float | None]:
+        """Seconds of each time the records logged (``times``, in line order), read once per
+        distinct text (the lines of a second share it), and kept as the log's and the run's
+        first and last time seen."""
+        seconds = {time: logged_seconds(time) for time in dict.fromkeys(times)}
         first = next((at for at in seconds.values() if at is not None), None)
-        if first is None:
-            return seconds
-        times = map(_TIME, reversed(records))
-        last = next(at for at in map(seconds.__getitem__, times) if at is not None)
+        if first is not None:
+            last = next(at for at in map(seconds.__getitem__, reversed(times)) if at is not None)
+            self._seen(first, last)
+        return seconds
+
+    def _place_batch(self, batch: StatsBatch) -> dict[str | None, float | None]:
+        """:meth:`_place` of a batch's lines, from each kind's column of times: in line
+        order only where the first or last line's time does not read."""
+        kinds = (batch.decodes.column(TIME), batch.prefills.column(TIME))
+        seconds = {time: logged_seconds(time) for time in dict.fromkeys(chain(*kinds))}
+        first, last = seconds[batch.value(TIME, 0)], seconds[batch.value(TIME, -1)]
+        if first is None or last is None:
+            return self._place(batch.column(TIME))
+        self._seen(first, last)
+        return seconds
+
+    def _seen(self, first: float, last: float) -> None:
+        """The first and last time of a read, into the log's and the run's."""
         if self.first_time is None:
             self.first_time = first
         self.last_time = last
@@ -205,7 +271,6 @@ class ReportBuilder(RecordSink):
         if run.first_time is None:
             run.first_time = first
         run.last_time = last
-        return seconds
 
     def _add_decodes(self, decodes: list[StatsRecord], ats: list[float | None]) -> None:
         self.decode_windows += len(decodes)
@@ -230,24 +295,61 @@ class ReportBuilder(RecordSink):
         run.stretches.add_records(decodes, ats, self._runs.config.decode_log_interval)
         ranks = set(map(_DP_RANK, decodes))
         if accepts:
-            self._accept_values.update(accepts)
-            if len(self._accept_values) > ACCEPT_VALUES:
-                self._bin_accept_lengths()
-            # One by one, in order: a float sum depends on the order (``sum`` may not keep it).
-            run.accept_sum = reduce(add, accepts, run.accept_sum)
-            run.accept_count += len(accepts)
+            self._fold_accepts(accepts)
             if not ranks <= {None}:
                 run.ranks.add(decodes)
-        graphs = list(map(_CUDA_GRAPH, decodes))
-        self._graph_on += graphs.count(True)
-        self._graph_off += graphs.count(False)
         graphed = [r for r in extras if r.cuda_graph is not None]
-        self._graph_devices.update(r.extra.get("graph_device", "cuda") for r in graphed)
-        if len(graphs) - graphs.count(None) > len(graphed):  # a window without extras: CUDA's
-            self._graph_devices.add("cuda")
+        devices = (r.extra.get("graph_device", "cuda") for r in graphed)
+        self._count_graphs(list(map(_CUDA_GRAPH, decodes)), devices, len(graphed))
         self._dp_ranks |= ranks - {None}
         for moment in self._node.add(decodes, ats):
             self._add_moment(moment)
+
+    def _add_decode_columns(self, decodes: KindColumns, ats: list[float | None]) -> None:
+        """:meth:`_add_decodes` of a batch's decode rows, from their columns: rows that each
+        name a DP rank and no pipeline stage, and keep no extras or counts (``_plain_ranks``)."""
+        self.decode_windows += decodes.rows
+        run = self._run
+        run.add_windows(decodes)
+        lengths = accepts = decodes.column(ACCEPT_LENGTH)
+        if None in accepts:
+            accepts = [value for value in accepts if value is not None]
+        running = decodes.column(RUNNING)
+        engine = decodes.constants[ENGINE]
+        interval = self._runs.config.decode_log_interval
+        run.stretches.add_columns(ats, lengths, running, engine, interval)
+        dp = decodes.column(DP_RANK)
+        ranks = set(dp)
+        if accepts:
+            self._fold_accepts(accepts)
+            run.ranks.add_lengths(dp, lengths)
+        self._count_graphs(decodes.column(CUDA_GRAPH), (), 0)
+        self._dp_ranks |= ranks
+        columns = (TP_RANK, PP_RANK, RUNNING, QUEUED, ACCEPT_LENGTH, GEN_THROUGHPUT, EXTRA)
+        lines = list(map(_rank_line, zip(dp, *map(decodes.column, columns), strict=True)))
+        for moment in self._node.add(lines, ats):
+            self._add_moment(moment)
+
+    def _fold_accepts(self, accepts: Sequence[float]) -> None:
+        """Decode windows' accept lengths, in order, into the histogram and the run's mean."""
+        run = self._run
+        self._accept_values.update(accepts)
+        if len(self._accept_values) > ACCEPT_VALUES:
+            self._bin_accept_lengths()
+        # One by one, in order: a float sum depends on the order (``sum`` may not keep it).
+        run.accept_sum = reduce(add, accepts, run.accept_sum)
+        run.accept_count += len(accepts)
+
+    def _count_graphs(
+        self, graphs: Sequence[bool | None], devices: Iterable[str], graphed: int
+    ) -> None:
+        """Decode windows' CUDA-graph flags, and the devices named by the ``graphed`` of them
+        that keep extras; a window that names none ran on CUDA."""
+        self._graph_on += graphs.count(True)
+        self._graph_off += graphs.count(False)
+        self._graph_devices.update(devices)
+        if len(graphs) - graphs.count(None) > graphed:
+            self._graph_devices.add("cuda")
 
     def _bin_accept_lengths(self) -> Counter[int]:
         """Every accept length counted so far, by hundredths."""
@@ -494,6 +596,24 @@ _CUDA_GRAPH = attrgetter("cuda_graph")
 _DP_RANK = attrgetter("dp_rank")
 _EXTRA = attrgetter("extra")
 _ACCEPT_LENGTH = attrgetter("accept_length")
+
+
+_rank_line = partial(tuple.__new__, RankLine)
+
+
+def _plain_ranks(decodes: KindColumns) -> bool:
+    """Whether a batch's decode rows each name a DP rank and no pipeline stage, and keep no
+    extras and no counts of their own: a DP-attention node's, every one speaking for the node
+    (``analysis.node``), none with drafting off."""
+    if not decodes.rows:
+        return True
+    plain = decodes.same(EXTRA) and not decodes.constants[EXTRA]
+    plain = plain and decodes.same(DRAFT_COUNTS) and decodes.constants[DRAFT_COUNTS] is None
+    return (
+        plain
+        and None not in decodes.column(DP_RANK)
+        and decodes.column(PP_RANK).count(None) == decodes.rows
+    )
 
 
 def _one_device(devices: set[str]) -> str | None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 from exporter.analysis.findings import ending_summary
 from exporter.analysis.judge import Judgement, Stretches
 from exporter.analysis.ranks import RankAccepts
 from exporter.analysis.verdicts import RunFigures
+from exporter.engines.batch import StatsBatch
 from exporter.engines.record import StatsRecord, logged_seconds
 from exporter.engines.server_config import ServerConfig
 from exporter.report.bands import BANDS, BandAccumulator
@@ -47,20 +49,33 @@ class Run:
         # Records not yet handed to the evidence: see ``evidence``.
         self.unfed: list[StatsRecord] = []
         self._batched = 0  # records of the batches already handed over
+        self._passed = 0  # records held back from ``unfed``: none of them can matter
         self._evidence = Evidence(max_windows=RECENT_WINDOWS, node_loads=False)
 
     @property
     def stats_lines(self) -> int:
-        return self._batched + len(self.unfed) + self.unrecognized
+        return self._batched + self._passed + len(self.unfed) + self.unrecognized
 
-    def hold(self, records: list[StatsRecord]) -> None:
-        """Keep records for the evidence until a batch of them is worth handing over."""
+    def hold(self, records: Sequence[StatsRecord]) -> None:
+        """Keep records for the evidence until a batch of them is worth handing over; of
+        ``records``, only those :meth:`feed_evidence` can hand over: the run's first, and
+        those from the ``RECENT_WINDOWS``-th decode from their end on. It passes over every
+        record before that within the batch, whatever follows, so those are only counted
+        (and a chunk reader's batch builds no record for them)."""
         unfed = self.unfed
-        unfed.extend(records)
-        if len(unfed) >= EVIDENCE_BATCH:
+        start = recent_start(records)
+        if start:
+            if not (self._batched or self._passed or unfed):  # the run's first record
+                unfed.append(records[0])
+                self._passed -= 1
+            self._passed += start
+            unfed.extend(records[start:])
+        else:
+            unfed.extend(records)
+        if len(unfed) + self._passed >= EVIDENCE_BATCH:
             self.feed_evidence()
 
-    def add_windows(self, decodes: list[StatsRecord]) -> None:
+    def add_windows(self, decodes: Sequence[StatsRecord]) -> None:
         """Count decode windows, and sample those due: every window has the same chance to be
         judged, and the others are not even looked at."""
         before = self.windows
@@ -96,7 +111,8 @@ class Run:
             self._add_evidence(unfed[0])
         for record in unfed[start:]:
             self._add_evidence(record)
-        self._batched += len(unfed)
+        self._batched += len(unfed) + self._passed
+        self._passed = 0
         unfed.clear()
 
     def _add_evidence(self, record: StatsRecord) -> None:
@@ -155,11 +171,14 @@ class Run:
         )
 
 
-def recent_start(unfed: list[StatsRecord]) -> int:
-    """Where the last ``RECENT_WINDOWS`` decode windows of ``unfed`` begin (0 if fewer)."""
+def recent_start(records: Sequence[StatsRecord]) -> int:
+    """Where the last ``RECENT_WINDOWS`` decode windows of ``records`` begin (0 if fewer);
+    a chunk reader's batch finds it by its lines' kinds, with no record built."""
+    if isinstance(records, StatsBatch):
+        return records.recent_start(RECENT_WINDOWS)
     decodes = 0
-    for index in range(len(unfed) - 1, -1, -1):
-        if unfed[index].kind == "decode":
+    for index in range(len(records) - 1, -1, -1):
+        if records[index].kind == "decode":
             decodes += 1
             if decodes == RECENT_WINDOWS:
                 return index

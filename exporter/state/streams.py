@@ -42,6 +42,7 @@ from typing import TypeGuard
 from exporter.analysis.findings import Interleaving, Stream
 from exporter.analysis.node import speaks_for_node
 from exporter.engines import ending, registry
+from exporter.engines.batch import ACCEPT_LENGTH, ENGINE, StatsBatch
 from exporter.engines.counters import MAX_ACCEPT_LENGTH
 from exporter.engines.events import ServerArgsEvent, ServerReady
 from exporter.engines.record import LogLine, StatsRecord, drafting_off, logged_seconds
@@ -79,8 +80,8 @@ class StreamWatch:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        # The newest stats lines, whose engines and accept lengths are compared when asked.
-        self._recent: deque[StatsRecord] = deque(maxlen=RECENT)
+        # The newest stats lines' engines and accept lengths, compared when asked.
+        self._recent: deque[tuple[str, float | None]] = deque(maxlen=RECENT)
         # Server starts (engine, logged time) since the last end logged, oldest first.
         self._starts: deque[tuple[str, str | None]] = deque(maxlen=MAX_STARTS)
         self._announcing: set[str] = set()  # engines whose servers said they were ready here
@@ -123,17 +124,17 @@ class StreamWatch:
         (adaptive speculation's 1.00, by design) is no level of a server."""
         if not records:
             return
-        newest = records[-RECENT:]
+        engines, lengths = _newest(records)
         with self._lock:
-            self._recent.extend(newest)
+            self._recent.extend(zip(engines, lengths, strict=True))
             if self._alone is not None:
-                alone = self._alone or newest[0].engine
-                same = all(map(alone.__eq__, map(_ENGINE, newest)))
+                alone = self._alone or engines[0]
+                same = all(map(alone.__eq__, engines))
                 self._alone = alone if same else None
             if self._sign is None and len(self._open()) >= 2:
                 if self._readies == 0:
                     self._while_starting(records)
-                self._taking_turns(newest)
+                self._taking_turns(records[-RECENT:])
 
     def _open(self) -> list[tuple[str, str | None]]:
         """The starts of the newest start's engine since the last end; under the lock."""
@@ -184,8 +185,7 @@ class StreamWatch:
             sign = self._sign
             if sign is None and self._alone is not None:
                 return None  # one engine's lines alone: no two to count
-            lines = self._recent
-            recent = list(zip(map(_ENGINE, lines), map(_ACCEPT_LENGTH, lines), strict=True))
+            recent = list(self._recent)
             starts = tuple(self._open()) if sign is not None else ()
             counts = Counter(engine for engine, _ in recent)
             if len(counts) == 1:  # the other engine's lines have left the recent ones
@@ -198,6 +198,16 @@ class StreamWatch:
             return None
         streams = tuple(_stream(engine, lines, recent) for engine, lines in counts.most_common())
         return Interleaving(sign, streams, len(recent), starts)
+
+
+def _newest(records: Sequence[StatsRecord]) -> tuple[Sequence[str], Sequence[float | None]]:
+    """The engines and accept lengths of the newest ``RECENT`` of ``records``: from a batch's
+    columns where the chunk reader's batch holds them, with no record built."""
+    if isinstance(records, StatsBatch):
+        start = max(0, len(records) - RECENT)
+        return records.column(ENGINE, start), records.column(ACCEPT_LENGTH, start)
+    newest = records[-RECENT:]
+    return list(map(_ENGINE, newest)), list(map(_ACCEPT_LENGTH, newest))
 
 
 def _stream(engine: str, lines: int, recent: list[tuple[str, float | None]]) -> Stream:
