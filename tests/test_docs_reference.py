@@ -22,7 +22,7 @@ from exporter.config import build_config, env_overrides
 from exporter.exposition.families import FAMILIES
 from exporter.settings import ConfigError
 from tests.support.docs import DOC_PAGES, README, RUNBOOK, all_docs, doc, section
-from tests.support.tools import shipped_rules, speed_budget_rendering
+from tests.support.tools import parse_yaml, shipped_rules, speed_budget_rendering
 
 ENV_NAME = re.compile(r"\bSPECWATCH_[A-Z_]*[A-Z]\b")
 FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z.-]*[a-z])")
@@ -74,7 +74,7 @@ def rule_names(key: str) -> set[str]:
     optional = [
         g
         for name in ("prometheus_rules.yaml", "prometheus_alerts.yaml")
-        for g in yaml.safe_load(files[name])["groups"]
+        for g in parse_yaml(files[name])["groups"]
     ]
     groups = shipped_rules()["groups"] + optional
     return {r[key] for g in groups for r in g["rules"] if key in r}

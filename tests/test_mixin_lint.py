@@ -17,12 +17,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-import yaml
 
 from exporter.mixin.groups import alerting
 from exporter.mixin.render import render
 from exporter.mixin_config import MixinConfig
-from tests.support.tools import REPO
+from tests.support.tools import REPO, load_yaml
 
 CAMEL_CASE = re.compile(r"^([A-Z]+[a-z0-9]+)+$")
 GO_TEMPLATE = re.compile(r"\{\{.+}\}")
@@ -86,7 +85,7 @@ def test_every_rendered_alert_passes_the_mixin_lint(config: MixinConfig) -> None
 
 
 def test_the_shipped_alert_file_passes_the_mixin_lint() -> None:
-    shipped = yaml.safe_load((REPO / "alerts" / "prometheus_alerts.yaml").read_text())
+    shipped = load_yaml(REPO / "alerts" / "prometheus_alerts.yaml")
     assert lint(shipped["groups"]) == []
 
 

@@ -11,7 +11,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
 from exporter.mixin.render import render, write
 from exporter.mixin_config import MixinConfig
@@ -19,6 +18,8 @@ from exporter.settings import validate
 from tests.support.tools import (
     REPO,
     group_order_problem,
+    load_yaml,
+    parse_yaml,
     require_tool,
     speed_budget_rendering,
 )
@@ -28,7 +29,7 @@ NAMES = {"SpecDecodeSpeedBudgetFastBurn", "SpecDecodeSpeedBudgetSlowBurn"}
 
 
 def alert_names(rendering: dict[str, str]) -> set[str]:
-    groups = yaml.safe_load(rendering["prometheus_alerts.yaml"])["groups"]
+    groups = parse_yaml(rendering["prometheus_alerts.yaml"])["groups"]
     return {r["alert"] for g in groups for r in g["rules"]}
 
 
@@ -41,10 +42,10 @@ def test_scenarios_fix_the_order_of_the_rendered_groups() -> None:
     rendering = speed_budget_rendering()
     groups = [
         group
-        for name in yaml.safe_load(SCENARIOS.read_text())["rule_files"]
-        for group in yaml.safe_load(rendering[name])["groups"]
+        for name in load_yaml(SCENARIOS)["rule_files"]
+        for group in parse_yaml(rendering[name])["groups"]
     ]
-    assert group_order_problem(yaml.safe_load(SCENARIOS.read_text()), groups) is None
+    assert group_order_problem(load_yaml(SCENARIOS), groups) is None
 
 
 @pytest.mark.e2e

@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import re
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from exporter.analysis.findings import OFF_SHARE
 from exporter.analysis.thresholds import DEFAULT
+from tests.support.tools import load_yaml
 
 RULES = Path(__file__).resolve().parent.parent / "alerts" / "prometheus_alerts.yaml"
 
 
+@cache
+def _groups() -> list[dict[str, Any]]:
+    """The shipped alert groups, read once for the file's tests (only read)."""
+    groups: list[dict[str, Any]] = load_yaml(RULES)["groups"]
+    return groups
+
+
 def _alert(name: str) -> dict[str, str]:
-    groups: list[dict[str, Any]] = yaml.safe_load(RULES.read_text())["groups"]
-    for group in groups:
+    for group in _groups():
         rule: dict[str, str]
         for rule in group["rules"]:
             if rule.get("alert") == name:
