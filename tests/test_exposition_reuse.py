@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import gzip
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
@@ -64,6 +64,43 @@ def test_an_unchanged_target_is_reused_and_rendered_again_after_reuse_seconds() 
     clock.now = T0 + REUSE_SECONDS
     again = collector.view(target)
     assert again is not None and again is not first and again.now == clock.now
+
+
+def test_each_change_of_a_logs_troubles_is_shown_at_the_next_scrape() -> None:
+    """A log's trouble counts are rendered once and kept while they hold (most renders of a
+    live log change only its line counts): every one of them that moves is shown at once."""
+    clock, target = Clock(), node()
+    collector = SpecwatchCollector([target], STALE, clock)
+    state, path = target.state, "/var/log/sglang.log"
+    steps: list[tuple[Callable[[], None], str, dict[str, str]]] = [
+        (lambda: state.add_skipped("too_long"), "log_skipped_lines_total", {"reason": "too_long"}),
+        (lambda: state.add_skipped("too_long"), "log_skipped_lines_total", {"reason": "too_long"}),
+        (state.add_unrecognized, "log_unrecognized_stats_lines_total", {}),
+        (state.add_rotation, "log_rotations_total", {}),
+        (state.add_truncation, "log_truncations_total", {}),
+        (state.add_read_error, "log_read_errors_total", {}),
+        (
+            lambda: state.add_fallback("too_long"),
+            "log_chunk_fallbacks_total",
+            {"reason": "too_long"},
+        ),
+    ]
+    shown: dict[str, float] = {}
+    for change, name, labels in steps:
+        before = scrape(collector).value("specwatch_" + name, **labels) or 0.0
+        change()
+        assert scrape(collector).value("specwatch_" + name, **labels) == before + 1, name
+        shown[name] = before + 1
+    state.set_log_source(path, "ok")
+    assert scrape(collector).value("specwatch_log_source_up", path=path, reason="ok") == 1
+    state.set_log_source(path, "missing")
+    s = scrape(collector)
+    assert s.value("specwatch_log_source_up", path=path, reason="missing") == 0
+    assert s.value("specwatch_log_source_up", path=path, reason="ok") is None
+    # Another collector's target of the same name shows its own counts, not those kept.
+    other = SpecwatchCollector([node()], STALE, clock)
+    assert scrape(other).value("specwatch_log_rotations_total") == 0
+    assert scrape(collector).value("specwatch_log_rotations_total") == shown["log_rotations_total"]
 
 
 def test_a_window_going_stale_ends_the_reuse_at_that_moment() -> None:

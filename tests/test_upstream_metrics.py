@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from exporter.config import TargetConfig
+from exporter.exposition.collector import SpecwatchCollector
 from exporter.settings import validate
 from exporter.sources.upstream import MAX_BODY_BYTES
 from exporter.sources.upstream_snapshot import REASONS
@@ -24,7 +25,7 @@ from tests.support.fake_sglang import (
     server_info,
 )
 from tests.support.loglines import decode
-from tests.support.metrics import Clock, render
+from tests.support.metrics import Clock, Scrape, render
 from tests.support.tools import free_port
 
 FINDING = "specwatch_finding"
@@ -117,6 +118,19 @@ def test_stale_log_hands_over_to_upstream(server: FakeSGLang) -> None:
     assert scrape.value("specwatch_accept_length", target="sglang-0") == pytest.approx(2.44)
     clock.now += 60  # now the scrape is too old as well: nothing is shown as current
     assert render([target], clock, stale_after=60).value("specwatch_accept_length") is None
+
+
+def test_each_new_upstream_failure_is_shown_at_the_next_scrape() -> None:
+    """An endpoint's failure counts are rendered once and kept while they hold (most scrapes
+    of a live server add none): a new failure is counted at the next scrape all the same."""
+    target = target_for(f"http://127.0.0.1:{free_port()}")
+    assert target.upstream is not None
+    collector = SpecwatchCollector([target], 60, live())
+    labels = {"target": "sglang-0", "endpoint": "metrics", "reason": "refused"}
+    for failures in (1, 2, 3):
+        target.upstream.scrape_once()
+        scrape = Scrape(collector.exposition("text").decode())
+        assert scrape.value("specwatch_upstream_scrape_errors_total", **labels) == failures
 
 
 def test_wrong_flag_finding_from_server_info_alone(server: FakeSGLang) -> None:
