@@ -9,13 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from exporter.config import TargetConfig
+from exporter.config import TargetConfig, build_config
+from exporter.exposition import collector as collector_module
 from exporter.exposition.collector import SpecwatchCollector
 from exporter.settings import validate
 from exporter.sources.upstream import MAX_BODY_BYTES
 from exporter.sources.upstream_snapshot import REASONS
 from exporter.state.feed import LogFeed
 from exporter.target import Target
+from tests.support.custom_rules import documented_rules
 from tests.support.fake_sglang import (
     FakeSGLang,
     Route,
@@ -24,7 +26,7 @@ from tests.support.fake_sglang import (
     idle_exposition,
     server_info,
 )
-from tests.support.loglines import decode
+from tests.support.loglines import PROF_LINE, decode
 from tests.support.metrics import Clock, Scrape, render
 from tests.support.tools import free_port
 
@@ -131,6 +133,31 @@ def test_each_new_upstream_failure_is_shown_at_the_next_scrape() -> None:
         target.upstream.scrape_once()
         scrape = Scrape(collector.exposition("text").decode())
         assert scrape.value("specwatch_upstream_scrape_errors_total", **labels) == failures
+
+
+def test_a_kept_render_is_byte_for_byte_one_made_afresh() -> None:
+    """What a render keeps from the last (a family's text, its lines' heads, the groups of
+    samples kept while their values hold) shows the same bytes as a render made from
+    nothing, after each change of the log, the upstream and the custom rules: the golden
+    scrapes have no upstream and no custom rule to hold these to."""
+    url = f"http://127.0.0.1:{free_port()}"
+    settings = {"name": "sglang-0", "metrics_url": f"{url}/metrics"}
+    config = build_config({"targets": [settings], "custom_rules": documented_rules()})
+    target = Target.from_config(config.targets[0], config.custom_rules)
+    assert target.upstream is not None
+    feed, clock = LogFeed(target.state, target.custom_rules), live()
+    collector = SpecwatchCollector([target], 60, clock)
+    for step in range(6):
+        target.upstream.scrape_once()
+        lines = [decode(step, 2.0 + step / 10, 0.5), PROF_LINE] if step % 3 else [PROF_LINE]
+        feed.on_lines([line.encode() for line in lines])
+        if step % 2:
+            target.state.add_skipped("too_long")
+        clock.now += 5.0
+        body = collector.exposition("text")
+        assert b"specwatch_custom_eagle3_prof_reports_total" in body
+        collector_module._GROUPS.clear()  # every kept group built again, too
+        assert SpecwatchCollector([target], 60, clock).exposition("text") == body, step
 
 
 def test_wrong_flag_finding_from_server_info_alone(server: FakeSGLang) -> None:
