@@ -5,6 +5,7 @@ writer writes the bytes prometheus_client would."""
 from __future__ import annotations
 
 import gzip
+import math
 import urllib.request
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -17,6 +18,8 @@ from prometheus_client.metrics_core import HistogramMetricFamily, Metric, Summar
 from prometheus_client.openmetrics import exposition as openmetrics
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_parse
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+from prometheus_client.utils import floatToGoString
 
 from exporter.analysis.baseline import Baseline
 from exporter.config import TargetConfig
@@ -255,6 +258,17 @@ def test_lines_given_new_values_are_the_lines_written_afresh(
     old_samples, new_samples = before.samples(name), after.samples(name)
     text = with_heads(heads(sample_lines(old_samples)), new_samples)
     assert text == sample_lines(new_samples)
+
+
+def test_a_float_written_again_is_written_as_prometheus_client_writes_it() -> None:
+    """The lean writer keeps a positive float's text by its value: each value written a
+    second time (the kept text) reads as the first, an integral float apart from an int,
+    and -0.0 apart from 0.0, which equal it as a key."""
+    values: list[float] = [0.1, 2.5, 1e-7, 5e-324, 1e16, 123456789.0, 1.5e308, math.inf]
+    values += [1.0, 1, True, 0.0, -0.0, -2.5, 10**6, 10.0**6]
+    for value in [*values, *values]:
+        line = sample_lines([Sample("x", {}, value)])
+        assert line == f"x {floatToGoString(value)}\n", value
 
 
 def test_a_histogram_and_a_summary_are_the_samples_prometheus_client_makes() -> None:
