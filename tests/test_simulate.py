@@ -8,17 +8,20 @@ own tables are only used to pick scenarios.
 from __future__ import annotations
 
 import json
+import random
 import re
 import statistics
 import subprocess
 from datetime import datetime
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from exporter.analysis.algorithms import STANDARDS
-from exporter.engines.sglang_sim.eras import ERAS
+from exporter.engines.sglang_sim.eras import DEFAULT_ERA, ERAS
+from exporter.engines.sglang_sim.traffic import Traffic
 from exporter.parse.envelopes import EnvelopeDecoder
 from exporter.simulate import SCENARIOS, events, generate
 from exporter.simulate.envelope import wrap
@@ -436,3 +439,25 @@ def test_duration_bounds_the_simulated_time_the_log_covers(tmp_path: Path) -> No
     ]
     span = (max(stamps) - min(stamps)).total_seconds()
     assert 140 <= span <= 150
+
+
+@pytest.mark.parametrize("name", ["healthy", "collapsed", "adaptive"])
+def test_the_kv_caches_tokens_are_those_of_the_running_batch_at_every_line(name: str) -> None:
+    """The KV cache's tokens (each prefill line's token usage) are kept as requests start,
+    grow, finish and give their place, not summed again: at every line they are the running
+    requests' prompts and whole generated tokens, until every request it began with ended."""
+    phase = SCENARIOS[name].phases[0]
+    traffic = Traffic(phase, ERAS[DEFAULT_ERA], random.Random(7), now=0.0)
+    first: list[object] = []  # held, so that no later request takes one of their ids
+    for number, _ in enumerate(islice(traffic.events(None), 100_000)):
+        running = traffic.requests
+        assert traffic.kv_tokens == sum(r.prompt + int(r.generated) for r in running), number
+        if not first:
+            first = list(running)
+        elif not set(map(id, first)) & set(map(id, running)):
+            break
+    else:
+        pytest.fail("a request it began with still runs after 100,000 lines")
+    # A run handed a batch already running starts from that batch's tokens.
+    again = Traffic(phase, ERAS[DEFAULT_ERA], random.Random(7), now=0.0, requests=list(running))
+    assert again.kv_tokens == traffic.kv_tokens > 0

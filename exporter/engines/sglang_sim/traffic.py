@@ -62,7 +62,11 @@ class Traffic:
     # The KV cache's tokens: each running request's prompt and the whole tokens it generated,
     # kept as requests start, grow and finish. Summing them at every prefill was most of
     # simulating a busy run: a prefill per finished request, each over the whole batch.
-    kv_tokens: int = 0
+    kv_tokens: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        """The KV cache of the requests it starts with: kept from here on, never summed."""
+        self.kv_tokens = sum(request.prompt + int(request.generated) for request in self.requests)
 
     def events(self, until: float | None) -> Iterator[LogEvent]:
         """Lines in time order until the simulated clock passes ``until`` (None: forever)."""
