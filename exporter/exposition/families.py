@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import operator
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
@@ -324,9 +324,11 @@ class Families:
         return self._samples.get(name, ())
 
     @property
-    def by_family(self) -> dict[str, list[Sample]]:
+    def by_family(self) -> Mapping[str, Sequence[Sample]]:
         """Every family's samples by its name, in the order first added (declared and
-        user-defined mixed; ``names()`` gives the exported order): read, never changed."""
+        user-defined mixed; ``names()`` gives the exported order). The families' own
+        dictionary, not a copy (a render compares some forty families with the last
+        render's), so typed read-only: a change through it would change the render."""
         return self._samples
 
     def kind(self, name: str) -> tuple[str, str]:
