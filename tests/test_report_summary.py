@@ -388,6 +388,11 @@ def test_a_batch_reads_as_the_list_of_its_records(
     if -len(records) <= index < len(records):
         assert batch[index] == records[index]
         assert batch.value(FIELDS.index("time"), index) == records[index].time
+    else:
+        with pytest.raises(IndexError):
+            batch[index]
+        with pytest.raises(IndexError):
+            batch.value(FIELDS.index("time"), index)
     assert batch[start:] == records[start:]
     assert batch[start : start + 3] == records[start : start + 3]
     for field in range(len(FIELDS)):

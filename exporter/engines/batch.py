@@ -135,7 +135,10 @@ class StatsBatch(Sequence[StatsRecord]):
         return self._merged(start, len(self), _column(field))
 
     def value(self, field: int, at: int) -> Any:
-        """Line ``at``'s value of the record field at position ``field``."""
+        """Line ``at``'s value of the record field at position ``field``: an index out of
+        range raises, as a list's does (wrapped around, it read another line's value)."""
+        if not -len(self) <= at < len(self):
+            raise IndexError("batch index out of range")
         at %= len(self)
         return self._merged(at, at + 1, _column(field))[0]
 
