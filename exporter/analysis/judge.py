@@ -777,17 +777,12 @@ def _decide(
     else reads: it is written only where a verdict is given (a healthy node, most of them,
     and a stretch's state alone give none), since dates in words cost as much as the rest
     of a decision."""
-    notes: list[str] = []
     total = figures.windows + figures.off
     if total == 0 and not figures.any_load:
         return "no_decode", [], ["no decode window in the judged span"]
-    run = _run_figures(figures, case, worded=False)
-    accept = _acceptance(figures, case, min_drafts, reference, run, notes)
-    speed = _speed(figures, case, run, notes)
-    if accept is not None or speed is not None:
-        run, notes = _run_figures(figures, case), []
-        accept = _acceptance(figures, case, min_drafts, reference, run, notes)
-        speed = _speed(figures, case, run, notes)
+    accept, speed, notes = _verdicts(figures, case, min_drafts, reference, worded=False)
+    if accept is not None or speed is not None:  # their texts, with the span in words
+        accept, speed, notes = _verdicts(figures, case, min_drafts, reference, worded=True)
     if accept is not None and accept.code == _CODES["collapsed"] and speed is not None:
         # The collapse is why it is slow (its verdict says how slow): one page, no ticket
         # beside it, as the alert rules have it. A baseline that cannot be right still says so.
@@ -803,6 +798,17 @@ def _decide(
     if figures.mostly_off:
         return "drafting_off", [], notes
     return "healthy", [], notes
+
+
+def _verdicts(
+    figures: _Figures, case: Case, min_drafts: float, reference: float | None, worded: bool
+) -> tuple[Verdict | None, Verdict | None, list[str]]:
+    """The acceptance and speed verdicts of the figures, and the notes on what was not
+    judged; ``worded``: as :func:`_run_figures`."""
+    notes: list[str] = []
+    run = _run_figures(figures, case, worded)
+    accept = _acceptance(figures, case, min_drafts, reference, run, notes)
+    return accept, _speed(figures, case, run, notes), notes
 
 
 _ORDER = tuple(STATES)
