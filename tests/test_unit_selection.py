@@ -14,13 +14,13 @@ import pytest
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parent.parent
+PYTEST = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
 
 
 def _collected(markexpr: str) -> tuple[set[str], int]:
     """The test ids pytest selects under ``-m markexpr``, and how many it deselected."""
     out = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
-        + ["-m", markexpr, "tests"],
+        [*PYTEST, "-m", markexpr, "tests"],
         cwd=ROOT,
         capture_output=True,
         text=True,
