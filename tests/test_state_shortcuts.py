@@ -13,7 +13,7 @@ import math
 from typing import Any
 from unittest import mock
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from exporter.analysis.baseline import Baseline
@@ -142,23 +142,38 @@ def apply(state: TargetState, call: str, value: Any) -> None:
         state.add_event(value)
 
 
+def _decode(engine: str) -> StatsRecord:
+    return StatsRecord(kind="decode", engine=engine)
+
+
 @given(calls=CALLS)
+@example(  # two engines' lines taking turns: the sink's watch of the source's streams sees them
+    calls=[
+        ("record", (_decode(engine), 1))
+        for engine in ("sglang", "sglang", "vllm", "sglang", "vllm", "sglang")
+    ]
+)
 def test_the_sink_applies_held_records_before_anything_else_reaches_the_state(
     calls: list[tuple[str, Any]],
 ) -> None:
     """Drift and restarts land between the records they came between: a restart starts the
-    findings evidence afresh, and the last 200 outcomes decide the drift share."""
+    findings evidence afresh, and the last 200 outcomes decide the drift share. The one at a
+    time side has its source's watch too, told each line as it comes (without it, a state
+    that watches no source saw no two servers where the sink's watch rightly did)."""
     with mock.patch("exporter.clock.now", return_value=T0):
         held, direct = TargetState("t"), TargetState("t")
-        sink = StateSink(held)
+        sink, watch = StateSink(held), direct.watch_streams()
         for call, value in calls:
             if call == "record":
                 record, times = value
                 for _ in range(times):
                     sink.on_record(record)
+                    watch.add(direct.tracker.stamped((record,)))
                     direct.add_record(record)
             else:
                 getattr(sink, f"on_{call}")(value)
+                if call == "event":
+                    watch.observe(value)
                 apply(direct, call, value)
         sink.flush()
         assert seen(held) == seen(direct)
