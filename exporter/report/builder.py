@@ -131,11 +131,9 @@ class ReportBuilder(RecordSink):
         self._run = Run()
         self._done: deque[RunSummary] = deque(maxlen=MAX_RUNS)
         self._node = NodeMoments()
-        self._held: list[StatsRecord] = []
+        self._held: list[StatsRecord] = []  # records not folded yet: see ``_fold_held``
         self._batch: StatsBatch | None = None  # a chunk reader's batch, held alone
-        self._engine: str | None = (
-            None  # of the newest stats line  # records not folded yet: see ``on_record``
-        )
+        self._engine: str | None = None  # of the newest stats line
         # Finished requests, timed by their logged time: "recent" is the log's last minutes.
         self._requests = RequestStats()
         self._request_at = 0.0
