@@ -37,7 +37,7 @@ class Moment(NamedTuple):
 
 
 class NodeLine(Protocol):
-    """What a node moment reads of a decode line: a record, or a :class:`RankLine`."""
+    """What a node moment reads of a decode line: a record."""
 
     @property
     def dp_rank(self) -> int | None: ...
@@ -64,72 +64,59 @@ class NodeLine(Protocol):
     def extra(self) -> Mapping[str, Any]: ...
 
 
-class RankLine(NamedTuple):
-    """The fields of a decode line that a node moment reads, named as a record's: built from
-    a batch's columns (``engines.batch``) for a fraction of a whole record."""
+# What a moment reads of one rank's line, in this order: its time, throughput, running and
+# queued requests, accept length (None where drafting was off), whether drafting was off, and
+# whether a pipeline stage logged it. Kept per rank instead of the line, a moment's sums are
+# taken over columns in C (``zip`` of the ranks' entries), not a loop over the ranks.
+Entry = tuple[float | None, float | None, int | None, int | None, float | None, bool, bool]
 
-    dp_rank: int | None
-    tp_rank: int | None
-    pp_rank: int | None
-    running_requests: int | None
-    queued_requests: int | None
-    accept_length: float | None
-    gen_throughput: float | None
-    extra: Mapping[str, Any]
+
+def _entry(at: float | None, record: NodeLine) -> Entry:
+    off = bool(record.extra) and drafting_off(record)
+    return (
+        at,
+        record.gen_throughput,
+        record.running_requests,
+        record.queued_requests,
+        None if off else record.accept_length,
+        off,
+        record.pp_rank is not None,
+    )
 
 
 def node_totals(records: Iterable[StatsRecord]) -> tuple[float | None, int | None]:
     """Throughput and running requests summed over ranks; ``None`` where any rank lacks it."""
-    moment = _summed(None, zip(repeat(None), records))
+    moment = _summed([_entry(None, record) for record in records])
     return moment.throughput, moment.running
 
 
-def _summed(
-    now: float | None,
-    ranks: Iterable[tuple[float | None, NodeLine]],
-    stale_after: float = STALE_AFTER,
-) -> Moment:
-    """The moment ``now`` of the ranks' (time, line) pairs, leaving out lines older than
-    ``stale_after``: sums, ``None`` where any rank lacks one, and the mean accept length over
-    the ranks that logged one. One pass, no call per rank: a report takes a moment every few
-    lines of a busy log."""
-    tput: float | None = 0.0
-    running: int | None = 0
-    queued: int | None = 0
-    lengths: list[float] = []
-    count = 0
-    pipelined = False
-    off = 0  # ranks with drafting off: every one of them, and the moment drafted nothing
-    for at, record in ranks:
-        if now is not None and at is not None and now - at > stale_after:
-            continue
-        count += 1
-        pipelined = pipelined or record.pp_rank is not None
-        value = record.gen_throughput
-        tput = None if tput is None or value is None else tput + value
-        requests = record.running_requests
-        running = None if running is None or requests is None else running + requests
-        waiting = record.queued_requests
-        queued = None if queued is None or waiting is None else queued + waiting
-        length = record.accept_length
-        if record.extra and drafting_off(record):
-            off += 1
-        elif length is not None:
-            lengths.append(length)
-    if not count:
+def _summed(entries: list[Entry], stale_after: float = STALE_AFTER) -> Moment:
+    """The moment of the ranks' entries, at the newest time among them, leaving out lines
+    older than ``stale_after`` then: sums in the ranks' order, ``None`` where any rank lacks
+    one, and the mean accept length over the ranks that logged one (drafting on). Columns
+    summed in C: a report takes a moment every few lines of a busy log."""
+    ats = [entry[0] for entry in entries]
+    known = [at for at in ats if at is not None]
+    now = max(known) if known else None
+    if now is not None and now - min(known) > stale_after:
+        entries = [
+            entry for entry in entries if entry[0] is None or not now - entry[0] > stale_after
+        ]
+    if not entries:
         return Moment(now, None, None, None, None)
-    accept = sum(lengths) / len(lengths) if lengths else None
-    steps = 0 if off == count else None
-    return Moment(now, accept, running, tput, queued, steps, pipelined)
-
-
-def _latest(ranks: Iterable[tuple[float | None, NodeLine]]) -> float | None:
-    """The newest time of the ranks' lines, if any has one (a loop: no call per rank)."""
-    latest = None
-    for at, _ in ranks:
-        if at is not None and (latest is None or at > latest):
-            latest = at
-    return latest
+    _, tputs, running, queued, lengths, offs, pipes = zip(*entries, strict=True)
+    off = offs.count(True)
+    if None in lengths:
+        lengths = tuple(length for length in lengths if length is not None)
+    return Moment(
+        now,
+        sum(lengths) / len(lengths) if lengths else None,
+        None if None in running else sum(running),
+        None if None in tputs else sum(tputs, 0.0),
+        None if None in queued else sum(queued),
+        0 if off == len(entries) else None,
+        True in pipes,
+    )
 
 
 def _own_moment(at: float | None, record: NodeLine) -> Moment:
@@ -183,9 +170,9 @@ class NodeMoments:
 
     def __init__(self, stale_after: float = STALE_AFTER) -> None:
         self._stale_after = stale_after
-        self._newest: dict[int, tuple[float | None, NodeLine]] = {}
+        self._newest: dict[int, Entry] = {}
         # This round's lines, joining ``_newest`` when it closes: one dict store per line.
-        self._round: dict[int, tuple[float | None, NodeLine]] = {}
+        self._round: dict[int, Entry] = {}
 
     def add(self, records: Iterable[NodeLine], times: Iterable[float | None]) -> list[Moment]:
         """Take decode lines in order, each with its time in seconds; the moments they made,
@@ -197,7 +184,7 @@ class NodeMoments:
                 rank = record.dp_rank
                 if rank in round_:
                     moments.append(self._moment())
-                round_[rank] = (at, record)
+                round_[rank] = _entry(at, record)
             return moments
         for record, at in zip(records, times, strict=False):  # ``times`` may be ``repeat``
             if not speaks_for_node(record):
@@ -206,9 +193,31 @@ class NodeMoments:
             if rank is not None:
                 if rank in round_:
                     moments.append(self._moment())
-                round_[rank] = (at, record)
+                round_[rank] = _entry(at, record)
             else:
                 moments.append(_own_moment(at, record))
+        return moments
+
+    def add_columns(
+        self,
+        ranks: Sequence[int],
+        times: Sequence[float | None],
+        throughputs: Sequence[float | None],
+        running: Sequence[int | None],
+        queued: Sequence[int | None],
+        lengths: Sequence[float | None],
+    ) -> list[Moment]:
+        """:meth:`add` of decode lines given by column, each naming its DP rank and no
+        pipeline stage and keeping no extras (a DP-attention node's plain lines, read by
+        column): no record is read, an entry per line is built in C."""
+        moments: list[Moment] = []
+        round_ = self._round
+        no = repeat(False)
+        entries = zip(times, throughputs, running, queued, lengths, no, no, strict=False)
+        for rank, entry in zip(ranks, entries, strict=False):
+            if rank in round_:
+                moments.append(self._moment())
+            round_[rank] = entry
         return moments
 
     def flush(self) -> Moment | None:
@@ -222,5 +231,4 @@ class NodeMoments:
         newest = self._newest
         newest.update(self._round)
         self._round.clear()
-        ranks = newest.values()
-        return _summed(_latest(ranks), ranks, self._stale_after)
+        return _summed(list(newest.values()), self._stale_after)

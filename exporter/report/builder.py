@@ -15,7 +15,7 @@ import os
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from functools import partial, reduce
+from functools import reduce
 from itertools import chain, compress, groupby
 from operator import add, attrgetter
 
@@ -33,7 +33,7 @@ from exporter.analysis.judge import (
     method_of,
 )
 from exporter.analysis.load_bands import band_of
-from exporter.analysis.node import Moment, NodeMoments, RankLine
+from exporter.analysis.node import Moment, NodeMoments
 from exporter.analysis.plain_speed import (
     MIN_BAND_WINDOWS,
     PlainSpeed,
@@ -55,7 +55,6 @@ from exporter.engines.batch import (
     QUEUED,
     RUNNING,
     TIME,
-    TP_RANK,
     KindColumns,
     StatsBatch,
 )
@@ -323,9 +322,8 @@ class ReportBuilder(RecordSink):
             run.ranks.add_lengths(dp, lengths)
         self._count_graphs(decodes.column(CUDA_GRAPH), (), 0)
         self._dp_ranks |= ranks
-        columns = (TP_RANK, PP_RANK, RUNNING, QUEUED, ACCEPT_LENGTH, GEN_THROUGHPUT, EXTRA)
-        lines = list(map(_rank_line, zip(dp, *map(decodes.column, columns), strict=True)))
-        for moment in self._node.add(lines, ats):
+        tputs, queued = decodes.column(GEN_THROUGHPUT), decodes.column(QUEUED)
+        for moment in self._node.add_columns(dp, ats, tputs, running, queued, lengths):
             self._add_moment(moment)
 
     def _fold_accepts(self, accepts: Sequence[float]) -> None:
@@ -594,9 +592,6 @@ _CUDA_GRAPH = attrgetter("cuda_graph")
 _DP_RANK = attrgetter("dp_rank")
 _EXTRA = attrgetter("extra")
 _ACCEPT_LENGTH = attrgetter("accept_length")
-
-
-_rank_line = partial(tuple.__new__, RankLine)
 
 
 def _plain_ranks(decodes: KindColumns) -> bool:
