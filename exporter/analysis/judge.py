@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from functools import lru_cache, reduce
 from itertools import groupby, repeat
 from operator import add, attrgetter, itemgetter
-from typing import Any
+from typing import Any, cast
 
 from exporter.analysis import verdicts as texts
 from exporter.analysis.algorithms import (
@@ -275,15 +275,29 @@ class Stretches:
         the node, none with drafting off, none with counts of its own, of one ``engine``.
         Their counts are :func:`_record_counts`'s: rounds of the log interval's batches."""
         every = interval or _log_interval(engine)
-        if every:
-            rounds = [float((requests or 1) * every) for requests in running]
+        ats = list(ats)
+        if not every:  # no counts: each time's stretch is only placed
+            for at, _ in groupby(ats):
+                self._stretch(at, True)
+            return
+        drafts = [float((requests or 1) * every) for requests in running]
+        if None in lengths or min(drafts, default=1.0) <= 0:  # some windows count no round
             counts: list[tuple[float, float] | None] = [
-                None if length is None else (drafts, (length - 1.0) * drafts)
-                for length, drafts in zip(lengths, rounds, strict=True)
+                None if length is None else (rounds, (length - 1.0) * rounds)
+                for length, rounds in zip(lengths, drafts, strict=True)
             ]
-        else:
-            counts = [None] * len(lengths)
-        self._add_grouped(zip(ats, zip(counts, repeat(False), strict=False), strict=True))
+            self._add_grouped(zip(ats, zip(counts, repeat(False)), strict=True))
+            return
+        known = cast("Sequence[float]", lengths)  # no None among them
+        accepted = [(length - 1.0) * rounds for length, rounds in zip(known, drafts, strict=True)]
+        start = 0
+        for at, group in groupby(ats):  # every window drafted: each time's, summed in order
+            end = start + len(list(group))
+            stretch = self._stretch(at, True)
+            stretch.windows += end - start
+            stretch.drafts = reduce(add, drafts[start:end], stretch.drafts)
+            stretch.accepted = reduce(add, accepted[start:end], stretch.accepted)
+            start = end
 
     def _add_grouped(
         self, windows: Iterable[tuple[float | None, tuple[tuple[float, float] | None, bool]]]
