@@ -10,6 +10,7 @@ node several times slower than it is. The daemon sums its fresh windows with
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
 from itertools import repeat
 from operator import attrgetter
 from typing import Any, NamedTuple, Protocol
@@ -95,28 +96,36 @@ def _summed(entries: list[Entry], stale_after: float = STALE_AFTER) -> Moment:
     older than ``stale_after`` then: sums in the ranks' order, ``None`` where any rank lacks
     one, and the mean accept length over the ranks that logged one (drafting on). Columns
     summed in C: a report takes a moment every few lines of a busy log."""
-    ats = [entry[0] for entry in entries]
-    known = [at for at in ats if at is not None]
+    if not entries:
+        return Moment(None, None, None, None, None)
+    ats, tputs, running, queued, lengths, offs, pipes = zip(*entries, strict=True)
+    known = ats if None not in ats else [at for at in ats if at is not None]
     now = max(known) if known else None
     if now is not None and now - min(known) > stale_after:
         entries = [
             entry for entry in entries if entry[0] is None or not now - entry[0] > stale_after
         ]
-    if not entries:
-        return Moment(now, None, None, None, None)
-    _, tputs, running, queued, lengths, offs, pipes = zip(*entries, strict=True)
+        if not entries:
+            return Moment(now, None, None, None, None)
+        _, tputs, running, queued, lengths, offs, pipes = zip(*entries, strict=True)
     off = offs.count(True)
     if None in lengths:
         lengths = tuple(length for length in lengths if length is not None)
-    return Moment(
-        now,
-        sum(lengths) / len(lengths) if lengths else None,
-        None if None in running else sum(running),
-        None if None in tputs else sum(tputs, 0.0),
-        None if None in queued else sum(queued),
-        0 if off == len(entries) else None,
-        True in pipes,
+    return _new_moment(
+        (
+            now,
+            sum(lengths) / len(lengths) if lengths else None,
+            None if None in running else sum(running),
+            None if None in tputs else sum(tputs, 0.0),
+            None if None in queued else sum(queued),
+            0 if off == len(entries) else None,
+            True in pipes,
+        )
     )
+
+
+# A Moment of all its fields, built in C (``tuple.__new__``), not by its ``__new__`` in Python.
+_new_moment = partial(tuple.__new__, Moment)
 
 
 def _own_moment(at: float | None, record: NodeLine) -> Moment:
