@@ -299,8 +299,7 @@ class ReportBuilder(RecordSink):
         devices = (r.extra.get("graph_device", "cuda") for r in graphed)
         self._count_graphs(list(map(_CUDA_GRAPH, decodes)), devices, len(graphed))
         self._dp_ranks |= ranks - {None}
-        for moment in self._node.add(decodes, ats):
-            self._add_moment(moment)
+        self._add_moments(self._node.add(decodes, ats))
 
     def _add_decode_columns(self, decodes: KindColumns, ats: list[float | None]) -> None:
         """:meth:`_add_decodes` of a batch's decode rows, from their columns: rows that each
@@ -323,8 +322,7 @@ class ReportBuilder(RecordSink):
         self._count_graphs(decodes.column(CUDA_GRAPH), (), 0)
         self._dp_ranks |= ranks
         tputs, queued = decodes.column(GEN_THROUGHPUT), decodes.column(QUEUED)
-        for moment in self._node.add_columns(dp, ats, tputs, running, queued, lengths):
-            self._add_moment(moment)
+        self._add_moments(self._node.add_columns(dp, ats, tputs, running, queued, lengths))
 
     def _fold_accepts(self, accepts: Sequence[float]) -> None:
         """Decode windows' accept lengths, in order, into the histogram and the run's mean."""
@@ -359,29 +357,33 @@ class ReportBuilder(RecordSink):
         """The DP ranks' open moment belongs to the run that logged it."""
         moment = self._node.flush()
         if moment is not None:
-            self._add_moment(moment)
+            self._add_moments([moment])
 
-    def _add_moment(self, moment: Moment) -> None:
-        """One node-wide window: into the bands, the run's load and the chart series."""
-        at, accept_length, running, tput, queued, *_ = moment
-        # A pipeline stage's running requests are one micro-batch's: no baseline fits them.
-        self._run.pipelined = self._run.pipelined or moment.pipelined
-        curve = None if moment.pipelined else self.baseline
-        if moment.steps == 0 and not moment.pipelined:
-            self._learn(running, tput)
-            if self.configured is None:
-                curve = None  # what drafting-off windows taught is not judged by itself
-        base = curve.at(running) if curve and running and curve.covers(running) else None
-        if running and tput is not None:
-            index = band_index(running)
-            self._overall.add(running, tput, base)
-            self._bands[index].add(running, tput, base)
-            self._run.bands[index].add(running, tput, base)
-            self._run.bands[index].add_drafting(moment, base)
-        off = moment.steps == 0
-        self._run.stretches.add_moment(at, running, tput, None if moment.pipelined else base, off)
-        if at is not None:
-            self._series.add(at, (accept_length, tput, base, running, queued))
+    def _add_moments(self, moments: list[Moment]) -> None:
+        """Node-wide windows, in order: into the bands, the run's load and the chart series."""
+        run, bands, overall, series = self._run, self._bands, self._overall, self._series
+        run_bands, stretches = run.bands, run.stretches
+        baseline = self.baseline
+        for moment in moments:
+            at, accept_length, running, tput, queued, steps, pipelined = moment
+            # A pipeline stage's running requests are one micro-batch's: no baseline fits them.
+            run.pipelined = run.pipelined or pipelined
+            curve = None if pipelined else baseline
+            if steps == 0 and not pipelined:
+                self._learn(running, tput)
+                baseline = self.baseline
+                if self.configured is None:
+                    curve = None  # what drafting-off windows taught is not judged by itself
+            base = curve.at(running) if curve and running and curve.covers(running) else None
+            if running and tput is not None:
+                index = band_index(running)
+                overall.add(running, tput, base)
+                bands[index].add(running, tput, base)
+                run_bands[index].add(running, tput, base)
+                run_bands[index].add_drafting(moment, base)
+            stretches.add_moment(at, running, tput, None if pipelined else base, steps == 0)
+            if at is not None:
+                series.add(at, (accept_length, tput, base, running, queued))
 
     @property
     def baseline(self) -> Baseline | None:
