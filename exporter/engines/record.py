@@ -84,7 +84,7 @@ OLD_SPEC_FORM = "old_spec_form"
 
 
 class WithExtra(Protocol):
-    """A record, or anything that keeps a record's ``extra`` (``analysis.node.RankLine``)."""
+    """A record, or anything that keeps a record's ``extra`` (``analysis.node.NodeLine``)."""
 
     @property
     def extra(self) -> Mapping[str, Any]: ...
