@@ -4,6 +4,7 @@ documented: no era loses the fast path silently."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 from functools import cache
@@ -146,3 +147,61 @@ def test_a_column_of_reals_takes_exactly_what_the_line_reader_takes(column: list
     except ValueError:
         expected = None
     assert sglang.real_column(column) == expected
+
+
+@pytest.mark.parametrize(
+    "column",
+    [[b"12", b"0"], [b"3", b"-18"], [b"-0"], [b"1_000"], [b"7", b"many"], []],
+)
+def test_a_column_of_counts_takes_exactly_what_the_line_reader_takes(column: list[bytes]) -> None:
+    try:
+        expected: list[int] | None = [sglang._count(value) for value in column]
+    except ValueError:
+        expected = None
+    try:
+        got = sglang.count_column(column)
+    except ValueError:
+        got = None
+    assert got == expected
+
+
+class CountingSink(PathSink):
+    """PathSink that keeps each record's running count and each unrecognized line's reason."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.running: list[int | None] = []
+        self.unrecognized: Counter[str] = Counter()
+
+    def on_record(self, record: StatsRecord) -> None:
+        super().on_record(record)
+        self.running.append(record.running_requests)
+
+    def on_records(self, records: Sequence[StatsRecord]) -> None:
+        super().on_records(records)
+        self.running += [record.running_requests for record in records]
+
+    def on_unrecognized(self, reason: str) -> None:
+        self.unrecognized[reason] += 1
+
+
+def test_a_negative_running_count_in_a_batch_is_drift_not_a_load_band() -> None:
+    """A decode line with ``#running-req: -18`` amid lines the chunk reader takes whole: no
+    record carries it (a load band, a node moment or a gauge has no place for it; ``report``
+    raised on it), it is counted as a bad value, and every other line is read as ever."""
+    lines = _era_lines("2026-02")
+    decodes = [n for n, line in enumerate(lines) if b"Decode batch" in line]
+    bad = decodes[len(decodes) // 2]
+    lines[bad] = re.sub(rb"#running-req: \d+", b"#running-req: -18", lines[bad])
+    sink = CountingSink()
+    processor = LineProcessor(sink)
+    for start in range(0, len(lines), BATCH):
+        processor.process(lines[start : start + BATCH])
+    clean = CountingSink()
+    processor = LineProcessor(clean)
+    for start in range(0, len(lines), BATCH):
+        processor.process(_era_lines("2026-02")[start : start + BATCH])
+    assert sink.unrecognized == {"bad_value": 1}
+    assert len(sink.running) == len(clean.running) - 1
+    assert all(count is None or count >= 0 for count in sink.running)
+    assert sink.whole > 0  # the batches around it still went the fast way

@@ -367,6 +367,8 @@ def test_stats_text_outside_the_start_of_an_sglang_message_is_not_a_stats_line(l
         (f"{P}Decode batch, something went wrong", "no_fields"),
         (f"{P}Decode batch, foo: 1, bar: 2", "no_fields"),
         (f"{P}Decode batch, #running-req: many, #queue-req: 0", "bad_value"),
+        (f"{P}Decode batch, #running-req: -18, #queue-req: 0", "bad_value"),
+        (f"{P}Prefill batch, #new-seq: 1, #new-token: -5, #queue-req: 0", "bad_value"),
         (f"{P}Decode batch, #running-req: 3, accept len: n/a, #queue-req: 0", "bad_value"),
         (f"{P}Decode batch, #running-req: 3, cuda graph: maybe, #queue-req: 0", "bad_value"),
         (f"{P}Prefill batch, cache hit rate: 12.5, #queue-req: 0", "bad_value"),

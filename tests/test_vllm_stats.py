@@ -131,6 +131,17 @@ def test_engine_line_without_spec_line_is_a_window_of_its_own_once_the_next_one_
     assert isinstance(second, StatsRecord) and second.running_requests == 7
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("Running: 24", "Running: -18"), ("Waiting: 3", "Waiting: -1"), ("1631.4", "-1631.4")],
+)
+def test_an_engine_line_with_a_negative_figure_is_format_drift(field: str, value: str) -> None:
+    """No figure of the engine line can be negative: one that is would have no load band
+    (``report`` raised on it) and no place in a gauge, so the line is drift, counted."""
+    [result] = feed(ENGINE.replace(field, value))
+    assert isinstance(result, Unrecognized) and result.reason == "bad_value"
+
+
 def test_an_engine_line_before_an_idle_stretch_is_its_own_window_at_its_own_time() -> None:
     """Idle intervals are logged at DEBUG: the next INFO line may come an hour later. The
     busy interval before it, with no drafts to log, is still a window, stamped when it was."""
@@ -264,6 +275,8 @@ def test_hostile_lines_never_raise_and_never_give_impossible_values(lines: list[
             for value in (result.accept_length, result.accept_rate, result.gen_throughput):
                 assert value is None or value == value  # no NaN exported
             assert result.accept_rate is None or 0 <= result.accept_rate <= 1
+            for count in (result.running_requests, result.queued_requests, result.gen_throughput):
+                assert count is None or count >= 0
             counts = result.draft_counts
             positions = None if counts is None else counts.accept_rate_by_position
             assert positions is None or len(positions) <= 32

@@ -123,6 +123,26 @@ def _real(value: str | bytes) -> float:
     return number
 
 
+def _count(value: str | bytes) -> int:
+    """A count of requests or tokens: an integer of at least 0. A negative one is drift, not a
+    number to export: no load band, sum or gauge has a place for it."""
+    number = int(value)
+    if number < 0:
+        raise ValueError(value)
+    return number
+
+
+def count_column(column: Sequence[bytes]) -> list[int] | None:
+    """:func:`_count` over a whole column (the chunk reader's), or None where it would refuse a
+    value; ``int`` may raise ValueError as there."""
+    return count_numbers(list(map(int, column)))
+
+
+def count_numbers(numbers: list[int]) -> list[int] | None:
+    """``numbers`` (each ``int`` of a value) when :func:`_count` takes every one, else None."""
+    return numbers if min(numbers, default=0) >= 0 else None
+
+
 def real_column(column: Sequence[bytes]) -> list[float] | None:
     """:func:`_real` over a whole column at C speed (the chunk reader's), or None where it
     would refuse a value; ``float`` may raise ValueError as there."""
@@ -170,31 +190,31 @@ Converter = Callable[[str], Any]
 
 # SGLang field name -> (is a StatsRecord field, record/extra key, converter). Extras are the
 # few worth keeping for diagnosis (hybrid pools, PD queues, DSpark, occupancy); every other
-# field a line carries is ignored. ``int``/``float`` reject garbage with ValueError.
+# field a line carries is ignored. The converters reject garbage with ValueError.
 _FIELDS: dict[str, tuple[bool, str, Converter]] = {
-    "#running-req": (True, "running_requests", int),
-    "#queue-req": (True, "queued_requests", int),
+    "#running-req": (True, "running_requests", _count),
+    "#queue-req": (True, "queued_requests", _count),
     "token usage": (True, "token_usage", _real),
     "accept len": (True, "accept_length", _real),
     "accept rate": (True, "accept_rate", _real),
     "gen throughput (token/s)": (True, "gen_throughput", _real),
-    "#new-token": (True, "new_tokens", int),
-    "#cached-token": (True, "cached_tokens", int),
+    "#new-token": (True, "new_tokens", _count),
+    "#cached-token": (True, "cached_tokens", _count),
     "input throughput (token/s)": (True, "input_throughput", _real),
     "cuda graph": (True, "cuda_graph", _flag),
     "full token usage": (False, "full_token_usage", _real),
     "swa token usage": (False, "swa_token_usage", _real),
     "mamba usage": (False, "mamba_usage", _real),
-    "#new-seq": (False, "new_seqs", int),
-    "#pending-token": (False, "pending_tokens", int),
+    "#new-seq": (False, "new_seqs", _count),
+    "#pending-token": (False, "pending_tokens", _count),
     "cache hit rate": (False, "cache_hit_rate", _percent),
     "pre-allocated usage": (False, "preallocated_usage", _real),
-    "#prealloc-req": (False, "prealloc_requests", int),
-    "#bootstrap-req": (False, "bootstrap_requests", int),
-    "#transfer-req": (False, "transfer_requests", int),
-    "#inflight-req": (False, "inflight_requests", int),
-    "#retracted-req": (False, "retracted_requests", int),
-    "largest-len": (False, "largest_len", int),
+    "#prealloc-req": (False, "prealloc_requests", _count),
+    "#bootstrap-req": (False, "bootstrap_requests", _count),
+    "#transfer-req": (False, "transfer_requests", _count),
+    "#inflight-req": (False, "inflight_requests", _count),
+    "#retracted-req": (False, "retracted_requests", _count),
+    "largest-len": (False, "largest_len", _count),
     "cap len": (False, "cap_length", _real),
     "block accept len": (False, "block_accept_length", _real),
     "fwd occupancy": (False, "fwd_occupancy", _percent),
@@ -353,7 +373,7 @@ def _typed_columns(
     return tuple(named)
 
 
-_COLUMN_KINDS: dict[Converter, str] = {int: "int", _real: "real", _flag: "flag"}
+_COLUMN_KINDS: dict[Converter, str] = {_count: "int", _real: "real", _flag: "flag"}
 
 
 _OPEN_BRACKET = ord("[")
@@ -371,9 +391,7 @@ def iso_time(stamp: bytes) -> str:
 
 def _raw(convert: Converter) -> Callable[[bytes], Any]:
     """``convert`` for ASCII bytes: numbers directly, everything else through its text."""
-    if convert is int:
-        return convert
-    if convert is _real or convert is _flag:
+    if convert is _count or convert is _real or convert is _flag:
         return convert
     return lambda value: convert(value.decode("ascii"))
 

@@ -30,6 +30,8 @@ from exporter.engines.sglang import (
     VALUE_FIELD_COUNT,
     LayoutColumns,
     SGLangLines,
+    count_column,
+    count_numbers,
     flag_column,
     iso_time,
     rank_numbers,
@@ -292,9 +294,9 @@ class _Values:
             return flag_column(column)
         try:
             if len(column) < _CACHED_ROWS or key in self._direct:
-                return list(map(int, column)) if converter == "int" else real_column(column)
+                return count_column(column) if converter == "int" else real_column(column)
             if converter == "int":
-                return self._through(self._ints, column, key)
+                return count_numbers(self._through(self._ints, column, key))
             return real_numbers(self._through(self._reals, column, key))
         except ValueError:
             return None

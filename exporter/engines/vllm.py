@@ -356,9 +356,10 @@ def _seconds(time: str) -> float:
 
 
 def _number(raw: str) -> float:
-    """``12.5 tokens/s``, ``3 reqs``, ``31.6%`` -> the number; garbage raises ValueError."""
+    """``12.5 tokens/s``, ``3 reqs``, ``31.6%`` -> the number; garbage raises ValueError, as
+    does a negative number: no field of the line (a throughput, a count, a usage) can be one."""
     value = float(raw.split(" ", 1)[0].rstrip("%"))
-    if not math.isfinite(value):
+    if not math.isfinite(value) or value < 0:
         raise ValueError(raw)
     return value
 
