@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import time
 import urllib.request
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -28,6 +29,8 @@ from exporter.exposition.collector import REUSE_SECONDS, SpecwatchCollector
 from exporter.exposition.families import Families
 from exporter.exposition.landing import landing_page
 from exporter.exposition.text import EOF, header, heads, sample_lines, with_heads
+from exporter.sources.tail import FileTailer
+from exporter.state.feed import LogFeed
 from exporter.state.target_state import TargetState
 from exporter.target import Target
 from tests.support.daemon import run_daemon
@@ -35,6 +38,7 @@ from tests.support.files import append
 from tests.support.loglines import decode_line
 from tests.support.metrics import T0, Clock, Scrape
 from tests.support.records import decode
+from tests.support.speclogs import server_args
 
 STALE = 60.0
 
@@ -104,6 +108,41 @@ def test_each_change_of_a_logs_troubles_is_shown_at_the_next_scrape() -> None:
     other = SpecwatchCollector([node()], STALE, clock)
     assert scrape(other).value("specwatch_log_rotations_total") == 0
     assert scrape(collector).value("specwatch_log_rotations_total") == shown["log_rotations_total"]
+
+
+def test_a_restart_with_another_setup_is_shown_at_the_next_scrape(tmp_path: Path) -> None:
+    """A target's setup is rendered once and kept while it holds (most renders of a live log
+    change only its windows and counts): a restart with other draft steps is shown at once,
+    its earlier setup gone."""
+    path = tmp_path / "sglang.log"
+    append(path, server_args("EAGLE3", steps=3, draft_tokens=4))
+    target = Target.from_config(TargetConfig(name="node-a", log_files=[str(path)]))
+    tailer = FileTailer(str(path), LogFeed(target.state, target.custom_rules))
+    collector = SpecwatchCollector([target], STALE, time.time)
+    try:
+        tailer.poll()
+        before = scrape(collector)
+        append(path, server_args("EAGLE3", steps=5, draft_tokens=6))
+        tailer.poll()
+        after = scrape(collector)
+    finally:
+        tailer.stop()
+    assert before.value("specwatch_speculative_steps") == 3
+    assert before.value("specwatch_speculative_info", num_steps="3", num_draft_tokens="4") == 1
+    assert after.value("specwatch_speculative_steps") == 5
+    assert after.value("specwatch_speculative_draft_tokens") == 6
+    assert after.value("specwatch_speculative_info", num_steps="5", num_draft_tokens="6") == 1
+    assert after.value("specwatch_speculative_info", num_steps="3") is None
+
+
+def test_a_family_is_written_from_its_samples_once_others_join_its_kept_lines() -> None:
+    """A family's lines given with its samples stand for it only while they are all of it."""
+    families = Families()
+    kept = [Sample("specwatch_log_lines_total", {"target": "a"}, 1.0)]
+    families.extend("specwatch_log_lines", kept, sample_lines(kept))
+    assert families.written("specwatch_log_lines") == sample_lines(kept)
+    families.add("log_lines", {"target": "b"}, 2.0)
+    assert families.written("specwatch_log_lines") is None
 
 
 def test_a_window_going_stale_ends_the_reuse_at_that_moment() -> None:

@@ -17,6 +17,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from exporter.analysis.baseline import Baseline
+from exporter.analysis.findings import DecodeSample
 from exporter.analysis.load_bands import band_of
 from exporter.config import BaselineConfig, TargetConfig
 from exporter.engines.record import LogLine, StatsRecord
@@ -111,6 +112,26 @@ def test_evidence_of_a_batch_equals_its_records_added_one_by_one(
             batched.add_unrecognized()
             single.add_unrecognized()
         assert evidence_seen(batched) == evidence_seen(single)
+
+
+@given(
+    batches=st.lists(st.tuples(BATCH, st.booleans()), max_size=8),
+    max_windows=st.integers(1, 5),
+)
+def test_the_recent_windows_observed_are_those_kept_converted_anew(
+    batches: list[tuple[tuple[list[StatsRecord], float], bool]], max_windows: int
+) -> None:
+    """Observations convert only the windows added since the last ones (``_decode_samples``)
+    and see what converting every recent window again sees, observed after any batch or
+    only now and then."""
+    evidence, decodes = Evidence(max_windows=max_windows), []
+    for (records, at), observed in batches:
+        evidence.add_records(records, at)
+        decodes += [record for record in records if record.kind == "decode"]
+        if observed:
+            windows = evidence.observations(ServerConfig(), T0 + 30).windows
+            recent = decodes[-max_windows:]
+            assert repr(windows) == repr(tuple(map(DecodeSample.from_record, recent)))
 
 
 RESTART = LogLine(

@@ -695,10 +695,10 @@ def present(stretches: Sequence[Stretch], now: float | None = None) -> list[Stre
     return [s for s in stretches if s.end > newest - PRESENT_SECONDS or s is stretches[-1]]
 
 
-def _newest_stretch(case: Case, reference: float | None) -> list[Stretch]:
+def _newest_stretch(case: Case, reference: float | None) -> tuple[list[Stretch], _Figures]:
     """The windows judged as now: of the last ``PRESENT_SECONDS``, the newest minutes that
     agree (a collapse three minutes old is judged on its three minutes, not averaged with the
-    healthy two before it), or all of them when those hold too few drafts."""
+    healthy two before it), or all of them when those hold too few drafts; and their sums."""
     recent = present(case.stretches, case.now)
     newest: str | None = None
     start = len(recent)
@@ -712,8 +712,8 @@ def _newest_stretch(case: Case, reference: float | None) -> list[Stretch]:
     agreeing = recent[start:] if newest is not None else recent
     figures = _figures(agreeing)
     if case.counted and figures.drafts < MIN_DRAFTS and figures.windows + figures.off:
-        return recent
-    return agreeing
+        return recent, figures if len(agreeing) == len(recent) else _figures(recent)
+    return agreeing, figures
 
 
 def judge(case: Case) -> Judgement:
@@ -727,8 +727,7 @@ def judge(case: Case) -> Judgement:
 
 def _judged(case: Case) -> Judgement:
     reference = _earlier_level(case)
-    now = _newest_stretch(case, reference)
-    figures = _figures(now)
+    now, figures = _newest_stretch(case, reference)
     if case.interleaved:
         return _interleaved(case, figures)
     state, found, notes = _decide(figures, case, MIN_DRAFTS, reference)

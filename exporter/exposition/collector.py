@@ -250,21 +250,28 @@ def _lines(
     lines: dict[str, str],
     written: dict[str, tuple[list[tuple[str, dict[str, str]]], list[str]]],
 ) -> None:
-    """Each family's sample lines into ``lines``; those of a family whose samples equal the
-    last render's are that render's text (most of a target's families, such as its error
-    counters, change far less often than its windows), and those of the same series with new
+    """Each family's sample lines into ``lines``; those of a family a group wrote are the
+    group's (``_grouped``), those of a family whose samples equal the last render's are that
+    render's text (most of a target's families, such as its error counters, change far
+    less often than its windows), and those of the same series with new
     values keep the names and labels it wrote (a live target's counters), their heads kept in
     ``written`` for the next render. Families in the order first added (``_assemble`` puts
     them in the exported order); the dictionaries read directly, as a target has some forty
     families and most are unchanged."""
+    grouped = rendered.written
     if last is None:
         for name, samples in rendered.by_family.items():
-            lines[name] = sample_lines(samples)
+            text = grouped(name)
+            lines[name] = sample_lines(samples) if text is None else text
         return
     last_samples = last.families.by_family
     last_lines = last.lines
     last_heads = last.heads
     for name, samples in rendered.by_family.items():
+        text = grouped(name)
+        if text is not None:  # a group's lines, kept or written with its samples
+            lines[name] = text
+            continue
         text = last_lines.get(name)
         if text is None:
             lines[name] = sample_lines(samples)
@@ -339,11 +346,22 @@ def render_target(
     insight = inspect(target, snap, fresh, now, stale_after, requests)
     engine = engine_of(target, snap, insight)
     model = served_model(target, insight)
-    out.add("target_info", {**base, "engine": engine, "served_model": model}, 1)
     _render_windows(out, base, fresh)
     _render_speed(out, target, base, insight)
     _render_bands(out, target, {**base, "served_model": model})
-    _render_setup(out, base, insight, snap)
+    values = (
+        engine,
+        model,
+        insight.config,
+        snap.adaptive_step_changes,
+        snap.drafting_off_windows,
+        insight.drafting_off_share,
+        *((finding.code, finding.severity) for finding in insight.findings),
+    )
+    slot = ("setup", target.name)
+    _grouped(
+        out, slot, values, lambda group: _render_setup(group, base, engine, model, insight, snap)
+    )
     _render_counters(out, base, snap)
     _render_requests(out, base, requests)
     _render_speculation_counts(out, target, base, snap, insight)
@@ -463,9 +481,16 @@ def _render_bands(out: Families, target: Watched, labels: dict[str, str]) -> Non
 
 
 def _render_setup(
-    out: Families, base: dict[str, str], insight: Insight, snap: TargetSnapshot
+    out: Families,
+    base: dict[str, str],
+    engine: str,
+    model: str,
+    insight: Insight,
+    snap: TargetSnapshot,
 ) -> None:
-    """The speculative setup in force, and how adaptive speculation has moved it."""
+    """What the target is, the speculative setup in force and how adaptive speculation has
+    moved it, and the findings: what changes with the server's setup or its judgement only."""
+    out.add("target_info", {**base, "engine": engine, "served_model": model}, 1)
     config = insight.config
     if config.adaptive or snap.adaptive_step_changes or snap.drafting_off_windows:
         out.add("adaptive_step_changes", base, snap.adaptive_step_changes)
@@ -479,6 +504,13 @@ def _render_setup(
             ("drafting_off_ratio", insight.drafting_off_share),
         ),
     )
+    if config.max_running_requests is not None:
+        out.add("max_running_requests", base, config.max_running_requests)
+    spec_labels = speculative_labels(config)
+    if any(spec_labels.values()):  # nothing known yet: no series, rather than one of blanks
+        out.add("speculative_info", {**base, **spec_labels}, 1)
+    for finding in insight.findings:
+        out.add("finding", {**base, "code": finding.code, "severity": finding.severity}, 1)
 
 
 def _add_known(
@@ -526,12 +558,13 @@ def _render_requests(out: Families, base: dict[str, str], requests: RequestsSnap
         out.add_histogram("request_accept_length", labels, buckets, counts.total)
 
 
-# Groups of a target's samples that rest on a few plain values only (its verdict, its
-# upstream's error counts, its log's troubles): the same samples from one render to the next
-# while the values hold, which a render neither builds again nor compares beyond their
-# identity (``_lines``). One slot per group and target, holding its newest values only, so
-# what is kept is what the renders show; cleared when full, as targets come and go.
-_Group = tuple[tuple[str, tuple[Sample, ...]], ...]  # each family's samples
+# Groups of a target's samples that rest on a few plain values only (its setup and findings,
+# its verdict, its upstream's health, its log's troubles): the same samples and lines from
+# one render to the next while the values hold, which a render neither builds, compares nor
+# writes again (``_lines`` takes the group's lines). One slot per group and target, holding
+# its newest values only, so what is kept is what the renders show; cleared when full, as
+# targets come and go. A family is written by one group alone.
+_Group = tuple[tuple[str, tuple[Sample, ...], str], ...]  # each family's samples and lines
 _GROUPS: dict[tuple[str, str], tuple[tuple[object, ...], _Group]] = {}
 _GROUPS_MAX = 4096
 
@@ -551,12 +584,15 @@ def _grouped(
     else:
         group = Families()
         render(group)
-        known = tuple((name, tuple(group.samples(name))) for name in group.names())
+        known = tuple(
+            (name, samples := tuple(group.samples(name)), sample_lines(samples))
+            for name in group.names()
+        )
         if len(_GROUPS) >= _GROUPS_MAX and slot not in _GROUPS:
             _GROUPS.clear()
         _GROUPS[slot] = (values, known)
-    for name, samples in known:
-        out.extend(name, samples)
+    for name, samples, lines in known:
+        out.extend(name, samples, lines)
 
 
 def _le(bound: float) -> str:
@@ -624,7 +660,7 @@ def _render_insight(
     insight: Insight,
     stale_after: float,
 ) -> None:
-    """Configuration, findings, upstream health and values, and custom rule series."""
+    """Accept ratios, upstream values and health, the verdict, and custom rule series."""
     tokens = insight.config.draft_tokens_now
     for dp_rank, window in fresh.items():
         if drafting_off(window.record):
@@ -642,13 +678,6 @@ def _render_insight(
             out.add("accept_ratio", _window_labels(base, dp_rank), rate)
     if insight.fallback is not None:
         _render_upstream_values(out, base, insight.fallback, tokens)
-    if insight.config.max_running_requests is not None:
-        out.add("max_running_requests", base, insight.config.max_running_requests)
-    spec_labels = speculative_labels(insight.config)
-    if any(spec_labels.values()):  # nothing known yet: no series, rather than one of blanks
-        out.add("speculative_info", {**base, **spec_labels}, 1)
-    for finding in insight.findings:
-        out.add("finding", {**base, "code": finding.code, "severity": finding.severity}, 1)
     verdict = insight.verdict
     if verdict is not None:
         values = (verdict.state, verdict.since)
@@ -725,10 +754,9 @@ def _render_upstream_health(out: Families, base: dict[str, str], insight: Insigh
         return
     for endpoint, status in snap.endpoints.items():
         labels = {**base, "endpoint": endpoint}
-        out.add("upstream_up", labels, 1 if status.up else 0)
         out.add("upstream_scrape_duration_seconds", labels, status.duration_seconds)
     values = (
-        tuple(snap.endpoints),
+        *((endpoint, status.up) for endpoint, status in snap.endpoints.items()),
         tuple(snap.errors.items()),
         tuple(snap.dropped.items()),
     )
@@ -737,7 +765,10 @@ def _render_upstream_health(out: Families, base: dict[str, str], insight: Insigh
 
 
 def _render_upstream_counts(out: Families, base: dict[str, str], snap: UpstreamSnapshot) -> None:
-    """Every endpoint's failures by reason and the dropped samples, each from zero."""
+    """Whether each endpoint answered, its failures by reason and the dropped samples, each
+    from zero."""
+    for endpoint, status in snap.endpoints.items():
+        out.add("upstream_up", {**base, "endpoint": endpoint}, 1 if status.up else 0)
     for endpoint in ENDPOINTS:
         if endpoint not in snap.endpoints:
             continue

@@ -257,6 +257,8 @@ class Families:
     def __init__(self) -> None:
         self._samples: dict[str, list[Sample]] = {}  # family name -> its samples, in order
         self._custom: dict[str, tuple[str, str]] = {}  # user-defined family -> (type, help)
+        # family name -> the count of samples its lines were written for, and those lines
+        self._written: dict[str, tuple[int, str]] = {}
 
     def add(self, short: str, labels: dict[str, str], value: float) -> None:
         """One series of a declared gauge or counter (a counter's sample adds ``_total``)."""
@@ -296,9 +298,21 @@ class Families:
         samples.append(Sample(name + "_count", bounded, count))
         samples.append(Sample(name + "_sum", bounded, sum_value))
 
-    def extend(self, name: str, samples: Sequence[Sample]) -> None:
-        """Samples of declared family ``name`` (its exported name) made before, as they were."""
+    def extend(self, name: str, samples: Sequence[Sample], lines: str | None = None) -> None:
+        """Samples of declared family ``name`` (its exported name) made before, as they were;
+        ``lines``, their lines written before, which are the family's (``written``) unless
+        other samples join it."""
         self._samples.setdefault(name, []).extend(samples)
+        if lines is not None:
+            self._written[name] = (len(samples), lines)
+
+    def written(self, name: str) -> str | None:
+        """The lines of family ``name`` given with its samples (``extend``), when those are
+        all its samples."""
+        kept = self._written.get(name)
+        if kept is None or kept[0] != len(self._samples[name]):
+            return None
+        return kept[1]
 
     def add_custom(self, sample: CustomSample, labels: dict[str, str]) -> None:
         """A user-defined ``specwatch_custom_*`` series (names validated at start)."""

@@ -12,7 +12,7 @@ import threading
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
-from itertools import repeat
+from itertools import islice, repeat
 from typing import Any, NamedTuple
 
 from exporter.analysis.baseline import Baseline
@@ -82,9 +82,11 @@ class Evidence:
         self.memo = StateMemo()
         self._baseline = baseline
         self.interval: int | None = None
-        # The samples the last observations made, by their record's identity: a window stays
-        # among the recent ones for 20 judgements or so, and is converted once.
-        self._samples: dict[int, tuple[StatsRecord, DecodeSample]] = {}
+        # Decode windows added so far, and the samples the last observations made with that
+        # count then: a window stays among the recent ones for 20 judgements or so, and is
+        # converted once; the next observations convert only the windows added since.
+        self._added = 0
+        self._samples: tuple[int, tuple[DecodeSample, ...]] = (0, ())
         # The configuration last named with the lines' engine, and what it was named from.
         self._engine_config: tuple[ServerConfig, str, ServerConfig] | None = None
 
@@ -129,6 +131,7 @@ class Evidence:
         """Remember decode windows and the node loads they close, in order (returned too);
         windows after a traceback show it ended nothing."""
         self._windows.extend(decodes)
+        self._added += len(decodes)
         self._ranks.add(decodes)
         self._stretches.add_records(decodes, repeat(at), self.interval)
         if self._ending is not None and not self._ending.final:
@@ -225,16 +228,18 @@ class Evidence:
         return named
 
     def _decode_samples(self) -> tuple[DecodeSample, ...]:
-        """The recent windows as the rules read them; under the lock."""
-        known, kept, samples = self._samples, {}, []
-        for record in self._windows:
-            hit = known.get(id(record))
-            if hit is None or hit[0] is not record:
-                hit = (record, DecodeSample.from_record(record))
-            kept[id(record)] = hit
-            samples.append(hit[1])
-        self._samples = kept
-        return tuple(samples)
+        """The recent windows as the rules read them; under the lock. Windows only join at
+        the end and leave at the front (``_add_decodes``), so the last call's samples of the
+        windows still recent are these windows' samples, and only the newer are converted."""
+        windows, added = self._windows, self._added
+        then, known = self._samples
+        new = min(added - then, len(windows))
+        samples = known[len(known) - (len(windows) - new) :]
+        if new:
+            made = map(DecodeSample.from_record, islice(windows, len(windows) - new, None))
+            samples = (*samples, *made)
+        self._samples = (added, samples)
+        return samples
 
 
 def _with_draft_length(config: ServerConfig, windows: Sequence[DecodeSample]) -> ServerConfig:
