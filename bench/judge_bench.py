@@ -4,7 +4,8 @@ day of them).
 
 A run of a steady node, one decode window a second, is folded into stretches; then, as a
 live daemon does, a window more is added and the target judged again, ``--judgements`` times:
-once as a daemon judges (the run's ``StateMemo`` kept from one judgement to the next), once
+once as a daemon judges (the run's ``StateMemo`` kept from one judgement to the next, after
+one judgement of the run not timed: a daemon's memo has judged its run from the start), once
 afresh (as before the memo). CPU per judgement, the copy of the stretches included.
 
     .venv/bin/python bench/judge_bench.py [--hours 0.1 1 24] [--judgements 20]
@@ -33,6 +34,8 @@ def run_of(seconds: int) -> Stretches:
 def per_judgement(stretches: Stretches, at: float, judgements: int, kept: bool) -> float:
     """CPU seconds per judgement, a window added before each."""
     memo = StateMemo() if kept else None
+    if memo is not None:  # a daemon's memo knows the run's states: not timed, as in a day
+        judge(Case(stretches=stretches.items(), now=at - 1, memo=memo))
     spent = 0.0
     for number in range(judgements):
         now = at + number

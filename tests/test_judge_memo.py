@@ -3,7 +3,7 @@ changed: the same judgement as a fresh one, whatever order the windows came in."
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from exporter.analysis.judge import Case, SpeedBaseline, StateMemo, Stretches, judge
@@ -89,3 +89,32 @@ def test_one_memo_judged_under_other_settings_in_turn_judges_each_as_afresh(
             fresh = judge(Case(stretches=items, now=at, **each))  # type: ignore[arg-type]
             kept = judge(Case(stretches=items, now=at, memo=memo, **each))  # type: ignore[arg-type]
             assert kept == fresh
+
+
+# Spells of a run: minutes of one window every 20 s at one accept length (1.0 collapsed, 1.6
+# low, 3.0 healthy, None drafting off, 0 too few drafts to tell), or a gap of silence.
+spells = st.lists(
+    st.tuples(st.integers(1, 6), st.sampled_from([1.0, 1.6, 3.0, None, 0.0])), max_size=24
+)
+
+
+@given(spells)
+@example([(3, 3.0), *[(3, 1.0), (1, 0.0), (2, 3.0), (2, None)] * 7, (1, 1.0), (4, 3.0)])
+def test_a_long_run_of_many_episodes_is_judged_with_the_memo_as_without_it(
+    added: list[tuple[int, float | None]],
+) -> None:
+    """Since when a state holds and the past episodes, from the runs of states the memo keeps,
+    are those of a walk through every stretch: over runs of many spells, more episodes than
+    are told, stretches that tell nothing between them."""
+    stretches, memo, at = Stretches(), StateMemo(), T0
+    for minutes, length in added:
+        for _ in range(minutes * 3):
+            at += 20.0
+            if length == 0.0:  # a window of few rounds: the stretch tells no state
+                stretches.add_window(at, 1.0, 2.0, False)
+            else:
+                _add(stretches, at, length, 600.0)
+        items = stretches.items()
+        fresh = judge(Case(stretches=items, now=at))
+        kept = judge(Case(stretches=items, now=at, memo=memo))
+        assert kept == fresh

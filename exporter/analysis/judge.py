@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache, reduce
-from itertools import groupby, repeat
+from itertools import groupby, repeat, takewhile
 from operator import add, attrgetter, itemgetter
 from typing import Any, cast
 
@@ -453,7 +453,8 @@ class SpeedBaseline:
 class Case:
     """Everything one judgement rests on, as plain values."""
 
-    stretches: Sequence[Stretch]  # the server run's, oldest first
+    # The server run's, oldest first: their starts and their ends increase (``Stretches``).
+    stretches: Sequence[Stretch]
     method: Method = Method()
     expected_accept_length: float | None = None
     thresholds: Thresholds = DEFAULT
@@ -692,7 +693,12 @@ def present(stretches: Sequence[Stretch], now: float | None = None) -> list[Stre
     newest = stretches[-1].end
     if now is not None and newest < now - PRESENT_SECONDS:
         return []
-    return [s for s in stretches if s.end > newest - PRESENT_SECONDS or s is stretches[-1]]
+    # Ends increase (``Case.stretches``): the present is the newest few, found from the end
+    # (a day of stretches is 1,440 to look through otherwise, at every judgement).
+    first = len(stretches) - 1
+    while first > 0 and stretches[first - 1].end > newest - PRESENT_SECONDS:
+        first -= 1
+    return list(stretches[first:])
 
 
 def _newest_stretch(case: Case, reference: float | None) -> tuple[list[Stretch], _Figures]:
@@ -930,7 +936,8 @@ def _earlier_level(case: Case) -> float | None:
     items = case.stretches
     if not items or items[-1].end - items[0].start < DRIFT_RUN_SECONDS:
         return None
-    early = _figures(s for s in items if s.start < items[0].start + DRIFT_EARLY_SECONDS)
+    # Starts increase (``Case.stretches``): the first hour's are the first few.
+    early = _figures(takewhile(lambda s: s.start < items[0].start + DRIFT_EARLY_SECONDS, items))
     if early.drafts < MIN_DRAFTS or early.windows < MIN_WINDOWS:
         return None
     return early.accept_length
@@ -958,8 +965,14 @@ class StateMemo:
         self._kept: tuple[tuple[object, ...], dict[int, tuple[Stretch, str]]] = ((), {})
         # The last judgement and what it was of (``judgement``).
         self._judged: tuple[tuple[object, ...], Judgement] | None = None
-        # The stretches of the last ``states`` call, their states and the settings then.
-        self._states: tuple[tuple[Stretch, ...], list[str], tuple[object, ...]] = ((), [], ())
+        # The stretches of the last ``states`` call, their states and the settings then, and
+        # where each one's run began (``runs``).
+        self._states: tuple[tuple[Stretch, ...], list[str], tuple[object, ...], list[int]] = (
+            (),
+            [],
+            (),
+            [],
+        )
 
     def state(self, stretch: Stretch, case: Case, reference: float | None) -> str:
         _, states = self._under(case, reference)
@@ -987,11 +1000,18 @@ class StateMemo:
         """The state of each of ``case``'s stretches: those of the last call's for its
         stretches that are still the same (all but the newest, between two judgements of a
         live run), so a day of stretches is not looked up one by one at every judgement."""
+        return self.runs(case, reference)[0]
+
+    def runs(self, case: Case, reference: float | None) -> tuple[Sequence[str], Sequence[int]]:
+        """``states``, and where each stretch's run began: the index of the first of the
+        stretches in a row that show its state (those that tell nothing, ``_UNTOLD``, passed
+        over), -1 for one that tells nothing. Kept as the states are, so the run of a day of
+        one state is not walked at every judgement (``_since``, ``_past``)."""
         items = tuple(case.stretches)
-        last_items, last_states, last_context = self._states
+        last_items, last_states, last_context, last_firsts = self._states
         context, _ = self._under(case, reference)
         if items is last_items and context == last_context:
-            return last_states  # the same judgement asks twice (since when, and its past)
+            return last_states, last_firsts  # the same judgement asks twice
         same = 0
         if last_context == context and last_items:
             for keep in (len(last_items) - 1, len(last_items) - 2):
@@ -999,8 +1019,17 @@ class StateMemo:
                     same = keep
                     break
         states = [*last_states[:same], *(self.state(s, case, reference) for s in items[same:])]
-        self._states = (items, states, context)
-        return states
+        firsts = last_firsts[:same]
+        told = _told_before(states, same)
+        for index in range(same, len(states)):
+            state = states[index]
+            if state in _UNTOLD:
+                firsts.append(-1)
+                continue
+            firsts.append(firsts[told] if told >= 0 and states[told] == state else index)
+            told = index
+        self._states = (items, states, context, firsts)
+        return states, firsts
 
     def judgement(self, case: Case) -> Judgement:
         """The last judgement again while its case is the same but for the moment (a scrape
@@ -1047,6 +1076,14 @@ def _states(case: Case, reference: float | None) -> Sequence[str]:
     return [_stretch_state(stretch, case, reference) for stretch in case.stretches]
 
 
+def _told_before(states: Sequence[str], end: int) -> int:
+    """The index of the newest of ``states[:end]`` that tells a state; -1 when none does."""
+    index = end - 1
+    while index >= 0 and states[index] in _UNTOLD:
+        index -= 1
+    return index
+
+
 def _since(case: Case, state: str, reference: float | None, present_count: int) -> float | None:
     """Where the run of stretches showing ``state`` began: walking back from the newest, a
     stretch in another state ends it, one that tells nothing neither ends nor extends it."""
@@ -1056,6 +1093,12 @@ def _since(case: Case, state: str, reference: float | None, present_count: int) 
     if state in _UNTOLD:
         recent = present(items, case.now)
         return recent[0].start if recent else items[-1].end
+    if case.memo is not None:  # the runs kept: no walk back through them
+        states, firsts = case.memo.runs(case, reference)
+        told = _told_before(states, len(states))
+        if told >= 0 and states[told] == state:
+            return items[firsts[told]].start
+        return items[-max(present_count, 1)].start
     since = None
     for stretch, alone in zip(reversed(items), reversed(_states(case, reference)), strict=True):
         if alone in _UNTOLD:
@@ -1071,6 +1114,8 @@ def _past(
 ) -> tuple[Episode, ...]:
     """The run's earlier episodes in a state other than ``state`` (a collapse that ended),
     each at least ``EPISODE_SECONDS`` long; the newest ``MAX_EPISODES``."""
+    if case.memo is not None:
+        return _past_of_runs(case, state, reference, present_count, case.memo)
     items = list(case.stretches)[: len(case.stretches) - present_count]
     states = _states(case, reference)[: len(items)]
     episodes: list[Episode] = []
@@ -1093,6 +1138,27 @@ def _past(
         current.append(stretch)
     close()
     return tuple(episodes[-MAX_EPISODES:])
+
+
+def _past_of_runs(
+    case: Case, state: str, reference: float | None, present_count: int, memo: StateMemo
+) -> tuple[Episode, ...]:
+    """``_past`` from the runs the memo keeps, newest first, until ``MAX_EPISODES`` are
+    found: a run of one state is passed at once, not stretch by stretch."""
+    items = case.stretches
+    states, firsts = memo.runs(case, reference)
+    episodes: list[Episode] = []
+    last = _told_before(states, len(items) - present_count)
+    while last >= 0 and len(episodes) < MAX_EPISODES:
+        first, shown = firsts[last], states[last]
+        if shown not in (state, "healthy", "drafting_off"):
+            end = items[last].end
+            if end - items[first].start >= EPISODE_SECONDS:
+                told = (items[i] for i in range(first, last + 1) if states[i] not in _UNTOLD)
+                length = _figures(told).accept_length
+                episodes.append(Episode(shown, items[first].start, end, length))
+        last = _told_before(states, first)
+    return tuple(reversed(episodes))
 
 
 def one_stretch(
