@@ -300,11 +300,12 @@ def test_lines_given_new_values_are_the_lines_written_afresh(
 
 
 def test_a_float_written_again_is_written_as_prometheus_client_writes_it() -> None:
-    """The lean writer keeps a positive float's text by its value: each value written a
-    second time (the kept text) reads as the first, an integral float apart from an int,
-    and -0.0 apart from 0.0, which equal it as a key."""
+    """The lean writer writes a float as prometheus_client does, by ``repr`` below 1e6 and
+    by prometheus_client above: each value written a second time reads as the first, an
+    integral float apart from an int, -0.0 apart from 0.0, either side of 1e6."""
     values: list[float] = [0.1, 2.5, 1e-7, 5e-324, 1e16, 123456789.0, 1.5e308, math.inf]
-    values += [1.0, 1, True, 0.0, -0.0, -2.5, 10**6, 10.0**6]
+    values += [1.0, 1, True, 0.0, -0.0, -2.5, 10**6, 10.0**6, 999999.9999999999, -1e7]
+    values += [-math.inf, math.nan, 1796231782.0401227]
     for value in [*values, *values]:
         line = sample_lines([Sample("x", {}, value)])
         assert line == f"x {floatToGoString(value)}\n", value

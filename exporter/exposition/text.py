@@ -6,13 +6,14 @@ many servers"). Every name specwatch exports is a valid legacy metric or label n
 in ``families.py``, or a custom rule's, checked at start), so under the two escapings that
 leave such names alone a sample's line is the same in the text format and in OpenMetrics 1.0,
 and only label values need escaping. This writer writes those lines; the HELP and TYPE lines
-and every other format are left to prometheus_client, and ``tests/test_exposition_text.py``
+and every other format are left to prometheus_client, and ``tests/test_exposition_reuse.py``
 holds the two writers to the same bytes.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Iterable, Sequence
 
 from prometheus_client import generate_latest
@@ -69,27 +70,16 @@ def _line(sample: Sample) -> str:
 
 
 def _number(value: float) -> str:
-    """``floatToGoString``, without its float conversion and checks for the counts most
-    samples are (an integer Go writes without an exponent), and for a positive float written
-    before (a histogram's bucket counts, a counter's sum: most stay as they were from one
-    render to the next)."""
+    """``floatToGoString``, without its conversion and checks where they change nothing: the
+    counts most samples are (an integer Go writes without an exponent), and any float below
+    1e6, which Go writes as Python's ``repr`` does (Go switches to an exponent from 1e6 up,
+    Python from 1e16; NaN and the infinities fail the comparison and are left to it)."""
     if type(value) is int and -(10**15) < value < 10**6:
         return f"{value}.0"
-    if type(value) is float and value > 0:  # not -0.0, which equals 0.0 as a key
-        known = _WRITTEN.get(value)
-        if known is None:
-            known = floatToGoString(value)
-            if len(_WRITTEN) >= _WRITTEN_MAX:
-                _WRITTEN.clear()
-            _WRITTEN[value] = known
-        return known
+    if type(value) is float and -math.inf < value < 1e6:
+        return repr(value)
     text: str = floatToGoString(value)
     return text
-
-
-# Positive floats as written, by value (equal floats are written alike), cleared when full.
-_WRITTEN: dict[float, str] = {}
-_WRITTEN_MAX = 4096
 
 
 def _escape(value: str) -> str:
