@@ -57,9 +57,10 @@ PYTEST := $(BIN)/python -m pytest -q -n auto --dist loadfile --no-loadscope-reor
 test: system-deps tools $(STAMP) lint
 	$(PYTEST)
 
-# The fast loop: tests that start no process (no daemon, Prometheus, promtool or docker).
+# The fast loop: tests that start no process (no daemon, Prometheus, promtool or docker), and
+# of a long sweep its representative cases (tests/support/sweep.py).
 unit: $(STAMP)
-	$(PYTEST) -m "not e2e"
+	$(PYTEST) -m "not e2e and not sweep"
 
 # Records each test file's wall time in tests/durations.json, which orders the runs above:
 # after adding or much changing a long test file (a whole run, minutes).

@@ -101,14 +101,17 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 # A module whose every test is end-to-end says so in one line (44 of them).
 _ALL_E2E = re.compile(r"^pytestmark = pytest\.mark\.e2e\b", re.MULTILINE)
+# The unit layer (``-m "not e2e"``) and ``make unit`` (its sweeps' representative cases only).
+_UNIT = ("not e2e", "not e2e and not sweep")
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """Under ``-m "not e2e"`` (``make unit``) a module whose every test is end-to-end is not
-    collected: every worker imported it and made each of its tests only to deselect them all,
-    a third of the modules and about a fifth of each worker's start. The tests that run are
-    the same; the run no longer counts those modules' tests as deselected."""
-    if " ".join(config.option.markexpr.split()) != "not e2e":
+    """Under ``-m "not e2e"`` (the unit layer) or ``make unit``'s ``-m "not e2e and not
+    sweep"`` a module whose every test is end-to-end is not collected: every worker imported
+    it and made each of its tests only to deselect them all, a third of the modules and about
+    a fifth of each worker's start. The tests that run are the same; the run no longer counts
+    those modules' tests as deselected."""
+    if " ".join(config.option.markexpr.split()) not in _UNIT:
         return None
     if collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
         return None

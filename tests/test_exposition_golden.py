@@ -8,6 +8,10 @@ by the code before the render and the tail pass were cut for a node of many serv
 change that alters one byte of any of those scrapes (a value, a label, an order, a series
 that lingers or vanishes at another moment) fails here, naming the scenario. A change of the
 exposition made on purpose takes the new hash the failure shows, in the same commit.
+
+Each case costs a fifth of a CPU-second and the hours of one nearly a whole one: ``make unit``
+follows a case of each engine, state and request log (``UNIT_CASES``), ``make test`` them all
+(``tests/support/sweep.py``).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from exporter.state.feed import LogFeed
 from exporter.state.target_state import TargetState
 from exporter.target import Target
 from tests.support.metrics import T0, Clock
+from tests.support.sweep import sweep
 
 STALE = 60.0
 BATCH_SECONDS = 10.0  # log time between two reads, and two scrapes
@@ -151,6 +156,17 @@ CASES = {
 LONG_CASES = {
     "sglang-recovery-hours": ("recovery", "sglang", None, True),
 }
+# The cases make unit follows: each engine, a collapse, drafting turned off, a restart with the
+# requests logged in JSON, and a recording of each engine.
+UNIT_CASES = {
+    "sglang-healthy",
+    "sglang-collapsed",
+    "sglang-adaptive",
+    "sglang-recovery-requests-json",
+    "vllm-collapsed",
+    "sglang-0.5.15/healthy",
+    "vllm-0.24.0/collapsed",
+}
 
 
 def _digest(scrapes: Iterator[bytes]) -> str:
@@ -161,7 +177,7 @@ def _digest(scrapes: Iterator[bytes]) -> str:
     return digest.hexdigest()[:32]
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", sweep(sorted(CASES), UNIT_CASES & CASES.keys()))
 def test_a_simulated_scenarios_scrapes_are_byte_for_byte_the_same(
     case: str, tmp_path: Path
 ) -> None:
@@ -170,7 +186,7 @@ def test_a_simulated_scenarios_scrapes_are_byte_for_byte_the_same(
     assert got == GOLDEN[case]
 
 
-@pytest.mark.parametrize("case", sorted(LONG_CASES))
+@pytest.mark.parametrize("case", sweep(sorted(LONG_CASES), UNIT_CASES & LONG_CASES.keys()))
 def test_hours_of_a_scenario_scrape_byte_for_byte_the_same(case: str, tmp_path: Path) -> None:
     """Hours of one run, read a minute at a time: the judge's stretches pile up."""
     name, engine, requests, baseline = LONG_CASES[case]
@@ -184,7 +200,7 @@ RECORDED = sorted(
 )
 
 
-@pytest.mark.parametrize("recording", RECORDED)
+@pytest.mark.parametrize("recording", sweep(RECORDED, UNIT_CASES & set(RECORDED)))
 def test_a_recordings_scrapes_are_byte_for_byte_the_same(recording: str, tmp_path: Path) -> None:
     lines = _recorded(RECORDINGS / recording / "server.log.gz")
     got = _digest(_scrapes(lines, tmp_path, baseline=False))

@@ -20,6 +20,7 @@ from exporter.state.feed import LogFeed
 from exporter.target import Target
 from tests.support import speclogs
 from tests.support.files import interleaved, write_log
+from tests.support.sweep import sweep
 
 CURVE = "1:82,4:330,16:900,48:1500,96:2040,128:2370"
 # What the scenarios are (``specwatch simulate --help``), as the one answer must say it.
@@ -36,7 +37,8 @@ EXPECTED = {
 }
 # The HTML page embeds the text report's verdict and draws a chart per figure: half a CPU-second
 # a log, most of this file's time. It is held to the others on one scenario of each state, and
-# of each engine, not on every log.
+# of each engine, not on every log. These are also the scenarios make unit runs; make test runs
+# every one (tests/support/sweep.py).
 HTML_CHECKED = {
     ("sglang", "healthy"),
     ("sglang", "collapsed"),
@@ -82,11 +84,18 @@ def test_the_html_page_is_checked_on_a_scenario_of_each_state() -> None:
     assert {EXPECTED[scenario] for scenario in checked} == set(EXPECTED.values())
 
 
-@pytest.mark.parametrize("engine", SIMULATED)
-@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+@pytest.mark.parametrize(
+    "case",
+    sweep(
+        [(scenario, engine) for engine in SIMULATED for scenario in sorted(SCENARIOS)],
+        [(scenario, engine) for engine, scenario in HTML_CHECKED],
+        id="-".join,
+    ),
+)
 def test_every_consumer_gives_the_same_state_on_a_simulated_scenario(
-    scenario: str, engine: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    case: tuple[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    scenario, engine = case
     log = str(tmp_path / "server.log")
     code = main(["simulate", "--scenario", scenario, "--engine", engine, "--out", log])
     if code != 0:

@@ -33,11 +33,13 @@ def _collected(markexpr: str) -> tuple[set[str], int]:
     return ids, int(deselected.group(1))
 
 
-def test_make_unit_runs_every_test_not_marked_end_to_end() -> None:
-    """``(not e2e)`` selects the same tests, but the hook answers only to ``make unit``'s exact
-    expression: so it collects every module and deselects by marker, as pytest alone does."""
-    unit, skipped_unseen = _collected("not e2e")
-    every, deselected = _collected("(not e2e)")
+@pytest.mark.parametrize("markexpr", ["not e2e", "not e2e and not sweep"])
+def test_make_unit_runs_every_test_not_marked_end_to_end(markexpr: str) -> None:
+    """``(not e2e)`` selects the same tests, but the hook answers only to the unit layer's and
+    ``make unit``'s exact expressions: so it collects every module and deselects by marker, as
+    pytest alone does."""
+    unit, skipped_unseen = _collected(markexpr)
+    every, deselected = _collected(f"({markexpr})")
     assert unit == every
     assert len(unit) > 1000
     assert skipped_unseen < deselected  # the all-e2e modules were not even collected
