@@ -93,13 +93,17 @@ def charts(report: Report) -> list[tuple[str, Figure]]:
     matplotlib."""
     figure_class = require_matplotlib()
     drawn = []
+    figure = None
     for title, draw in _CHARTS:
-        figure = figure_class(figsize=(10, 3.6), dpi=100)
-        # Fixed margins: the time axes of all charts line up on the page, and the right
-        # margin holds the reference lines' labels, off the data.
-        figure.subplots_adjust(left=0.09, right=0.87, top=0.88, bottom=0.13)
-        axes = figure.add_subplot()
+        if figure is None:
+            figure = figure_class(figsize=(10, 3.6), dpi=100)
+            # Fixed margins: the time axes of all charts line up on the page, and the right
+            # margin holds the reference lines' labels, off the data.
+            figure.subplots_adjust(left=0.09, right=0.87, top=0.88, bottom=0.13)
+            axes = figure.add_subplot()
         if not draw(axes, report):
+            # A chart without data draws nothing: its blank figure is the next chart's (an
+            # axes costs about as much to make as a chart's lines to draw).
             continue
         # The page heads each chart with its title; the legend sits above the plot, never
         # over a line a reader has to follow.
@@ -114,6 +118,7 @@ def charts(report: Report) -> list[tuple[str, Figure]]:
                 frameon=False,
             )
         drawn.append((title, figure))
+        figure = None
     return drawn
 
 
@@ -362,6 +367,8 @@ def _bound(value: float) -> str:
     return "1.0" if value == 1.0 else f"{value:g}"
 
 
+# Each chart's title and its drawing on a blank axes: ``False`` when the log has no data for
+# it, and then it has drawn nothing (``charts`` hands the same axes to the next one).
 _CHARTS: tuple[tuple[str, Callable[[Axes, Report], bool]], ...] = (
     ("Accept length over time", _accept_length),
     ("Accept length by DP rank", _ranks),
