@@ -327,7 +327,7 @@ def _plain_samples(text: str, deadline: float) -> list[tuple[str, dict[str, str]
         if not line:
             continue
         if line.startswith("#"):
-            words = _COMMENT_SPACE.split(line, 3)
+            words = _COMMENT_SPACE.split(line, maxsplit=3)
             if '"' in "".join(words[:3]) or "\\" in "".join(words[:3]):
                 return None
             if len(words) < 3 or words[1] not in ("HELP", "TYPE"):
@@ -381,6 +381,9 @@ def _lines_read(text: str, reads: Callable[[str], bool]) -> str:
     lines; other comments (``# EOF``), blank lines and lines that name no metric (an HTML page)
     are kept for the parser to take or refuse."""
     kept = []
+    # Whether a sample line of each name is kept: a family's lines share their name, so each
+    # name is looked at once (the look was a third of a plain exposition's reading).
+    keeps: dict[str, bool] = {}
     for line in text.split("\n"):
         if line.startswith("#"):
             parts = line.split(None, 3)
@@ -388,7 +391,10 @@ def _lines_read(text: str, reads: Callable[[str], bool]) -> str:
                 kept.append(line)
             continue
         name = line.partition("{")[0].partition(" ")[0]
-        if not _METRIC_NAME.fullmatch(name) or reads(name):  # garbage stays, to be refused
+        keep = keeps.get(name)
+        if keep is None:  # garbage stays, to be refused
+            keep = keeps[name] = not _METRIC_NAME.fullmatch(name) or reads(name)
+        if keep:
             kept.append(line)
     return "\n".join(kept)
 

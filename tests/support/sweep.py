@@ -21,7 +21,7 @@ def sweep(
     cases: Iterable[T], representative: Collection[T], *, id: Callable[[T], str] = str
 ) -> list[Any]:
     """``cases`` as pytest parameters, each one not in ``representative`` marked ``sweep``."""
-    chosen = [case for case in cases]
+    chosen = list(cases)
     missing = [case for case in representative if case not in chosen]
     assert not missing, f"representative cases the sweep lacks: {missing}"
     return [
