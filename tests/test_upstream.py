@@ -230,6 +230,9 @@ def test_http_500(sglang: FakeSGLang) -> None:
     [
         ("/metrics", b"<html><body>Welcome to nginx!</body></html>\n"),
         ("/metrics", b'sglang:num_running_reqs{tp_rank="0" 48\n'),
+        # a value of more digits than a float holds: plain, and with an escape in a label
+        ("/metrics", b"sglang:num_running_reqs " + b"9" * 400 + b"\n"),
+        ("/metrics", b'sglang:num_running_reqs{a="\\""} ' + b"9" * 400 + b"\n"),
         ("/server_info", b"<html>not json</html>"),
         ("/server_info", b"[1, 2, 3]"),
     ],

@@ -240,7 +240,15 @@ def parse_metrics(
                 name = name.replace(old, new, 1)
             samples.setdefault(name, []).append((dict(labels), float(value)))
         return samples
-    except (ValueError, TypeError, IndexError, KeyError, UnicodeDecodeError) as exc:
+    # OverflowError: a value of more digits than a float holds (``float`` of a huge int).
+    except (
+        ValueError,
+        TypeError,
+        IndexError,
+        KeyError,
+        UnicodeDecodeError,
+        OverflowError,
+    ) as exc:
         raise ScrapeError("garbage", f"unparsable exposition: {exc}"[:200]) from None
 
 
