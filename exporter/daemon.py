@@ -212,11 +212,13 @@ class Daemon:
         self._tail_loop.start()
         for source in self._sources:
             source.start()
-        self._scrapes.start()
         self.web.start()
         names = ", ".join(t.name for t in self.targets)
         log.info("listening on %s (port %d), targets: %s", self.config.listen, self.web.port, names)
+        # What each target knows before its server is asked, then its scrapes: the first
+        # setup line is the configured one, not whatever a first scrape raced it to.
         self.tell_setup()
+        self._scrapes.start()
         self._judging.start()
 
     def tell_setup(self) -> None:
