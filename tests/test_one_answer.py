@@ -6,7 +6,9 @@ over logs written from the engines' own code.
 from __future__ import annotations
 
 import json
+import re
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from exporter.cli import main
 from exporter.config import BaselineConfig, TargetConfig
 from exporter.exposition.insight import inspect_now
 from exporter.simulate import ENGINES as SIMULATED
-from exporter.simulate import playable
+from exporter.simulate import generate, playable
 from exporter.simulate.scenarios import SCENARIOS
 from exporter.state.feed import LogFeed
 from exporter.target import Target
@@ -148,3 +150,41 @@ def test_every_consumer_gives_no_state_of_two_servers_mixed_in_one_log(
     assert insight.verdict is not None
     assert [doctor, report, insight.verdict.state] == ["interleaved"] * 3
     assert "interleaved_servers" in {finding.code for finding in insight.findings}
+
+
+def _collapsed_for_the_last(minutes: int, lines: list[str]) -> list[str]:
+    """``lines`` (a healthy run) with every decode window of its last ``minutes`` accepting
+    nothing: one server run whose drafter broke late, no restart between."""
+    stamps = [line[1:20] for line in lines if "Decode batch" in line]
+    last = datetime.fromisoformat(stamps[-1])
+    broke = (last - timedelta(minutes=minutes)).isoformat(sep=" ")
+    out = []
+    for line in lines:
+        if "Decode batch" in line and line[1:20] >= broke:
+            line = re.sub(r"accept len: [0-9.]+", "accept len: 1.00", line)
+            line = re.sub(r"accept rate: [0-9.]+", "accept rate: 0.25", line)
+        out.append(line)
+    return out
+
+
+def test_the_daemon_started_on_a_log_judges_its_tail_by_the_log_s_own_times(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An hour healthy, then its last ten minutes collapsed: the daemon started on that log
+    (reading its tail, as it does by default) says collapsed, as doctor and report do, and
+    since about ten minutes before the file was last written. With the tail's windows all at
+    the file's mtime it judged the tail's 13 minutes as one moment, and said healthy."""
+    lines = _collapsed_for_the_last(10, list(generate("healthy", duration=4200)))
+    log = write_log(tmp_path, lines)
+    main(["doctor", "--log-file", log, "--json"])
+    assert json.loads(capsys.readouterr().out)["verdict"]["state"] == "collapsed"
+    assert main(["report", log, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["verdict"]["state"] == "collapsed"
+    target = Target.from_config(TargetConfig(name="node"))
+    written = time.time()
+    tail = Path(log).read_bytes().splitlines()[-6000:]  # its last 13 minutes
+    LogFeed(target.state).on_bootstrap(tail, written)
+    insight = inspect_now(target, written, 3600)
+    assert insight.verdict is not None
+    assert insight.verdict.state == "collapsed"
+    assert written - 11 * 60 < insight.verdict.since < written - 9 * 60

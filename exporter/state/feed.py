@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from exporter import clock
-from exporter.engines.record import LogLine, RequestRecord, StatsRecord
+from exporter.engines.record import LogLine, RequestRecord, StatsRecord, logged_seconds
 from exporter.parse import ranges
 from exporter.parse.custom_rules import CustomRuleSet
 from exporter.parse.pipeline import LineProcessor
@@ -96,7 +96,12 @@ class StateSink:
 class BootstrapSink(StateSink):
     """Sink for the head and tail of a file present at start: adopt its state, count nothing.
 
-    Windows take the file's mtime as their time, so a log that stopped long ago stays stale.
+    Its windows are held and replayed in order by :meth:`flush`, each at its logged time
+    before the newest one's, which takes the file's mtime: a log that stopped long ago stays
+    stale, and the judge sees the tail's minutes as minutes. At the mtime alone, a tail of a
+    quarter hour was judged as one moment: a drafter that broke ten minutes before the end,
+    after healthy ones, came out healthy or a low accept length where ``report`` said
+    collapsed.
     """
 
     def __init__(
@@ -105,18 +110,32 @@ class BootstrapSink(StateSink):
         super().__init__(state, streams)
         self._mtime = mtime
         self.written_by = mtime  # a server's end in the tail is as old as the file
+        self._held: list[StatsRecord | LogLine] = []  # the tail's records and events, in order
 
     def on_lines(self, count: int) -> None:
         pass
 
     def on_record(self, record: StatsRecord) -> None:
-        self.streams.add(self.state.tracker.stamped((record,)))
-        self.state.restore_window(record, self._mtime)
+        self._held.append(record)
 
     def on_records(self, records: Sequence[StatsRecord]) -> None:
-        self.streams.add(self.state.tracker.stamped(records))
-        for record in records:
-            self.state.restore_window(record, self._mtime)
+        self._held.extend(records)
+
+    def on_event(self, line: LogLine) -> None:
+        self._held.append(line)
+
+    def flush(self) -> None:
+        """Hand the state what was held, in order, each window at its time (``spread_back``):
+        the tail's newest time is known only once the whole tail was read."""
+        held, self._held = self._held, []
+        records = [item for item in held if isinstance(item, StatsRecord)]
+        times = iter(spread_back(records, self._mtime))
+        for item in held:
+            if isinstance(item, StatsRecord):
+                self.streams.add(self.state.tracker.stamped((item,)))
+                self.state.restore_window(item, next(times))
+            else:
+                super().on_event(item)
 
     def on_unrecognized(self, reason: str) -> None:
         pass
@@ -129,6 +148,25 @@ class BootstrapSink(StateSink):
 
     def on_request(self, record: RequestRecord) -> None:
         """Requests finished before the start are not recent: the share judges what comes."""
+
+
+def spread_back(records: Sequence[StatsRecord], newest_at: float) -> list[float]:
+    """Each record's time on the clock of ``newest_at``: the newest logged time among them
+    takes ``newest_at``, each other its logged distance before it (one without a time takes
+    ``newest_at`` itself). Logged times are read once per distinct text: a second's DP ranks
+    share one."""
+    logged: dict[str | None, float | None] = {}
+    for record in records:
+        if record.time not in logged:
+            logged[record.time] = logged_seconds(record.time)
+    known = [seconds for seconds in logged.values() if seconds is not None]
+    if not known:
+        return [newest_at] * len(records)
+    newest = max(known)
+    offsets = {
+        text: 0.0 if seconds is None else newest - seconds for text, seconds in logged.items()
+    }
+    return [newest_at - offsets[record.time] for record in records]
 
 
 class LogFeed(TailEvents):
@@ -201,6 +239,7 @@ class LogFeed(TailEvents):
         bootstrap = LineProcessor(sink, self._engine)
         bootstrap.process(lines)
         bootstrap.finish()
+        sink.flush()
 
     def on_written_by(self, at: float) -> None:
         self._sink.flush()  # what was read before belongs to the time given before
