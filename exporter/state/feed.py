@@ -151,20 +151,21 @@ class BootstrapSink(StateSink):
 
 
 def spread_back(records: Sequence[StatsRecord], newest_at: float) -> list[float]:
-    """Each record's time on the clock of ``newest_at``: the newest logged time among them
-    takes ``newest_at``, each other its logged distance before it (one without a time takes
-    ``newest_at`` itself). Logged times are read once per distinct text: a second's DP ranks
-    share one."""
+    """Each record's time on the clock of ``newest_at``: the last record's logged time takes
+    ``newest_at``, each other its logged distance before it. One without a time, or logged
+    later than the last (a clock set back, a restart in another time zone), takes
+    ``newest_at`` itself: the newest lines are never made older than they are. Logged times
+    are read once per distinct text: a second's DP ranks share one."""
     logged: dict[str | None, float | None] = {}
     for record in records:
         if record.time not in logged:
             logged[record.time] = logged_seconds(record.time)
-    known = [seconds for seconds in logged.values() if seconds is not None]
-    if not known:
+    last = next((logged[r.time] for r in reversed(records) if logged[r.time] is not None), None)
+    if last is None:
         return [newest_at] * len(records)
-    newest = max(known)
     offsets = {
-        text: 0.0 if seconds is None else newest - seconds for text, seconds in logged.items()
+        text: 0.0 if seconds is None else max(0.0, last - seconds)
+        for text, seconds in logged.items()
     }
     return [newest_at - offsets[record.time] for record in records]
 
