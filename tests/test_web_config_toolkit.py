@@ -120,18 +120,19 @@ def test_a_rotated_certificate_is_served_from_the_next_connection(tmp_path: Path
     second = self_signed(tmp_path, "second")
     web = tmp_path / "web.yml"
     web.write_text(tls_yaml(first))
+    old, new = der(first[0]), der(second[0])  # read now: the first files are overwritten
     with serving(web) as port:
         before = fetch(port)
-        assert before is not None and before[1] == der(first[0])
+        assert before is not None and before[1] == old
         # cert-manager and certbot replace both files; until both are new the pair mismatches
         # and the pair read before stays in force.
         replace(first[1], second[1].read_text())
         between = fetch(port)
-        assert between is not None and between[1] == der(first[0])
+        assert between is not None and between[1] == old
         replace(first[0], second[0].read_text())
         # A connection waits a second at most for the new pair to be read; a loaded machine
         # may take longer, and meanwhile the pair before is served, never a broken one.
-        wait_for(lambda: new_cert_served(port, der(first[0]), der(second[0])))
+        wait_for(lambda: new_cert_served(port, old, new))
 
 
 def new_cert_served(port: int, old: bytes, new: bytes) -> bool:
