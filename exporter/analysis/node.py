@@ -9,11 +9,11 @@ node several times slower than it is. The daemon sums its fresh windows with
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from functools import partial
 from itertools import repeat
 from operator import attrgetter
-from typing import Any, NamedTuple, Protocol
+from typing import NamedTuple
 
 from exporter.analysis.thresholds import STALE_AFTER
 from exporter.engines.record import SPEC_STEPS, StatsRecord, drafting_off
@@ -37,34 +37,6 @@ class Moment(NamedTuple):
     pipelined: bool = False
 
 
-class NodeLine(Protocol):
-    """What a node moment reads of a decode line: a record."""
-
-    @property
-    def dp_rank(self) -> int | None: ...
-
-    @property
-    def tp_rank(self) -> int | None: ...
-
-    @property
-    def pp_rank(self) -> int | None: ...
-
-    @property
-    def running_requests(self) -> int | None: ...
-
-    @property
-    def queued_requests(self) -> int | None: ...
-
-    @property
-    def accept_length(self) -> float | None: ...
-
-    @property
-    def gen_throughput(self) -> float | None: ...
-
-    @property
-    def extra(self) -> Mapping[str, Any]: ...
-
-
 # What a moment reads of one rank's line, in this order: its time, throughput, running and
 # queued requests, accept length (None where drafting was off), whether drafting was off, and
 # whether a pipeline stage logged it. Kept per rank instead of the line, a moment's sums are
@@ -72,7 +44,7 @@ class NodeLine(Protocol):
 Entry = tuple[float | None, float | None, int | None, int | None, float | None, bool, bool]
 
 
-def _entry(at: float | None, record: NodeLine) -> Entry:
+def _entry(at: float | None, record: StatsRecord) -> Entry:
     off = bool(record.extra) and drafting_off(record)
     return (
         at,
@@ -128,7 +100,7 @@ def _summed(entries: list[Entry], stale_after: float = STALE_AFTER) -> Moment:
 _new_moment = partial(tuple.__new__, Moment)
 
 
-def _own_moment(at: float | None, record: NodeLine) -> Moment:
+def _own_moment(at: float | None, record: StatsRecord) -> Moment:
     """The moment of a line that speaks for the whole node alone."""
     steps = record.extra.get(SPEC_STEPS)
     return Moment(
@@ -142,7 +114,7 @@ def _own_moment(at: float | None, record: NodeLine) -> Moment:
     )
 
 
-def speaks_for_node(record: NodeLine) -> bool:
+def speaks_for_node(record: StatsRecord) -> bool:
     """Whether a rank's line describes the node (or its DP rank's share of it).
 
     With every scheduler printing (``--enable-metrics-for-all-schedulers``) TP ranks other
@@ -156,7 +128,7 @@ def speaks_for_node(record: NodeLine) -> bool:
     )
 
 
-def all_speak_for_node(records: Sequence[NodeLine]) -> bool:
+def all_speak_for_node(records: Sequence[StatsRecord]) -> bool:
     """Whether :func:`speaks_for_node` holds for every one of ``records``, found in two C
     passes: a DP-attention node's lines all name their DP rank and no pipeline stage, and a
     batch of them then costs no call per line."""
@@ -183,7 +155,7 @@ class NodeMoments:
         # This round's lines, joining ``_newest`` when it closes: one dict store per line.
         self._round: dict[int, Entry] = {}
 
-    def add(self, records: Iterable[NodeLine], times: Iterable[float | None]) -> list[Moment]:
+    def add(self, records: Iterable[StatsRecord], times: Iterable[float | None]) -> list[Moment]:
         """Take decode lines in order, each with its time in seconds; the moments they made,
         in order. Many lines a call: a call per line cost more than its moment."""
         moments: list[Moment] = []

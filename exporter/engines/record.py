@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from functools import lru_cache, partial
 from types import MappingProxyType
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 from exporter.engines.server_config import ServerConfig
 
@@ -83,14 +83,7 @@ SPEC_STEPS = "spec_steps"
 OLD_SPEC_FORM = "old_spec_form"
 
 
-class WithExtra(Protocol):
-    """A record, or anything that keeps a record's ``extra`` (``analysis.node.NodeLine``)."""
-
-    @property
-    def extra(self) -> Mapping[str, Any]: ...
-
-
-def drafting_off(record: WithExtra) -> bool:
+def drafting_off(record: StatsRecord) -> bool:
     """Adaptive speculation had drafting off (steps 0) for this window: every round was a
     plain decode step, so its accept length of 1.00 says nothing about the drafter."""
     return record.extra.get(SPEC_STEPS) == 0
