@@ -8,6 +8,10 @@ apart; then the collector writes the specwatch families of ``/metrics``. The fig
 render's CPU (this thread's) and nothing else: not the reading of the lines, not HTTP. The
 interpreter runs with the daemon's collector settings (``runtime.tune_gc``).
 
+``--judge-every SECONDS`` renders as the daemon's scrapes do (``daemon.JUDGE_SECONDS``, 5): each
+target's judgement kept from the first render is shown again (the daemon's judging thread pays
+for judging, every 5 s, whether or not anything scrapes); without it, every render judges.
+
 ``--check`` also renders each time with a collector that never rendered before, its groups of
 kept samples built afresh, and holds the two bodies to the same bytes (what the kept renders,
 heads and groups must not change).
@@ -50,6 +54,7 @@ def main() -> int:
     parser.add_argument("--targets", type=int, default=100)
     parser.add_argument("--upstream", action="store_true")
     parser.add_argument("--renders", type=int, default=30)
+    parser.add_argument("--judge-every", type=float, default=0.0, help="seconds (0: each render)")
     parser.add_argument("--check", action="store_true", help="against a fresh collector")
     parser.add_argument("--profile", type=Path, help="cProfile statistics of the renders")
     args = parser.parse_args()
@@ -77,7 +82,7 @@ def main() -> int:
             tailers.append(tailer)
             fds.append(fd)
         now = [time.time()]
-        collector = SpecwatchCollector(targets, 60.0, lambda: now[0])
+        collector = SpecwatchCollector(targets, 60.0, lambda: now[0], args.judge_every)
         rng = random.Random(7)
 
         def moved() -> None:
@@ -105,16 +110,16 @@ def main() -> int:
             spent.append(time.thread_time() - start)
             if args.check:
                 collector_module._GROUPS.clear()  # every group built afresh, too
-                fresh = SpecwatchCollector(targets, 60.0, lambda: now[0])
+                fresh = SpecwatchCollector(targets, 60.0, lambda: now[0], args.judge_every)
                 assert fresh.exposition("text") == body, "a kept render differs"
         if profile is not None:
             profile.dump_stats(args.profile)
     middle, least = statistics.median(spent), min(spent)
     print(
         f"{args.renders} renders of {args.targets} targets, every one moved "
-        f"(upstream {url is not None}): CPU median {middle * 1e3:.1f} ms, least "
-        f"{least * 1e3:.1f} ms ({least / args.targets * 1e3:.3f} ms a target); "
-        f"load average {loadavg()}"
+        f"(upstream {url is not None}, judged every {args.judge_every:g} s): CPU median "
+        f"{middle * 1e3:.1f} ms, least {least * 1e3:.1f} ms "
+        f"({least / args.targets * 1e3:.3f} ms a target); load average {loadavg()}"
     )
     return 0
 

@@ -78,7 +78,7 @@ class Daemon:
         process = CollectorRegistry()  # the process's own series, before specwatch's
         for extra in (ProcessCollector, PlatformCollector, GCCollector):
             self.registry.register(extra(registry=process))
-        collector = SpecwatchCollector(self.targets, config.stale_after)
+        collector = SpecwatchCollector(self.targets, config.stale_after, judge_every=JUDGE_SECONDS)
         self.registry.register(collector)
         self._tail_loop = TailLoop()  # one thread follows every log file
         self._scrapes = ScrapePool([t.upstream for t in self.targets if t.upstream is not None])
@@ -244,9 +244,10 @@ class Daemon:
 
     def _judge_loop(self) -> None:
         """Judge every target every ``JUDGE_SECONDS``, so a change of verdict is logged when
-        it happens, not when someone next scrapes (one a scrape judged within that time is
-        left for the next round: with 100 targets this loop was a sixth of the daemon's
-        CPU); a failure is logged, never fatal. Then
+        it happens, not when someone next scrapes, and a scrape shows this judgement instead
+        of judging again (the collector's ``judge_every``); one judged within that time (a
+        scrape found this round late) is left for the next round. A failure is logged, never
+        fatal. Then
         log any target's setup that changed (an engine found in the log, an endpoint
         answering): one thread wakes for both."""
         while not self.stopping.wait(JUDGE_SECONDS):

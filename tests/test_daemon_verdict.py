@@ -190,3 +190,41 @@ def test_a_scraped_vllm_is_judged_on_the_drafts_its_counters_count() -> None:
             node.upstream.scrape_once()
             insight = inspect_now(node, clock.now(), STALE)
         assert insight.judgement is not None and insight.judgement.state == "collapsed"
+
+
+def test_a_scrape_shows_the_judgement_of_the_last_seconds_beside_values_read_now() -> None:
+    """The daemon's collector judges a target at most once per ``judge_every``: a scrape
+    within it shows the kept judgement and the newest window's values; one past it, or from
+    before the judgement (a clock set back), judges afresh."""
+    node = target()
+    at = feed(node, T0, T0 + 600, 5, accept_length=3.0, gen_throughput=2400.0)
+    now = [at]
+    collector = SpecwatchCollector([node], STALE, clock=lambda: now[0], judge_every=5.0)
+    first = collector.view(node)
+    assert first is not None and first.insight.verdict is not None
+    assert first.insight.verdict.state == "healthy"
+    assert node.state.verdict.observed_at == at
+
+    node.state.add_records([decode(accept_length=1.0, gen_throughput=600.0)], observed_at=at + 1)
+    now[0] = at + 4.9
+    kept = collector.view(node)
+    assert kept is not None and kept.insight.judgement is first.insight.judgement
+    assert node.state.verdict.observed_at == at  # not judged again
+    assert 'specwatch_accept_length{target="node"} 1.0\n' in collector.exposition("text").decode()
+
+    for later in (at + 6, at - 10):  # past REUSE_SECONDS too, which reuses a whole render
+        now[0] = later
+        assert collector.view(node) is not None
+        assert node.state.verdict.observed_at == later
+
+
+def test_without_judge_every_each_render_judges() -> None:
+    node = target()
+    at = feed(node, T0, T0 + 60, 5, accept_length=3.0, gen_throughput=2400.0)
+    now = [at]
+    collector = SpecwatchCollector([node], STALE, clock=lambda: now[0])
+    for later in (at + 0.5, at + 1, at + 2):
+        node.state.add_records([decode(accept_length=3.0)], observed_at=later)
+        now[0] = later
+        assert collector.view(node) is not None
+        assert node.state.verdict.observed_at == later

@@ -100,6 +100,11 @@ class SpecwatchCollector(Collector):
     scrape that finds the same inputs, before REUSE_SECONDS and before any of its windows or
     upstream values would go stale: a node of many servers re-renders only those whose logs
     or upstreams moved. A target is rendered by one thread at a time; no lock spans targets.
+
+    ``judge_every``: a render takes the target's judgement (its verdict, findings and the
+    setup they read) as kept from less than that many seconds before, and judges afresh only
+    past it (``insight.inspect``); its values are always read anew. The daemon, which judges
+    every target on that interval anyway, sets it; 0 judges at every render.
     """
 
     def __init__(
@@ -107,10 +112,12 @@ class SpecwatchCollector(Collector):
         targets: Sequence[Watched],
         stale_after: float,
         clock: Callable[[], float] = clock_now,
+        judge_every: float = 0.0,
     ) -> None:
         self._targets = targets
         self._stale_after = stale_after
         self._clock = clock
+        self._judge_every = judge_every
         self._render_errors: Counter[str] = Counter()
         self._errors_lock = threading.Lock()
         self._renders: list[_Render | None] = [None] * len(targets)
@@ -208,7 +215,7 @@ class SpecwatchCollector(Collector):
         nor show half a target as if it were whole."""
         rendered = Families()
         try:
-            view = render_target(rendered, target, snap, now, self._stale_after)
+            view = render_target(rendered, target, snap, now, self._stale_after, self._judge_every)
         except Exception:
             return self._failed(number, target, now)
         until = _reusable_until(target, view, self._stale_after)
@@ -337,13 +344,19 @@ def _reusable_until(target: Watched, view: TargetView, stale_after: float) -> fl
 
 
 def render_target(
-    out: Families, target: Watched, snap: TargetSnapshot, now: float, stale_after: float
+    out: Families,
+    target: Watched,
+    snap: TargetSnapshot,
+    now: float,
+    stale_after: float,
+    judge_every: float = 0.0,
 ) -> TargetView:
-    """``target``'s series into ``out``, and what they were rendered from."""
+    """``target``'s series into ``out``, and what they were rendered from; its judgement
+    reused from less than ``judge_every`` seconds before (see ``SpecwatchCollector``)."""
     base = _target_labels(target.name)
     fresh = snap.fresh_windows(now, stale_after)
     requests = target.state.requests.snapshot(now)
-    insight = inspect(target, snap, fresh, now, stale_after, requests)
+    insight = inspect(target, snap, fresh, now, stale_after, requests, judge_every)
     engine = engine_of(target, snap, insight)
     model = served_model(target, insight)
     _render_windows(out, base, fresh)

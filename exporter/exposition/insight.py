@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from exporter.analysis.algorithms import config_floor
 from exporter.analysis.findings import (
@@ -39,7 +40,7 @@ from exporter.exposition.watched import Watched
 from exporter.sources.upstream_snapshot import UpstreamSnapshot
 from exporter.state.requests import RequestsSnapshot
 from exporter.state.target_state import LatestDecode, TargetSnapshot
-from exporter.state.verdict import Verdict
+from exporter.state.verdict import Judged, Verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,11 +89,15 @@ def inspect(
     now: float,
     stale_after: float,
     requests: RequestsSnapshot | None = None,
+    reuse: float = 0.0,
 ) -> Insight:
     """Everything the collector renders beyond the log windows, as of ``now``.
 
     ``fresh`` are the log windows younger than ``stale_after``, by DP rank; ``requests``,
-    the finished requests as of ``now`` when the caller has them already.
+    the finished requests as of ``now`` when the caller has them already. ``reuse``: the
+    target's judgement (its state, findings and the configuration they read) taken less than
+    that many seconds before ``now`` is shown as it is; the values around it (upstream,
+    throughput against the baseline) are always of ``now``.
     """
     upstream = target.upstream.snapshot() if target.upstream is not None else None
     config = merged_config(target, upstream)
@@ -110,15 +115,47 @@ def inspect(
     baseline_tok_s, speedup = _speed(target, *_load(snap, fresh, fallback))
     if config.pipelined or any(w.record.pp_rank is not None for w in fresh.values()):
         speedup = None  # one micro-batch's requests: no baseline at that load fits the node
+    judged = target.state.verdict.recent(now, reuse) if reuse > 0 else None
+    if judged is None:
+        judged = _judged(
+            target, snap, now, stale_after, config, fallback, speedup, bool(fresh), requests, inputs
+        )
+    return Insight(
+        judged.config,
+        judged.findings,
+        upstream,
+        fallback,
+        baseline_tok_s,
+        speedup,
+        judged.accept_floor,
+        judged.drafting_off_share,
+        judged.judgement,
+        judged.verdict,
+    )
+
+
+def _judged(
+    target: Watched,
+    snap: TargetSnapshot,
+    now: float,
+    stale_after: float,
+    config: ServerConfig,
+    fallback: UpstreamValues | None,
+    speedup: float | None,
+    fresh: bool,
+    requests: RequestsSnapshot | None,
+    inputs: Mapping[str, Any],
+) -> Judged:
+    """The target judged afresh as of ``now``: its findings and state, told to (and kept by)
+    its verdict track."""
     evidence = target.state.evidence
     # Findings judge the recent windows, throughput included; the current speedup (perhaps
     # from the upstream gauges) stands in only when the log has none.
     recent = evidence.recent_speedup(target.baseline) if fresh else None
-    judged = recent if recent is not None else speedup
     observations = evidence.observations(
         config,
         now,
-        speedup=judged,
+        speedup=recent if recent is not None else speedup,
         log_watched=bool(target.config.log_files),
         requests=(requests or target.state.requests.snapshot(now)).recent,
         interleaving=snap.interleaving,
@@ -127,22 +164,22 @@ def inspect(
     interleaved = snap.interleaving is not None
     judgement = _judgement(target, observations.config, fallback, now, stale_after, interleaved)
     findings = _findings(observations)
-    verdict = target.state.verdict.observe(judgement, findings, now)
+    track = target.state.verdict
+    verdict = track.observe(judgement, findings, now)
     off_share = drafting_off_share(observations.windows)
     # Drafting off nearly always: the windows with it on are probes, not the drafter's level.
     probing = observations.config.probes and off_share is not None and off_share >= OFF_SHARE
-    return Insight(
+    judged = Judged(
+        now,
         observations.config,
         findings,
-        upstream,
-        fallback,
-        baseline_tok_s,
-        speedup,
-        None if probing else config_floor(observations.config),
-        off_share if observations.config.adaptive else None,
         judgement,
         verdict,
+        None if probing else config_floor(observations.config),
+        off_share if observations.config.adaptive else None,
     )
+    track.keep(judged)
+    return judged
 
 
 def inspect_now(target: Watched, now: float, stale_after: float) -> Insight:
