@@ -10,15 +10,21 @@ import re
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from exporter import clock
 from exporter.cli import main
 from exporter.config import BaselineConfig, TargetConfig
 from exporter.exposition.insight import inspect_now
+from exporter.parse import ranges
 from exporter.simulate import ENGINES as SIMULATED
 from exporter.simulate import generate, playable
 from exporter.simulate.scenarios import SCENARIOS
+from exporter.sources.tail import FileTailer
+from exporter.sources.tail import file as tail_file
+from exporter.sources.tail.lines import CHUNK_BYTES
 from exporter.state.feed import LogFeed
 from exporter.target import Target
 from tests.support import speclogs
@@ -184,6 +190,51 @@ def test_the_daemon_started_on_a_log_judges_its_tail_by_the_log_s_own_times(
     written = time.time()
     tail = Path(log).read_bytes().splitlines()[-6000:]  # its last 13 minutes
     LogFeed(target.state).on_bootstrap(tail, written)
+    insight = inspect_now(target, written, 3600)
+    assert insight.verdict is not None
+    assert insight.verdict.state == "collapsed"
+    assert written - 11 * 60 < insight.verdict.since < written - 9 * 60
+
+
+@pytest.mark.parametrize(
+    "helpers", [False, pytest.param(True, marks=pytest.mark.e2e)], ids=["one reader", "helpers"]
+)
+def test_the_daemon_catching_up_from_the_beginning_judges_the_log_by_its_own_times(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helpers: bool
+) -> None:
+    """The same log read ``--from-beginning``, by the tailer alone or with helper processes
+    reading its far part: collapsed, since about ten minutes before the file was last
+    written. With every window of the backlog at the file's mtime the whole run was one
+    moment, and the hour healthy outweighed the ten minutes collapsed."""
+    taken: list[int | None] = []  # where each catch-up by helpers ended (None: not taken)
+    if helpers:
+        monkeypatch.setattr(ranges, "helpers_available", lambda: 1)
+        monkeypatch.setattr(ranges.IdleWatch, "cores", lambda self: 64.0)  # whatever runs
+        monkeypatch.setattr(ranges, "SPLIT_ABOVE_BYTES", 0)
+        monkeypatch.setattr(tail_file, "PASS_BUDGET_BYTES", CHUNK_BYTES)  # the log is many
+        by_ranges = ranges.read_by_ranges
+
+        def spied(*args: Any, **kwargs: Any) -> int | None:
+            taken.append(by_ranges(*args, **kwargs))
+            return taken[-1]
+
+        monkeypatch.setattr(ranges, "read_by_ranges", spied)
+    lines = _collapsed_for_the_last(10, list(generate("healthy", duration=4200)))
+    log = write_log(tmp_path, lines)
+    target = Target.from_config(TargetConfig(name="node"))
+    feed = LogFeed(target.state)
+    backlog = feed.read_backlog if helpers else None
+    tailer = FileTailer(log, feed, from_beginning=True, backlog=backlog)
+    try:
+        previous = -1
+        while (read := target.state.snapshot().log_lines) != previous:  # until a pass adds none
+            previous = read
+            tailer.poll()
+    finally:
+        tailer.stop()
+    assert read == len(lines)
+    assert any(end is not None for end in taken) == helpers
+    written = clock.since(Path(log).stat().st_mtime)
     insight = inspect_now(target, written, 3600)
     assert insight.verdict is not None
     assert insight.verdict.state == "collapsed"

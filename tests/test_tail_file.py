@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from exporter import clock
 from exporter.sources.tail import FileTailer, TailLoop
+from exporter.sources.tail.file import BACKLOG_TAIL_BYTES
 from exporter.sources.tail.loop import COALESCE
 from tests.support.files import append
 from tests.support.loglines import joined, numbered
@@ -103,6 +105,45 @@ def test_from_beginning_reads_everything_through_on_lines_without_bootstrap(
         wait_for(lambda: len(rec.lines) == 51, what="the new line")
     assert rec.lines == [*old, b"new"]
     assert rec.count("bootstrap") == 0
+
+
+def test_a_backlog_read_from_its_start_is_first_told_by_its_last_whole_lines(
+    tmp_path: Path,
+) -> None:
+    """Read ``from_beginning``, what a file holds is told first by its last whole lines (at
+    most ``BACKLOG_TAIL_BYTES``, a line cut by that window left out) with its mtime, so the
+    consumer can date the lines before them; a line still being written is not among them,
+    and lines written afterwards are not a backlog."""
+    log = tmp_path / "server.log"
+    old = [line * 200 for line in numbered("old", 1000)]  # about 1 MiB
+    log.write_bytes(joined(old) + b"unfinished")
+    mtime = time.time() - 3600
+    os.utime(log, (mtime, mtime))
+    with stepped(log, from_beginning=True) as (tailer, rec):
+        tailer.poll()
+        assert rec.snapshot()[0][0] == "backlog"
+        [(lines, written_by)] = rec.backlogs
+        window = (joined(old) + b"unfinished")[-BACKLOG_TAIL_BYTES:]
+        assert lines == window.split(b"\n")[1:-1]  # neither the cut line nor the unfinished
+        assert lines == old[-len(lines) :] and 40 < len(lines) < 60
+        assert written_by == pytest.approx(clock.since(mtime), abs=1)
+        while len(rec.lines) < len(old):  # a pass reads 4 MiB at most
+            tailer.poll()
+        append(log, raw=b"\nnew\n")
+        tailer.poll()
+    assert rec.lines == [*old, b"unfinished", b"new"]
+    assert len(rec.backlogs) == 1
+
+
+def test_a_log_followed_from_its_end_has_no_backlog(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_bytes(joined(numbered("old", 5)))
+    with stepped(log) as (tailer, rec):
+        tailer.poll()
+        append(log, "new")
+        tailer.poll()
+    assert rec.count("bootstrap") == 1
+    assert rec.backlogs == []
 
 
 def test_file_absent_at_start_is_read_from_its_first_byte(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from itertools import islice, repeat
 from typing import Any, NamedTuple
@@ -107,10 +107,12 @@ class Evidence:
         records: Sequence[StatsRecord],
         at: float,
         decodes: Sequence[StatsRecord] | None = None,
+        times: Sequence[float] | None = None,
     ) -> list[NodeLoad]:
         """Count recognised stats records seen together at ``at``, as ``add_record`` each;
-        ``decodes``, the decode records among them, when the caller has picked them out. The
-        node loads the records closed, when node loads are kept.
+        ``decodes``, the decode records among them, when the caller has picked them out, and
+        ``times``, each decode's own time (a backlog dated by its logged times; ``at`` is
+        then the last one's). The node loads the records closed, when node loads are kept.
 
         One lock and C-speed passes per batch: the daemon hands over each read of its log.
         """
@@ -123,17 +125,21 @@ class Evidence:
                 self._started_at = at
             self._last_at = at
             self._outcomes.extend(repeat(True, len(records)))
-            closed = self._add_decodes(decodes, at) if decodes else []
+            closed = self._add_decodes(decodes, at, times) if decodes else []
             self._silent_prefills += _user_prefills_after_decodes(records)
         return closed
 
-    def _add_decodes(self, decodes: Sequence[StatsRecord], at: float) -> list[NodeLoad]:
-        """Remember decode windows and the node loads they close, in order (returned too);
-        windows after a traceback show it ended nothing."""
+    def _add_decodes(
+        self, decodes: Sequence[StatsRecord], at: float, times: Sequence[float] | None = None
+    ) -> list[NodeLoad]:
+        """Remember decode windows and the node loads they close, in order (returned too),
+        each at ``at`` or its own time in ``times``; windows after a traceback show it ended
+        nothing."""
         self._windows.extend(decodes)
         self._added += len(decodes)
         self._ranks.add(decodes)
-        self._stretches.add_records(decodes, repeat(at), self.interval)
+        ats: Iterable[float] = repeat(at) if times is None else times
+        self._stretches.add_records(decodes, ats, self.interval)
         if self._ending is not None and not self._ending.final:
             self._ending = None
         self._last_decode_at = at
@@ -141,12 +147,13 @@ class Evidence:
         if not self._node_loads:
             return []
         closed = []
-        for moment in self._node.add(decodes, repeat(at)):
+        for moment in self._node.add(decodes, repeat(at) if times is None else times):
             running, tput = moment.running, moment.throughput
             if running and tput is not None and not moment.pipelined:
                 closed.append(NodeLoad(running, tput, moment.steps == 0))
                 base = self._baseline.at(running) if self._baseline is not None else None
-                self._stretches.add_moment(at, running, tput, base, moment.steps == 0)
+                when = at if times is None or moment.at is None else moment.at
+                self._stretches.add_moment(when, running, tput, base, moment.steps == 0)
         self._loads.extend(closed)
         return closed
 

@@ -8,12 +8,14 @@ each source keeps its own envelope detection and partial CRI joins.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 
 from exporter import clock
+from exporter.engines.batch import TIME, StatsBatch
 from exporter.engines.record import LogLine, RequestRecord, StatsRecord, logged_seconds
 from exporter.parse import ranges
 from exporter.parse.custom_rules import CustomRuleSet
-from exporter.parse.pipeline import LineProcessor
+from exporter.parse.pipeline import LineProcessor, RecordSink
 from exporter.sources.tail.events import TailEvents
 from exporter.state.streams import StreamWatch
 from exporter.state.target_state import TargetState
@@ -43,6 +45,9 @@ class StateSink:
         # When the lines being read were written at the latest (see ``TailEvents
         # .on_written_by``); None for a source that cannot tell: they are as old as now.
         self.written_by: float | None = None
+        # A backlog's newest logged time in seconds and when it was written by (``LogFeed
+        # .on_backlog``): records written by then are placed at their logged distance before.
+        self.backlog: tuple[float, float] | None = None
 
     def on_lines(self, count: int) -> None:
         self.flush()
@@ -86,11 +91,20 @@ class StateSink:
         if self._pending:
             pending, self._pending = self._pending, []
             self.streams.add(self.state.tracker.stamped(pending))
-            self.state.add_records(pending, self.written_by)
+            self.state.add_records(pending, self.written_by, self._times(pending))
         if self._requests:
             requests, self._requests = self._requests, []
             written = self.written_by
             self.state.requests.add(requests, clock.now() if written is None else written)
+
+    def _times(self, records: Sequence[StatsRecord]) -> list[float] | None:
+        """Each record's time when it is of the backlog (``backlog``), else None: all are
+        as old as ``written_by``."""
+        backlog = self.backlog
+        if backlog is None or self.written_by != backlog[1]:
+            return None
+        newest, written = backlog
+        return dated(logged_times(records), written, newest)
 
 
 class BootstrapSink(StateSink):
@@ -151,23 +165,70 @@ class BootstrapSink(StateSink):
 
 
 def spread_back(records: Sequence[StatsRecord], newest_at: float) -> list[float]:
-    """Each record's time on the clock of ``newest_at``: the last record's logged time takes
-    ``newest_at``, each other its logged distance before it. One without a time, or logged
-    later than the last (a clock set back, a restart in another time zone), takes
-    ``newest_at`` itself: the newest lines are never made older than they are. Logged times
-    are read once per distinct text: a second's DP ranks share one."""
-    logged: dict[str | None, float | None] = {}
-    for record in records:
-        if record.time not in logged:
-            logged[record.time] = logged_seconds(record.time)
-    last = next((logged[r.time] for r in reversed(records) if logged[r.time] is not None), None)
+    """Each record's time on the clock of ``newest_at``, the last record's logged time taking
+    ``newest_at`` (``dated``)."""
+    texts = logged_times(records)
+    last = _last_seconds(texts)
     if last is None:
         return [newest_at] * len(records)
-    offsets = {
-        text: 0.0 if seconds is None else max(0.0, last - seconds)
-        for text, seconds in logged.items()
-    }
-    return [newest_at - offsets[record.time] for record in records]
+    return dated(texts, newest_at, last)
+
+
+def dated(texts: Sequence[str | None], newest_at: float, newest: float) -> list[float]:
+    """Each logged time in ``texts`` on the clock of ``newest_at``, which logged time
+    ``newest`` (in seconds) takes: each its logged distance before it. One without a time,
+    or logged later (a clock set back, a restart in another time zone), takes ``newest_at``
+    itself: lines are never made older than they are. Logged times are read once per
+    distinct text: a second's DP ranks share one."""
+    at = dict.fromkeys(texts, newest_at)
+    for text in at:
+        seconds = logged_seconds(text)
+        if seconds is not None and seconds < newest:
+            at[text] = newest_at - (newest - seconds)
+    return list(map(at.__getitem__, texts))
+
+
+def logged_times(records: Sequence[StatsRecord]) -> Sequence[str | None]:
+    """The records' logged times, from the chunk reader's column where it holds them."""
+    if isinstance(records, StatsBatch):
+        return records.column(TIME)
+    return list(map(_TIME, records))
+
+
+def _last_seconds(texts: Sequence[str | None]) -> float | None:
+    """The last logged time in ``texts`` that reads as one, in seconds."""
+    return next((s for s in map(logged_seconds, reversed(texts)) if s is not None), None)
+
+
+_TIME = attrgetter("time")
+
+
+class _NewestTime(RecordSink):
+    """A sink that keeps the logged time of the last record it is given, in seconds (what
+    the end of a backlog says of when it was written), and nothing else."""
+
+    def on_lines(self, count: int) -> None:
+        return None
+
+    def on_unrecognized(self, reason: str) -> None:
+        return None
+
+    def on_skipped(self, reason: str) -> None:
+        return None
+
+    def on_event(self, line: LogLine) -> None:
+        return None
+
+    def __init__(self) -> None:
+        self.newest: float | None = None
+
+    def on_record(self, record: StatsRecord) -> None:
+        self.on_records((record,))
+
+    def on_records(self, records: Sequence[StatsRecord]) -> None:
+        last = _last_seconds(logged_times(records))
+        if last is not None:
+            self.newest = last
 
 
 class LogFeed(TailEvents):
@@ -241,6 +302,16 @@ class LogFeed(TailEvents):
         bootstrap.process(lines)
         bootstrap.finish()
         sink.flush()
+
+    def on_backlog(self, lines: list[bytes], written_by: float) -> None:
+        """Date the backlog about to be read by its end: each record of it at its logged
+        distance before the newest, which takes ``written_by``; a log without logged times
+        leaves the backlog as old as ``written_by``."""
+        newest = _NewestTime()
+        reader = LineProcessor(newest, self._engine)
+        reader.process(lines)
+        reader.finish()
+        self._sink.backlog = None if newest.newest is None else (newest.newest, written_by)
 
     def on_written_by(self, at: float) -> None:
         self._sink.flush()  # what was read before belongs to the time given before

@@ -14,6 +14,7 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import compress
 
 from exporter import clock
 from exporter.analysis.baseline import Baseline
@@ -175,13 +176,20 @@ class TargetState:
         """Count a stats line and, for decode lines, make it the current window."""
         self.add_records((record,), observed_at)
 
-    def add_records(self, records: Sequence[StatsRecord], observed_at: float | None = None) -> None:
+    def add_records(
+        self,
+        records: Sequence[StatsRecord],
+        observed_at: float | None = None,
+        times: Sequence[float] | None = None,
+    ) -> None:
         """Count stats lines read together, exactly as ``add_record`` on each in turn would.
 
         One clock read, one lock and a few C-speed passes per batch instead of a dozen calls
         per line: a daemon catching up on a long log takes half a million records.
         ``observed_at``: when they were written at the latest (a log file's mtime after the
-        read); now by default. Freshness is measured from it.
+        read); now by default. Freshness is measured from it. ``times``: each record's own
+        time, none later than ``observed_at`` (a backlog dated by its logged times), where
+        known.
         """
         if not records:
             return
@@ -189,8 +197,13 @@ class TargetState:
         config = self.tracker.config
         records = self.tracker.stamped(records)
         decodes = [record for record in records if record.kind == "decode"]
+        decode_times = times
+        if times is not None:
+            if len(decodes) < len(records):
+                decode_times = list(compress(times, [r.kind == "decode" for r in records]))
+            now = decode_times[-1] if decode_times else times[-1]
         self.evidence.interval = config.decode_log_interval
-        loads = self.evidence.add_records(records, now, decodes)
+        loads = self.evidence.add_records(records, now, decodes, decode_times)
         with self._lock:
             self._stats_lines["decode"] += len(decodes)
             self._stats_lines["prefill"] += len(records) - len(decodes)  # the only other kind

@@ -71,6 +71,9 @@ class Recorder(TailEvents):
     def on_bootstrap(self, lines: list[bytes], mtime: float) -> None:
         self._add("bootstrap", (list(lines), mtime))
 
+    def on_backlog(self, lines: list[bytes], written_by: float) -> None:
+        self._add("backlog", (list(lines), written_by))
+
     def on_new_file(self) -> None:
         self._add("new_file")
 
@@ -98,6 +101,10 @@ class Recorder(TailEvents):
     @property
     def bootstraps(self) -> list[tuple[list[bytes], float]]:
         return [payload for kind, payload in self.snapshot() if kind == "bootstrap"]
+
+    @property
+    def backlogs(self) -> list[tuple[list[bytes], float]]:
+        return [payload for kind, payload in self.snapshot() if kind == "backlog"]
 
     def count(self, kind: str) -> int:
         return sum(1 for k, _ in self.snapshot() if k == kind)

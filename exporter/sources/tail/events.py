@@ -40,6 +40,14 @@ class TailEvents(Protocol):
         this protocol ignores it."""
         return None
 
+    def on_backlog(self, lines: list[bytes], written_by: float) -> None:
+        """The last whole lines of what a file held when it was opened, before the lines
+        from its start (``from_beginning``, or a file that appeared with lines in it), and
+        when they were written at the latest: the consumer may date the backlog's lines by
+        their logged distance from these. A receiver that subclasses this protocol ignores
+        it."""
+        return None
+
     def on_bootstrap(self, lines: list[bytes], mtime: float) -> None:
         """Head and tail lines of a file present at start, before any ``on_lines``; ``mtime``
         is when the file was last written, never later than now."""

@@ -24,7 +24,9 @@ Design (after mtail, Fluent Bit and Vector; see the module docs of ``exporter.so
   are current, whatever its dates say (a writer with a skewed clock, a network share, a
   modification time of 1970); only what a file already holds when it is first opened is
   dated by its modification time, so a log moved into the path keeps the age of its last
-  write, and a modification time in the future is unknown, never now.
+  write, and a modification time in the future is unknown, never now. Such a backlog read
+  from before its end is announced by its last lines (``on_backlog``), so the consumer can
+  place its lines by their logged times before that write.
 - Filesystem errors are counted through ``on_read_error`` and retried on the next pass; the
   thread survives anything, including a consumer that raises.
 - Each pass ends with a verdict on the path (``SourceHealth``): followed, not there yet, or
@@ -69,6 +71,10 @@ FINGERPRINT_BYTES = 64
 """Bytes of a followed file kept at its start and just before the read offset, compared on
 every pass to notice a rewrite in place: a log whose first line never changes (a banner)
 would pass the first test alone."""
+
+BACKLOG_TAIL_BYTES = 64 << 10
+"""Bytes at the end of a backlog read first for its newest logged time (``_date_backlog``):
+a few seconds of a busy log's lines."""
 
 STUCK_AFTER = 3
 """Failed passes in a row after which the path is reported ``stuck``: a pass that raises
@@ -467,6 +473,8 @@ class FileTailer:
                 self._error(exc, "read")
                 return  # retried on the next pass, still as the file present at start
             new.restart_digest()  # what the bootstrap skipped is not covered
+        elif new.offset < new.existing_to and new.existing_at > clock.UNKNOWN:
+            self._date_backlog(new)
         self._start_ident = None
         if current is not None:
             self._sizes_at_start.clear()  # only a choice made at start is revisited
@@ -655,6 +663,23 @@ class FileTailer:
         tail_end = tail.rfind(b"\n") + 1
         stream.offset = tail_from + tail_end
         self._give_bootstrap(head[:head_end] + tail[:tail_end], stream.existing_at)
+
+    def _date_backlog(self, stream: _Stream) -> None:
+        """Hand the last whole lines of what ``stream`` held when opened (up to
+        ``BACKLOG_TAIL_BYTES``) to ``on_backlog``, before the lines from its read offset: the
+        consumer dates the backlog by them. Dated by the file's mtime alone, a backlog of an
+        hour was one moment, its healthy hour outweighing a collapse in its last minutes."""
+        end = stream.existing_to
+        start = max(stream.offset, end - BACKLOG_TAIL_BYTES)
+        try:
+            tail = os.pread(stream.fd, end - start, start)
+        except OSError as exc:
+            self._error(exc, "read")
+            return
+        if start > stream.offset:  # the first line may have begun before the window
+            tail = tail[tail.find(b"\n") + 1 :]
+        split = LineSplitter(self._max_line_bytes).feed(tail[: tail.rfind(b"\n") + 1])
+        self._events.on_backlog(split.lines, stream.existing_at)
 
     def _give_bootstrap(self, complete: bytes, mtime: float) -> None:
         split = LineSplitter(self._max_line_bytes).feed(complete)
