@@ -19,8 +19,10 @@ from exporter.engines.record import DraftCounts, StatsRecord
 from exporter.exposition.collector import SpecwatchCollector
 from exporter.exposition.insight import inspect_now
 from exporter.exposition.landing import landing_page
+from exporter.state.feed import LogFeed
 from exporter.target import Target
 from tests.support.fake_sglang import Route, fake_sglang
+from tests.support.loglines import startup
 from tests.support.records import decode
 from tests.support.upstream_servers import vllm_schema
 
@@ -228,3 +230,21 @@ def test_without_judge_every_each_render_judges() -> None:
         now[0] = later
         assert collector.view(node) is not None
         assert node.state.verdict.observed_at == later
+
+
+def test_a_new_setup_is_judged_at_once_whatever_judge_every() -> None:
+    """Only the log's new windows of the same setup wait for the next judgement: start-up
+    lines that name the server's setup (a restart, the algorithm) are judged at the next
+    scrape, as a new scrape of the server or a new baseline are."""
+    node = target()
+    at = feed(node, T0, T0 + 600, 5, accept_length=3.0, gen_throughput=2400.0)
+    now = [at]
+    collector = SpecwatchCollector([node], STALE, clock=lambda: now[0], judge_every=5.0)
+    first = collector.view(node)
+    assert first is not None and first.insight.config.algorithm is None
+    LogFeed(node.state).on_lines([line.encode() for line in startup(algorithm="EAGLE")])
+    now[0] = at + 2
+    view = collector.view(node)
+    assert node.state.verdict.observed_at == at + 2
+    assert view is not None and view.insight.config.algorithm == "EAGLE"
+    assert "eagle3_draft_with_eagle_algorithm" in {f.code for f in view.insight.findings}

@@ -115,10 +115,13 @@ def inspect(
     baseline_tok_s, speedup = _speed(target, *_load(snap, fresh, fallback))
     if config.pipelined or any(w.record.pp_rank is not None for w in fresh.values()):
         speedup = None  # one micro-batch's requests: no baseline at that load fits the node
-    judged = target.state.verdict.recent(now, reuse) if reuse > 0 else None
+    # What a judgement reads besides the log's windows: one of a setup, a scrape of the
+    # server or a baseline other than these is judged afresh.
+    given = (config, None if upstream is None else upstream.scraped_at, target.baseline)
+    judged = target.state.verdict.recent(now, reuse, given) if reuse > 0 else None
     if judged is None:
         judged = _judged(
-            target, snap, now, stale_after, config, fallback, speedup, bool(fresh), requests, inputs
+            target, snap, now, stale_after, given, fallback, speedup, bool(fresh), requests, inputs
         )
     return Insight(
         judged.config,
@@ -139,15 +142,17 @@ def _judged(
     snap: TargetSnapshot,
     now: float,
     stale_after: float,
-    config: ServerConfig,
+    given: tuple[ServerConfig, float | None, object],
     fallback: UpstreamValues | None,
     speedup: float | None,
     fresh: bool,
     requests: RequestsSnapshot | None,
     inputs: Mapping[str, Any],
 ) -> Judged:
-    """The target judged afresh as of ``now``: its findings and state, told to (and kept by)
-    its verdict track."""
+    """The target judged afresh as of ``now`` from ``given`` (its merged configuration, when
+    its server was last scraped, its baseline): its findings and state, told to (and kept
+    by) its verdict track."""
+    config = given[0]
     evidence = target.state.evidence
     # Findings judge the recent windows, throughput included; the current speedup (perhaps
     # from the upstream gauges) stands in only when the log has none.
@@ -171,6 +176,7 @@ def _judged(
     probing = observations.config.probes and off_share is not None and off_share >= OFF_SHARE
     judged = Judged(
         now,
+        given,
         observations.config,
         findings,
         judgement,

@@ -41,9 +41,11 @@ class Verdict(NamedTuple):
 
 class Judged(NamedTuple):
     """What the judge made of a target as of ``at``: the configuration it judged by, its
-    findings, its state and the verdict over time, and the two figures derived with them."""
+    findings, its state and the verdict over time, and the two figures derived with them;
+    ``inputs``, what it was judged from besides the log's windows (see ``recent``)."""
 
     at: float
+    inputs: tuple[object, ...]
     config: ServerConfig
     findings: list[Finding]
     judgement: Judgement
@@ -122,12 +124,14 @@ class VerdictTrack:
             if self._kept is None or judged.at >= self._kept.at:
                 self._kept = judged
 
-    def recent(self, now: float, within: float) -> Judged | None:
+    def recent(self, now: float, within: float, inputs: tuple[object, ...]) -> Judged | None:
         """The kept judgement when it was taken less than ``within`` seconds before ``now``
-        (never one from ``now``'s future: a clock set back judges afresh)."""
+        (never one from ``now``'s future: a clock set back judges afresh) from the same
+        ``inputs``: only the log's new windows of the same run wait for the next judgement,
+        not a new setup, a new scrape of the server or a new baseline."""
         with self._lock:
             kept = self._kept
-        if kept is None or not 0 <= now - kept.at < within:
+        if kept is None or not 0 <= now - kept.at < within or kept.inputs != inputs:
             return None
         return kept
 
