@@ -303,21 +303,26 @@ class Stretches:
         self, windows: Iterable[tuple[float | None, tuple[tuple[float, float] | None, bool]]]
     ) -> None:
         """Windows in order, each (time, (counts, drafting off)): the stretch is looked up
-        once per run of equal times."""
+        once per run of equal times, and the windows of consecutive times that fall in one
+        stretch are summed into it together (a backlog dated by its logged times has a time
+        a second)."""
+        current: Stretch | None = None
+        pending: list[tuple[tuple[float, float] | None, bool]] = []
         for at, group in groupby(windows, itemgetter(0)):
-            self._add_windows(at, list(map(itemgetter(1), group)))
+            stretch = self._stretch(at, True)
+            if stretch is not current:
+                if current is not None:
+                    _sum_into(current, pending)
+                current, pending = stretch, []
+            pending.extend(map(itemgetter(1), group))
+        if current is not None:
+            _sum_into(current, pending)
 
     def _add_windows(
         self, at: float | None, windows: list[tuple[tuple[float, float] | None, bool]]
     ) -> None:
-        """Windows at one time into its stretch, summed in order (a float sum depends on it)."""
-        stretch = self._stretch(at, True)
-        drafted = [counts for counts, off in windows if not off and counts and counts[0] > 0]
-        stretch.off += sum(off for _, off in windows)
-        if drafted:
-            stretch.windows += len(drafted)
-            stretch.drafts = reduce(add, map(itemgetter(0), drafted), stretch.drafts)
-            stretch.accepted = reduce(add, map(itemgetter(1), drafted), stretch.accepted)
+        """Windows at one time into its stretch (``_sum_into``)."""
+        _sum_into(self._stretch(at, True), windows)
 
     def add_moment(
         self,
@@ -341,6 +346,17 @@ class Stretches:
             copies[-back] = items[-back].copy()
         self._recopy = 0
         return tuple(copies)  # type: ignore[arg-type]  # every one copied by now
+
+
+def _sum_into(stretch: Stretch, windows: list[tuple[tuple[float, float] | None, bool]]) -> None:
+    """Windows, each (counts, drafting off), into ``stretch``, summed in order (a float sum
+    depends on it)."""
+    drafted = [counts for counts, off in windows if not off and counts and counts[0] > 0]
+    stretch.off += sum(off for _, off in windows)
+    if drafted:
+        stretch.windows += len(drafted)
+        stretch.drafts = reduce(add, map(itemgetter(0), drafted), stretch.drafts)
+        stretch.accepted = reduce(add, map(itemgetter(1), drafted), stretch.accepted)
 
 
 def _record_counts(record: StatsRecord, interval: int | None) -> tuple[float, float] | None:
