@@ -29,7 +29,7 @@ from exporter.clock import now as clock_now
 from exporter.engines.draft_config import DRAFT_CONFIG_REASONS
 from exporter.engines.record import StatsRecord, UpstreamValues, drafting_off
 from exporter.engines.server_config import ServerConfig
-from exporter.exposition.families import FAMILIES, Families, P
+from exporter.exposition.families import FAMILIES, Families, P, known, labelled
 from exporter.exposition.insight import Insight, inspect
 from exporter.exposition.text import header, heads, sample_lines, with_heads
 from exporter.exposition.watched import Watched
@@ -239,7 +239,8 @@ class SpecwatchCollector(Collector):
     def _kept(self, number: int, target: Watched, render: _Render) -> _Render:
         """``render`` with its count of failures and its text, as the newest."""
         families = render.families
-        families.add("render_errors", {"target": target.name}, self._render_errors[target.name])
+        errors = self._render_errors[target.name]
+        families.add("render_errors", _target_labels(target.name), errors)
         _lines(families, self._renders[number], render.lines, render.heads)
         self._renders[number] = render
         return render
@@ -265,19 +266,22 @@ def _lines(
     ``written`` for the next render. Families in the order first added (``_assemble`` puts
     them in the exported order); the dictionaries read directly, as a target has some forty
     families and most are unchanged."""
-    grouped = rendered.written
+    grouped = rendered.kept
     if last is None:
         for name, samples in rendered.by_family.items():
-            text = grouped(name)
-            lines[name] = sample_lines(samples) if text is None else text
+            kept = grouped.get(name)
+            if kept is not None and kept[0] == len(samples):
+                lines[name] = kept[1]
+            else:
+                lines[name] = sample_lines(samples)
         return
     last_samples = last.families.by_family
     last_lines = last.lines
     last_heads = last.heads
     for name, samples in rendered.by_family.items():
-        text = grouped(name)
-        if text is not None:  # a group's lines, kept or written with its samples
-            lines[name] = text
+        kept = grouped.get(name)
+        if kept is not None and kept[0] == len(samples):  # a group's lines
+            lines[name] = kept[1]
             continue
         text = last_lines.get(name)
         if text is None:
@@ -361,7 +365,7 @@ def render_target(
     model = served_model(target, insight)
     _render_windows(out, base, fresh)
     _render_speed(out, target, base, insight)
-    _render_bands(out, target, {**base, "served_model": model})
+    _render_bands(out, target, labelled(base, "served_model", model))
     values = (
         engine,
         model,
@@ -388,7 +392,7 @@ def _target_labels(name: str) -> dict[str, str]:
     """A target's own label, the same dict from one render to the next (never changed: every
     series with more labels copies it), so comparing a render's samples with the last
     render's finds most labels equal by identity."""
-    return {"target": name}
+    return known({"target": name})
 
 
 def engine_of(target: Watched, snap: TargetSnapshot, insight: Insight) -> str:
@@ -440,18 +444,18 @@ def _render_speculation_counts(
         if value is not None:
             out.add(short, base, value)
     for position, accepted in enumerate(positions):
-        out.add("position_accepted_tokens", {**base, "position": str(position)}, accepted)
+        out.add("position_accepted_tokens", labelled(base, "position", str(position)), accepted)
 
 
 def _render_positions(
     out: Families, labels: dict[str, str], positions: Sequence[float] | None
 ) -> None:
     for position, rate in enumerate(positions or ()):
-        out.add("position_accept_ratio", {**labels, "position": str(position)}, rate)
+        out.add("position_accept_ratio", labelled(labels, "position", str(position)), rate)
 
 
 def _window_labels(base: dict[str, str], dp_rank: int | None) -> dict[str, str]:
-    return base if dp_rank is None else {**base, "dp_rank": str(dp_rank)}
+    return base if dp_rank is None else labelled(base, "dp_rank", str(dp_rank))
 
 
 def _render_windows(
@@ -481,15 +485,15 @@ def _render_speed(out: Families, target: Watched, base: dict[str, str], insight:
         ),
     )
     if target.baseline is not None and insight.baseline_tok_s is not None:
-        source = {**base, "source": target.baseline.kind}
+        source = labelled(base, "source", target.baseline.kind)
         out.add("baseline_gen_throughput_tokens_per_second", source, insight.baseline_tok_s)
 
 
 def _render_bands(out: Families, target: Watched, labels: dict[str, str]) -> None:
     """Throughput by load band and mode, for baselines learned across the fleet."""
-    labels = {**labels, "hardware": target.config.hardware or ""}
+    labels = labelled(labels, "hardware", target.config.hardware or "")
     for mode, band, windows, tok_s_sum in target.state.band_sums():
-        series = {**labels, "band": BAND_LABELS[band], "mode": mode}
+        series = labelled(labelled(labels, "band", BAND_LABELS[band]), "mode", mode)
         out.add_summary("band_gen_throughput_tokens_per_second", series, windows, tok_s_sum)
 
 
@@ -541,11 +545,11 @@ def _render_counters(out: Families, base: dict[str, str], snap: TargetSnapshot) 
     if snap.ended_at is not None:
         out.add("server_ended_timestamp_seconds", base, snap.ended_at)
     for graph in (True, False):
-        labels = {**base, "cuda_graph": "true" if graph else "false"}
+        labels = labelled(base, "cuda_graph", "true" if graph else "false")
         out.add("decode_windows", labels, snap.decode_windows[graph])
     out.add("generated_tokens", base, snap.generated_tokens)
     for speed, count in (snap.windows_vs_baseline or {}).items():
-        out.add("windows_vs_baseline", {**base, "speed": speed}, count)
+        out.add("windows_vs_baseline", labelled(base, "speed", speed), count)
     buckets = [
         (le, float(count))
         for le, count in zip(_ACCEPT_LENGTH_LE, snap.accept_length_buckets, strict=True)
@@ -563,7 +567,7 @@ def _render_requests(out: Families, base: dict[str, str], requests: RequestsSnap
     out.add("requests_clipped", base, requests.clipped)
     classes = requests.classes or {None: NO_REQUESTS}
     for name, counts in sorted(classes.items(), key=lambda kv: kv[0] or ""):
-        labels = base if name is None else {**base, "traffic_class": name}
+        labels = base if name is None else labelled(base, "traffic_class", name)
         out.add("requests_speculative", labels, counts.count)
         out.add("requests_no_draft_accepted", labels, counts.no_draft)
         buckets = [(le, float(c)) for le, c in zip(_REQUEST_LE, counts.buckets, strict=True)]
@@ -604,8 +608,7 @@ def _grouped(
         if len(_GROUPS) >= _GROUPS_MAX and slot not in _GROUPS:
             _GROUPS.clear()
         _GROUPS[slot] = (values, known)
-    for name, samples, lines in known:
-        out.extend(name, samples, lines)
+    out.keep(known)
 
 
 def _le(bound: float) -> str:
@@ -620,7 +623,7 @@ _REQUEST_LE = tuple(map(_le, REQUEST_BUCKETS))
 def _render_log_health(out: Families, base: dict[str, str], snap: TargetSnapshot) -> None:
     out.add("log_lines", base, snap.log_lines)
     for kind, count in sorted(snap.stats_lines.items()):
-        out.add("log_stats_lines", {**base, "kind": kind}, count)
+        out.add("log_stats_lines", labelled(base, "kind", kind), count)
     values = (
         snap.unrecognized,
         snap.rotations,
@@ -766,7 +769,7 @@ def _render_upstream_health(out: Families, base: dict[str, str], insight: Insigh
     if snap is None:
         return
     for endpoint, status in snap.endpoints.items():
-        labels = {**base, "endpoint": endpoint}
+        labels = labelled(base, "endpoint", endpoint)
         out.add("upstream_scrape_duration_seconds", labels, status.duration_seconds)
     values = (
         *((endpoint, status.up) for endpoint, status in snap.endpoints.items()),

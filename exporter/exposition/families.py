@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import operator
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
@@ -263,7 +263,9 @@ class Families:
     def add(self, short: str, labels: dict[str, str], value: float) -> None:
         """One series of a declared gauge or counter (a counter's sample adds ``_total``)."""
         name, sample = _NAMES[short]
-        made = _new(Sample, (sample, _bounded(labels), value, None, None, None))
+        if _KNOWN.get(id(labels)) is not labels:
+            labels = _bounded(labels)
+        made = _new(Sample, (sample, labels, value, None, None, None))
         samples = self._samples.get(name)
         if samples is None:
             self._samples[name] = [made]
@@ -281,7 +283,7 @@ class Families:
         more, and end with +Inf. The samples ``HistogramMetricFamily.add_metric`` makes, made
         here: a family object per series validated its name again at every render."""
         name = P + short
-        bounded = _bounded(labels)
+        bounded = labels if _KNOWN.get(id(labels)) is labels else _bounded(labels)
         samples = self._samples.setdefault(name, [])
         bucket = name + "_bucket"
         for each, (_, count) in zip(_bucket_labels(bounded, buckets), buckets, strict=True):
@@ -305,6 +307,19 @@ class Families:
         self._samples.setdefault(name, []).extend(samples)
         if lines is not None:
             self._written[name] = (len(samples), lines)
+
+    def keep(self, group: Iterable[tuple[str, Sequence[Sample], str]]) -> None:
+        """``extend`` for each family of ``group`` (its name, samples and lines), in one call:
+        a render keeps four groups of some sixteen families."""
+        families = self._samples
+        written = self._written
+        for name, samples, lines in group:
+            known = families.get(name)
+            if known is None:
+                families[name] = list(samples)
+            else:
+                known.extend(samples)
+            written[name] = (len(samples), lines)
 
     def written(self, name: str) -> str | None:
         """The lines of family ``name`` given with its samples (``extend``), when those are
@@ -336,6 +351,12 @@ class Families:
 
     def samples(self, name: str) -> Sequence[Sample]:
         return self._samples.get(name, ())
+
+    @property
+    def kept(self) -> Mapping[str, tuple[int, str]]:
+        """Each family given with its lines (``extend``, ``keep``): the count of samples they
+        were written for, and the lines; the family's while that is its count of samples."""
+        return self._written
 
     @property
     def by_family(self) -> Mapping[str, Sequence[Sample]]:
@@ -408,6 +429,41 @@ def bounded(value: str) -> str:
         return text
     digest = hashlib.blake2b(text.encode(), digest_size=4).hexdigest()
     return f"{text[: LABEL_VALUE_MAX - 9]}~{digest}"
+
+
+# Label dicts known to be bounded already, by their id (each holds its dict, so no other
+# object takes its id while it is here): the labels a renderer keeps from one render to the
+# next (``labelled``), which ``Families.add`` need not look at again.
+_KNOWN: dict[int, dict[str, str]] = {}
+_LABELLED: dict[tuple[int, str, str], tuple[dict[str, str], dict[str, str]]] = {}
+_LABELS_MAX = 16384
+
+
+def known(labels: dict[str, str]) -> dict[str, str]:
+    """``labels`` bounded, marked as such: a dict kept and never changed."""
+    labels = _bounded(labels)
+    if len(_KNOWN) >= _LABELS_MAX:
+        _KNOWN.clear()
+        _LABELLED.clear()
+    _KNOWN[id(labels)] = labels
+    return labels
+
+
+def labelled(labels: dict[str, str], name: str, value: str) -> dict[str, str]:
+    """``{**labels, name: value}``, bounded, and the same dict for the same ``labels`` object
+    and value from one render to the next: its samples compare with the last render's by
+    identity, and ``Families.add`` does not check its values again. ``labels`` is never
+    changed afterwards, as no label dict a renderer passes is."""
+    key = (id(labels), name, value)
+    hit = _LABELLED.get(key)
+    if hit is not None and hit[0] is labels:
+        return hit[1]
+    if len(_LABELLED) >= _LABELS_MAX:
+        _KNOWN.clear()
+        _LABELLED.clear()
+    made = known({**labels, name: value})
+    _LABELLED[key] = (labels, made)
+    return made
 
 
 def _label_values(labels: dict[str, str]) -> list[str]:
