@@ -295,7 +295,7 @@ def test_lines_given_new_values_are_the_lines_written_afresh(
         after.add("log_lines", labelset, new)
     name = "specwatch_log_lines"
     old_samples, new_samples = before.samples(name), after.samples(name)
-    text = with_heads(heads(sample_lines(old_samples)), new_samples)
+    text = with_heads(heads(sample_lines(old_samples)), [s.value for s in new_samples])
     assert text == sample_lines(new_samples)
 
 

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import functools
 import logging
-import operator
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
-from prometheus_client.samples import Sample
 
 from exporter import __version__
 from exporter.analysis.findings import drafts_only_accept_rate, window_accept_rate
@@ -29,9 +27,9 @@ from exporter.clock import now as clock_now
 from exporter.engines.draft_config import DRAFT_CONFIG_REASONS
 from exporter.engines.record import StatsRecord, UpstreamValues, drafting_off
 from exporter.engines.server_config import ServerConfig
-from exporter.exposition.families import FAMILIES, Families, P, known, labelled
+from exporter.exposition.families import FAMILIES, Columns, Families, P, known, labelled
 from exporter.exposition.insight import Insight, inspect
-from exporter.exposition.text import header, heads, sample_lines, with_heads
+from exporter.exposition.text import filled, header, sample_lines, template
 from exporter.exposition.watched import Watched
 from exporter.sources.upstream_checks import DROP_REASONS
 from exporter.sources.upstream_snapshot import ENDPOINTS, REASONS, UpstreamSnapshot
@@ -87,9 +85,9 @@ class _Render:
     view: TargetView | None  # None: the render failed
     families: Families
     lines: dict[str, str]  # family name -> this target's sample lines
-    # family name -> its series (name and labels of each sample) and their lines' heads, for
-    # the families a render wrote again with new values
-    heads: dict[str, tuple[list[tuple[str, dict[str, str]]], list[str]]]
+    # family name -> its lines' template (each series' name and labels, written), for the
+    # families added to (``Families.columns``): the next render fills it with new values
+    templates: dict[str, str]
 
 
 class SpecwatchCollector(Collector):
@@ -241,7 +239,7 @@ class SpecwatchCollector(Collector):
         families = render.families
         errors = self._render_errors[target.name]
         families.add("render_errors", _target_labels(target.name), errors)
-        _lines(families, self._renders[number], render.lines, render.heads)
+        _lines(families, self._renders[number], render.lines, render.templates)
         self._renders[number] = render
         return render
 
@@ -249,59 +247,44 @@ class SpecwatchCollector(Collector):
 DECLARED = frozenset(P + short for short in FAMILIES)
 
 
-_SERIES = operator.itemgetter(0, 1)  # a sample's name and labels
-
-
 def _lines(
-    rendered: Families,
-    last: _Render | None,
-    lines: dict[str, str],
-    written: dict[str, tuple[list[tuple[str, dict[str, str]]], list[str]]],
+    rendered: Families, last: _Render | None, lines: dict[str, str], written: dict[str, str]
 ) -> None:
-    """Each family's sample lines into ``lines``; those of a family a group wrote are the
-    group's (``_grouped``), those of a family whose samples equal the last render's are that
-    render's text (most of a target's families, such as its error counters, change far
-    less often than its windows), and those of the same series with new
-    values keep the names and labels it wrote (a live target's counters), their heads kept in
-    ``written`` for the next render. Families in the order first added (``_assemble`` puts
-    them in the exported order); the dictionaries read directly, as a target has some forty
-    families and most are unchanged."""
-    grouped = rendered.kept
-    if last is None:
+    """Each family's sample lines into ``lines``: those of a family a group kept are the
+    group's (``_grouped``); those of a family whose series (sample names and labels) are the
+    last render's are that render's text when its values are too (most of a target's
+    families, such as its error counters, change far less often than its windows), else
+    that render's template filled with the new values (a live target's counters); others
+    are written afresh. The template of every family added to goes into ``written`` for the
+    next render.
+    Families in no order that matters (``_assemble`` puts them in the exported order, and
+    user-defined ones are added to, in the order first added); the columns compared as
+    lists, as a target has some forty families and most labels are the same dicts."""
+    added = rendered.columns
+    kept = rendered.kept
+    if kept and not kept.keys().isdisjoint(added):
+        # A kept family that others joined, written from all its samples (no renderer does).
         for name, samples in rendered.by_family.items():
-            kept = grouped.get(name)
-            if kept is not None and kept[0] == len(samples):
-                lines[name] = kept[1]
-            else:
-                lines[name] = sample_lines(samples)
+            lines[name] = sample_lines(samples)
         return
-    last_samples = last.families.by_family
-    last_lines = last.lines
-    last_heads = last.heads
-    for name, samples in rendered.by_family.items():
-        kept = grouped.get(name)
-        if kept is not None and kept[0] == len(samples):  # a group's lines
-            lines[name] = kept[1]
-            continue
-        text = last_lines.get(name)
-        if text is None:
-            lines[name] = sample_lines(samples)
-            continue
-        before = last_samples[name]
-        known = last_heads.get(name)
-        if before == samples:
-            lines[name] = text
-            if known is not None:
-                written[name] = known
-            continue
-        series = list(map(_SERIES, samples))
-        if known is None and list(map(_SERIES, before)) == series:
-            known = (series, heads(text))
-        if known is not None and known[0] == series:
-            lines[name] = with_heads(known[1], samples)
-            written[name] = known
+    for name, (_, text) in kept.items():
+        lines[name] = text
+    if last is None or not last.families.kept.keys().isdisjoint(last.families.columns):
+        last_added: Mapping[str, Columns] = {}
+        last_lines: dict[str, str] = {}
+        last_templates: dict[str, str] = {}
+    else:
+        last_added, last_lines, last_templates = last.families.columns, last.lines, last.templates
+    for name, columns in added.items():
+        names, labels, values = columns
+        before = last_added.get(name)
+        if before is not None and before[1] == labels and before[0] == names:
+            known = last_templates[name]
+            lines[name] = last_lines[name] if before[2] == values else filled(known, values)
         else:
-            lines[name] = sample_lines(samples)
+            known = template(names, labels)
+            lines[name] = filled(known, values)
+        written[name] = known
 
 
 def _assemble(form: str, top: Families, renders: Sequence[_Render]) -> str:
@@ -581,7 +564,7 @@ def _render_requests(out: Families, base: dict[str, str], requests: RequestsSnap
 # writes again (``_lines`` takes the group's lines). One slot per group and target, holding
 # its newest values only, so what is kept is what the renders show; cleared when full, as
 # targets come and go. A family is written by one group alone.
-_Group = tuple[tuple[str, tuple[Sample, ...], str], ...]  # each family's samples and lines
+_Group = tuple[tuple[str, Columns, str], ...]  # each family's samples and lines
 _GROUPS: dict[tuple[str, str], tuple[tuple[object, ...], _Group]] = {}
 _GROUPS_MAX = 4096
 
@@ -602,8 +585,8 @@ def _grouped(
         group = Families()
         render(group)
         known = tuple(
-            (name, samples := tuple(group.samples(name)), sample_lines(samples))
-            for name in group.names()
+            (name, columns, filled(template(columns[0], columns[1]), columns[2]))
+            for name, columns in group.columns.items()
         )
         if len(_GROUPS) >= _GROUPS_MAX and slot not in _GROUPS:
             _GROUPS.clear()

@@ -7,6 +7,7 @@ pass through :func:`bounded` on their way out, whichever renderer wrote them.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import operator
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -245,32 +246,41 @@ _NAMES: dict[str, tuple[str, str]] = {
 _ORDER: dict[str, int] = {P + short: number for number, short in enumerate(FAMILIES)}
 
 
+# A family's samples as columns: each sample's name, its labels and its value. A render
+# compares a family's labels and values with the last render's as lists (the labels mostly
+# the same dicts: ``labelled``), and writes its lines from the values; a sample becomes a
+# prometheus_client ``Sample`` only when collected.
+Columns = tuple[list[str], list[dict[str, str]], list[float]]
+
+
 class Families:
     """Samples by exported family, yielded as prometheus_client metrics in declaration order
     (user-defined families after them, in the order first seen).
 
     A series' label names vary within a family (``dp_rank`` only where ranks are logged), so
-    samples are kept as prometheus_client writes them, each with its own labels, and a family
-    becomes a :class:`Metric` only when it is collected.
+    each sample keeps its own labels; samples are kept as columns (``Columns``), and a family
+    becomes a :class:`Metric` of ``Sample`` objects only when it is collected.
     """
 
     def __init__(self) -> None:
-        self._samples: dict[str, list[Sample]] = {}  # family name -> its samples, in order
+        self._added: dict[str, Columns] = {}  # family name -> the samples added, in order
+        # family name -> the samples given with their lines (``extend``, ``keep``), while no
+        # others join them
+        self._kept: dict[str, tuple[Columns, str]] = {}
         self._custom: dict[str, tuple[str, str]] = {}  # user-defined family -> (type, help)
-        # family name -> the count of samples its lines were written for, and those lines
-        self._written: dict[str, tuple[int, str]] = {}
 
     def add(self, short: str, labels: dict[str, str], value: float) -> None:
         """One series of a declared gauge or counter (a counter's sample adds ``_total``)."""
         name, sample = _NAMES[short]
         if _KNOWN.get(id(labels)) is not labels:
             labels = _bounded(labels)
-        made = _new(Sample, (sample, labels, value, None, None, None))
-        samples = self._samples.get(name)
-        if samples is None:
-            self._samples[name] = [made]
+        columns = self._added.get(name)
+        if columns is None:
+            self._added[name] = ([sample], [labels], [value])
         else:
-            samples.append(made)
+            columns[0].append(sample)
+            columns[1].append(labels)
+            columns[2].append(value)
 
     def add_histogram(
         self,
@@ -284,48 +294,52 @@ class Families:
         here: a family object per series validated its name again at every render."""
         name = P + short
         bounded = labels if _KNOWN.get(id(labels)) is labels else _bounded(labels)
-        samples = self._samples.setdefault(name, [])
-        bucket = name + "_bucket"
-        for each, (_, count) in zip(_bucket_labels(bounded, buckets), buckets, strict=True):
-            samples.append(_new(Sample, (bucket, each, count, None, None, None)))
-        samples.append(_new(Sample, (name + "_count", bounded, buckets[-1][1], None, None, None)))
-        samples.append(_new(Sample, (name + "_sum", bounded, sum_value, None, None, None)))
+        names, labelled_, values = self._columns(name)
+        names += _bucket_names(name, len(buckets))
+        names += (name + "_count", name + "_sum")
+        labelled_ += _bucket_labels(bounded, buckets)
+        labelled_ += (bounded, bounded)
+        values += map(_COUNT, buckets)
+        values += (buckets[-1][1], sum_value)
 
     def add_summary(self, short: str, labels: dict[str, str], count: int, sum_value: float) -> None:
         """One series of a declared summary (count and sum, no quantiles), as
         ``SummaryMetricFamily.add_metric`` makes it."""
         name = P + short
-        bounded = _bounded(labels)
-        samples = self._samples.setdefault(name, [])
-        samples.append(Sample(name + "_count", bounded, count))
-        samples.append(Sample(name + "_sum", bounded, sum_value))
+        bounded = labels if _KNOWN.get(id(labels)) is labels else _bounded(labels)
+        names, labelled_, values = self._columns(name)
+        names += (name + "_count", name + "_sum")
+        labelled_ += (bounded, bounded)
+        values += (count, sum_value)
 
     def extend(self, name: str, samples: Sequence[Sample], lines: str | None = None) -> None:
         """Samples of declared family ``name`` (its exported name) made before, as they were;
         ``lines``, their lines written before, which are the family's (``written``) unless
         other samples join it."""
-        self._samples.setdefault(name, []).extend(samples)
-        if lines is not None:
-            self._written[name] = (len(samples), lines)
+        columns = (
+            [s.name for s in samples],
+            [s.labels for s in samples],
+            [s.value for s in samples],
+        )
+        self.keep(((name, columns, lines),))
 
-    def keep(self, group: Iterable[tuple[str, Sequence[Sample], str]]) -> None:
-        """``extend`` for each family of ``group`` (its name, samples and lines), in one call:
-        a render keeps four groups of some sixteen families."""
-        families = self._samples
-        written = self._written
-        for name, samples, lines in group:
-            known = families.get(name)
-            if known is None:
-                families[name] = list(samples)
+    def keep(self, group: Iterable[tuple[str, Columns, str | None]]) -> None:
+        """``extend`` for each family of ``group`` (its name, its samples as columns, never
+        changed afterwards, and their lines), in one call: a render keeps four groups of some
+        sixteen families, neither copied nor compared."""
+        added = self._added
+        kept = self._kept
+        for name, columns, lines in group:
+            if lines is None or name in added or name in kept:
+                _join(self._columns(name), columns)  # written from the samples
             else:
-                known.extend(samples)
-            written[name] = (len(samples), lines)
+                kept[name] = (columns, lines)
 
     def written(self, name: str) -> str | None:
         """The lines of family ``name`` given with its samples (``extend``), when those are
         all its samples."""
-        kept = self._written.get(name)
-        if kept is None or kept[0] != len(self._samples[name]):
+        kept = self._kept.get(name)
+        if kept is None or name in self._added:
             return None
         return kept[1]
 
@@ -334,37 +348,54 @@ class Families:
         family = _SCALAR[sample.type](sample.name, sample.help, labels=list(labels))
         family.add_metric(_label_values(labels), sample.value)
         self._custom.setdefault(family.name, (family.type, family.documentation))
-        self._samples.setdefault(family.name, []).extend(family.samples)
+        names, labelled_, values = self._columns(family.name)
+        for each in family.samples:
+            names.append(each.name)
+            labelled_.append(each.labels)
+            values.append(each.value)
 
     def merge(self, other: Families) -> None:
         """Append ``other``'s samples, family by family (one target's render into the scrape)."""
         for name, kind in other._custom.items():
             self._custom.setdefault(name, kind)
-        for name, samples in other._samples.items():
-            self._samples.setdefault(name, []).extend(samples)
+        for name, (columns, _) in other._kept.items():
+            _join(self._columns(name), columns)
+        for name, columns in other._added.items():
+            _join(self._columns(name), columns)
 
     def names(self) -> list[str]:
         """The families holding samples, in the order they are exported."""
         order = _ORDER
-        declared = sorted((name for name in self._samples if name in order), key=order.__getitem__)
-        return declared + [name for name in self._custom if name in self._samples]
+        held = {**self._kept, **self._added}
+        declared = sorted((name for name in held if name in order), key=order.__getitem__)
+        return declared + [name for name in self._custom if name in held]
 
     def samples(self, name: str) -> Sequence[Sample]:
-        return self._samples.get(name, ())
-
-    @property
-    def kept(self) -> Mapping[str, tuple[int, str]]:
-        """Each family given with its lines (``extend``, ``keep``): the count of samples they
-        were written for, and the lines; the family's while that is its count of samples."""
-        return self._written
+        kept = self._kept.get(name)
+        added = self._added.get(name)
+        out = [] if kept is None else _samples(kept[0])
+        if added is not None:
+            out += _samples(added)
+        return out
 
     @property
     def by_family(self) -> Mapping[str, Sequence[Sample]]:
-        """Every family's samples by its name, in the order first added (declared and
-        user-defined mixed; ``names()`` gives the exported order). The families' own
-        dictionary, not a copy (a render compares some forty families with the last
-        render's), so typed read-only: a change through it would change the render."""
-        return self._samples
+        """Every family's samples by its name (declared and user-defined mixed; ``names()``
+        gives the exported order), made afresh: a render reads ``columns`` and ``kept``."""
+        return {name: self.samples(name) for name in {**self._kept, **self._added}}
+
+    @property
+    def columns(self) -> Mapping[str, Columns]:
+        """The samples added (``add``, its kin, and kept ones that others joined), by family
+        in the order first added: the families' own dictionary, not a copy (a render
+        compares some twenty families with the last render's), so typed read-only."""
+        return self._added
+
+    @property
+    def kept(self) -> Mapping[str, tuple[Columns, str]]:
+        """The families given with their lines (``extend``, ``keep``) that no other samples
+        joined, with those lines; a family in ``columns`` too was joined (``written``)."""
+        return self._kept
 
     def kind(self, name: str) -> tuple[str, str]:
         """The type and HELP text of family ``name``."""
@@ -375,16 +406,47 @@ class Families:
         for name in self.names():
             kind, doc = self.kind(name)
             metric = Metric(name, doc, kind)
-            metric.samples = list(self._samples[name])
+            metric.samples = list(self.samples(name))
             yield metric
+
+    def _columns(self, name: str) -> Columns:
+        """The columns of the samples added to family ``name``, made when none are yet; a
+        family kept with its lines becomes one added to (its lines no longer stand for it)."""
+        columns = self._added.get(name)
+        if columns is None:
+            columns = self._added[name] = ([], [], [])
+            kept = self._kept.pop(name, None)
+            if kept is not None:
+                _join(columns, kept[0])
+        return columns
+
+
+def _join(columns: Columns, more: Columns) -> None:
+    columns[0].extend(more[0])
+    columns[1].extend(more[1])
+    columns[2].extend(more[2])
+
+
+def _samples(columns: Columns) -> list[Sample]:
+    names, labels, values = columns
+    rows = zip(names, labels, values, strict=True)
+    return [_new(Sample, (name, each, value, None, None, None)) for name, each, value in rows]
+
+
+_COUNT = operator.itemgetter(1)  # a bucket's count
+
+
+@functools.lru_cache(maxsize=64)
+def _bucket_names(name: str, count: int) -> tuple[str, ...]:
+    return (name + "_bucket",) * count
 
 
 # ``Sample(name, labels, value)`` without the Python call of a named tuple's constructor: a
-# scrape of 100 targets makes some 6,000 of them.
+# collection of 100 targets makes some 9,000 of them.
 _new = tuple.__new__
 
 # The labels of a histogram's buckets, by the series' labels and its bounds: the same dicts
-# from one render to the next (a render compares its samples with the last one's, and equal
+# from one render to the next (a render compares its labels with the last one's, and equal
 # objects compare at once), made once instead of a dozen per series and render.
 _BUCKET_LABELS: dict[tuple[tuple[str, str], ...], list[dict[str, str]]] = {}
 _BUCKET_LABELS_MAX = 4096

@@ -55,18 +55,37 @@ def heads(text: str) -> list[str]:
     return [line.rpartition(" ")[0] + " " for line in text.split("\n")[:-1]]
 
 
-def with_heads(written: Sequence[str], samples: Sequence[Sample]) -> str:
-    """The lines of ``samples``, whose names and labels ``written`` holds (``heads``)."""
-    pairs = zip(written, samples, strict=True)
-    return "".join([f"{head}{_number(sample.value)}\n" for head, sample in pairs])
+def template(names: Sequence[str], labels: Sequence[dict[str, str]]) -> str:
+    """The lines of the series of these sample names and labels, each value a ``%s`` (a
+    ``%`` of a label value doubled): ``filled`` with values, the lines ``sample_lines``
+    writes, without writing the names and labels again."""
+    heads = [_head(name, each) for name, each in zip(names, labels, strict=True)]
+    return "".join([head.replace("%", "%%") + "%s\n" for head in heads])
+
+
+def filled(written: str, values: Sequence[float]) -> str:
+    """The lines of a ``template`` with ``values`` (one per series)."""
+    if len(values) == 1:  # most families of a target: one series
+        return written % _number(values[0])
+    return written % tuple(map(_number, values))
+
+
+def with_heads(written: Sequence[str], values: Sequence[float]) -> str:
+    """The lines of the series whose names and labels ``written`` holds (``heads``), with
+    ``values``."""
+    pairs = zip(written, values, strict=True)
+    return "".join([f"{head}{_number(value)}\n" for head, value in pairs])
+
+
+def _head(name: str, labels: dict[str, str]) -> str:
+    if not labels:
+        return f"{name} "
+    pairs = ",".join([f'{k}="{_escape(v)}"' for k, v in sorted(labels.items())])
+    return f"{name}{{{pairs}}} "
 
 
 def _line(sample: Sample) -> str:
-    value = _number(sample.value)
-    if not sample.labels:
-        return f"{sample.name} {value}\n"
-    labels = ",".join([f'{k}="{_escape(v)}"' for k, v in sorted(sample.labels.items())])
-    return f"{sample.name}{{{labels}}} {value}\n"
+    return f"{_head(sample.name, sample.labels)}{_number(sample.value)}\n"
 
 
 def _number(value: float) -> str:
