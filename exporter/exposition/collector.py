@@ -47,17 +47,15 @@ SERVED_MODEL_MAX = 128
 log = logging.getLogger(__name__)
 
 
-# Per-window gauges and the record attribute each renders.
-WINDOW_GAUGES: tuple[tuple[str, Callable[[LatestDecode], float | None]], ...] = (
-    ("accept_length", lambda w: None if drafting_off(w.record) else w.record.accept_length),
-    ("cuda_graph", lambda w: None if w.record.cuda_graph is None else float(w.record.cuda_graph)),
-    ("running_requests", lambda w: w.record.running_requests),
-    ("queued_requests", lambda w: w.record.queued_requests),
-    ("token_usage_ratio", lambda w: w.record.token_usage),
-    ("gen_throughput_tokens_per_second", lambda w: w.record.gen_throughput),
-    ("cap_length", lambda w: w.record.extra.get("cap_length")),
-    ("block_accept_length", lambda w: w.record.extra.get("block_accept_length")),
+# Per-window gauges from a record's attributes, after accept_length and cuda_graph, and
+# from its ``extra``: each series and the attribute or key it renders.
+_WINDOW_FIELDS = (
+    ("running_requests", "running_requests"),
+    ("queued_requests", "queued_requests"),
+    ("token_usage_ratio", "token_usage"),
+    ("gen_throughput_tokens_per_second", "gen_throughput"),
 )
+_WINDOW_EXTRA = (("cap_length", "cap_length"), ("block_accept_length", "block_accept_length"))
 
 
 # How long a target's render is reused while nothing it reads has changed. Its values are
@@ -444,13 +442,28 @@ def _window_labels(base: dict[str, str], dp_rank: int | None) -> dict[str, str]:
 def _render_windows(
     out: Families, base: dict[str, str], fresh: dict[int | None, LatestDecode]
 ) -> None:
-    for dp_rank, window in sorted(fresh.items(), key=lambda kv: (kv[0] is not None, kv[0])):
+    windows: Iterable[tuple[int | None, LatestDecode]] = fresh.items()
+    if len(fresh) > 1:  # the rankless window first, then by rank
+        windows = sorted(windows, key=lambda kv: (kv[0] is not None, kv[0]))
+    add = out.add
+    for dp_rank, window in windows:
         labels = _window_labels(base, dp_rank)
-        for short, getter in WINDOW_GAUGES:
-            value = getter(window)
+        record = window.record
+        if record.accept_length is not None and not drafting_off(record):
+            add("accept_length", labels, record.accept_length)
+        if record.cuda_graph is not None:
+            add("cuda_graph", labels, float(record.cuda_graph))
+        for short, field in _WINDOW_FIELDS:
+            value = getattr(record, field)
             if value is not None:
-                out.add(short, labels, value)
-        counts = window.record.draft_counts
+                add(short, labels, value)
+        extra = record.extra
+        if extra:
+            for short, key in _WINDOW_EXTRA:
+                value = extra.get(key)
+                if value is not None:
+                    add(short, labels, value)
+        counts = record.draft_counts
         if counts is not None:
             _render_positions(out, labels, counts.accept_rate_by_position)
 
@@ -533,12 +546,10 @@ def _render_counters(out: Families, base: dict[str, str], snap: TargetSnapshot) 
     out.add("generated_tokens", base, snap.generated_tokens)
     for speed, count in (snap.windows_vs_baseline or {}).items():
         out.add("windows_vs_baseline", labelled(base, "speed", speed), count)
-    buckets = [
-        (le, float(count))
-        for le, count in zip(_ACCEPT_LENGTH_LE, snap.accept_length_buckets, strict=True)
-    ]
-    buckets.append(("+Inf", float(snap.accept_length_count)))
-    out.add_histogram("accept_length_windows", base, buckets, snap.accept_length_sum)
+    counts = (*snap.accept_length_buckets, snap.accept_length_count)
+    out.add_buckets(
+        "accept_length_windows", base, _ACCEPT_LENGTH_LE, counts, snap.accept_length_sum
+    )
 
 
 def _render_requests(out: Families, base: dict[str, str], requests: RequestsSnapshot) -> None:
@@ -553,9 +564,8 @@ def _render_requests(out: Families, base: dict[str, str], requests: RequestsSnap
         labels = base if name is None else labelled(base, "traffic_class", name)
         out.add("requests_speculative", labels, counts.count)
         out.add("requests_no_draft_accepted", labels, counts.no_draft)
-        buckets = [(le, float(c)) for le, c in zip(_REQUEST_LE, counts.buckets, strict=True)]
-        buckets.append(("+Inf", float(counts.count)))
-        out.add_histogram("request_accept_length", labels, buckets, counts.total)
+        cumulative = (*counts.buckets, counts.count)
+        out.add_buckets("request_accept_length", labels, _REQUEST_LE, cumulative, counts.total)
 
 
 # Groups of a target's samples that rest on a few plain values only (its setup and findings,
@@ -598,9 +608,9 @@ def _le(bound: float) -> str:
     return repr(float(bound))
 
 
-# The histograms' ``le`` label values, written once.
-_ACCEPT_LENGTH_LE = tuple(map(_le, ACCEPT_LENGTH_BUCKETS))
-_REQUEST_LE = tuple(map(_le, REQUEST_BUCKETS))
+# The histograms' ``le`` label values, written once, +Inf last.
+_ACCEPT_LENGTH_LE = (*map(_le, ACCEPT_LENGTH_BUCKETS), "+Inf")
+_REQUEST_LE = (*map(_le, REQUEST_BUCKETS), "+Inf")
 
 
 def _render_log_health(out: Families, base: dict[str, str], snap: TargetSnapshot) -> None:

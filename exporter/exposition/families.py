@@ -292,15 +292,28 @@ class Families:
         """One series of a declared histogram; ``buckets`` are cumulative, of bounds 0 or
         more, and end with +Inf. The samples ``HistogramMetricFamily.add_metric`` makes, made
         here: a family object per series validated its name again at every render."""
+        bounds = tuple(map(_BOUND, buckets))
+        self.add_buckets(short, labels, bounds, list(map(_COUNT, buckets)), sum_value)
+
+    def add_buckets(
+        self,
+        short: str,
+        labels: dict[str, str],
+        bounds: tuple[str, ...],
+        counts: Sequence[float],
+        sum_value: float,
+    ) -> None:
+        """``add_histogram`` of the buckets of ``bounds`` (``le`` values, the last +Inf) and
+        their cumulative ``counts``, without pairing them first."""
         name = P + short
         bounded = labels if _KNOWN.get(id(labels)) is labels else _bounded(labels)
         names, labelled_, values = self._columns(name)
-        names += _bucket_names(name, len(buckets))
+        names += _bucket_names(name, len(bounds))
         names += (name + "_count", name + "_sum")
-        labelled_ += _bucket_labels(bounded, buckets)
+        labelled_ += _bucket_labels(bounded, bounds)
         labelled_ += (bounded, bounded)
-        values += map(_COUNT, buckets)
-        values += (buckets[-1][1], sum_value)
+        values += map(float, counts)
+        values += (float(counts[-1]), sum_value)
 
     def add_summary(self, short: str, labels: dict[str, str], count: int, sum_value: float) -> None:
         """One series of a declared summary (count and sum, no quantiles), as
@@ -445,27 +458,29 @@ def _bucket_names(name: str, count: int) -> tuple[str, ...]:
 # collection of 100 targets makes some 9,000 of them.
 _new = tuple.__new__
 
-# The labels of a histogram's buckets, by the series' labels and its bounds: the same dicts
-# from one render to the next (a render compares its labels with the last one's, and equal
-# objects compare at once), made once instead of a dozen per series and render.
-_BUCKET_LABELS: dict[tuple[tuple[str, str], ...], list[dict[str, str]]] = {}
+# The labels of a histogram's buckets, by the series' labels (the dict itself, held here so
+# that its id is not another's) and its bounds: the same dicts from one render to the next (a
+# render compares its labels with the last one's, and equal objects compare at once), made
+# once instead of a dozen per series and render.
+_BUCKET_LABELS: dict[
+    tuple[int, tuple[str, ...]], tuple[dict[str, str], tuple[dict[str, str], ...]]
+] = {}
 _BUCKET_LABELS_MAX = 4096
 
 
 _BOUND = operator.itemgetter(0)  # a bucket's ``le``
 
 
-def _bucket_labels(
-    labels: dict[str, str], buckets: Sequence[tuple[str, float]]
-) -> list[dict[str, str]]:
-    key = (*labels.items(), *map(_BOUND, buckets))
-    known = _BUCKET_LABELS.get(key)
-    if known is None:
-        if len(_BUCKET_LABELS) >= _BUCKET_LABELS_MAX:
-            _BUCKET_LABELS.clear()  # series come and go (traffic classes): start again
-        known = [{**labels, "le": le} for le, _ in buckets]
-        _BUCKET_LABELS[key] = known
-    return known
+def _bucket_labels(labels: dict[str, str], bounds: tuple[str, ...]) -> tuple[dict[str, str], ...]:
+    key = (id(labels), bounds)
+    kept = _BUCKET_LABELS.get(key)
+    if kept is not None and kept[0] is labels:
+        return kept[1]
+    if len(_BUCKET_LABELS) >= _BUCKET_LABELS_MAX:
+        _BUCKET_LABELS.clear()  # series come and go (traffic classes): start again
+    made = tuple({**labels, "le": le} for le in bounds)
+    _BUCKET_LABELS[key] = (labels, made)
+    return made
 
 
 # The prometheus_client family that writes a user-defined sample of each type.
