@@ -354,7 +354,7 @@ def render_target(
         snap.adaptive_step_changes,
         snap.drafting_off_windows,
         insight.drafting_off_share,
-        *((finding.code, finding.severity) for finding in insight.findings),
+        *[(finding.code, finding.severity) for finding in insight.findings],
     )
     slot = ("setup", target.name)
     _grouped(
@@ -469,17 +469,15 @@ def _render_windows(
 
 
 def _render_speed(out: Families, target: Watched, base: dict[str, str], insight: Insight) -> None:
-    _add_known(
-        out,
-        base,
-        (
-            ("expected_accept_length", target.config.expected_accept_length),
-            ("accept_length_floor", insight.accept_floor),
-            ("speedup", insight.speedup),
-            # The old name, kept one release so that queries of it survive the upgrade.
-            ("speedup_ratio", insight.speedup),
-        ),
-    )
+    expected = target.config.expected_accept_length
+    if expected is not None:
+        out.add("expected_accept_length", base, expected)
+    if insight.accept_floor is not None:
+        out.add("accept_length_floor", base, insight.accept_floor)
+    if insight.speedup is not None:
+        out.add("speedup", base, insight.speedup)
+        # The old name, kept one release so that queries of it survive the upgrade.
+        out.add("speedup_ratio", base, insight.speedup)
     if target.baseline is not None and insight.baseline_tok_s is not None:
         source = labelled(base, "source", target.baseline.kind)
         out.add("baseline_gen_throughput_tokens_per_second", source, insight.baseline_tok_s)
@@ -617,14 +615,14 @@ def _render_log_health(out: Families, base: dict[str, str], snap: TargetSnapshot
     out.add("log_lines", base, snap.log_lines)
     for kind, count in sorted(snap.stats_lines.items()):
         out.add("log_stats_lines", labelled(base, "kind", kind), count)
-    values = (
+    values = (  # the snapshot's dicts are its own copies, and written sorted
         snap.unrecognized,
         snap.rotations,
         snap.truncations,
-        tuple(snap.skipped.items()),
-        tuple(snap.chunk_fallbacks.items()),
+        snap.skipped,
+        snap.chunk_fallbacks,
         snap.read_errors,
-        tuple(snap.log_sources.items()),
+        snap.log_sources,
         snap.folded_dp_ranks,
     )
     slot = ("log", base["target"])
@@ -764,10 +762,12 @@ def _render_upstream_health(out: Families, base: dict[str, str], insight: Insigh
     for endpoint, status in snap.endpoints.items():
         labels = labelled(base, "endpoint", endpoint)
         out.add("upstream_scrape_duration_seconds", labels, status.duration_seconds)
+    # The counts' mappings are the published snapshot's own, never changed (and written in
+    # a fixed order, whatever theirs).
     values = (
-        *((endpoint, status.up) for endpoint, status in snap.endpoints.items()),
-        tuple(snap.errors.items()),
-        tuple(snap.dropped.items()),
+        *[(endpoint, status.up) for endpoint, status in snap.endpoints.items()],
+        snap.errors,
+        snap.dropped,
     )
     slot = ("upstream", base["target"])
     _grouped(out, slot, values, lambda group: _render_upstream_counts(group, base, snap))
