@@ -15,6 +15,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Concatenate, ParamSpec
 
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
@@ -43,6 +44,7 @@ from exporter.state.target_state import (
 from exporter.state.verdict import Verdict
 
 SERVED_MODEL_MAX = 128
+Params = ParamSpec("Params")
 
 log = logging.getLogger(__name__)
 
@@ -357,9 +359,7 @@ def render_target(
         *[(finding.code, finding.severity) for finding in insight.findings],
     )
     slot = ("setup", target.name)
-    _grouped(
-        out, slot, values, lambda group: _render_setup(group, base, engine, model, insight, snap)
-    )
+    _grouped(out, slot, values, _render_setup, base, engine, model, insight, snap)
     _render_counters(out, base, snap)
     _render_requests(out, base, requests)
     _render_speculation_counts(out, target, base, snap, insight)
@@ -581,17 +581,19 @@ def _grouped(
     out: Families,
     slot: tuple[str, str],
     values: tuple[object, ...],
-    render: Callable[[Families], None],
+    render: Callable[Concatenate[Families, Params], None],
+    *args: Params.args,
+    **kwargs: Params.kwargs,
 ) -> None:
-    """What ``render`` adds, kept in ``slot`` (the group and the target's name) while
-    ``values`` hold: everything it reads must be in them."""
+    """What ``render`` adds (given ``args``), kept in ``slot`` (the group and the target's
+    name) while ``values`` hold: everything it reads must be in them."""
     kept = _GROUPS.get(slot)
     known: _Group
     if kept is not None and kept[0] == values:
         known = kept[1]
     else:
         group = Families()
-        render(group)
+        render(group, *args, **kwargs)
         known = tuple(
             (name, columns, filled(template(columns[0], columns[1]), columns[2]))
             for name, columns in group.columns.items()
@@ -626,7 +628,7 @@ def _render_log_health(out: Families, base: dict[str, str], snap: TargetSnapshot
         snap.folded_dp_ranks,
     )
     slot = ("log", base["target"])
-    _grouped(out, slot, values, lambda group: _render_log_troubles(group, base, snap))
+    _grouped(out, slot, values, _render_log_troubles, base, snap)
 
 
 def _render_log_troubles(out: Families, base: dict[str, str], snap: TargetSnapshot) -> None:
@@ -689,7 +691,7 @@ def _render_insight(
     if verdict is not None:
         values = (verdict.state, verdict.since)
         slot = ("verdict", base["target"])
-        _grouped(out, slot, values, lambda group: _render_verdict(group, base, verdict))
+        _grouped(out, slot, values, _render_verdict, base, verdict)
     _render_upstream_health(out, base, insight)
     _render_custom(out, base, target, stale_after)
 
@@ -770,7 +772,7 @@ def _render_upstream_health(out: Families, base: dict[str, str], insight: Insigh
         snap.dropped,
     )
     slot = ("upstream", base["target"])
-    _grouped(out, slot, values, lambda group: _render_upstream_counts(group, base, snap))
+    _grouped(out, slot, values, _render_upstream_counts, base, snap)
 
 
 def _render_upstream_counts(out: Families, base: dict[str, str], snap: UpstreamSnapshot) -> None:
