@@ -25,6 +25,7 @@ from prometheus_client.utils import floatToGoString
 from exporter.analysis.baseline import Baseline
 from exporter.config import TargetConfig
 from exporter.engines.server_config import ServerConfig
+from exporter.exposition import collector as collector_module
 from exporter.exposition.collector import REUSE_SECONDS, SpecwatchCollector
 from exporter.exposition.families import Families
 from exporter.exposition.landing import landing_page
@@ -143,6 +144,23 @@ def test_a_family_is_written_from_its_samples_once_others_join_its_kept_lines() 
     assert families.written("specwatch_log_lines") == sample_lines(kept)
     families.add("log_lines", {"target": "b"}, 2.0)
     assert families.written("specwatch_log_lines") is None
+
+
+def test_each_render_writes_the_lines_of_its_samples_whether_kept_joined_or_moved() -> None:
+    """A render's lines are those its samples make, render after render: a kept family that
+    others join, then do not, then do again, and a family whose values move or hold."""
+    last = None
+    for value, join in [(1.0, True), (2.0, False), (2.0, True), (3.0, True), (3.0, False)]:
+        families = Families()
+        kept = [Sample("specwatch_log_lines_total", {"target": "a"}, 1.0)]
+        families.extend("specwatch_log_lines", kept, sample_lines(kept))
+        if join:
+            families.add("log_lines", {"target": "b"}, value)
+        families.add("accept_length", {"target": "a"}, value)
+        render = collector_module._Render((), T0, T0, None, families, {}, {})
+        collector_module._lines(families, last, render.lines, render.templates)
+        assert render.lines == {n: sample_lines(s) for n, s in families.by_family.items()}
+        last = render
 
 
 def test_a_window_going_stale_ends_the_reuse_at_that_moment() -> None:

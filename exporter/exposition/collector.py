@@ -250,16 +250,16 @@ DECLARED = frozenset(P + short for short in FAMILIES)
 def _lines(
     rendered: Families, last: _Render | None, lines: dict[str, str], written: dict[str, str]
 ) -> None:
-    """Each family's sample lines into ``lines``: those of a family a group kept are the
-    group's (``_grouped``); those of a family whose series (sample names and labels) are the
-    last render's are that render's text when its values are too (most of a target's
+    """Each family's sample lines into ``lines``. A family a group kept has the group's lines
+    (``_grouped``). A family added to whose series (its samples' names and labels) are the
+    last render's has that render's lines when its values are too (most of a target's
     families, such as its error counters, change far less often than its windows), else
-    that render's template filled with the new values (a live target's counters); others
-    are written afresh. The template of every family added to goes into ``written`` for the
-    next render.
-    Families in no order that matters (``_assemble`` puts them in the exported order, and
-    user-defined ones are added to, in the order first added); the columns compared as
-    lists, as a target has some forty families and most labels are the same dicts."""
+    that render's template filled with the new values (a live target's counters); any other
+    is written afresh. The template of each family added to goes into ``written``, for the
+    next render. Columns are compared as lists, and most labels are the same dicts from one
+    render to the next (``labelled``), so no Sample is made. Families go in as the render
+    holds them: ``_assemble`` puts them in the exported order (user-defined ones are all
+    added to, in the order first added)."""
     added = rendered.columns
     kept = rendered.kept
     if kept and not kept.keys().isdisjoint(added):
@@ -269,7 +269,7 @@ def _lines(
         return
     for name, (_, text) in kept.items():
         lines[name] = text
-    if last is None or not last.families.kept.keys().isdisjoint(last.families.columns):
+    if last is None or not last.templates:  # none, or written whole (above): nothing kept
         last_added: Mapping[str, Columns] = {}
         last_lines: dict[str, str] = {}
         last_templates: dict[str, str] = {}
@@ -291,12 +291,14 @@ def _assemble(form: str, top: Families, renders: Sequence[_Render]) -> str:
     """The process-wide series and every target's, family by family, in ``form``."""
     chunks: dict[str, list[str]] = {name: [sample_lines(top.samples(name))] for name in top.names()}
     kinds: dict[str, tuple[str, str]] = {}
+    held = chunks.get
     for render in renders:
         for name, text in render.lines.items():
-            if name not in chunks:
-                chunks[name] = []
+            chunk = held(name)
+            if chunk is None:
+                chunk = chunks[name] = []
                 kinds[name] = render.families.kind(name)
-            chunks[name].append(text)
+            chunk.append(text)
     declared = [P + short for short in FAMILIES if P + short in chunks]
     custom = [name for name in chunks if name not in DECLARED]
     out = []
