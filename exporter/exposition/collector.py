@@ -489,7 +489,7 @@ def _render_bands(out: Families, target: Watched, labels: dict[str, str]) -> Non
     """Throughput by load band and mode, for baselines learned across the fleet."""
     labels = labelled(labels, "hardware", target.config.hardware or "")
     for mode, band, windows, tok_s_sum in target.state.band_sums():
-        series = labelled(labelled(labels, "band", BAND_LABELS[band]), "mode", mode)
+        series = labelled(labels, "band", BAND_LABELS[band], "mode", mode)
         out.add_summary("band_gen_throughput_tokens_per_second", series, windows, tok_s_sum)
 
 

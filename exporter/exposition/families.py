@@ -512,7 +512,7 @@ def bounded(value: str) -> str:
 # object takes its id while it is here): the labels a renderer keeps from one render to the
 # next (``labelled``), which ``Families.add`` need not look at again.
 _KNOWN: dict[int, dict[str, str]] = {}
-_LABELLED: dict[tuple[int, str, str], tuple[dict[str, str], dict[str, str]]] = {}
+_LABELLED: dict[tuple[int, tuple[str, ...]], tuple[dict[str, str], dict[str, str]]] = {}
 _LABELS_MAX = 16384
 
 
@@ -526,19 +526,20 @@ def known(labels: dict[str, str]) -> dict[str, str]:
     return labels
 
 
-def labelled(labels: dict[str, str], name: str, value: str) -> dict[str, str]:
-    """``{**labels, name: value}``, bounded, and the same dict for the same ``labels`` object
-    and value from one render to the next: its samples compare with the last render's by
-    identity, and ``Families.add`` does not check its values again. ``labels`` is never
-    changed afterwards, as no label dict a renderer passes is."""
-    key = (id(labels), name, value)
+def labelled(labels: dict[str, str], *pairs: str) -> dict[str, str]:
+    """``labels`` and more (``pairs``: a name, its value, and so on), bounded, and the same
+    dict for the same ``labels`` object and pairs from one render to the next: its samples
+    compare with the last render's by identity, and ``Families.add`` does not check its
+    values again. ``labels`` is never changed afterwards, as no label dict a renderer passes
+    is."""
+    key = (id(labels), pairs)
     hit = _LABELLED.get(key)
     if hit is not None and hit[0] is labels:
         return hit[1]
     if len(_LABELLED) >= _LABELS_MAX:
         _KNOWN.clear()
         _LABELLED.clear()
-    made = known({**labels, name: value})
+    made = known({**labels, **dict(zip(pairs[::2], pairs[1::2], strict=True))})
     _LABELLED[key] = (labels, made)
     return made
 
