@@ -14,7 +14,7 @@ for judging, every 5 s, whether or not anything scrapes); without it, every rend
 
 ``--check`` also renders each time with a collector that never rendered before, its groups of
 kept samples built afresh, and holds the two bodies to the same bytes (what the kept renders,
-heads and groups must not change).
+templates and groups must not change).
 ``--profile FILE`` writes cProfile's statistics of the renders.
 
     .venv/bin/python bench/scrape_bench.py [--targets 100] [--upstream] [--renders 30]

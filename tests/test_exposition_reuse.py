@@ -29,7 +29,7 @@ from exporter.exposition import collector as collector_module
 from exporter.exposition.collector import REUSE_SECONDS, SpecwatchCollector
 from exporter.exposition.families import Families
 from exporter.exposition.landing import landing_page
-from exporter.exposition.text import EOF, header, heads, sample_lines, with_heads
+from exporter.exposition.text import EOF, filled, header, sample_lines, template
 from exporter.sources.tail import FileTailer
 from exporter.state.feed import LogFeed
 from exporter.state.target_state import TargetState
@@ -301,20 +301,21 @@ def test_the_lean_writer_writes_any_sample_as_prometheus_client_does(
     assert lean.encode() == generate_latest(registry)
 
 
-@given(st.lists(st.tuples(labels, values, values), max_size=8))
+@given(st.lists(st.tuples(labels, values, values), min_size=1, max_size=8))
 def test_lines_given_new_values_are_the_lines_written_afresh(
     series: list[tuple[dict[str, str], float, float]],
 ) -> None:
     """A live target's counters move on between renders: their lines keep the names and
-    labels written before (their heads) and take the new values, as if written afresh."""
+    labels written before (their template, where a label's ``%`` is doubled) and take the
+    new values, as if written afresh."""
     before, after = Families(), Families()
     for labelset, old, new in series:
         before.add("log_lines", labelset, old)
         after.add("log_lines", labelset, new)
     name = "specwatch_log_lines"
-    old_samples, new_samples = before.samples(name), after.samples(name)
-    text = with_heads(heads(sample_lines(old_samples)), [s.value for s in new_samples])
-    assert text == sample_lines(new_samples)
+    names, labelled, _ = before.columns[name]
+    text = filled(template(names, labelled), after.columns[name][2])
+    assert text == sample_lines(after.samples(name))
 
 
 def test_a_float_written_again_is_written_as_prometheus_client_writes_it() -> None:

@@ -47,14 +47,6 @@ def sample_lines(samples: Iterable[Sample]) -> str:
     return "".join(map(_line, samples))
 
 
-def heads(text: str) -> list[str]:
-    """Each line of ``text`` up to its value: its name, labels and the space before the value,
-    to write the same series with other values (``with_heads``). The value is all a line
-    holds after its last space (label values are quoted, and a space in one comes before it;
-    a newline in one is escaped)."""
-    return [line.rpartition(" ")[0] + " " for line in text.split("\n")[:-1]]
-
-
 def template(names: Sequence[str], labels: Sequence[dict[str, str]]) -> str:
     """The lines of the series of these sample names and labels, each value a ``%s`` (a
     ``%`` of a label value doubled): ``filled`` with values, the lines ``sample_lines``
@@ -68,13 +60,6 @@ def filled(written: str, values: Sequence[float]) -> str:
     if len(values) == 1:  # most families of a target: one series
         return written % _number(values[0])
     return written % tuple(map(_number, values))
-
-
-def with_heads(written: Sequence[str], values: Sequence[float]) -> str:
-    """The lines of the series whose names and labels ``written`` holds (``heads``), with
-    ``values``."""
-    pairs = zip(written, values, strict=True)
-    return "".join([f"{head}{_number(value)}\n" for head, value in pairs])
 
 
 def _head(name: str, labels: dict[str, str]) -> str:
