@@ -24,6 +24,7 @@ from exporter.target import Target
 from tests.support.fake_sglang import Route, fake_sglang
 from tests.support.loglines import startup
 from tests.support.records import decode
+from tests.support.sglang_metrics import Rank, SGLangMetrics
 from tests.support.upstream_servers import vllm_schema
 
 T0 = 1_800_000_000.0
@@ -248,3 +249,34 @@ def test_a_new_setup_is_judged_at_once_whatever_judge_every() -> None:
     assert node.state.verdict.observed_at == at + 2
     assert view is not None and view.insight.config.algorithm == "EAGLE"
     assert "eagle3_draft_with_eagle_algorithm" in {f.code for f in view.insight.findings}
+
+
+def test_a_log_target_s_rescrape_of_the_same_figures_keeps_the_judgement() -> None:
+    """A target with a log and a server scraped: a new scrape of ``/metrics`` that says what
+    the last said (its busy-ness, graph share, endpoint) leaves the judgement to the next
+    round; a server that goes idle is judged at the next scrape."""
+    metrics = SGLangMetrics(dp=1)
+    metrics.stats(0, Rank(running=30))
+    with fake_sglang() as server:
+        server.routes["/metrics"] = Route(body=metrics.body())
+        config = TargetConfig(
+            name="node", log_files=["server.log"], metrics_url=f"{server.url}/metrics"
+        )
+        node = Target.from_config(config)
+        assert node.upstream is not None
+        at = feed(node, T0, T0 + 600, 5, accept_length=3.0, gen_throughput=2400.0)
+        now = [at]
+        collector = SpecwatchCollector([node], STALE, clock=lambda: now[0], judge_every=5.0)
+        node.upstream.scrape_once()
+        assert collector.view(node) is not None
+        assert node.state.verdict.observed_at == at
+        node.upstream.scrape_once()  # the same figures
+        now[0] = at + 2
+        assert collector.view(node) is not None
+        assert node.state.verdict.observed_at == at
+        metrics.stats(0, Rank(running=0))
+        server.routes["/metrics"] = Route(body=metrics.body())
+        node.upstream.scrape_once()
+        now[0] = at + 3
+        assert collector.view(node) is not None
+        assert node.state.verdict.observed_at == at + 3

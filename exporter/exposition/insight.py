@@ -115,9 +115,7 @@ def inspect(
     baseline_tok_s, speedup = _speed(target, *_load(snap, fresh, fallback))
     if config.pipelined or any(w.record.pp_rank is not None for w in fresh.values()):
         speedup = None  # one micro-batch's requests: no baseline at that load fits the node
-    # What a judgement reads besides the log's windows: one of a setup, a scrape of the
-    # server or a baseline other than these is judged afresh.
-    given = (config, None if upstream is None else upstream.scraped_at, target.baseline)
+    given = (config, _read_upstream(target, upstream, inputs, fallback), target.baseline)
     judged = target.state.verdict.recent(now, reuse, given) if reuse > 0 else None
     if judged is None:
         judged = _judged(
@@ -137,12 +135,29 @@ def inspect(
     )
 
 
+def _read_upstream(
+    target: Watched,
+    upstream: UpstreamSnapshot | None,
+    inputs: Mapping[str, Any],
+    fallback: UpstreamValues | None,
+) -> object:
+    """What a judgement reads of the server's ``/metrics``, for ``VerdictTrack.recent``: of
+    a target only scraped, every scrape (its counted drafts are folded per scrape); of one
+    with a log, the few figures the findings read and the gauges standing in for a silent
+    log, so a scrape of the same figures keeps the judgement."""
+    if upstream is None:
+        return None
+    if not target.config.log_files:
+        return upstream.scraped_at
+    return (*inputs.values(), fallback)
+
+
 def _judged(
     target: Watched,
     snap: TargetSnapshot,
     now: float,
     stale_after: float,
-    given: tuple[ServerConfig, float | None, object],
+    given: tuple[ServerConfig, object, object],
     fallback: UpstreamValues | None,
     speedup: float | None,
     fresh: bool,
