@@ -12,6 +12,10 @@ interpreter runs with the daemon's collector settings (``runtime.tune_gc``).
 target's judgement kept from the first render is shown again (the daemon's judging thread pays
 for judging, every 5 s, whether or not anything scrapes); without it, every render judges.
 
+A second line gives the passes' CPU: the thread time of the ``--targets`` tailers' passes
+before each render, each reading the one new line of its log, as a scrape waits for them
+(``TailLoop.sync``) before it renders.
+
 ``--check`` also renders each time with a collector that never rendered before, its groups of
 kept samples built afresh, and holds the two bodies to the same bytes (what the kept renders,
 templates and groups must not change).
@@ -85,11 +89,18 @@ def main() -> int:
         collector = SpecwatchCollector(targets, 60.0, lambda: now[0], args.judge_every)
         rng = random.Random(7)
 
+        passes: list[float] = []
+
         def moved() -> None:
-            """A line in every log, read; every upstream scraped; the clock on."""
-            for number, target in enumerate(targets):
-                os.write(fds[number], decode_line(number, rng))
-                tailers[number].poll()
+            """A line in every log, read (the passes timed); every upstream scraped; the
+            clock on."""
+            for number, fd in enumerate(fds):
+                os.write(fd, decode_line(number, rng))
+            start = time.thread_time()
+            for tailer in tailers:
+                tailer.poll()
+            passes.append(time.thread_time() - start)
+            for target in targets:
                 if target.upstream is not None:
                     target.upstream.scrape_once()
             now[0] = time.time()
@@ -97,6 +108,7 @@ def main() -> int:
         for _ in range(WARM_RENDERS):
             moved()
             collector.exposition("text")
+        passes.clear()
         profile = cProfile.Profile() if args.profile else None
         spent = []
         for _ in range(args.renders):
@@ -114,12 +126,19 @@ def main() -> int:
                 assert fresh.exposition("text") == body, "a kept render differs"
         if profile is not None:
             profile.dump_stats(args.profile)
+    load = loadavg()
     middle, least = statistics.median(spent), min(spent)
     print(
         f"{args.renders} renders of {args.targets} targets, every one moved "
         f"(upstream {url is not None}, judged every {args.judge_every:g} s): CPU median "
         f"{middle * 1e3:.1f} ms, least {least * 1e3:.1f} ms "
-        f"({least / args.targets * 1e3:.3f} ms a target); load average {loadavg()}"
+        f"({least / args.targets * 1e3:.3f} ms a target); load average {load}"
+    )
+    middle, least = statistics.median(passes), min(passes)
+    print(
+        f"{len(passes)} times {args.targets} passes, one new line each: CPU median "
+        f"{middle * 1e3:.2f} ms, least {least * 1e3:.2f} ms ({middle / args.targets * 1e6:.1f} "
+        f"µs a pass by the median); load average {load}"
     )
     return 0
 
