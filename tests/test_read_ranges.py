@@ -201,6 +201,39 @@ def test_the_daemon_catching_up_by_ranges_ends_in_the_state_of_one_reader(
     }
 
 
+def test_a_line_appended_after_a_catch_up_by_ranges_is_read_alone(
+    big_log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bytes before the offset the helpers left it at are what the next pass compares
+    (not those the tailer itself read last): a new line is one more line, not a rewrite."""
+    monkeypatch.setattr(ranges, "helpers_available", lambda: 1)
+    monkeypatch.setattr(ranges, "SPLIT_ABOVE_BYTES", 0)
+    monkeypatch.setattr(tail_file, "PASS_BUDGET_BYTES", CHUNK_BYTES)
+    outcomes = spy_on_replays(monkeypatch)
+    state = TargetState("node")
+    feed = LogFeed(state)
+    backlog = feed.read_backlog
+    tailer = FileTailer(
+        str(big_log), feed, from_beginning=True, max_line_bytes=MAX_LINE, backlog=backlog, **FAST
+    )
+    try:
+        for _ in range(20):  # until a pass adds none (a rewrite taken would read on)
+            before = state.snapshot().log_lines
+            tailer.poll()
+            if state.snapshot().log_lines == before:
+                break
+        assert outcomes == [True]
+        with big_log.open("ab") as log:
+            log.write(f"\n{decode_line(accept_len=2.5)}\n".encode())
+        tailer.poll()
+        tailer.poll()
+    finally:
+        tailer.stop()
+    after = state.snapshot()
+    assert after.truncations == 0
+    assert after.log_lines == before + 2  # the unterminated last line, then the new one
+
+
 def test_a_log_caught_up_by_ranges_is_as_old_as_its_last_write(
     big_log: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

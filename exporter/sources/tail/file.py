@@ -306,9 +306,9 @@ class FileTailer:
     def _pass(self) -> int:
         self._ensure_watch()  # first, so a change made after this pass's reads still wakes us
         read = self._drain_retired()
-        self._discover()
+        seen = self._discover()
         if self._current is not None:
-            read += self._follow(self._current)
+            read += self._follow(self._current, seen)
         self._health.observe(self._verdict(), self._current is not None)
         return read
 
@@ -382,12 +382,15 @@ class FileTailer:
         self._problem = None if found else (problems or ["missing"])[0]
         return found
 
-    def _discover(self) -> None:
+    def _discover(self) -> os.stat_result | None:
         """Open the first file, or switch when a file not seen before takes the path/glob.
 
         ``_known`` holds the identities present when the current file was opened; only an
         identity outside it can replace the current file, so a rotated file that is written
         again (or an older glob match touched later) never pulls the tailer back.
+
+        Returns the followed file's status when the path named it alone (every live pass of
+        a plain path): the same file's, so the pass needs no ``fstat`` of its own.
         """
         matches = self._matches()
         idents = {_identity(st) for _, st in matches}
@@ -400,13 +403,13 @@ class FileTailer:
                 self._sizes_at_start = {_identity(st): st.st_size for _, st in matches}
         current = self._current
         if current is not None and self._unchanged(current, matches):
-            return
+            return matches[0][1]
         if current is not None:
             revived = self._revived(current, matches)
             if revived is not None:
                 path, st = revived
                 self._switch_to(path, idents, self._sizes_at_start.pop(_identity(st)))
-                return
+                return None
             matches = [
                 (path, st)
                 for path, st in matches
@@ -415,6 +418,7 @@ class FileTailer:
         newest = self._newest(matches)
         if newest is not None:
             self._switch_to(newest[0], idents)
+        return None
 
     def _unchanged(self, current: _Stream, matches: list[tuple[str, os.stat_result]]) -> bool:
         """Whether the path names the followed file alone, with no match present at start
@@ -536,11 +540,12 @@ class FileTailer:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def _follow(self, stream: _Stream) -> int:
-        """Detect truncation of the open file, then read what is new."""
+    def _follow(self, stream: _Stream, seen: os.stat_result | None = None) -> int:
+        """Detect truncation of the open file, then read what is new. ``seen``: the file's
+        status, taken by this pass through its path."""
         try:
-            st = os.fstat(stream.fd)
-            rewritten = self._rewritten(stream, st)
+            st = os.fstat(stream.fd) if seen is None else seen
+            rewritten, ahead = self._rewritten(stream, st)
         except OSError as exc:
             self._error(exc, "stat")
             return 0
@@ -552,44 +557,55 @@ class FileTailer:
             stream.offset = stream.existing_to = 0  # what it holds now was written since
             stream.head = stream.tail = b""
             stream.restart_digest()
+            ahead = None
             self._events.on_truncation()
             self._events.on_new_file()
         read = self._read_backlog(stream, st)
         if read is None:
-            read = self._read(stream, PASS_BUDGET_BYTES)
+            read = self._read(stream, PASS_BUDGET_BYTES, ahead=ahead)
         else:
             stream.restart_digest()  # the helpers read that stretch, not this process
         stream.seen = (st.st_size, st.st_mtime_ns)
         if len(stream.head) < FINGERPRINT_BYTES and stream.offset > len(stream.head):
             stream.head = os.pread(stream.fd, min(FINGERPRINT_BYTES, stream.offset), 0)
-        if read:
-            kept = min(FINGERPRINT_BYTES, stream.offset)
+        kept = min(FINGERPRINT_BYTES, stream.offset)
+        if len(stream.tail) < kept:  # not read here: after a jump of the offset
             stream.tail = os.pread(stream.fd, kept, stream.offset - kept)
         return read
 
     @staticmethod
-    def _rewritten(stream: _Stream, st: os.stat_result) -> bool:
-        """Whether the bytes already read were replaced in place (the size alone cannot tell).
+    def _rewritten(stream: _Stream, st: os.stat_result) -> tuple[bool, bytes | None]:
+        """Whether the bytes already read were replaced in place (the size alone cannot tell),
+        and what follows them when it was read with them (else None).
 
         Two small reads per pass; modification times are too coarse on some filesystems to
-        decide when they can be skipped. When the size stayed while the mtime moved (a log
+        decide when they can be skipped. The second, of the bytes before the offset, reads on
+        to the file's end when what is new is less than a chunk (a live pass): the check and
+        the pass's read are one call. When the size stayed while the mtime moved (a log
         is only ever appended to), what was read is read again and its digest compared: a
         rewrite keeping the first bytes and those before the offset read 600 of 2,400 lines.
         """
         if not stream.head or st.st_size < stream.offset:
-            return False  # shorter than what was read: the size check sees that
+            return False, None  # shorter than what was read: the size check sees that
         if os.pread(stream.fd, len(stream.head), 0) != stream.head:
-            return True
+            return True, None
         tail, end = stream.tail, stream.offset
-        if tail and os.pread(stream.fd, len(tail), end - len(tail)) != tail:
-            return True
+        ahead = None
+        if tail and st.st_size - end < CHUNK_BYTES:
+            data = os.pread(stream.fd, len(tail) + CHUNK_BYTES, end - len(tail))
+            if not data.startswith(tail):
+                return True, None
+            ahead = data[len(tail) :]
+        elif tail and os.pread(stream.fd, len(tail), end - len(tail)) != tail:
+            return True, None
         size, mtime = stream.seen
         written_in_place = st.st_size == size == end and st.st_mtime_ns != mtime
-        return (
+        rewritten = (
             written_in_place
             and end > stream.digest_from
             and _digest(stream) != stream.digest.digest()
         )
+        return rewritten, ahead
 
     def _read_backlog(self, stream: _Stream, st: os.stat_result) -> int | None:
         """Bytes read of a long unread stretch the consumer took on, or None: read as usual.
@@ -608,9 +624,12 @@ class FileTailer:
         if end is None:
             return None
         stream.offset = end
+        stream.tail = b""  # the helpers read what is before it: ``_follow`` reads it again
         return end - start
 
     def _read_between(self, stream: _Stream, start: int, end: int) -> None:
+        if start != stream.offset:
+            stream.tail = b""  # not what is before the offset now (``_follow`` reads it)
         stream.offset = start
         stopping = self._stopping
         while (
@@ -618,21 +637,31 @@ class FileTailer:
         ):
             pass
 
-    def _read(self, stream: _Stream, budget: int, end: int | None = None) -> int:
+    def _read(
+        self, stream: _Stream, budget: int, end: int | None = None, ahead: bytes | None = None
+    ) -> int:
         """Read up to ``budget`` bytes (and not past ``end``) in large chunks and deliver the
-        complete lines."""
+        complete lines. ``ahead``: the first chunk, read already (a chunk was asked for)."""
         total = 0
         while total < budget:
             size = CHUNK_BYTES if end is None else min(CHUNK_BYTES, end - stream.offset)
-            try:
-                chunk = os.pread(stream.fd, size, stream.offset)
-            except OSError as exc:
-                self._error(exc, "read")
-                break
+            if ahead is not None:
+                chunk, ahead = ahead, None
+            else:
+                try:
+                    chunk = os.pread(stream.fd, size, stream.offset)
+                except OSError as exc:
+                    self._error(exc, "read")
+                    break
             if not chunk:
                 break
             stream.offset += len(chunk)
             stream.digest.update(chunk)
+            # The fingerprint before the offset, from what was read (not read again).
+            if len(chunk) >= FINGERPRINT_BYTES:
+                stream.tail = chunk[-FINGERPRINT_BYTES:]
+            else:
+                stream.tail = (stream.tail + chunk)[-FINGERPRINT_BYTES:]
             total += len(chunk)
             self._events.on_written_by(stream.written_by(stream.offset))
             stream.splitter.feed(chunk).deliver(self._events)
