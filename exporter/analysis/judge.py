@@ -253,6 +253,13 @@ class Stretches:
         own); lines that repeat another scheduler's figures are left out
         (``speaks_for_node``). The stretch is looked up once
         per run of equal times: a busy node's DP ranks log one window each per second."""
+        if len(records) == 1:  # a live pass's one window: no groups to make
+            record = records[0]
+            if speaks_for_node(record):
+                every = interval or _log_interval(record.engine)
+                off = bool(record.extra) and drafting_off(record)
+                self._add_windows(next(iter(ats)), [(_record_counts(record, every), off)])
+            return
         every = _one_interval(records, interval)
         speak = all_speak_for_node(records)
         windows = (

@@ -103,14 +103,16 @@ _new_moment = partial(tuple.__new__, Moment)
 def _own_moment(at: float | None, record: StatsRecord) -> Moment:
     """The moment of a line that speaks for the whole node alone."""
     steps = record.extra.get(SPEC_STEPS)
-    return Moment(
-        at,
-        None if steps == 0 else record.accept_length,
-        record.running_requests,
-        record.gen_throughput,
-        record.queued_requests,
-        steps,
-        record.pp_rank is not None,
+    return _new_moment(
+        (
+            at,
+            None if steps == 0 else record.accept_length,
+            record.running_requests,
+            record.gen_throughput,
+            record.queued_requests,
+            steps,
+            record.pp_rank is not None,
+        )
     )
 
 
@@ -160,7 +162,7 @@ class NodeMoments:
         in order. Many lines a call: a call per line cost more than its moment."""
         moments: list[Moment] = []
         round_ = self._round
-        if isinstance(records, Sequence) and all_speak_for_node(records):
+        if isinstance(records, (list, Sequence)) and all_speak_for_node(records):
             for record, at in zip(records, times, strict=False):  # every line has a DP rank
                 rank = record.dp_rank
                 if rank in round_:
