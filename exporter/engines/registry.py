@@ -12,7 +12,7 @@ import importlib
 import pkgutil
 from pathlib import Path
 
-from exporter.engines.engine import Engine
+from exporter.engines.engine import Engine, has_any
 
 
 def _discover() -> tuple[Engine, ...]:
@@ -48,6 +48,6 @@ def engine(name: str) -> Engine:
 def owner(text: str, raw: bytes) -> Engine | None:
     """The engine that formatted this line (``raw``, cleaned to ``text``) as its own."""
     for candidate in ENGINES:
-        if any(marker in raw for marker in candidate.markers) and candidate.owns(text):
+        if has_any(raw, candidate.markers) and candidate.owns(text):
             return candidate
     return None

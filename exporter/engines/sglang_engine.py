@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from exporter.engines import ending
 from exporter.engines.batch import StatsBatch
-from exporter.engines.engine import BandSteps, Deliveries, UpstreamReader
+from exporter.engines.engine import BandSteps, Deliveries, UpstreamReader, has_any
 from exporter.engines.events import Event
 from exporter.engines.record import LogLine, StatsRecord, Unrecognized
 from exporter.engines.server_config import ServerConfig
@@ -101,12 +101,14 @@ class SGLangReader:
                 self._requests(blob, heads)
                 return
             self._sink.on_fallback(found)  # read line by line below, counted by reason
-        markers = tuple(marker for marker in _ALL_MARKERS if marker in blob)
+        # ``find``, not ``in``: see ``engine.has_any``.
+        find = blob.find
+        markers = tuple(marker for marker in _ALL_MARKERS if find(marker) >= 0)
         if markers:
             handle = self._handle
             for line in lines:
                 for marker in markers:
-                    if marker in line:
+                    if line.find(marker) >= 0:
                         handle(line, tidy, marker)
                         break
         self._requests(blob)
@@ -127,7 +129,7 @@ class SGLangReader:
         if isinstance(found, str):
             return None
         count, records, heads = found
-        if heads is None and any(marker in framed for marker in foreign):
+        if heads is None and has_any(framed, foreign):
             return None
         self._requests(framed, heads)
         return count, records
@@ -170,7 +172,7 @@ class SGLangReader:
             return found
         _, _, heads = found
         text, markers = (blob, _LINE_MARKERS) if heads is None else (heads, _HEAD_MARKERS)
-        return "events" if any(marker in text for marker in markers) else found
+        return "events" if has_any(text, markers) else found
 
     def _handle(self, line: bytes, tidy: bool, marker: bytes) -> None:
         """Dispatch one line that carries ``marker``.

@@ -8,7 +8,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from exporter.engines import ending, vllm
-from exporter.engines.engine import BandSteps, Deliveries, UpstreamReader
+from exporter.engines.engine import BandSteps, Deliveries, UpstreamReader, has_any
 from exporter.engines.events import (
     Event,
     ServerArgsEvent,
@@ -38,11 +38,11 @@ class VllmReader:
         self._parser = vllm.VllmParser()
 
     def read(self, lines: list[bytes], blob: bytes, tidy: bool) -> None:
-        if not any(marker in blob for marker in _MARKERS):
+        if not has_any(blob, _MARKERS):
             return
         feed = self._parser.feed
         for line in lines:
-            if not any(marker in line for marker in _MARKERS):
+            if not has_any(line, _MARKERS):
                 continue
             try:
                 text = line.decode("utf-8")

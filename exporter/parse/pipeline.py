@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from exporter.engines import registry
-from exporter.engines.engine import LogReader
+from exporter.engines.engine import LogReader, has_any
 from exporter.engines.record import LogLine, RequestRecord, StatsRecord
 from exporter.parse.envelopes import DEBRIS, EnvelopeDecoder, clean
 
@@ -142,10 +142,10 @@ class LineProcessor:
 
     def _other_engine_at(self, lines: list[bytes], blob: bytes) -> tuple[int, str] | None:
         """The first line where another engine's server starts, and that engine."""
-        if not any(marker in blob for marker in self._others):
+        if not has_any(blob, self._others):
             return None
         for at, line in enumerate(lines):
-            if any(marker in line for marker in self._others):
+            if has_any(line, self._others):
                 text = clean(line.decode("utf-8", "replace"))
                 owner = registry.owner(text, line)
                 if owner is not None and owner.name != self.engine and owner.starts(text):
@@ -158,10 +158,10 @@ class LineProcessor:
         A marker alone is not enough: request logs echo prompts, and one prompt quoting the
         other engine's text must not switch a source for good.
         """
-        if not any(marker in blob for marker in registry.MARKERS):
+        if not has_any(blob, registry.MARKERS):
             return
         for line in lines:
-            if not any(marker in line for marker in registry.MARKERS):
+            if not has_any(line, registry.MARKERS):
                 continue
             owner = registry.owner(clean(line.decode("utf-8", "replace")), line)
             if owner is not None:
@@ -170,11 +170,11 @@ class LineProcessor:
 
     def _side_lines(self, lines: list[bytes], blob: bytes) -> list[tuple[int, str]]:
         """Where lines that another engine formatted itself stand in the batch, and whose."""
-        if not any(marker in blob for marker in self._side_markers):
+        if not has_any(blob, self._side_markers):
             return []
         found = []
         for at, line in enumerate(lines):
-            if any(marker in line for marker in self._side_markers):
+            if has_any(line, self._side_markers):
                 owner = registry.owner(clean(line.decode("utf-8", "replace")), line)
                 if owner is not None and owner.name != self.engine:
                     found.append((at, owner.name))
@@ -250,7 +250,7 @@ class LineProcessor:
             self._read_apart(lines, side)
             return
         # Terminal debris is rare, and the same scan spares cleaning each line of a tidy batch.
-        tidy = not any(debris in blob for debris in DEBRIS)
+        tidy = not has_any(blob, DEBRIS)
         self._reader.read(lines, blob, tidy)
 
     def _read_apart(self, lines: list[bytes], side: list[tuple[int, str]]) -> None:
@@ -282,7 +282,7 @@ class LineProcessor:
         and read as lines."""
         reader = self._reader
         if reader is not None and self._decoder.kind == "plain":
-            tidy = not any(debris in framed for debris in DEBRIS)
+            tidy = not has_any(framed, DEBRIS)
             whole = reader.read_whole(framed, tidy, self._not_own)
             if whole is not None:
                 count, records = whole
