@@ -242,7 +242,8 @@ class LineProcessor:
         for line in clipped:  # joined from a container runtime's pieces, then over the cap
             self._reader.read_clipped(line)
 
-    def _read(self, lines: list[bytes], blob: bytes) -> None:
+    def _read(self, lines: list[bytes], blob: bytes, tidy: bool | None = None) -> None:
+        """``tidy``: whether ``blob`` holds no terminal debris, when the caller knows."""
         if self._reader is None or not lines:
             return
         side = self._side_lines(lines, blob)
@@ -250,7 +251,8 @@ class LineProcessor:
             self._read_apart(lines, side)
             return
         # Terminal debris is rare, and the same scan spares cleaning each line of a tidy batch.
-        tidy = not has_any(blob, DEBRIS)
+        if tidy is None:
+            tidy = not has_any(blob, DEBRIS)
         self._reader.read(lines, blob, tidy)
 
     def _read_apart(self, lines: list[bytes], side: list[tuple[int, str]]) -> None:
@@ -288,5 +290,11 @@ class LineProcessor:
                 count, records = whole
                 self._sink.on_lines(count)
                 self._sink.on_records(records)
+                return
+            if not self._others:  # no other engine's start to look for: ``process`` of its
+                # lines, with ``framed`` their blob as it is (a live pass's few lines)
+                lines = framed.split(b"\n")[1:-1]
+                self._sink.on_lines(len(lines))
+                self._read(lines, framed, tidy)
                 return
         self.process(framed.split(b"\n")[1:-1])

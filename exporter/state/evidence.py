@@ -12,6 +12,7 @@ import threading
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from functools import partial
 from itertools import islice, repeat
 from typing import Any, NamedTuple
 
@@ -150,7 +151,7 @@ class Evidence:
         for moment in self._node.add(decodes, repeat(at) if times is None else times):
             running, tput = moment.running, moment.throughput
             if running and tput is not None and not moment.pipelined:
-                closed.append(NodeLoad(running, tput, moment.steps == 0))
+                closed.append(_new_load((running, tput, moment.steps == 0)))
                 base = self._baseline.at(running) if self._baseline is not None else None
                 when = at if times is None or moment.at is None else moment.at
                 self._stretches.add_moment(when, running, tput, base, moment.steps == 0)
@@ -247,6 +248,10 @@ class Evidence:
             samples = (*samples, *made)
         self._samples = (added, samples)
         return samples
+
+
+# A NodeLoad of all its fields, built in C (``tuple.__new__``), not by its ``__new__`` in Python.
+_new_load = partial(tuple.__new__, NodeLoad)
 
 
 def _with_draft_length(config: ServerConfig, windows: Sequence[DecodeSample]) -> ServerConfig:
