@@ -203,7 +203,9 @@ class StreamWatch:
 def _newest(records: Sequence[StatsRecord]) -> tuple[Sequence[str], Sequence[float | None]]:
     """The engines and accept lengths of the newest ``RECENT`` of ``records``: from a batch's
     columns where the chunk reader's batch holds them, with no record built."""
-    if isinstance(records, StatsBatch):
+    # A list (a live pass's records) is told apart first: ``isinstance`` of an abstract
+    # sequence's subclass goes through the ABC machinery.
+    if not isinstance(records, list) and isinstance(records, StatsBatch):
         start = max(0, len(records) - RECENT)
         return records.column(ENGINE, start), records.column(ACCEPT_LENGTH, start)
     newest = records[-RECENT:]

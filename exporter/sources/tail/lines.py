@@ -79,6 +79,9 @@ class LineSplitter:
 
     def feed(self, chunk: bytes) -> Split:
         """Split ``chunk``, joining it to the held fragment; keeps the new trailing fragment."""
+        nothing_held = not self._partial and not self._skipping
+        if nothing_held and len(chunk) <= self._max and chunk.endswith(b"\n"):
+            return Split(framed=b"\n" + chunk)  # whole lines, none too long: a live read's few
         out = Split()
         start = self._finish_held_line(chunk, out)
         if start < 0:
