@@ -278,6 +278,9 @@ class TargetState:
         return True
 
     def _count_windows(self, decodes: Sequence[StatsRecord]) -> None:
+        if len(decodes) == 1:  # a live pass's one window: as below, without the lists
+            self._count_window(decodes[0])
+            return
         graphs = [record.cuda_graph for record in decodes]
         self._decode_windows[True] += graphs.count(True)
         self._decode_windows[False] += graphs.count(False)
@@ -305,6 +308,20 @@ class TargetState:
             upto = bisect.bisect_right(ordered, bound, below)
             self._buckets[index] += upto - below
             below = upto
+
+    def _count_window(self, record: StatsRecord) -> None:
+        """``_count_windows`` of one window."""
+        if record.cuda_graph is not None:
+            self._decode_windows[record.cuda_graph] += 1
+        off = bool(record.extra) and drafting_off(record)
+        self._drafting_off_windows += off
+        value = record.accept_length
+        if value is None or off:
+            return
+        self._accept_sum += value
+        self._accept_count += 1
+        if value <= ACCEPT_LENGTH_BUCKETS[-1]:  # false for NaN, as above the last bound
+            self._buckets[bisect.bisect_left(ACCEPT_LENGTH_BUCKETS, value)] += 1
 
     def _speculative(self, config: ServerConfig, decodes: Sequence[StatsRecord]) -> bool:
         """Whether the run drafts: its arguments name an algorithm, or a window of it (these
