@@ -101,11 +101,19 @@ class SGLangReader:
                 self._requests(blob, heads)
                 return
             self._sink.on_fallback(found)  # read line by line below, counted by reason
-        # ``find``, not ``in``: see ``engine.has_any``.
+        handle = self._handle
+        if len(lines) <= 2:  # a live pass's line or two: each read for its first marker,
+            for line in lines:  # which is the first of those in the batch that it holds
+                find = line.find  # (``find``, not ``in``: see ``engine.has_any``)
+                for marker in _ALL_MARKERS:
+                    if find(marker) >= 0:
+                        handle(line, tidy, marker)
+                        break
+            self._requests(blob)
+            return
         find = blob.find
         markers = tuple(marker for marker in _ALL_MARKERS if find(marker) >= 0)
         if markers:
-            handle = self._handle
             for line in lines:
                 for marker in markers:
                     if line.find(marker) >= 0:
