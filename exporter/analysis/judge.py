@@ -258,7 +258,7 @@ class Stretches:
             if speaks_for_node(record):
                 every = interval or _log_interval(record.engine)
                 off = bool(record.extra) and drafting_off(record)
-                self._add_windows(next(iter(ats)), [(_record_counts(record, every), off)])
+                self._add_window(next(iter(ats)), _record_counts(record, every), off)
             return
         every = _one_interval(records, interval)
         speak = all_speak_for_node(records)
@@ -330,6 +330,15 @@ class Stretches:
     ) -> None:
         """Windows at one time into its stretch (``_sum_into``)."""
         _sum_into(self._stretch(at, True), windows)
+
+    def _add_window(self, at: float | None, counts: tuple[float, float] | None, off: bool) -> None:
+        """:meth:`_add_windows` of one window."""
+        stretch = self._stretch(at, True)
+        stretch.off += off
+        if not off and counts and counts[0] > 0:
+            stretch.windows += 1
+            stretch.drafts += counts[0]
+            stretch.accepted += counts[1]
 
     def add_moment(
         self,

@@ -160,6 +160,16 @@ class NodeMoments:
     def add(self, records: Iterable[StatsRecord], times: Iterable[float | None]) -> list[Moment]:
         """Take decode lines in order, each with its time in seconds; the moments they made,
         in order. Many lines a call: a call per line cost more than its moment."""
+        if type(records) is list and len(records) == 1:  # a live pass's one line
+            record = records[0]
+            if not speaks_for_node(record):
+                return []
+            at = next(iter(times))
+            if record.dp_rank is None:
+                return [_own_moment(at, record)]
+            closed = [self._moment()] if record.dp_rank in self._round else []
+            self._round[record.dp_rank] = _entry(at, record)
+            return closed
         moments: list[Moment] = []
         round_ = self._round
         if isinstance(records, (list, Sequence)) and all_speak_for_node(records):
