@@ -42,6 +42,8 @@ class RankAccepts:
         self._sums: dict[int, list[float]] = {}  # rank -> [sum, count]
 
     def add(self, records: Iterable[StatsRecord]) -> None:
+        if type(records) is list and len(records) == 1 and records[0].dp_rank is None:
+            return  # a live pass's one line of a node without DP ranks: nothing to add
         # Drafting off is told by ``extra``, which few records carry.
         drafted = [r for r in records if not (r.extra and drafting_off(r))]
         self.add_lengths(list(map(_DP_RANK, drafted)), list(map(_ACCEPT_LENGTH, drafted)))
