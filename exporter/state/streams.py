@@ -205,6 +205,8 @@ def _newest(records: Sequence[StatsRecord]) -> tuple[Sequence[str], Sequence[flo
     columns where the chunk reader's batch holds them, with no record built."""
     # A list (a live pass's records) is told apart first: ``isinstance`` of an abstract
     # sequence's subclass goes through the ABC machinery.
+    if type(records) is list and len(records) == 1:  # a live pass's one line
+        return (records[0].engine,), (records[0].accept_length,)
     if not isinstance(records, list) and isinstance(records, StatsBatch):
         start = max(0, len(records) - RECENT)
         return records.column(ENGINE, start), records.column(ACCEPT_LENGTH, start)
