@@ -321,7 +321,9 @@ class TailLoop:
         return jobs
 
     def _run_due(self) -> None:
-        """Make the pass of every job that is due, earliest first."""
+        """Make the pass of every job that is due, earliest first; a ``sync()`` waiting is
+        woken once they are made, not after each (a scrape of 100 logs written to was woken
+        a hundred times, to look at the passes of all of them each time)."""
         now = time.monotonic()
         with self._lock:
             due = sorted((at, id(job), job) for job, at in self._due.items() if at <= now)
@@ -343,6 +345,8 @@ class TailLoop:
                     # Woken again while it ran: the notification's tick stands, if sooner.
                     woken = job in self._woken
                     self._due[job] = min(after, self._due[job]) if woken else after
+        if due:
+            with self._lock:
                 if self._syncing:
                     self._passed.notify_all()
 
