@@ -23,6 +23,18 @@ from pathlib import Path
 SPECWATCH = [sys.executable, "-m", "exporter"]
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
+# What Prometheus 3.5 sends with every scrape by default (its scrape protocols, compression
+# on): a bench that scrapes as it does pays what a node pays, the gzipping included.
+PROMETHEUS_HEADERS = {
+    "Accept": (
+        "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,"
+        "application/openmetrics-text;version=0.0.1;q=0.5,"
+        "text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,"
+        "text/plain;version=0.0.4;q=0.3,*/*;q=0.2"
+    ),
+    "Accept-Encoding": "gzip",
+}
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -48,6 +60,16 @@ def fetch(url: str) -> bytes:
     with urllib.request.urlopen(url, timeout=5) as resp:
         body: bytes = resp.read()
         return body
+
+
+def scrape(url: str, timeout: float = 10) -> float:
+    """Seconds until the last byte of ``url``, asked for as Prometheus asks (the body left
+    compressed: decompressing is the scraper's cost)."""
+    start = time.perf_counter()
+    request = urllib.request.Request(url, headers=PROMETHEUS_HEADERS)
+    with urllib.request.urlopen(request, timeout=timeout) as resp:
+        resp.read()
+    return time.perf_counter() - start
 
 
 def wait_healthy(port: int, timeout: float = 20) -> None:

@@ -3,7 +3,7 @@
 Runs the real ``specwatch run`` on a live simulated log (``specwatch simulate``), then measures
 from outside the process, as an operator would. Each scraper is a process of its own (as each
 Prometheus server is) that requests ``/metrics`` (or ``/``) back to back on a new connection
-each time.
+each time, ``/metrics`` with the headers Prometheus sends (gzip, OpenMetrics first).
 
 With ``--targets N``, a node of N servers instead (``fleet.py``): N live logs, one decode line
 a second each, and with ``--upstream`` each server's ``/metrics`` and ``/server_info`` on
@@ -29,7 +29,15 @@ import time
 from multiprocessing.synchronize import Event
 from pathlib import Path
 
-from benchlib import cpu_seconds, daemon, fetch, memory_kib, percentile, running
+from benchlib import (
+    PROMETHEUS_HEADERS,
+    cpu_seconds,
+    daemon,
+    fetch,
+    memory_kib,
+    percentile,
+    running,
+)
 from fleet import Writers, upstreams
 from fleet import config as fleet_config
 from prometheus_client.parser import text_string_to_metric_families
@@ -48,7 +56,7 @@ def series_per_target(text: str) -> dict[str, int]:
 def get(port: int, path: str) -> bytes:
     """The body of a GET of ``path`` on a new connection."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    conn.request("GET", path)
+    conn.request("GET", path, headers=PROMETHEUS_HEADERS if path == "/metrics" else {})
     body = conn.getresponse().read()
     conn.close()
     return body
@@ -164,7 +172,7 @@ def fleet(args: argparse.Namespace) -> int:
         time.sleep(args.warm_seconds)  # every log read, every upstream scraped
         if args.pollers_only:
             return pollers_in_turn(port, args.scrapers, args.requests)
-        body = get(port, "/metrics")
+        body = fetch(f"http://127.0.0.1:{port}/metrics")  # plain text, to count its series
         print(f"load average {loadavg()}; {args.targets} targets, upstream {bool(url)}")
         print(
             f"one scrape: {len(body) / 1024:.0f} KiB, "

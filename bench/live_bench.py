@@ -1,8 +1,9 @@
 """The sidecar's own cost on a live node, beside mtail and node_exporter in the same run.
 
 What a node pays for watching its server: all three programs run at once on the same live
-files, each scraped every ``--scrape-interval`` seconds, while this script appends log lines
-one ``write`` per line (as a logging process flushes each record). Per phase, each program's
+files, each scraped every ``--scrape-interval`` seconds with the headers Prometheus sends
+(gzip, OpenMetrics first), while this script appends log lines one ``write`` per line (as a
+logging process flushes each record). Per phase, each program's
 CPU (user + system from ``/proc``, all its threads) as a share of one core, its RSS and
 threads at the end; for specwatch also the time to answer ``/metrics``, from 20 scrapes
 0.25 s apart after the CPU window (so they do not count in it). Phases:
@@ -44,7 +45,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from benchlib import SPECWATCH, free_port, memory_kib, percentile
+from benchlib import SPECWATCH, free_port, memory_kib, percentile, scrape
 from busy_log import second_of, write_busy_log
 
 import exporter
@@ -71,10 +72,7 @@ class Program:
         return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
     def scrape(self) -> float:
-        start = time.perf_counter()
-        with urllib.request.urlopen(self.url, timeout=10) as resp:
-            resp.read()
-        return time.perf_counter() - start
+        return scrape(self.url)
 
 
 def _get(url: str) -> bool:

@@ -392,6 +392,7 @@ def test_the_daemon_answers_each_format_filter_and_compression_a_scraper_asks_fo
     assert om_kinds["Content-Type"].startswith("application/openmetrics-text; version=1.0.0")
     assert om.decode().count("# EOF") == 1 and om.endswith(b"# EOF\n")
     assert zipped_kinds["Content-Encoding"] == "gzip"
+    assert zipped[8] == 4  # the header's XFL: zlib's fastest level (Prometheus always asks)
     text, strict = plain.decode(), list(om_parse(om.decode()))  # strict: any flaw raises
     assert "process_cpu_seconds_total " in text and "python_gc_objects_collected_total" in text
     assert specwatch_samples(text_string_to_metric_families(text)) == specwatch_samples(strict)

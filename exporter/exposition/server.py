@@ -30,6 +30,11 @@ from exporter.exposition.connections import DEFAULT_LIMITS, Limits, Lobby, TLSPo
 from exporter.exposition.text import EOF, lean_format
 
 StartResponse = Callable[..., Any]
+
+GZIP_LEVEL = 1
+"""zlib's fastest level for ``/metrics``, which Prometheus always asks for gzipped. At
+Python's default of 9, compressing 100 live targets' 350 KB took 8.4 ms, more than rendering
+them; at 1, 0.6 ms for a body of 29 KB instead of 23 KB (level 6: 1.9 ms, 25 KB)."""
 WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
 
@@ -154,7 +159,7 @@ class LeanMetrics:
         body = [part for part in parts if part]
         headers = [("Content-Type", content_type)]
         if gzip_accepted(environ.get("HTTP_ACCEPT_ENCODING") or ""):
-            body = [gzip.compress(b"".join(body))]
+            body = [gzip.compress(b"".join(body), GZIP_LEVEL)]
             headers.append(("Content-Encoding", "gzip"))
         headers.append(("Content-Length", str(sum(map(len, body)))))
         start_response("200 OK", headers)
