@@ -45,8 +45,8 @@ def busy_exporter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningD
             # The log's own windows, not only the upstream's values standing in before its
             # first decode line is read: two scrapes a moment apart must hold one set of
             # families.
-            daemon.wait_metric("specwatch_last_decode_timestamp_seconds", lambda v: v, 30)
-            daemon.wait_metric("specwatch_accept_ratio", lambda v: v is not None, 30)
+            for name in ("specwatch_last_decode_timestamp_seconds", "specwatch_accept_ratio"):
+                daemon.wait_metric(name, lambda v: v is not None, 30)
             daemon.wait_metric("specwatch_upstream_up", lambda v: v == 1, 30, endpoint="metrics")
             yield daemon
 
