@@ -54,7 +54,8 @@ def series_per_target(text: str) -> dict[str, int]:
 
 
 def get(port: int, path: str) -> bytes:
-    """The body of a GET of ``path`` on a new connection."""
+    """The body of a GET of ``path`` on a new connection, ``/metrics`` asked for as Prometheus
+    asks (gzipped)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     conn.request("GET", path, headers=PROMETHEUS_HEADERS if path == "/metrics" else {})
     body = conn.getresponse().read()

@@ -3,10 +3,10 @@
 What a node pays for watching its server: all three programs run at once on the same live
 files, each scraped every ``--scrape-interval`` seconds with the headers Prometheus sends
 (gzip, OpenMetrics first), while this script appends log lines one ``write`` per line (as a
-logging process flushes each record). Per phase, each program's
-CPU (user + system from ``/proc``, all its threads) as a share of one core, its RSS and
-threads at the end; for specwatch also the time to answer ``/metrics``, from 20 scrapes
-0.25 s apart after the CPU window (so they do not count in it). Phases:
+logging process flushes each record). Per phase, each program's CPU (user + system from
+``/proc``, all its threads) as a share of one core, its RSS and threads at the end; for
+specwatch also the time to answer ``/metrics``, from 20 scrapes 0.25 s apart after the CPU
+window (so they do not count in it). Phases:
 
 - ``idle``: one log, nothing written;
 - ``ranks8``: one 8-DP-rank server at 1 decode line per rank per second, plus 4 prefill and
