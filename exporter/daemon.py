@@ -25,6 +25,7 @@ from prometheus_client.process_collector import ProcessCollector
 from exporter import clock
 from exporter.config import Config, parse_listen
 from exporter.exposition.collector import SpecwatchCollector
+from exporter.exposition.foresight import Foresight
 from exporter.exposition.insight import inspect_now
 from exporter.exposition.landing import landing_page
 from exporter.exposition.server import LeanMetrics, WebServer, make_app
@@ -78,8 +79,15 @@ class Daemon:
         process = CollectorRegistry()  # the process's own series, before specwatch's
         for extra in (ProcessCollector, PlatformCollector, GCCollector):
             self.registry.register(extra(registry=process))
-        collector = SpecwatchCollector(self.targets, config.stale_after, judge_every=JUDGE_SECONDS)
+        self._foresight = Foresight()
+        collector = SpecwatchCollector(
+            self.targets,
+            config.stale_after,
+            judge_every=JUDGE_SECONDS,
+            prepared=lambda: self._foresight.made,
+        )
         self.registry.register(collector)
+        self._collector = collector
         self._tail_loop = TailLoop()  # one thread follows every log file
         self._scrapes = ScrapePool([t.upstream for t in self.targets if t.upstream is not None])
         self._sources: list[Source] = list(self._build_sources())
@@ -99,9 +107,10 @@ class Daemon:
             not_ready=self.not_ready,
             lean=LeanMetrics(functools.partial(self._exposition, collector), process),
             page_content=functools.partial(self._renders, collector),
+            foresee=self._foresight.heard,
         )
         self.web = WebServer(host, port, app, web if web and web.serves_tls else None)
-        self._judging = threading.Thread(target=self._judge_loop, name="judge", daemon=True)
+        self._ahead = threading.Thread(target=self._work_ahead, name="ahead", daemon=True)
 
     def _content(self, collector: SpecwatchCollector) -> object:
         """What a scrape or the landing page shows, once every line written before it was
@@ -219,7 +228,7 @@ class Daemon:
         # setup line is the configured one, not whatever a first scrape raced it to.
         self.tell_setup()
         self._scrapes.start()
-        self._judging.start()
+        self._ahead.start()
 
     def tell_setup(self) -> None:
         """Log what each target found (engine, algorithm, draft count, endpoints, baseline)
@@ -242,28 +251,51 @@ class Daemon:
                 self._told[target.name] = text
                 log.info("target %s: %s", target.name, text)
 
-    def _judge_loop(self) -> None:
-        """Judge every target every ``JUDGE_SECONDS``, so a change of verdict is logged when
-        it happens, not when someone next scrapes, and a scrape shows this judgement instead
-        of judging again (the collector's ``judge_every``); one judged within that time (a
-        scrape found this round late) is left for the next round. A failure is logged, never
-        fatal. Then
-        log any target's setup that changed (an engine found in the log, an endpoint
-        answering): one thread wakes for both."""
-        while not self.stopping.wait(JUDGE_SECONDS):
-            for target in self.targets:
-                now = clock.now()
-                judged = target.state.verdict.observed_at
-                if judged is not None and 0 <= now - judged < JUDGE_SECONDS:
-                    continue  # a scrape or the landing page judged it since the last round
-                try:
-                    inspect_now(target, now, self.config.stale_after)
-                except Exception:
-                    log.exception("judging target %s failed", target.name)
-            self.tell_setup()
+    def _work_ahead(self) -> None:
+        """What the daemon does ahead of the scrapes, in one thread: it prepares each foreseen
+        scrape (``Foresight``: the lines written so far read, the targets that moved rendered,
+        so the scrape finds little left), and judges every target every ``JUDGE_SECONDS``
+        (``_judge_round``). A failure is logged, never fatal."""
+        judge_at = time.monotonic() + JUDGE_SECONDS
+        while not self.stopping.is_set():
+            now = time.monotonic()
+            if self._foresight.take(now):
+                self._prepare()
+            elif now >= judge_at:
+                self._judge_round()
+                judge_at = time.monotonic() + JUDGE_SECONDS
+            else:
+                due = self._foresight.due()
+                self._foresight.wait(judge_at if due is None else min(due, judge_at))
+
+    def _prepare(self) -> None:
+        """A foreseen scrape's reads and renders, made now (those of the landing page's, which
+        keep the renders a scrape reuses while its targets have not moved)."""
+        try:
+            self._renders(self._collector)
+        except Exception:
+            log.exception("preparing a foreseen scrape failed")
+
+    def _judge_round(self) -> None:
+        """Judge every target, so a change of verdict is logged when it happens, not when
+        someone next scrapes, and a scrape shows this judgement instead of judging again (the
+        collector's ``judge_every``); one judged within ``JUDGE_SECONDS`` (a scrape found this
+        round late) is left for the next round. Then log any target's setup that changed (an
+        engine found in the log, an endpoint answering)."""
+        for target in self.targets:
+            now = clock.now()
+            judged = target.state.verdict.observed_at
+            if judged is not None and 0 <= now - judged < JUDGE_SECONDS:
+                continue  # a scrape or the landing page judged it since the last round
+            try:
+                inspect_now(target, now, self.config.stale_after)
+            except Exception:
+                log.exception("judging target %s failed", target.name)
+        self.tell_setup()
 
     def stop(self) -> None:
         self.stopping.set()
+        self._foresight.wake()
         self.web.stop()
         self._scrapes.stop(timeout=1.0)  # a scrape in flight ends by its own timeout
         for source in self._sources:

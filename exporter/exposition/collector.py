@@ -102,7 +102,8 @@ class SpecwatchCollector(Collector):
     ``judge_every``: a render takes the target's judgement (its verdict, findings and the
     setup they read) as kept from less than that many seconds before, and judges afresh only
     past it (``insight.inspect``); its values are always read anew. The daemon, which judges
-    every target on that interval anyway, sets it; 0 judges at every render.
+    every target on that interval anyway, sets it; 0 judges at every render. ``prepared``: the
+    daemon's count of scrapes prepared ahead (``foresight``), exported with the build.
     """
 
     def __init__(
@@ -111,8 +112,10 @@ class SpecwatchCollector(Collector):
         stale_after: float,
         clock: Callable[[], float] = clock_now,
         judge_every: float = 0.0,
+        prepared: Callable[[], int] | None = None,
     ) -> None:
         self._targets = targets
+        self._prepared = prepared
         self._stale_after = stale_after
         self._clock = clock
         self._judge_every = judge_every
@@ -168,6 +171,8 @@ class SpecwatchCollector(Collector):
             failures.update(target.drafts.failure_counts())
         for reason in (r for r in DRAFT_CONFIG_REASONS if r != "absent"):  # a hub id
             families.add("draft_config_errors", {"reason": reason}, failures.get(reason, 0))
+        if self._prepared is not None:
+            families.add("scrapes_prepared", {}, self._prepared())
         return families
 
     def _current(self, now: float) -> list[_Render]:

@@ -35,6 +35,11 @@ FAMILIES: dict[str, tuple[str, str]] = {
         "Draft model paths named by a server (log or /server_info) whose config.json could "
         "not be read here, once per path, by reason.",
     ),
+    "scrapes_prepared": (
+        "counter",
+        "Scrapes of /metrics foreseen from a scraper's steady interval, whose log lines were "
+        "read and moved targets rendered just before they came.",
+    ),
     "accept_length": ("gauge", "Mean accepted tokens per verify round in the newest window."),
     "accept_ratio": (
         "gauge",

@@ -27,6 +27,7 @@ from prometheus_client.exposition import (
 )
 
 from exporter.exposition.connections import DEFAULT_LIMITS, Limits, Lobby, TLSPolicy
+from exporter.exposition.foresight import scraper
 from exporter.exposition.text import EOF, lean_format
 
 StartResponse = Callable[..., Any]
@@ -73,6 +74,7 @@ def make_app(
     not_ready: Callable[[], str | None] | None = None,
     lean: LeanMetrics | None = None,
     page_content: Callable[[], object] | None = None,
+    foresee: Callable[[str], None] | None = None,
 ) -> WSGIApp:
     """Route the three paths; ``guard`` (basic auth) wraps all but ``/healthz``.
 
@@ -82,7 +84,8 @@ def make_app(
     the scrapes, so the page's renders also take at most PAGE_DUTY of the time. HEAD is
     answered as GET without its body. ``not_ready`` gives the reason /healthz answers 503
     instead of 200, if there is one. ``lean`` answers the scrapes it can write (see
-    LeanMetrics); the others are prometheus_client's, over ``registry``.
+    LeanMetrics); the others are prometheus_client's, over ``registry``. ``foresee`` hears
+    who asks for ``/metrics``, as each request arrives (``foresight.Foresight``).
     """
     metrics: WSGIApp = CoalescedScrapes(make_wsgi_app(registry), content)
     if lean is not None:
@@ -97,6 +100,8 @@ def make_app(
     def pages(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO") or "/"
         if path == "/metrics":
+            if foresee is not None:
+                foresee(scraper(environ))
             return metrics(environ, start_response)
         if path == "/":
             return page(environ, start_response)
