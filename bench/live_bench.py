@@ -274,6 +274,9 @@ def run_phase(phase: str, folder: Path, args: argparse.Namespace) -> None:
             print(f"| {prog.name} | {100 * used[prog.name] / spent:.3f} | {rss:.1f} | {threads} |")
         p50, p99 = percentile(latencies, 0.5), percentile(latencies, 0.99)
         print(f"specwatch /metrics: p50 {p50 * 1e3:.1f} ms, max {p99 * 1e3:.1f} ms (20 scrapes)")
+        window = ", ".join(f"{seconds * 1e3:.1f}" for seconds in progs[0].scrapes)
+        every = f"{args.scrape_interval:g} s apart"
+        print(f"specwatch /metrics in the CPU window, {every}: {window} ms")
 
 
 def _child_cpu(proc: subprocess.Popen[bytes]) -> float:

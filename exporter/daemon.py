@@ -261,6 +261,7 @@ class Daemon:
             now = time.monotonic()
             if self._foresight.take(now):
                 self._prepare()
+                self._foresight.took(time.monotonic() - now)
             elif now >= judge_at:
                 self._judge_round()
                 judge_at = time.monotonic() + JUDGE_SECONDS

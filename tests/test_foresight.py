@@ -47,6 +47,15 @@ def test_a_wavering_scraper_is_prepared_for_earlier_by_how_much_it_wavers(clock:
     assert foresight.due() == pytest.approx(130.02 + 15.02 - (LEAD + 0.02))
 
 
+def test_a_preparation_begins_earlier_by_as_long_as_the_last_took(clock: Clock) -> None:
+    foresight = Foresight(clock)
+    heard(clock, foresight, "prometheus", 100.0, 115.0, 130.0)
+    foresight.took(0.4)
+    assert foresight.due() == pytest.approx(145.0 - LEAD - 0.4)
+    foresight.took(8.0)  # longer than half the interval: no time is saved by preparing
+    assert foresight.due() is None
+
+
 @pytest.mark.parametrize(
     "moments",
     [

@@ -3,15 +3,17 @@
 Most of what a scrape waits for could be done a moment earlier: reading the lines written
 since the tail loop's last tick (``TailLoop.sync``) and rendering every target whose state
 moved. Prometheus asks at a fixed interval, so once a scraper's last two intervals agree, its
-next scrape is foreseen, and the daemon does that work ``LEAD`` seconds before it. The scrape
-itself still reads every line written before it and renders every target that moved since:
-it only finds less left to do. With 100 logs of 6 lines/s, a scrape rendered some 25 targets
-instead of 80 (bench/README.md).
+next scrape is foreseen, and the daemon does that work just before it: begun early enough (by
+as long as the last preparation took) to end ``LEAD`` seconds before the scrape comes. The
+scrape itself still reads every line written before it and renders every target that moved
+since: it only finds less left to do. With 100 logs of 6 lines/s, a scrape rendered some 25
+targets instead of 80 (bench/README.md).
 
 A scraper is told apart by its address and ``User-Agent``; the ``MAX_SCRAPERS`` heard from
-last are followed. One whose intervals disagree by half an interval, with the lead, is not
-foreseen: ten scrapers behind one address, a person at a browser, back-to-back requests. Each
-scrape heard lets at most one preparation follow, so a scraper that stops costs one.
+last are followed. One whose last two intervals differ by half an interval (less the lead and
+the preparation's time) is not foreseen: ten scrapers behind one address, a person at a
+browser, back-to-back requests. Each scrape heard lets at most one preparation follow, so a
+scraper that stops costs one.
 """
 
 from __future__ import annotations
@@ -25,10 +27,10 @@ from dataclasses import dataclass
 from typing import Any
 
 LEAD = 0.05
-"""Seconds before a foreseen scrape that its preparation is due. Lines written and targets
-moved in this last stretch are left to the scrape; a preparation of 100 targets takes about
-20 ms, which this leaves room for (the difference of the scraper's last two intervals is
-added, for a scraper that wavers)."""
+"""Seconds before a foreseen scrape that its preparation should end. Lines written and targets
+moved in this last stretch are left to the scrape. A preparation begins earlier by as long as
+the last one took (about 20 ms for 100 moved targets), and by the difference of the scraper's
+last two intervals, for a scraper that wavers."""
 
 MAX_SCRAPERS = 8
 """Scrapers followed at once; an HA pair of Prometheus servers is two."""
@@ -51,9 +53,9 @@ def scraper(environ: Mapping[str, Any]) -> str:
 
 
 class Foresight:
-    """When each followed scraper asks next; thread-safe. ``heard`` at each scrape, ``due`` and
-    ``take`` by the thread that prepares, which ``wait`` puts to sleep until there may be
-    something to do."""
+    """When each followed scraper asks next; thread-safe. ``heard`` at each scrape; ``due``,
+    ``take`` and ``took`` by the thread that prepares, which ``wait`` puts to sleep until there
+    may be something to do."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic, lead: float = LEAD) -> None:
         self._clock = clock
@@ -61,6 +63,7 @@ class Foresight:
         self._changed = threading.Condition()
         self._scrapers: OrderedDict[str, _Scraper] = OrderedDict()
         self._made = 0  # preparations made
+        self._took = 0.0  # seconds the last preparation took
 
     @property
     def made(self) -> int:
@@ -93,6 +96,11 @@ class Foresight:
             self._made += bool(due)
             return bool(due)
 
+    def took(self, seconds: float) -> None:
+        """The preparation just made took ``seconds``: the next begins that much earlier."""
+        with self._changed:
+            self._took = seconds
+
     def wait(self, until: float) -> None:
         """Sleep until ``until`` (monotonic seconds), or until a scrape is heard or ``wake``."""
         with self._changed:
@@ -108,7 +116,7 @@ class Foresight:
     def _due(self, each: _Scraper) -> float | None:
         if each.prepared:
             return None
-        margin = self._lead + each.wavering
+        margin = self._lead + self._took + each.wavering
         if not margin < each.interval / 2:  # NaN until two intervals were heard
             return None
         return each.last + each.interval - margin
