@@ -5,8 +5,9 @@ files, each scraped every ``--scrape-interval`` seconds with the headers Prometh
 (gzip, OpenMetrics first), while this script appends log lines one ``write`` per line (as a
 logging process flushes each record). Per phase, each program's CPU (user + system from
 ``/proc``, all its threads) as a share of one core, its RSS and threads at the end; for
-specwatch also the time to answer ``/metrics``, from 20 scrapes 0.25 s apart after the CPU
-window (so they do not count in it). Phases:
+specwatch also the time to answer ``/metrics``, from 20 scrapes ``--latency-every`` seconds
+apart (0.25; Prometheus's usual 15 takes five minutes) after the CPU window (so they do not
+count in it). Phases:
 
 - ``idle``: one log, nothing written;
 - ``ranks8``: one 8-DP-rank server at 1 decode line per rank per second, plus 4 prefill and
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import math
 import os
 import random
 import shutil
@@ -209,7 +211,7 @@ def schedule_for(
     phase: str, logs: list[Path], seconds: int, args: argparse.Namespace
 ) -> list[tuple[float, int, bytes]]:
     rng = random.Random(11)
-    span = seconds + 40  # the latency scrapes after the CPU window keep the same load
+    span = span_of(seconds, args)
     if phase == "idle":
         return []
     if phase == "ranks8":
@@ -227,6 +229,15 @@ def schedule_for(
     return schedule
 
 
+LATENCY_SCRAPES = 20
+
+
+def span_of(seconds: int, args: argparse.Namespace) -> int:
+    """Seconds of lines to write: the latency scrapes after the CPU window keep its load."""
+    every: float = args.latency_every
+    return seconds + math.ceil(LATENCY_SCRAPES * every) + 35
+
+
 def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
@@ -237,7 +248,7 @@ def run_phase(phase: str, folder: Path, args: argparse.Namespace) -> None:
     for log in logs:
         log.write_bytes(b"")
     schedule = schedule_for(phase, logs, args.seconds, args)
-    rate = len(schedule) / (args.seconds + 40)
+    rate = len(schedule) / span_of(args.seconds, args)
     targets = 1 if args.one_target else count
     print(
         f"\n## {phase}: {count} log(s), {targets} target(s), {rate:.1f} lines/s, "
@@ -259,9 +270,9 @@ def run_phase(phase: str, folder: Path, args: argparse.Namespace) -> None:
             spent = time.perf_counter() - start
             used = {p.name: p.cpu() - before[p.name] for p in progs}
             latencies: list[float] = []
-            for _ in range(20):
+            for _ in range(LATENCY_SCRAPES):
                 latencies.append(progs[0].scrape())
-                writer.run_until(time.perf_counter() + 0.25)
+                writer.run_until(time.perf_counter() + args.latency_every)
         finally:
             writer.close()
         print(f"load average at the end {loadavg()}; window {spent:.1f} s")
@@ -273,7 +284,10 @@ def run_phase(phase: str, folder: Path, args: argparse.Namespace) -> None:
             threads = memory_kib(pid, "Threads")
             print(f"| {prog.name} | {100 * used[prog.name] / spent:.3f} | {rss:.1f} | {threads} |")
         p50, p99 = percentile(latencies, 0.5), percentile(latencies, 0.99)
-        print(f"specwatch /metrics: p50 {p50 * 1e3:.1f} ms, max {p99 * 1e3:.1f} ms (20 scrapes)")
+        print(
+            f"specwatch /metrics: p50 {p50 * 1e3:.1f} ms, max {p99 * 1e3:.1f} ms "
+            f"({LATENCY_SCRAPES} scrapes {args.latency_every:g} s apart)"
+        )
         window = ", ".join(f"{seconds * 1e3:.1f}" for seconds in progs[0].scrapes)
         every = f"{args.scrape_interval:g} s apart"
         print(f"specwatch /metrics in the CPU window, {every}: {window} ms")
@@ -315,6 +329,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1, help="runs of each phase")
     parser.add_argument("--phases", nargs="+", choices=PHASES, default=list(PHASES))
     parser.add_argument("--scrape-interval", type=float, default=15.0)
+    parser.add_argument(
+        "--latency-every", type=float, default=0.25, help="seconds between the latency scrapes"
+    )
     parser.add_argument("--heavy-rate", type=int, default=2000, help="lines/s of `heavy`")
     parser.add_argument("--files", type=int, default=100, help="logs of `files100`")
     parser.add_argument("--one-target", action="store_true", help="`files100` as one target")

@@ -43,6 +43,7 @@ log = logging.getLogger("specwatch")
 
 # Targets whose start-up summary is logged (all are on the landing page); a node serves a few.
 SETUP_LOGGED = 8
+PREPARATION_ROUNDS = 2  # see Daemon._prepare
 # How long a scrape waits for the lines written before it to be read (a pass stuck on a hung
 # mount must not hold every scrape); past it, the scrape shows what was read.
 SYNC_SECONDS = 0.5
@@ -271,9 +272,12 @@ class Daemon:
 
     def _prepare(self) -> None:
         """A foreseen scrape's reads and renders, made now (those of the landing page's, which
-        keep the renders a scrape reuses while its targets have not moved)."""
+        keep the renders a scrape reuses while its targets have not moved), twice: the second
+        round reads and renders what moved during the first, which took some 20 ms for 100
+        moved targets, and takes a few."""
         try:
-            self._renders(self._collector)
+            for _ in range(PREPARATION_ROUNDS):
+                self._renders(self._collector)
         except Exception:
             log.exception("preparing a foreseen scrape failed")
 

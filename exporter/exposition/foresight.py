@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-LEAD = 0.05
+LEAD = 0.02
 """Seconds before a foreseen scrape that its preparation should end. Lines written and targets
 moved in this last stretch are left to the scrape. A preparation begins earlier by as long as
 the last one took (about 20 ms for 100 moved targets), and by the difference of the scraper's
