@@ -160,6 +160,9 @@ def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
+PREPARED_WITHIN = 0.3  # seconds before a foreseen scrape that cover its preparation
+
+
 def fleet(args: argparse.Namespace) -> int:
     """A node of ``args.targets`` servers: scrape latency and CPU alone, among 10 scrapers
     and beside 10 clients polling ``/``."""
@@ -192,12 +195,15 @@ def fleet(args: argparse.Namespace) -> int:
             f"(without scrapes: {quiet * 100:.1f}% of a core)"
         )
         # Every log has written since the scrape before. At a steady 2 s the daemon foresees
-        # each scrape from the third on and prepares it: its CPU is counted with the scrape's.
-        spaced, before, t0 = [], cpu_seconds(proc.pid), time.monotonic()
+        # each scrape from the third on and prepares it just before: the CPU of the last
+        # PREPARED_WITHIN seconds before a scrape counts with the scrape's.
+        spaced, spent = [], 0.0
         for _ in range(args.spaced):
-            time.sleep(2)
+            time.sleep(2 - PREPARED_WITHIN)
+            before, t0 = cpu_seconds(proc.pid), time.monotonic()
+            time.sleep(PREPARED_WITHIN)
             spaced.append(timed_get(port, "/metrics"))
-        spent = cpu_seconds(proc.pid) - before - quiet * (time.monotonic() - t0)
+            spent += cpu_seconds(proc.pid) - before - quiet * (time.monotonic() - t0)
         print(
             f"/metrics 2 s apart (every target changed), {len(spaced)} scrapes: "
             f"{summary(spaced)}; CPU per scrape, its preparation included, "

@@ -6,8 +6,8 @@ moved. Prometheus asks at a fixed interval, so once a scraper's last two interva
 next scrape is foreseen, and the daemon does that work just before it: begun early enough (by
 as long as the last preparation took) to end ``LEAD`` seconds before the scrape comes. The
 scrape itself still reads every line written before it and renders every target that moved
-since: it only finds less left to do. With 100 logs of 6 lines/s, a scrape rendered some 25
-targets instead of 80 (bench/README.md).
+since: it only finds less left to do. With 100 logs of 6 lines/s, a scrape renders some 15
+targets instead of about 80 (bench/README.md, eleventh round).
 
 A scraper is told apart by its address and ``User-Agent``; the ``MAX_SCRAPERS`` heard from
 last are followed. One whose last two intervals differ by half an interval (less the lead and
