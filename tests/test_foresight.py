@@ -20,6 +20,7 @@ from tests.support.daemon import run_daemon
 from tests.support.files import append
 from tests.support.loglines import decode_line
 from tests.support.metrics import Clock, Scrape
+from tests.support.realprom import RunningPrometheus, running_prometheus
 
 
 def heard(clock: Clock, foresight: Foresight, who: str, *moments: float) -> None:
@@ -177,3 +178,23 @@ def test_a_steady_scraper_is_prepared_for_and_still_sees_every_line_written_befo
             time.sleep(pause)
             d.scrape()
         assert d.scrape().value("specwatch_scrapes_prepared_total") == prepared
+
+
+def prepared_seen_by(prom: RunningPrometheus) -> float:
+    result = prom.query("specwatch_scrapes_prepared_total")
+    return float(result[0]["value"][1]) if result else 0.0
+
+
+@pytest.mark.e2e
+def test_a_real_prometheus_is_foreseen(tmp_path: Path, port: int) -> None:
+    """Prometheus 3.5 scraping every second, over its kept-alive connection: its scrapes are
+    foreseen from the third on, and it keeps scraping without a failure."""
+    log = tmp_path / "server.log"
+    log.touch()
+    with (
+        run_daemon(["--log-file", str(log)], port),
+        running_prometheus(tmp_path, [f"127.0.0.1:{port}"]) as prom,
+    ):
+        prom.wait_for(lambda: prepared_seen_by(prom) >= 3 or None, timeout=60)
+        [target] = prom.targets()
+        assert target["health"] == "up", target
