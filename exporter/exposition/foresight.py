@@ -29,8 +29,9 @@ from typing import Any
 LEAD = 0.02
 """Seconds before a foreseen scrape that its preparation should end. Lines written and targets
 moved in this last stretch are left to the scrape. A preparation begins earlier by as long as
-the last one took (about 20 ms for 100 moved targets), and by the difference of the scraper's
-last two intervals, for a scraper that wavers."""
+the last one took (20 to 30 ms of wall, nearly all CPU, for 100 moved targets on a quiet
+2-core machine), and by the difference of the scraper's last two intervals, for a scraper
+that wavers."""
 
 MAX_SCRAPERS = 8
 """Scrapers followed at once; an HA pair of Prometheus servers is two."""
@@ -81,8 +82,9 @@ class Foresight:
             self._changed.notify_all()
 
     def due(self) -> float | None:
-        """When the earliest foreseen scrape not yet prepared for should be (its moment less
-        the lead); None when none is foreseen."""
+        """When the earliest preparation not yet made should begin (its scrape's moment less
+        the lead, the last preparation's time and the scraper's wavering); None when no
+        scrape is foreseen."""
         with self._changed:
             return min(map(self._due, self._scrapers.values()), default=None, key=_later_none)
 
